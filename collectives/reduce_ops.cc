@@ -1,0 +1,133 @@
+#include "collectives/reduce_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace phalanx::collectives {
+namespace {
+
+template <typename T, typename F>
+void Apply(void* acc, const void* in, size_t n, F f) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(in);
+  for (size_t i = 0; i < n; ++i) a[i] = f(a[i], b[i]);
+}
+
+template <typename T>
+void ApplyOp(ReduceOp op, void* acc, const void* in, size_t n) {
+  switch (op) {
+    case ReduceOp::kSum: return Apply<T>(acc, in, n, [](T x, T y) { return static_cast<T>(x + y); });
+    case ReduceOp::kProd: return Apply<T>(acc, in, n, [](T x, T y) { return static_cast<T>(x * y); });
+    case ReduceOp::kMin: return Apply<T>(acc, in, n, [](T x, T y) { return std::min(x, y); });
+    case ReduceOp::kMax: return Apply<T>(acc, in, n, [](T x, T y) { return std::max(x, y); });
+  }
+}
+
+// IEEE half <-> float, for float16 arrays (combined in float precision).
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400) == 0) { mant <<= 1; --exp; }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200 : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half = mant >> shift;
+    if ((mant >> (shift - 1)) & 1) ++half;  // round half up
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  if (mant & 0x1000) ++half;  // round
+  return static_cast<uint16_t>(half);
+}
+
+void ApplyHalf(ReduceOp op, void* acc, const void* in, size_t n) {
+  auto* a = static_cast<uint16_t*>(acc);
+  const auto* b = static_cast<const uint16_t*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    float x = HalfToFloat(a[i]), y = HalfToFloat(b[i]), r = 0;
+    switch (op) {
+      case ReduceOp::kSum: r = x + y; break;
+      case ReduceOp::kProd: r = x * y; break;
+      case ReduceOp::kMin: r = std::min(x, y); break;
+      case ReduceOp::kMax: r = std::max(x, y); break;
+    }
+    a[i] = FloatToHalf(r);
+  }
+}
+
+}  // namespace
+
+Result<ReduceOp> ParseReduceOp(const std::string& name) {
+  if (name == "sum") return ReduceOp::kSum;
+  if (name == "prod") return ReduceOp::kProd;
+  if (name == "min") return ReduceOp::kMin;
+  if (name == "max") return ReduceOp::kMax;
+  return Status::InvalidArgument("unknown reduce op '" + name + "' (expected sum, prod, min or max)");
+}
+
+Result<DType> ParseDType(const std::string& name) {
+  static const std::pair<const char*, DType> kNames[] = {
+      {"float16", DType::kFloat16}, {"float32", DType::kFloat32}, {"float64", DType::kFloat64},
+      {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"int32", DType::kInt32},
+      {"int64", DType::kInt64},     {"uint8", DType::kUInt8},     {"uint16", DType::kUInt16},
+      {"uint32", DType::kUInt32},   {"uint64", DType::kUInt64}};
+  for (const auto& [n, t] : kNames) {
+    if (name == n) return t;
+  }
+  return Status::InvalidArgument("dtype '" + name + "' cannot be reduced");
+}
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kInt8: case DType::kUInt8: return 1;
+    case DType::kFloat16: case DType::kInt16: case DType::kUInt16: return 2;
+    case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
+    default: return 8;
+  }
+}
+
+Status ReduceInto(ReduceOp op, DType type, void* acc, const void* in, size_t n) {
+  switch (type) {
+    case DType::kFloat16: ApplyHalf(op, acc, in, n); break;
+    case DType::kFloat32: ApplyOp<float>(op, acc, in, n); break;
+    case DType::kFloat64: ApplyOp<double>(op, acc, in, n); break;
+    case DType::kInt8: ApplyOp<int8_t>(op, acc, in, n); break;
+    case DType::kInt16: ApplyOp<int16_t>(op, acc, in, n); break;
+    case DType::kInt32: ApplyOp<int32_t>(op, acc, in, n); break;
+    case DType::kInt64: ApplyOp<int64_t>(op, acc, in, n); break;
+    case DType::kUInt8: ApplyOp<uint8_t>(op, acc, in, n); break;
+    case DType::kUInt16: ApplyOp<uint16_t>(op, acc, in, n); break;
+    case DType::kUInt32: ApplyOp<uint32_t>(op, acc, in, n); break;
+    case DType::kUInt64: ApplyOp<uint64_t>(op, acc, in, n); break;
+  }
+  return Status::OK();
+}
+
+}  // namespace phalanx::collectives

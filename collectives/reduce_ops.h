@@ -1,0 +1,26 @@
+// Element-wise reduce kernels (sum, prod, min, max) over the numeric dtypes
+// phalanx objects carry. The reduce trees of the collectives layer combine
+// chunks with these; exposed now so they are tested on their own. Pure
+// functions; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/status.h"
+
+namespace phalanx::collectives {
+
+enum class ReduceOp { kSum, kProd, kMin, kMax };
+enum class DType { kFloat16, kFloat32, kFloat64, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64 };
+
+Result<ReduceOp> ParseReduceOp(const std::string& name);
+// Names as numpy writes them ("float32", "int64", ...).
+Result<DType> ParseDType(const std::string& name);
+size_t DTypeSize(DType t);
+
+// acc[i] = op(acc[i], in[i]) for i < count. REQUIRES: both hold `count`
+// elements of `type`; they may not overlap unless equal.
+Status ReduceInto(ReduceOp op, DType type, void* acc, const void* in, size_t count);
+
+}  // namespace phalanx::collectives

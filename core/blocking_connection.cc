@@ -1,0 +1,246 @@
+#include "core/blocking_connection.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "core/logging.h"
+#include "core/proto/phalanx.pb.h"
+
+namespace phalanx {
+
+Deadline DeadlineAfterMs(int64_t timeout_ms) {
+  if (timeout_ms < 0) return Clock::now() + std::chrono::hours(24 * 365);
+  return Clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+static int PollMs(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return 0;
+  return static_cast<int>(std::min<int64_t>(left + 1, 1000));
+}
+
+Result<std::unique_ptr<BlockingConnection>> BlockingConnection::ConnectUnix(const std::string& path,
+                                                                            int64_t timeout_ms) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("socket path too long: " + path);
+  }
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  Deadline deadline = DeadlineAfterMs(timeout_ms);
+  std::string last_error;
+  while (true) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::Unavailable(std::string("socket(): ") + std::strerror(errno));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      return std::unique_ptr<BlockingConnection>(new BlockingConnection(fd, "raylet at " + path));
+    }
+    last_error = std::strerror(errno);
+    ::close(fd);
+    if (Clock::now() >= deadline) {
+      return Status::Unavailable("cannot connect to raylet at " + path + ": " + last_error);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+BlockingConnection::BlockingConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {
+  rbuf_.resize(1 << 16);
+}
+
+BlockingConnection::~BlockingConnection() {
+  Shutdown("connection closed");
+  ::close(fd_);
+}
+
+void BlockingConnection::Shutdown(const std::string& why) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (status_.ok()) status_ = Status::Unavailable(peer_ + ": " + why);
+  ::shutdown(fd_, SHUT_RDWR);
+  cv_.notify_all();
+}
+
+uint64_t BlockingConnection::NextRequestId() {
+  std::lock_guard<std::mutex> l(mu_);
+  return next_request_id_++;
+}
+
+Status BlockingConnection::SendRaw(const std::string& frame) {
+  std::lock_guard<std::mutex> l(write_mu_);
+  size_t off = 0;
+  while (off < frame.size()) {
+    ssize_t n = ::send(fd_, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Unavailable(peer_ + " is gone (write failed: " + std::strerror(errno) + ")");
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status BlockingConnection::Send(uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& msg) {
+  return SendRaw(EncodeFrame(type, 0, request_id, msg));
+}
+
+Result<Frame> BlockingConnection::Call(uint16_t type, const google::protobuf::MessageLite& msg,
+                                       Deadline deadline) {
+  uint64_t id = NextRequestId();
+  PHALANX_RETURN_IF_ERROR(Send(type, id, msg));
+  return WaitReply(id, deadline);
+}
+
+Result<Frame> BlockingConnection::WaitReply(uint64_t request_id, Deadline deadline) {
+  return WaitFor([&] { return replies_.count(request_id) > 0; },
+                 [&] {
+                   auto it = replies_.find(request_id);
+                   Frame f = std::move(it->second);
+                   replies_.erase(it);
+                   return f;
+                 },
+                 deadline);
+}
+
+Result<Frame> BlockingConnection::NextPush(Deadline deadline) {
+  return WaitFor([&] { return !pushes_.empty(); },
+                 [&] {
+                   Frame f = std::move(pushes_.front());
+                   pushes_.pop_front();
+                   return f;
+                 },
+                 deadline);
+}
+
+template <typename Pred, typename Take>
+Result<Frame> BlockingConnection::WaitFor(Pred ready, Take take, Deadline deadline) {
+  std::unique_lock<std::mutex> l(mu_);
+  std::vector<Frame> frames;
+  while (true) {
+    if (ready()) return take();
+    if (!status_.ok()) return status_;
+    if (Clock::now() >= deadline) return Status::TimedOut("timed out waiting for " + peer_);
+    if (!reading_) {
+      reading_ = true;
+      l.unlock();
+      frames.clear();
+      Status st = ReadSome(deadline, &frames);
+      l.lock();
+      reading_ = false;
+      for (auto& f : frames) {
+        if (f.header.type == rpc::RAYLET_FAILING && !(f.header.flags & kReplyFlag)) {
+          rpc::Status why;
+          why.ParseFromString(f.body);
+          if (status_.ok()) status_ = Status::Unavailable(why.message());
+          continue;
+        }
+        if (f.header.flags & kReplyFlag) {
+          replies_[f.header.request_id] = std::move(f);
+        } else {
+          pushes_.push_back(std::move(f));
+        }
+      }
+      if (!st.ok() && status_.ok()) status_ = st;
+      cv_.notify_all();
+    } else {
+      cv_.wait_until(l, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+    }
+  }
+}
+
+Status BlockingConnection::ReadSome(Deadline deadline, std::vector<Frame>* out) {
+  pollfd p{fd_, POLLIN, 0};
+  int r = ::poll(&p, 1, PollMs(deadline));
+  if (r < 0 && errno != EINTR) return Status::Unavailable(peer_ + ": poll failed: " + std::strerror(errno));
+  if (r <= 0) return Status::OK();  // nothing yet; the caller checks its deadline
+  if (rbuf_.size() - rbuf_filled_ < 4096) rbuf_.resize(rbuf_.size() * 2);
+  ssize_t n = ::recv(fd_, rbuf_.data() + rbuf_filled_, rbuf_.size() - rbuf_filled_, MSG_DONTWAIT);
+  if (n == 0) return Status::Unavailable(peer_ + " closed the connection (did the raylet die?)");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EINTR) return Status::OK();
+    return Status::Unavailable(peer_ + ": read failed: " + std::strerror(errno));
+  }
+  rbuf_filled_ += static_cast<size_t>(n);
+  size_t pos = 0;
+  while (rbuf_filled_ - pos >= kFrameHeaderSize) {
+    FrameHeader h = DecodeHeader(rbuf_.data() + pos);
+    PHALANX_RETURN_IF_ERROR(ValidateHeader(h));
+    size_t total = kFrameHeaderSize + h.length;
+    if (rbuf_filled_ - pos < total) {
+      if (rbuf_.size() < total) rbuf_.resize(total);
+      break;
+    }
+    out->push_back(Frame{h, std::string(rbuf_.data() + pos + kFrameHeaderSize, h.length)});
+    pos += total;
+  }
+  if (pos > 0) {
+    std::memmove(rbuf_.data(), rbuf_.data() + pos, rbuf_filled_ - pos);
+    rbuf_filled_ -= pos;
+  }
+  if (rbuf_.size() > (1u << 20) && rbuf_filled_ < (1u << 16)) rbuf_.resize(1 << 16);
+  return Status::OK();
+}
+
+Status BlockingConnection::ReadExact(char* dst, size_t n, Deadline deadline) {
+  size_t got = 0;
+  while (got < n) {
+    pollfd p{fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, PollMs(deadline));
+    if (r == 0 && Clock::now() >= deadline) return Status::TimedOut("timed out waiting for " + peer_);
+    if (r <= 0) continue;
+    ssize_t k = ::recv(fd_, dst + got, n - got, 0);
+    if (k == 0) return Status::Unavailable(peer_ + " closed the connection");
+    if (k < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Status::Unavailable(peer_ + ": read failed: " + std::strerror(errno));
+    }
+    got += static_cast<size_t>(k);
+  }
+  return Status::OK();
+}
+
+Result<Frame> BlockingConnection::CallReceivingFd(uint16_t type, const google::protobuf::MessageLite& msg,
+                                                  int* fd, Deadline deadline) {
+  *fd = -1;
+  uint64_t id = NextRequestId();
+  PHALANX_RETURN_IF_ERROR(Send(type, id, msg));
+  // The descriptor rides on the first byte of the reply: take the header with recvmsg.
+  char header[kFrameHeaderSize];
+  size_t got = 0;
+  while (got < kFrameHeaderSize) {
+    pollfd p{fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, PollMs(deadline));
+    if (r == 0 && Clock::now() >= deadline) return Status::TimedOut("timed out registering with " + peer_);
+    if (r <= 0) continue;
+    msghdr m{};
+    iovec iov{header + got, kFrameHeaderSize - got};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    ssize_t k = ::recvmsg(fd_, &m, MSG_CMSG_CLOEXEC);
+    if (k == 0) return Status::Unavailable(peer_ + " closed the connection during registration");
+    if (k < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Status::Unavailable(peer_ + ": recvmsg failed: " + std::strerror(errno));
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(fd, CMSG_DATA(c), sizeof(int));
+    }
+    got += static_cast<size_t>(k);
+  }
+  Frame f;
+  f.header = DecodeHeader(header);
+  PHALANX_RETURN_IF_ERROR(ValidateHeader(f.header));
+  f.body.resize(f.header.length);
+  PHALANX_RETURN_IF_ERROR(ReadExact(f.body.data(), f.body.size(), deadline));
+  return f;
+}
+
+}  // namespace phalanx

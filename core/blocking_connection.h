@@ -1,0 +1,84 @@
+// BlockingConnection: the client end of a framed Unix socket, used by drivers
+// and workers (the core worker library) to talk to their raylet.
+//
+// There is no I/O thread. Writers write directly under a mutex. Readers use a
+// leader/follower scheme: the first thread that needs a frame becomes the
+// reader, reads everything available, files replies by request id and
+// unsolicited frames (task pushes) in a queue, and wakes the others. This
+// keeps a synchronous call at one wake-up per message instead of two.
+// Thread-safe. Every wait takes a deadline; when the peer dies, every waiter
+// gets Unavailable naming the socket.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/frame.h"
+#include "core/status.h"
+
+namespace phalanx {
+
+struct Frame {
+  FrameHeader header;
+  std::string body;
+};
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+// A deadline `timeout_ms` from now; negative means none (far future).
+Deadline DeadlineAfterMs(int64_t timeout_ms);
+
+class BlockingConnection {
+ public:
+  // Connects to the Unix socket at `path`, retrying until `timeout_ms`.
+  static Result<std::unique_ptr<BlockingConnection>> ConnectUnix(const std::string& path, int64_t timeout_ms);
+  ~BlockingConnection();
+
+  // Writes one frame completely. Thread-safe.
+  Status Send(uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& msg);
+  Status SendRaw(const std::string& frame);
+  // Sends a request and waits for its reply. Thread-safe.
+  Result<Frame> Call(uint16_t type, const google::protobuf::MessageLite& msg, Deadline deadline);
+  uint64_t NextRequestId();
+  // Waits for the reply to `request_id`.
+  Result<Frame> WaitReply(uint64_t request_id, Deadline deadline);
+  // Waits for the next unsolicited frame (a push from the raylet).
+  Result<Frame> NextPush(Deadline deadline);
+  // Before any other traffic: sends a request and reads its reply together
+  // with the file descriptor attached to it. Returns the frame; *fd receives
+  // the descriptor (or -1).
+  Result<Frame> CallReceivingFd(uint16_t type, const google::protobuf::MessageLite& msg, int* fd,
+                                Deadline deadline);
+  // Stops every waiter with Unavailable and closes the socket.
+  void Shutdown(const std::string& why);
+  const std::string& peer_name() const { return peer_; }
+
+ private:
+  BlockingConnection(int fd, std::string peer);
+  template <typename Pred, typename Take>
+  Result<Frame> WaitFor(Pred ready, Take take, Deadline deadline);
+  // Reads what is available (waiting up to `deadline`) and parses whole frames into `out`.
+  Status ReadSome(Deadline deadline, std::vector<Frame>* out);
+  Status ReadExact(char* dst, size_t n, Deadline deadline);
+
+  int fd_;
+  std::string peer_;
+  std::mutex write_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool reading_ = false;                       // guarded by mu_
+  Status status_;                              // guarded by mu_; non-OK once dead
+  std::unordered_map<uint64_t, Frame> replies_;  // guarded by mu_
+  std::deque<Frame> pushes_;                   // guarded by mu_
+  uint64_t next_request_id_ = 1;               // guarded by mu_
+  std::vector<char> rbuf_;                     // touched only by the current reader
+  size_t rbuf_filled_ = 0;
+};
+
+}  // namespace phalanx

@@ -1,0 +1,67 @@
+// FramedConnection: one stream socket (Unix or TCP) carrying frames (see
+// core/frame.h), on an Asio io_context. Reads run continuously and hand each
+// frame to the handler; writes are queued and coalesced into one gathered
+// write. Not thread-safe: every method must run on the connection's
+// io_context thread. Lives on: the io_context of whoever accepted it (the
+// raylet's main loop).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+
+#include "core/frame.h"
+
+namespace phalanx {
+
+class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
+ public:
+  using Socket = boost::asio::generic::stream_protocol::socket;
+  // Called with each frame; `body` is valid only during the call.
+  using FrameHandler = std::function<void(const FrameHeader&, const char* body, size_t len)>;
+  // Called once when the connection ends; `why` is OK for an orderly EOF.
+  using CloseHandler = std::function<void(const Status& why)>;
+
+  FramedConnection(Socket socket, std::string peer_name);
+  ~FramedConnection();
+
+  // Starts reading. REQUIRES: called once.
+  void Start(FrameHandler on_frame, CloseHandler on_close);
+  // Queues one encoded frame (header included).
+  void Send(std::string frame);
+  void Send(uint16_t type, uint16_t flags, uint64_t request_id, const google::protobuf::MessageLite& m) {
+    Send(EncodeFrame(type, flags, request_id, m));
+  }
+  // Sends a frame together with a file descriptor (SCM_RIGHTS), synchronously.
+  // REQUIRES: Unix socket; no write in flight (only used right after accept).
+  Status SendWithFd(const std::string& frame, int fd);
+  void Close();
+
+  bool closed() const { return closed_; }
+  const std::string& peer_name() const { return peer_name_; }
+  size_t queued_bytes() const { return queued_bytes_; }
+
+ private:
+  void ReadHeader();
+  void ReadBody(FrameHeader h);
+  void WriteMore();
+  void Fail(const Status& why);
+
+  Socket socket_;
+  std::string peer_name_;
+  FrameHandler on_frame_;
+  CloseHandler on_close_;
+  char header_buf_[kFrameHeaderSize];
+  std::vector<char> body_buf_;
+  std::deque<std::string> queue_;     // frames waiting to be written
+  std::vector<std::string> writing_;  // frames in the current gathered write
+  size_t queued_bytes_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace phalanx

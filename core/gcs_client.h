@@ -1,0 +1,59 @@
+// GcsClient: the tables of the global control store, kept in a real
+// redis-server, as protobuf values (core/proto/phalanx.proto):
+//
+//   nodes                 hash  node id hex -> NodeInfo
+//   tasks                 hash  task id hex -> TaskRecord   (removed when its returns are freed)
+//   objdir:<object hex>   hash  "size" -> decimal, node hex -> ObjectLocation
+//
+// and pub/sub channels "nodes" (NodeInfo on register/death) and
+// "objloc:<object hex>" (ObjectDirectoryEntry on each location change).
+// Writes are fire-and-forget and pipelined by the RedisClient; reads take a
+// callback. Not thread-safe; lives on the RedisClient's io_context.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/proto/phalanx.pb.h"
+#include "core/redis_client.h"
+
+namespace phalanx {
+
+class GcsClient {
+ public:
+  template <typename T>
+  using Callback = std::function<void(Result<T>)>;
+
+  explicit GcsClient(RedisClient* redis) : redis_(redis) {}
+
+  // Node table.
+  void RegisterNode(const rpc::NodeInfo& info);
+  void UpdateNode(const rpc::NodeInfo& info);  // heartbeat / resource change; no announcement
+  void MarkNodeDead(rpc::NodeInfo info);
+  void GetAllNodes(Callback<std::vector<rpc::NodeInfo>> cb);
+  void SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb);
+
+  // Task table. Records are written in one HSET per batch.
+  void PutTaskRecords(const std::vector<rpc::TaskRecord>& records);
+  void DeleteTaskRecords(const std::vector<std::string>& task_ids);
+  void GetTaskRecord(const std::string& task_id, Callback<rpc::TaskRecord> cb);
+
+  // Object directory.
+  void AddObjectLocation(const std::string& object_id, uint64_t size, const rpc::ObjectLocation& loc);
+  void RemoveObjectLocation(const std::string& object_id, const std::string& node_id);
+  void RemoveObject(const std::string& object_id);
+  void GetObjectLocations(const std::string& object_id, Callback<rpc::ObjectDirectoryEntry> cb);
+  void SubscribeObjectLocations(const std::string& object_id,
+                                std::function<void(const rpc::ObjectDirectoryEntry&)> cb);
+  void UnsubscribeObjectLocations(const std::string& object_id);
+
+  RedisClient* redis() { return redis_; }
+
+ private:
+  void AnnounceObject(const std::string& object_id);
+
+  RedisClient* redis_;
+};
+
+}  // namespace phalanx

@@ -1,0 +1,118 @@
+#include "objectstore/object_store.h"
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx::objectstore {
+
+ObjectStore::ObjectStore(std::unique_ptr<ShmRegion> region)
+    : region_(std::move(region)), allocator_(region_->capacity()) {}
+
+static std::string Mib(uint64_t b) { return std::to_string(b >> 20) + " MiB"; }
+
+Result<uint64_t> ObjectStore::Create(const std::string& id, uint64_t size) {
+  if (objects_.count(id)) return Status::AlreadyExists("object " + ToHex(id) + " already exists in the store");
+  if (size > allocator_.capacity()) {
+    return Status::OutOfMemory("object of " + std::to_string(size) + " bytes is larger than the whole object store (" +
+                               Mib(allocator_.capacity()) + "); start phalanx with a larger object_store_memory");
+  }
+  auto off = allocator_.Allocate(size);
+  if (!off && EvictFor(size)) off = allocator_.Allocate(size);
+  if (!off) {
+    StoreStats s = Stats();
+    return Status::OutOfMemory("object store is full: cannot fit " + std::to_string(size) + " bytes (capacity " +
+                               Mib(s.capacity) + ", in use " + Mib(s.used) + " by " + std::to_string(s.objects) +
+                               " objects, " + std::to_string(s.pinned) +
+                               " of them mapped by a process; largest free block " +
+                               Mib(allocator_.largest_free()) + "). Drop references to objects you no longer need.");
+  }
+  StoreEntry& e = objects_[id];
+  e.offset = *off;
+  e.size = size;
+  return *off;
+}
+
+Status ObjectStore::Seal(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return Status::NotFound("seal of unknown object " + ToHex(id));
+  it->second.sealed = true;
+  return Status::OK();
+}
+
+void ObjectStore::Abort(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it != objects_.end() && !it->second.sealed) Free(it);
+}
+
+Status ObjectStore::Pin(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || !it->second.sealed) return Status::NotFound("object " + ToHex(id) + " is not in the store");
+  StoreEntry& e = it->second;
+  if (e.pins++ == 0) ++pinned_objects_;
+  if (e.evictable) {  // most recently used now
+    lru_.splice(lru_.end(), lru_, e.lru);
+  }
+  return Status::OK();
+}
+
+void ObjectStore::Unpin(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.pins == 0) return;
+  if (--it->second.pins == 0) {
+    --pinned_objects_;
+    if (it->second.delete_when_unpinned) Free(it);
+  }
+}
+
+void ObjectStore::Delete(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  if (it->second.pins > 0) {
+    it->second.delete_when_unpinned = true;
+    return;
+  }
+  Free(it);
+}
+
+void ObjectStore::MarkEvictable(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.evictable) return;
+  it->second.evictable = true;
+  it->second.lru = lru_.insert(lru_.end(), id);
+  evictable_bytes_ += it->second.size;
+}
+
+const StoreEntry* ObjectStore::Find(const std::string& id) const {
+  auto it = objects_.find(id);
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+void ObjectStore::Free(std::unordered_map<std::string, StoreEntry>::iterator it) {
+  StoreEntry& e = it->second;
+  if (e.evictable) {
+    lru_.erase(e.lru);
+    evictable_bytes_ -= e.size;
+  }
+  if (e.pins > 0) --pinned_objects_;
+  allocator_.Free(e.offset);
+  objects_.erase(it);
+}
+
+bool ObjectStore::EvictFor(uint64_t size) {
+  bool evicted = false;
+  for (auto id = lru_.begin(); id != lru_.end() && allocator_.largest_free() < size;) {
+    auto it = objects_.find(*id++);
+    if (it->second.pins > 0) continue;
+    std::string victim = it->first;
+    Free(it);
+    evicted = true;
+    if (on_evict_) on_evict_(victim);
+  }
+  return evicted;
+}
+
+StoreStats ObjectStore::Stats() const {
+  return StoreStats{allocator_.capacity(), allocator_.used(), objects_.size(), pinned_objects_, evictable_bytes_};
+}
+
+}  // namespace phalanx::objectstore

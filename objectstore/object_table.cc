@@ -1,0 +1,178 @@
+#include "objectstore/object_table.h"
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx::objectstore {
+
+namespace {
+constexpr size_t kFreedMemory = 100000;  // how many freed ids we remember
+}
+
+void ObjectTable::AddRef(const std::string& id) { ++entries_[id].refs; }
+
+void ObjectTable::RemoveRef(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  if (--it->second.refs <= 0) MaybeFree(id);
+}
+
+void ObjectTable::MaybeFree(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.refs > 0) return;
+  Entry& e = it->second;
+  // A pending object nobody holds is freed once its value arrives (or now, if
+  // no one waits for it); a store object being written is freed at seal.
+  if (e.creating) return;
+  if (e.state == State::kPending && !e.waiters.empty()) return;
+  bool in_store = e.state == State::kInStore;
+  if (in_store) store_->Delete(id);
+  if (e.state == State::kInline) {
+    --num_inline_;
+    inline_bytes_ -= e.data.size();
+  }
+  bool had_value = e.state != State::kPending;
+  std::vector<std::string> contained = std::move(e.contained);
+  entries_.erase(it);
+  if (had_value) {
+    RememberFreed(id);
+    if (on_free_) on_free_(id, in_store);
+  }
+  for (const auto& c : contained) RemoveRef(c);
+}
+
+void ObjectTable::RememberFreed(const std::string& id) {
+  if (freed_set_.insert(id).second) freed_order_.push_back(id);
+  while (freed_order_.size() > kFreedMemory) {
+    freed_set_.erase(freed_order_.front());
+    freed_order_.pop_front();
+  }
+}
+
+void ObjectTable::BecomeReady(Entry& e) {
+  auto waiters = std::move(e.waiters);
+  e.waiters.clear();
+  for (auto& w : waiters) w();
+}
+
+void ObjectTable::PutInline(const std::string& id, std::string data, std::vector<std::string> contained) {
+  Entry& e = entries_[id];
+  if (e.state != State::kPending || e.creating) return;
+  for (const auto& c : contained) AddRef(c);
+  e.state = State::kInline;
+  inline_bytes_ += data.size();
+  ++num_inline_;
+  e.data = std::move(data);
+  e.contained = std::move(contained);
+  BecomeReady(e);
+  MaybeFree(id);
+}
+
+Result<uint64_t> ObjectTable::CreateInStore(const std::string& id, uint64_t size, std::vector<std::string> contained) {
+  Entry& e = entries_[id];
+  if (e.state != State::kPending || e.creating) {
+    return Status::AlreadyExists("object " + ToHex(id) + " already has a value");
+  }
+  auto off = store_->Create(id, size);
+  if (!off.ok()) {
+    if (e.refs <= 0 && e.waiters.empty()) entries_.erase(id);
+    return off.status();
+  }
+  for (const auto& c : contained) AddRef(c);
+  e.creating = true;
+  e.size = size;
+  e.contained = std::move(contained);
+  return off.value();
+}
+
+Status ObjectTable::SealInStore(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.creating) return Status::NotFound("seal of unknown object " + ToHex(id));
+  PHALANX_RETURN_IF_ERROR(store_->Seal(id));
+  Entry& e = it->second;
+  e.creating = false;
+  e.state = State::kInStore;
+  BecomeReady(e);
+  MaybeFree(id);
+  return Status::OK();
+}
+
+void ObjectTable::AbortCreate(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.creating) return;
+  store_->Abort(id);
+  it->second.creating = false;
+  std::vector<std::string> contained = std::move(it->second.contained);
+  it->second.contained.clear();
+  for (const auto& c : contained) RemoveRef(c);
+  MaybeFree(id);
+}
+
+void ObjectTable::MarkLost(const std::string& id, StatusCode code, const std::string& why) {
+  Entry& e = entries_[id];
+  if (e.state != State::kPending || e.creating) return;
+  e.state = State::kLost;
+  e.lost_code = code;
+  e.data = why;
+  BecomeReady(e);
+  MaybeFree(id);
+}
+
+void ObjectTable::OnReady(const std::string& id, ReadyCallback cb) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    if (WasFreed(id)) return cb();
+    it = entries_.emplace(id, Entry{}).first;
+  }
+  if (it->second.state != State::kPending) return cb();
+  it->second.waiters.push_back(std::move(cb));
+}
+
+bool ObjectTable::IsReady(const std::string& id) const {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return WasFreed(id);
+  return it->second.state != State::kPending;
+}
+
+void ObjectTable::Describe(const std::string& id, rpc::ObjectValue* out, bool pin) {
+  out->set_object_id(id);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    if (WasFreed(id)) {
+      out->set_state(rpc::OBJ_LOST);
+      out->set_error_code(static_cast<int>(StatusCode::kObjectLost));
+      out->set_error("object " + ToHex(id) + " was freed: no reference to it remained");
+    } else {
+      out->set_state(rpc::OBJ_PENDING);
+    }
+    return;
+  }
+  const Entry& e = it->second;
+  switch (e.state) {
+    case State::kPending: out->set_state(rpc::OBJ_PENDING); break;
+    case State::kInline:
+      out->set_state(rpc::OBJ_INLINE);
+      out->set_data(e.data);
+      break;
+    case State::kLost:
+      out->set_state(rpc::OBJ_LOST);
+      out->set_error_code(static_cast<int>(e.lost_code));
+      out->set_error(e.data);
+      break;
+    case State::kInStore: {
+      const StoreEntry* se = store_->Find(id);
+      if (se == nullptr || (pin && !store_->Pin(id).ok())) {
+        out->set_state(rpc::OBJ_LOST);
+        out->set_error_code(static_cast<int>(StatusCode::kObjectLost));
+        out->set_error("object " + ToHex(id) + " is no longer in the store");
+        return;
+      }
+      out->set_state(rpc::OBJ_IN_STORE);
+      out->set_offset(se->offset);
+      out->set_size(se->size);
+      break;
+    }
+  }
+}
+
+}  // namespace phalanx::objectstore

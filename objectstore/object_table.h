@@ -1,0 +1,88 @@
+// ObjectTable: every object this node knows about and who holds it.
+//
+// An object is pending (its task has not finished), inline (a small value
+// kept in raylet memory), in the store (shared memory, see ObjectStore) or
+// lost (with the reason). Holders are counted: each client process that has
+// an ObjectRef to it, each queued or running task that takes it as an
+// argument, each object whose value contains a reference to it. When the
+// count drops to zero the value is freed (the store copy when the last
+// mapping is released) and the contained references are dropped in turn.
+// Waiters registered with OnReady run once the object is ready or lost.
+// Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/proto/phalanx.pb.h"
+#include "objectstore/object_store.h"
+
+namespace phalanx::objectstore {
+
+class ObjectTable {
+ public:
+  using ReadyCallback = std::function<void()>;
+  // Told about each freed object (to clean the directory and task table).
+  using FreeHandler = std::function<void(const std::string& id, bool was_in_store)>;
+
+  explicit ObjectTable(ObjectStore* store) : store_(store) {}
+
+  // Holder counting. AddRef on an unknown id creates a pending entry.
+  void AddRef(const std::string& id);
+  void RemoveRef(const std::string& id);
+
+  // Values. Each REQUIRES the object not to be ready yet; a second value for a
+  // ready object is ignored (a retried task may finish twice).
+  void PutInline(const std::string& id, std::string data, std::vector<std::string> contained);
+  // Reserves store space for `id`; the caller seals later with SealInStore.
+  Result<uint64_t> CreateInStore(const std::string& id, uint64_t size, std::vector<std::string> contained);
+  Status SealInStore(const std::string& id);
+  void AbortCreate(const std::string& id);
+  void MarkLost(const std::string& id, StatusCode code, const std::string& why);
+
+  // Runs `cb` when `id` is ready or lost (now, if it already is).
+  void OnReady(const std::string& id, ReadyCallback cb);
+  bool IsReady(const std::string& id) const;
+  // Fills `out` with the object's current value. For a store object this
+  // pins it; the caller must Unpin (ReleasePin) when the reader is done.
+  void Describe(const std::string& id, rpc::ObjectValue* out, bool pin);
+  void ReleasePin(const std::string& id) { store_->Unpin(id); }
+
+  void SetFreeHandler(FreeHandler h) { on_free_ = std::move(h); }
+  size_t num_entries() const { return entries_.size(); }
+  size_t num_inline() const { return num_inline_; }
+  uint64_t inline_bytes() const { return inline_bytes_; }
+  // True when `id` was freed recently (a reader that comes late gets a clear error).
+  bool WasFreed(const std::string& id) const { return freed_set_.count(id) > 0; }
+
+ private:
+  enum class State { kPending, kInline, kInStore, kLost };
+  struct Entry {
+    State state = State::kPending;
+    int64_t refs = 0;
+    std::string data;   // inline value, or the reason when lost
+    StatusCode lost_code = StatusCode::kObjectLost;
+    uint64_t size = 0;  // store objects
+    bool creating = false;
+    std::vector<std::string> contained;
+    std::vector<ReadyCallback> waiters;
+  };
+  void BecomeReady(Entry& e);
+  void MaybeFree(const std::string& id);
+  void RememberFreed(const std::string& id);
+
+  ObjectStore* store_;
+  std::unordered_map<std::string, Entry> entries_;
+  size_t num_inline_ = 0;
+  uint64_t inline_bytes_ = 0;
+  FreeHandler on_free_;
+  std::deque<std::string> freed_order_;
+  std::unordered_set<std::string> freed_set_;
+};
+
+}  // namespace phalanx::objectstore

@@ -1,0 +1,504 @@
+#include "scheduler/node_manager.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx::scheduler {
+
+namespace asio = boost::asio;
+using asio::local::stream_protocol;
+
+struct NodeManager::Client {
+  std::shared_ptr<FramedConnection> conn;
+  bool registered = false;
+  bool is_worker = false;
+  int pid = 0;
+  Worker* worker = nullptr;
+  std::unordered_set<std::string> holds;
+  std::unordered_map<std::string, int64_t> pins;
+  std::unordered_set<std::string> creating;
+};
+
+struct NodeManager::PendingGet {
+  std::weak_ptr<Client> client;
+  uint64_t request_id = 0;
+  std::vector<std::string> ids;
+  int waiting = 0;
+  bool done = false;
+  bool blocked_worker = false;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+struct NodeManager::PendingWait {
+  std::weak_ptr<Client> client;
+  uint64_t request_id = 0;
+  std::vector<std::string> ids;
+  int ready = 0;
+  int needed = 0;
+  bool done = false;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+static int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<std::unique_ptr<NodeManager>> NodeManager::Create(asio::io_context& io, NodeManagerOptions options) {
+  if (options.store_capacity == 0) options.store_capacity = objectstore::DefaultStoreCapacity();
+  auto region = objectstore::ShmRegion::Create(options.store_capacity, "phalanx-store");
+  if (!region.ok()) return region.status();
+  auto store = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
+  std::unique_ptr<NodeManager> nm(new NodeManager(io, std::move(options), std::move(store)));
+  PHALANX_RETURN_IF_ERROR(nm->redis_.Connect(5000));
+  return nm;
+}
+
+NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
+                         std::unique_ptr<objectstore::ObjectStore> store)
+    : io_(io),
+      options_(std::move(options)),
+      node_id_(RandomBytes(16)),
+      store_(std::move(store)),
+      objects_(store_.get()),
+      pool_(io, WorkerPoolOptions{options_.worker_command, options_.socket_path, options_.session_dir,
+                                  options_.session_dir + "/logs", {}}),
+      tasks_(&objects_, &pool_,
+             TaskManagerOptions{ResourceSet({{"CPU", options_.num_cpus}}), options_.pipeline_depth}),
+      redis_(io, options_.redis_host, options_.redis_port),
+      gcs_(&redis_),
+      acceptor_(io),
+      heartbeat_timer_(io),
+      flush_timer_(io) {}
+
+NodeManager::~NodeManager() { Stop("raylet destroyed"); }
+
+Status NodeManager::Start() {
+  std::error_code fs_ec;
+  std::filesystem::create_directories(options_.session_dir + "/logs", fs_ec);
+  ::unlink(options_.socket_path.c_str());
+  boost::system::error_code ec;
+  acceptor_.open(stream_protocol(), ec);
+  if (!ec) acceptor_.bind(stream_protocol::endpoint(options_.socket_path), ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::Unavailable("cannot listen on " + options_.socket_path + ": " + ec.message());
+
+  redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
+  objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
+    if (in_store) gcs_.RemoveObject(id);
+    uint32_t index = 0;
+    std::memcpy(&index, id.data() + kTaskIdSize, sizeof(index));
+    if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+  });
+  tasks_.SetTaskEventHandler([this](const rpc::TaskRecord& r) {
+    if (r.state() == rpc::TASK_PENDING || r.state() == rpc::TASK_RUNNING) return;
+    pending_records_.push_back(r);
+    pending_records_.back().set_node_id(node_id_);
+    pending_records_.back().set_finish_time_ms(NowMs());
+  });
+  pool_.SetDeathHandler([this](Worker* w, const std::string& why) { tasks_.OnWorkerDied(w, why); });
+
+  start_time_ms_ = NowMs();
+  gcs_.RegisterNode(NodeInfoNow());
+  int prestart = options_.prestart_workers >= 0 ? options_.prestart_workers
+                                                : std::max(1, static_cast<int>(options_.num_cpus));
+  for (int i = 0; i < prestart; ++i) pool_.StartWorker();
+  Accept();
+  Heartbeat();
+  PHALANX_LOG(Info) << "raylet " << ToHex(node_id_) << " listening on " << options_.socket_path << " with "
+                    << options_.num_cpus << " CPUs, store " << (store_->Stats().capacity >> 20) << " MiB, GCS "
+                    << redis_.address();
+  return Status::OK();
+}
+
+rpc::NodeInfo NodeManager::NodeInfoNow() const {
+  rpc::NodeInfo n;
+  n.set_node_id(node_id_);
+  n.set_address(options_.node_ip);
+  n.set_socket_path(options_.socket_path);
+  n.set_session_dir(options_.session_dir);
+  n.set_pid(static_cast<int>(::getpid()));
+  n.set_start_time_ms(start_time_ms_);
+  n.set_heartbeat_ms(NowMs());
+  n.set_alive(!stopped_);
+  for (const auto& [k, v] : tasks_.total().amounts()) (*n.mutable_resources_total())[k] = v;
+  for (const auto& [k, v] : tasks_.available().amounts()) (*n.mutable_resources_available())[k] = v;
+  (*n.mutable_resources_total())["object_store_memory"] = static_cast<double>(store_->Stats().capacity);
+  return n;
+}
+
+void NodeManager::Heartbeat() {
+  if (stopped_) return;
+  gcs_.UpdateNode(NodeInfoNow());
+  pool_.TrimIdle(std::max<size_t>(1, static_cast<size_t>(options_.num_cpus)), std::chrono::seconds(10));
+  heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
+  heartbeat_timer_.async_wait([this](auto ec) {
+    if (!ec) Heartbeat();
+  });
+  FlushGcs();
+}
+
+void NodeManager::FlushGcs() {
+  gcs_.PutTaskRecords(pending_records_);
+  pending_records_.clear();
+  gcs_.DeleteTaskRecords(pending_task_deletes_);
+  pending_task_deletes_.clear();
+}
+
+void NodeManager::Accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, stream_protocol::socket sock) {
+    if (stopped_) return;
+    if (ec) {
+      PHALANX_LOG(Warning) << "accept failed: " << ec.message();
+    } else {
+      FramedConnection::Socket generic(io_);
+      generic.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), sock.release());
+      auto c = std::make_shared<Client>();
+      c->conn = std::make_shared<FramedConnection>(std::move(generic), "client");
+      clients_[c.get()] = c;
+      std::weak_ptr<Client> weak = c;
+      c->conn->Start(
+          [this, weak](const FrameHeader& h, const char* body, size_t len) {
+            if (auto cl = weak.lock()) OnFrame(cl, h, body, len);
+          },
+          [this, weak](const Status& why) {
+            if (auto cl = weak.lock()) OnClose(cl, why);
+          });
+    }
+    Accept();
+  });
+}
+
+void NodeManager::Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m) {
+  c.conn->Send(type, kReplyFlag, request_id, m);
+}
+
+template <typename M>
+static bool Parse(M* m, const char* body, size_t len) {
+  return m->ParseFromArray(body, static_cast<int>(len));
+}
+
+void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len) {
+  auto bad = [&](const char* what) {
+    PHALANX_LOG(Warning) << "malformed " << what << " from " << c->conn->peer_name() << " (pid " << c->pid
+                         << "); closing its connection";
+    c->conn->Close();
+  };
+  if (!c->registered && h.type != rpc::REGISTER_CLIENT) return bad("first message (expected registration)");
+  switch (h.type) {
+    case rpc::REGISTER_CLIENT: {
+      rpc::RegisterClient m;
+      if (!Parse(&m, body, len)) return bad("registration");
+      return HandleRegister(c, h.request_id, m);
+    }
+    case rpc::SUBMIT_TASK: {
+      rpc::TaskSpec m;
+      if (!Parse(&m, body, len) || m.task_id().size() != kTaskIdSize) return bad("task");
+      return HandleSubmit(*c, std::move(m));
+    }
+    case rpc::TASK_DONE: {
+      rpc::TaskDone m;
+      if (!Parse(&m, body, len) || c->worker == nullptr) return bad("task result");
+      return tasks_.OnTaskDone(c->worker, std::move(m));
+    }
+    case rpc::GET_OBJECTS: {
+      rpc::GetObjects m;
+      if (!Parse(&m, body, len)) return bad("get");
+      return HandleGet(c, h.request_id, m);
+    }
+    case rpc::WAIT_OBJECTS: {
+      rpc::WaitObjects m;
+      if (!Parse(&m, body, len)) return bad("wait");
+      return HandleWait(c, h.request_id, m);
+    }
+    case rpc::CREATE_OBJECT: {
+      rpc::CreateObject m;
+      if (!Parse(&m, body, len)) return bad("create");
+      return HandleCreate(*c, h.request_id, m);
+    }
+    case rpc::SEAL_OBJECT: {
+      rpc::SealObject m;
+      if (!Parse(&m, body, len)) return bad("seal");
+      return HandleSeal(*c, m.object_id());
+    }
+    case rpc::ABORT_CREATE: {
+      rpc::SealObject m;
+      if (!Parse(&m, body, len)) return bad("abort");
+      if (c->creating.erase(m.object_id())) objects_.AbortCreate(m.object_id());
+      return;
+    }
+    case rpc::PUT_INLINE: {
+      rpc::PutInline m;
+      if (!Parse(&m, body, len)) return bad("put");
+      return HandlePutInline(*c, std::move(m));
+    }
+    case rpc::RELEASE_OBJECTS: {
+      rpc::ObjectIds m;
+      if (!Parse(&m, body, len)) return bad("release");
+      return HandleRelease(*c, m);
+    }
+    case rpc::UPDATE_REFS: {
+      rpc::UpdateRefs m;
+      if (!Parse(&m, body, len)) return bad("reference update");
+      return HandleRefs(*c, m);
+    }
+    case rpc::REGISTER_FUNCTION: {
+      rpc::RegisterFunction m;
+      if (!Parse(&m, body, len)) return bad("function");
+      functions_[m.function_id()] = Function{m.name(), std::move(*m.mutable_pickled())};
+      return;
+    }
+    case rpc::GET_FUNCTION: {
+      rpc::GetFunction m;
+      if (!Parse(&m, body, len)) return bad("function request");
+      rpc::GetFunctionReply r;
+      auto it = functions_.find(m.function_id());
+      if (it == functions_.end()) {
+        r.mutable_status()->set_code(static_cast<int>(StatusCode::kNotFound));
+        r.mutable_status()->set_message("function " + ToHex(m.function_id()) + " was never registered");
+      } else {
+        r.set_name(it->second.name);
+        r.set_pickled(it->second.pickled);
+      }
+      return Reply(*c, rpc::GET_FUNCTION, h.request_id, r);
+    }
+    case rpc::GET_STATS:
+      return HandleStats(*c, h.request_id);
+    default:
+      return bad("message type");
+  }
+}
+
+void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m) {
+  rpc::RegisterClientReply r;
+  c->pid = m.pid();
+  c->is_worker = m.is_worker();
+  if (m.is_worker()) {
+    c->worker = pool_.Register(m.worker_token(), m.pid(), c->conn);
+    if (c->worker == nullptr) {
+      r.mutable_status()->set_code(static_cast<int>(StatusCode::kInvalidArgument));
+      r.mutable_status()->set_message("unknown worker token: this raylet did not start that worker");
+      Reply(*c, rpc::REGISTER_CLIENT, req, r);
+      return;
+    }
+  }
+  c->registered = true;
+  r.set_node_id(node_id_);
+  r.set_store_capacity(store_->Stats().capacity);
+  r.set_session_dir(options_.session_dir);
+  r.set_gcs_address(redis_.address());
+  r.set_inline_threshold(options_.inline_threshold);
+  Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
+  if (!st.ok()) {
+    PHALANX_LOG(Warning) << st.ToString();
+    c->conn->Close();
+    return;
+  }
+  if (c->worker) tasks_.OnWorkerRegistered(c->worker);
+}
+
+void NodeManager::Hold(Client& c, const std::string& id) {
+  if (c.holds.insert(id).second) objects_.AddRef(id);
+}
+
+void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
+  for (int i = 1; i <= spec.num_returns(); ++i) Hold(c, MakeObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+  tasks_.Submit(std::move(spec));
+}
+
+void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {
+  auto g = std::make_shared<PendingGet>();
+  g->client = c;
+  g->request_id = req;
+  g->ids.assign(m.object_ids().begin(), m.object_ids().end());
+  for (const auto& id : g->ids) {
+    if (objects_.IsReady(id)) continue;
+    ++g->waiting;
+  }
+  if (g->waiting == 0) return CompleteGet(g);
+  for (const auto& id : g->ids) {
+    if (objects_.IsReady(id)) continue;
+    objects_.OnReady(id, [this, g] {
+      if (--g->waiting == 0) CompleteGet(g);
+    });
+  }
+  if (g->done) return;
+  if (c->worker != nullptr) {
+    g->blocked_worker = true;
+    tasks_.OnWorkerBlocked(c->worker);
+  }
+  if (m.timeout_ms() >= 0) {
+    g->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
+    g->timer->async_wait([this, g](auto ec) {
+      if (!ec) CompleteGet(g);
+    });
+  }
+}
+
+void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
+  if (g->done) return;
+  g->done = true;
+  if (g->timer) g->timer->cancel();
+  auto c = g->client.lock();
+  if (!c || c->conn->closed()) return;
+  if (g->blocked_worker && c->worker) tasks_.OnWorkerUnblocked(c->worker);
+  rpc::GetObjectsReply r;
+  for (const auto& id : g->ids) {
+    rpc::ObjectValue* v = r.add_objects();
+    objects_.Describe(id, v, /*pin=*/true);
+    if (v->state() == rpc::OBJ_IN_STORE) ++c->pins[id];
+  }
+  Reply(*c, rpc::GET_OBJECTS, g->request_id, r);
+}
+
+void NodeManager::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m) {
+  auto w = std::make_shared<PendingWait>();
+  w->client = c;
+  w->request_id = req;
+  w->ids.assign(m.object_ids().begin(), m.object_ids().end());
+  w->needed = std::min<int>(m.num_returns(), static_cast<int>(w->ids.size()));
+  for (const auto& id : w->ids) w->ready += objects_.IsReady(id) ? 1 : 0;
+  if (w->ready >= w->needed) return CompleteWait(w);
+  for (const auto& id : w->ids) {
+    if (objects_.IsReady(id)) continue;
+    objects_.OnReady(id, [this, w] {
+      if (++w->ready >= w->needed) CompleteWait(w);
+    });
+  }
+  if (m.timeout_ms() >= 0 && !w->done) {
+    w->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
+    w->timer->async_wait([this, w](auto ec) {
+      if (!ec) CompleteWait(w);
+    });
+  }
+}
+
+void NodeManager::CompleteWait(const std::shared_ptr<PendingWait>& w) {
+  if (w->done) return;
+  w->done = true;
+  if (w->timer) w->timer->cancel();
+  auto c = w->client.lock();
+  if (!c || c->conn->closed()) return;
+  rpc::WaitObjectsReply r;
+  for (const auto& id : w->ids) {
+    if (objects_.IsReady(id)) r.add_ready_ids(id);
+  }
+  Reply(*c, rpc::WAIT_OBJECTS, w->request_id, r);
+}
+
+void NodeManager::HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m) {
+  rpc::CreateObjectReply r;
+  std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
+  auto off = objects_.CreateInStore(m.object_id(), m.size(), std::move(contained));
+  if (!off.ok()) {
+    r.mutable_status()->set_code(static_cast<int>(off.status().code()));
+    r.mutable_status()->set_message(off.status().message());
+  } else {
+    r.set_offset(off.value());
+    c.creating.insert(m.object_id());
+    if (m.hold()) Hold(c, m.object_id());
+  }
+  Reply(c, rpc::CREATE_OBJECT, req, r);
+}
+
+void NodeManager::HandleSeal(Client& c, const std::string& id) {
+  if (!c.creating.erase(id)) return;
+  Status st = objects_.SealInStore(id);
+  if (!st.ok()) {
+    PHALANX_LOG(Warning) << st.ToString();
+    return;
+  }
+  const auto* e = store_->Find(id);
+  if (e == nullptr) return;  // freed at once: nobody held it
+  rpc::ObjectLocation loc;
+  loc.set_node_id(node_id_);
+  loc.set_complete(true);
+  loc.set_bytes_present(e->size);
+  gcs_.AddObjectLocation(id, e->size, loc);
+}
+
+void NodeManager::HandlePutInline(Client& c, rpc::PutInline m) {
+  if (m.hold()) Hold(c, m.object_id());
+  std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
+  objects_.PutInline(m.object_id(), std::move(*m.mutable_data()), std::move(contained));
+}
+
+void NodeManager::HandleRefs(Client& c, const rpc::UpdateRefs& m) {
+  for (const auto& id : m.add()) Hold(c, id);
+  for (const auto& id : m.remove()) {
+    if (c.holds.erase(id)) objects_.RemoveRef(id);
+  }
+}
+
+void NodeManager::HandleRelease(Client& c, const rpc::ObjectIds& m) {
+  for (const auto& id : m.object_ids()) {
+    auto it = c.pins.find(id);
+    if (it == c.pins.end()) continue;
+    if (--it->second == 0) c.pins.erase(it);
+    objects_.ReleasePin(id);
+  }
+}
+
+void NodeManager::HandleStats(Client& c, uint64_t req) {
+  rpc::StatsReply r;
+  auto s = store_->Stats();
+  auto t = tasks_.Stats();
+  r.set_store_capacity(s.capacity);
+  r.set_store_used(s.used);
+  r.set_store_objects(s.objects);
+  r.set_inline_objects(objects_.num_inline());
+  r.set_inline_bytes(objects_.inline_bytes());
+  r.set_tasks_queued(t.queued);
+  r.set_tasks_running(t.running);
+  r.set_tasks_finished(t.finished);
+  r.set_workers(pool_.size());
+  r.set_ref_entries(objects_.num_entries());
+  Reply(c, rpc::GET_STATS, req, r);
+}
+
+void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
+  if (c->worker != nullptr) {
+    pool_.MarkDead(c->worker, "worker process " + std::to_string(c->pid) + " disconnected" +
+                                  (why.ok() ? "" : " (" + why.message() + ")"));
+    c->worker = nullptr;
+  }
+  for (const auto& [id, n] : c->pins) {
+    for (int64_t i = 0; i < n; ++i) objects_.ReleasePin(id);
+  }
+  c->pins.clear();
+  for (const auto& id : c->creating) objects_.AbortCreate(id);
+  c->creating.clear();
+  auto holds = std::move(c->holds);
+  c->holds.clear();
+  for (const auto& id : holds) objects_.RemoveRef(id);
+  clients_.erase(c.get());
+}
+
+void NodeManager::Stop(const std::string& why) {
+  if (stopped_) return;
+  stopped_ = true;
+  PHALANX_LOG(Info) << "raylet stopping: " << why;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  heartbeat_timer_.cancel();
+  flush_timer_.cancel();
+  rpc::Status s;
+  s.set_code(static_cast<int>(StatusCode::kUnavailable));
+  s.set_message("raylet " + options_.socket_path + " stopped: " + why);
+  for (auto& [p, c] : clients_) {
+    if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
+  }
+  pool_.KillAll(std::chrono::milliseconds(300));
+  if (redis_.connected()) {
+    FlushGcs();
+    gcs_.MarkNodeDead(NodeInfoNow());
+  }
+  ::unlink(options_.socket_path.c_str());
+}
+
+}  // namespace phalanx::scheduler

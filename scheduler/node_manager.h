@@ -1,0 +1,111 @@
+// NodeManager: the raylet's front door. It accepts drivers and workers on the
+// node's Unix socket, answers their requests (objects, refs, functions, gets
+// and waits with deadlines), hands tasks to the TaskManager, and keeps the
+// node's entries in the GCS: registration, heartbeats with free resources,
+// task records and the object directory. When the GCS is lost it tells every
+// client why and stops. Not thread-safe: everything runs on the one
+// io_context given to Create (the raylet's main loop).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "core/framed_connection.h"
+#include "core/gcs_client.h"
+#include "core/redis_client.h"
+#include "objectstore/object_store.h"
+#include "objectstore/object_table.h"
+#include "scheduler/task_manager.h"
+#include "scheduler/worker_pool.h"
+
+namespace phalanx::scheduler {
+
+struct NodeManagerOptions {
+  std::string socket_path;
+  std::string session_dir;
+  std::string node_ip = "127.0.0.1";
+  std::string worker_command;
+  std::string redis_host = "127.0.0.1";
+  int redis_port = 6379;
+  double num_cpus = 1;
+  uint64_t store_capacity = 0;          // 0: objectstore::DefaultStoreCapacity()
+  uint64_t inline_threshold = 100 * 1024;
+  int heartbeat_ms = 1000;
+  int prestart_workers = -1;            // -1: one per CPU
+  int pipeline_depth = 8;
+};
+
+class NodeManager {
+ public:
+  // Creates the store and connects to the GCS. Unavailable names redis.
+  static Result<std::unique_ptr<NodeManager>> Create(boost::asio::io_context& io, NodeManagerOptions options);
+  ~NodeManager();
+
+  // Listens on the socket, registers the node, starts the first workers.
+  Status Start();
+  // Tells every client why, stops the workers and the listener. Idempotent.
+  void Stop(const std::string& why);
+  const std::string& node_id() const { return node_id_; }
+  bool stopped() const { return stopped_; }
+
+ private:
+  struct Client;
+  struct PendingGet;
+  struct PendingWait;
+  struct Function {
+    std::string name;
+    std::string pickled;
+  };
+
+  NodeManager(boost::asio::io_context& io, NodeManagerOptions options,
+              std::unique_ptr<objectstore::ObjectStore> store);
+  void Accept();
+  void OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len);
+  void OnClose(const std::shared_ptr<Client>& c, const Status& why);
+  void Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m);
+
+  void HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m);
+  void HandleSubmit(Client& c, rpc::TaskSpec spec);
+  void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
+  void CompleteGet(const std::shared_ptr<PendingGet>& g);
+  void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
+  void CompleteWait(const std::shared_ptr<PendingWait>& w);
+  void HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m);
+  void HandleSeal(Client& c, const std::string& id);
+  void HandlePutInline(Client& c, rpc::PutInline m);
+  void HandleRefs(Client& c, const rpc::UpdateRefs& m);
+  void HandleRelease(Client& c, const rpc::ObjectIds& m);
+  void HandleStats(Client& c, uint64_t req);
+  void Hold(Client& c, const std::string& id);
+
+  rpc::NodeInfo NodeInfoNow() const;
+  void Heartbeat();
+  void FlushGcs();
+
+  boost::asio::io_context& io_;
+  NodeManagerOptions options_;
+  std::string node_id_;
+  std::unique_ptr<objectstore::ObjectStore> store_;
+  objectstore::ObjectTable objects_;
+  WorkerPool pool_;
+  TaskManager tasks_;
+  RedisClient redis_;
+  GcsClient gcs_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer heartbeat_timer_;
+  boost::asio::steady_timer flush_timer_;
+  std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
+  std::unordered_map<std::string, Function> functions_;
+  std::vector<rpc::TaskRecord> pending_records_;
+  std::vector<std::string> pending_task_deletes_;
+  bool flush_scheduled_ = false;
+  bool stopped_ = false;
+  int64_t start_time_ms_ = 0;
+};
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,98 @@
+// phalanx-raylet: one per node. Parses its flags, builds the NodeManager and
+// runs the node's single io_context until SIGTERM/SIGINT or the loss of the
+// GCS. Exit code 0 after a requested stop, 1 after a failure.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <boost/asio.hpp>
+
+#include "core/logging.h"
+#include "scheduler/node_manager.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: phalanx-raylet --socket PATH --session-dir DIR --redis-address HOST:PORT\n"
+    "         --worker-command CMD [--num-cpus N] [--object-store-memory BYTES]\n"
+    "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
+    "         [--inline-threshold BYTES] [--pipeline-depth N]\n";
+
+bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* out, std::string* err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || i + 1 >= argc) {
+      *err = "bad argument: " + a;
+      return false;
+    }
+    (*out)[a.substr(2)] = argv[++i];
+  }
+  for (const char* req : {"socket", "session-dir", "redis-address", "worker-command"}) {
+    if (!out->count(req)) {
+      *err = std::string("missing --") + req;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> f;
+  std::string err;
+  if (!ParseFlags(argc, argv, &f, &err)) {
+    std::cerr << "phalanx-raylet: " << err << "\n" << kUsage;
+    return 2;
+  }
+  phalanx::scheduler::NodeManagerOptions o;
+  try {
+    o.socket_path = f["socket"];
+    o.session_dir = f["session-dir"];
+    o.worker_command = f["worker-command"];
+    std::string addr = f["redis-address"];
+    auto colon = addr.rfind(':');
+    if (colon == std::string::npos) throw std::invalid_argument("--redis-address wants HOST:PORT");
+    o.redis_host = addr.substr(0, colon);
+    o.redis_port = std::stoi(addr.substr(colon + 1));
+    if (f.count("num-cpus")) o.num_cpus = std::stod(f["num-cpus"]);
+    if (f.count("object-store-memory")) o.store_capacity = std::stoull(f["object-store-memory"]);
+    if (f.count("node-ip")) o.node_ip = f["node-ip"];
+    if (f.count("heartbeat-ms")) o.heartbeat_ms = std::stoi(f["heartbeat-ms"]);
+    if (f.count("prestart-workers")) o.prestart_workers = std::stoi(f["prestart-workers"]);
+    if (f.count("inline-threshold")) o.inline_threshold = std::stoull(f["inline-threshold"]);
+    if (f.count("pipeline-depth")) o.pipeline_depth = std::stoi(f["pipeline-depth"]);
+  } catch (const std::exception& e) {
+    std::cerr << "phalanx-raylet: bad flag value: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+
+  boost::asio::io_context io(1);
+  auto nm = phalanx::scheduler::NodeManager::Create(io, o);
+  if (!nm.ok()) {
+    PHALANX_LOG(Error) << "cannot start the raylet: " << nm.status().ToString();
+    return 1;
+  }
+  phalanx::Status st = nm.value()->Start();
+  if (!st.ok()) {
+    PHALANX_LOG(Error) << "cannot start the raylet: " << st.ToString();
+    return 1;
+  }
+  bool requested = false;
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    requested = true;
+    nm.value()->Stop(std::string("signal ") + strsignal(sig));
+  });
+  // Run until stopped, then give queued farewells a moment to go out.
+  while (!nm.value()->stopped()) io.run_for(std::chrono::milliseconds(200));
+  io.restart();
+  io.run_for(std::chrono::milliseconds(200));
+  return requested ? 0 : 1;
+}

@@ -1,0 +1,256 @@
+#include "scheduler/task_manager.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx::scheduler {
+
+TaskManager::TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options)
+    : objects_(objects), pool_(pool), options_(std::move(options)), available_(options_.total) {}
+
+void TaskManager::Submit(rpc::TaskSpec spec) {
+  std::string tid = spec.task_id();
+  if (tasks_.count(tid)) {
+    PHALANX_LOG(Warning) << "duplicate task id " << ToHex(tid) << " ignored";
+    return;
+  }
+  Task& t = tasks_[tid];
+  t.need.Set("CPU", spec.num_cpus());
+  t.spec = std::move(spec);
+  std::vector<std::string> deps;
+  for (const auto& a : t.spec.args()) {
+    if (a.object_id().empty()) continue;
+    objects_->AddRef(a.object_id());
+    if (!objects_->IsReady(a.object_id())) deps.push_back(a.object_id());
+  }
+  for (const auto& c : t.spec.contained_ids()) objects_->AddRef(c);
+  ++stats_.queued;
+  t.deps_left = static_cast<int>(deps.size());
+  if (deps.empty()) {
+    ready_.push_back(tid);
+    Dispatch();
+    return;
+  }
+  for (const auto& d : deps) {
+    objects_->OnReady(d, [this, tid] {
+      auto it = tasks_.find(tid);
+      if (it == tasks_.end()) return;
+      if (--it->second.deps_left == 0) {
+        ready_.push_back(tid);
+        Dispatch();
+      }
+    });
+  }
+}
+
+size_t TaskManager::SoftWorkerLimit() const {
+  size_t cpus = static_cast<size_t>(std::ceil(options_.total.Get("CPU")));
+  return std::max<size_t>(cpus, 1) + blocked_;
+}
+
+Worker* TaskManager::PipelineTarget(const Task& t) {
+  auto it = exec_ewma_.find(t.spec.function_id());
+  size_t depth = options_.pipeline_depth;
+  if (it == exec_ewma_.end()) {
+    depth = 2;  // unknown duration: a little, so a first burst still flows
+  } else if (it->second > options_.short_task_seconds) {
+    return nullptr;
+  }
+  Worker* best = nullptr;
+  for (Worker* w : leased_) {
+    if (w->dead || w->blocked || !(w->leased == t.need) || w->inflight.size() >= depth) continue;
+    if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;
+  }
+  return best;
+}
+
+void TaskManager::Dispatch() {
+  while (!ready_.empty()) {
+    auto it = tasks_.find(ready_.front());
+    if (it == tasks_.end()) {
+      ready_.pop_front();
+      continue;
+    }
+    Task& t = it->second;
+    Worker* w = nullptr;
+    if (available_.Contains(t.need)) {
+      w = pool_->PopIdle();
+      if (w != nullptr) {
+        available_.Subtract(t.need);
+        w->leased = t.need;
+        w->has_lease = true;
+        leased_.push_back(w);
+      } else if (pool_->num_starting() < ready_.size() && pool_->size() < SoftWorkerLimit()) {
+        pool_->StartWorker();
+      }
+    }
+    if (w == nullptr) w = PipelineTarget(t);
+    if (w == nullptr) return;
+    std::string tid = ready_.front();
+    ready_.pop_front();
+    Push(w, tid);
+  }
+}
+
+bool TaskManager::Push(Worker* w, const std::string& task_id) {
+  Task& t = tasks_[task_id];
+  rpc::PushTask msg;
+  for (const auto& a : t.spec.args()) {
+    if (a.object_id().empty()) continue;
+    rpc::ObjectValue* v = msg.add_ref_args();
+    objects_->Describe(a.object_id(), v, /*pin=*/true);
+    if (v->state() == rpc::OBJ_IN_STORE) t.pinned.push_back(a.object_id());
+    if (v->state() == rpc::OBJ_LOST) {
+      std::string why = "an argument of " + t.spec.function_name() + " is unavailable: " + v->error();
+      auto code = static_cast<StatusCode>(v->error_code());
+      ReleaseArgs(t, false);
+      ReleaseLeaseIfIdle(w);
+      FailTask(task_id, code, why);
+      return false;
+    }
+  }
+  *msg.mutable_spec() = t.spec;
+  w->inflight.push_back(task_id);
+  ++stats_.running;
+  --stats_.queued;
+  w->conn->Send(rpc::PUSH_TASK, 0, 0, msg);
+  return true;
+}
+
+void TaskManager::ReleaseArgs(Task& t, bool drop_refs) {
+  for (const auto& id : t.pinned) objects_->ReleasePin(id);
+  t.pinned.clear();
+  if (!drop_refs) return;
+  for (const auto& a : t.spec.args()) {
+    if (!a.object_id().empty()) objects_->RemoveRef(a.object_id());
+  }
+  for (const auto& c : t.spec.contained_ids()) objects_->RemoveRef(c);
+}
+
+void TaskManager::ReleaseLeaseIfIdle(Worker* w) {
+  if (!w->inflight.empty() || !w->has_lease) return;
+  if (!w->blocked) available_.Add(w->leased);
+  w->has_lease = false;
+  w->leased = ResourceSet();
+  leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
+  pool_->PushIdle(w);
+}
+
+void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
+  const std::string& tid = done.task_id();
+  auto pos = std::find(w->inflight.begin(), w->inflight.end(), tid);
+  if (pos == w->inflight.end()) {
+    PHALANX_LOG(Warning) << "worker " << w->pid << " finished task " << ToHex(tid) << " it was not running";
+    return;
+  }
+  w->inflight.erase(pos);
+  --stats_.running;
+  auto it = tasks_.find(tid);
+  if (it != tasks_.end()) {
+    double& avg = exec_ewma_[it->second.spec.function_id()];
+    avg = avg == 0 ? done.exec_seconds() : 0.8 * avg + 0.2 * done.exec_seconds();
+    for (auto& r : *done.mutable_returns()) {
+      if (r.in_store()) continue;  // the worker created and sealed it already
+      std::vector<std::string> contained(r.contained_ids().begin(), r.contained_ids().end());
+      objects_->PutInline(r.object_id(), std::move(*r.mutable_data()), std::move(contained));
+    }
+    Finish(tid, done.error().empty(), done.error());
+  }
+  ReleaseLeaseIfIdle(w);
+  Dispatch();
+}
+
+void TaskManager::Finish(const std::string& task_id, bool ok, const std::string& error) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  Task t = std::move(it->second);
+  tasks_.erase(it);
+  ok ? ++stats_.finished : ++stats_.failed;
+  Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
+  ReleaseArgs(t, true);
+}
+
+void TaskManager::FailTask(const std::string& task_id, StatusCode code, const std::string& why) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  --stats_.queued;
+  for (int i = 1; i <= it->second.spec.num_returns(); ++i) {
+    objects_->MarkLost(MakeObjectId(task_id, static_cast<uint32_t>(i)), code, why);
+  }
+  Finish(task_id, false, why);
+}
+
+void TaskManager::OnWorkerRegistered(Worker* w) {
+  pool_->PushIdle(w);
+  Dispatch();
+}
+
+void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
+  if (w->blocked) --blocked_;
+  std::deque<std::string> lost = std::move(w->inflight);
+  w->inflight.clear();
+  if (w->has_lease) {
+    if (!w->blocked) available_.Add(w->leased);
+    w->has_lease = false;
+    leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
+  }
+  w->blocked = false;
+  std::vector<std::string> requeue;
+  for (size_t i = 0; i < lost.size(); ++i) {
+    auto it = tasks_.find(lost[i]);
+    if (it == tasks_.end()) continue;
+    Task& t = it->second;
+    --stats_.running;
+    ++stats_.queued;
+    ReleaseArgs(t, false);
+    if (i == 0) {  // the one it was running; the rest had not started
+      if (t.spec.attempt() >= t.spec.max_retries()) {
+        std::string msg = "task " + t.spec.function_name() + " failed: " + why + " while running it";
+        if (t.spec.max_retries() > 0) msg += " (after " + std::to_string(t.spec.max_retries()) + " retries)";
+        FailTask(lost[i], StatusCode::kWorkerDied, msg);
+        continue;
+      }
+      t.spec.set_attempt(t.spec.attempt() + 1);
+      ++stats_.retried;
+      PHALANX_LOG(Warning) << "retrying " << t.spec.function_name() << " (attempt " << t.spec.attempt() + 1
+                           << "): " << why;
+    }
+    requeue.push_back(lost[i]);
+  }
+  ready_.insert(ready_.begin(), requeue.begin(), requeue.end());
+  Dispatch();
+}
+
+void TaskManager::OnWorkerBlocked(Worker* w) {
+  if (w->blocked || !w->has_lease) return;
+  w->blocked = true;
+  ++blocked_;
+  available_.Add(w->leased);
+  Dispatch();
+}
+
+void TaskManager::OnWorkerUnblocked(Worker* w) {
+  if (!w->blocked) return;
+  w->blocked = false;
+  --blocked_;
+  if (w->has_lease) available_.Subtract(w->leased);
+}
+
+void TaskManager::Record(const Task& t, rpc::TaskState state, const std::string& error) {
+  if (!on_event_) return;
+  rpc::TaskRecord r;
+  r.set_task_id(t.spec.task_id());
+  r.set_function_name(t.spec.function_name());
+  r.set_state(state);
+  r.set_attempt(t.spec.attempt());
+  r.set_num_returns(t.spec.num_returns());
+  if (!error.empty()) r.set_error(error.substr(0, 4096));
+  on_event_(r);
+}
+
+TaskManagerStats TaskManager::Stats() const { return stats_; }
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,92 @@
+// TaskManager: the node's task queue and dispatch. A submitted task waits
+// until every reference argument is ready, then for a worker and the CPUs it
+// asks for; it is pushed to that worker with its arguments resolved (inline
+// bytes or pinned store offsets). Short tasks of the same shape are
+// pipelined to a leased worker (up to `pipeline_depth` in flight) so a worker
+// never idles for a round trip; long ones never queue behind each other. A
+// worker blocked in a get lends its CPUs back. When a worker dies its running
+// task is retried up to max_retries, then its returns fail with WorkerDied.
+// Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "core/proto/phalanx.pb.h"
+#include "objectstore/object_table.h"
+#include "scheduler/resources.h"
+#include "scheduler/worker_pool.h"
+
+namespace phalanx::scheduler {
+
+struct TaskManagerOptions {
+  ResourceSet total;              // the node's resources
+  int pipeline_depth = 8;         // tasks in flight per worker for short tasks
+  double short_task_seconds = 0.002;
+};
+
+struct TaskManagerStats {
+  uint64_t queued = 0;     // waiting for arguments or a worker
+  uint64_t running = 0;    // pushed to a worker
+  uint64_t finished = 0;
+  uint64_t failed = 0;
+  uint64_t retried = 0;
+};
+
+class TaskManager {
+ public:
+  using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
+
+  TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options);
+
+  // Takes a task. The caller has already counted the submitter's hold on the
+  // return ids. Holds references on the arguments until the task ends.
+  void Submit(rpc::TaskSpec spec);
+  // A worker finished the oldest task it was pushed.
+  void OnTaskDone(Worker* w, rpc::TaskDone done);
+  void OnWorkerRegistered(Worker* w);
+  void OnWorkerDied(Worker* w, const std::string& why);
+  void OnWorkerBlocked(Worker* w);
+  void OnWorkerUnblocked(Worker* w);
+
+  void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
+  const ResourceSet& available() const { return available_; }
+  const ResourceSet& total() const { return options_.total; }
+  TaskManagerStats Stats() const;
+
+ private:
+  struct Task {
+    rpc::TaskSpec spec;
+    ResourceSet need;
+    int deps_left = 0;
+    std::vector<std::string> pinned;  // store args pinned for the current push
+  };
+  void Dispatch();
+  Worker* PipelineTarget(const Task& t);
+  bool Push(Worker* w, const std::string& task_id);
+  void ReleaseArgs(Task& t, bool drop_refs);
+  void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
+  void Finish(const std::string& task_id, bool ok, const std::string& error);
+  void ReleaseLeaseIfIdle(Worker* w);
+  void Record(const Task& t, rpc::TaskState state, const std::string& error);
+  size_t SoftWorkerLimit() const;
+
+  objectstore::ObjectTable* objects_;
+  WorkerPool* pool_;
+  TaskManagerOptions options_;
+  ResourceSet available_;
+  std::unordered_map<std::string, Task> tasks_;
+  std::deque<std::string> ready_;
+  std::vector<Worker*> leased_;                         // workers holding a lease
+  std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds
+  size_t blocked_ = 0;
+  TaskManagerStats stats_;
+  TaskEventHandler on_event_;
+};
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,177 @@
+#include "scheduler/worker_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+extern char** environ;
+
+namespace phalanx::scheduler {
+
+WorkerPool::WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options)
+    : io_(io), options_(std::move(options)), sigchld_(io, SIGCHLD) {
+  WatchChildren();
+}
+
+WorkerPool::~WorkerPool() { KillAll(std::chrono::milliseconds(500)); }
+
+void WorkerPool::WatchChildren() {
+  sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) OnChildExit(pid, status);
+    WatchChildren();
+  });
+}
+
+static std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  return "ended";
+}
+
+void WorkerPool::OnChildExit(pid_t pid, int status) {
+  auto it = by_pid_.find(pid);
+  if (it == by_pid_.end()) return;
+  Worker* w = it->second;
+  MarkDead(w, "worker process " + std::to_string(pid) + " " + DescribeExit(status));
+}
+
+bool WorkerPool::StartWorker() {
+  if (closed_) return false;
+  std::string token = ToHex(RandomBytes(8));
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PHALANX_", 8) == 0) continue;
+    env_strings.emplace_back(*e);
+  }
+  env_strings.push_back("PHALANX_RAYLET_SOCKET=" + options_.raylet_socket);
+  env_strings.push_back("PHALANX_WORKER_TOKEN=" + token);
+  env_strings.push_back("PHALANX_SESSION_DIR=" + options_.session_dir);
+  for (const auto& [k, v] : options_.extra_env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::string log = options_.log_dir + "/worker-" + token + ".log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::string cmd = "exec " + options_.worker_command;
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    PHALANX_LOG(Error) << "cannot start a worker (" << options_.worker_command << "): " << std::strerror(rc);
+    return false;
+  }
+  auto w = std::make_unique<Worker>();
+  w->token = token;
+  w->pid = pid;
+  starting_[token] = w.get();
+  by_pid_[pid] = w.get();
+  by_token_[token] = std::move(w);
+  PHALANX_LOG(Debug) << "started worker pid " << pid << " log " << log;
+  return true;
+}
+
+Worker* WorkerPool::Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn) {
+  auto it = starting_.find(token);
+  if (it == starting_.end()) return nullptr;
+  Worker* w = it->second;
+  starting_.erase(it);
+  if (w->pid != pid) {  // /bin/sh exec'd into the worker, so the pids match; note it if not
+    PHALANX_LOG(Warning) << "worker registered with pid " << pid << ", started as " << w->pid;
+  }
+  w->conn = std::move(conn);
+  return w;
+}
+
+Worker* WorkerPool::PopIdle() {
+  while (!idle_.empty()) {
+    Worker* w = idle_.back();  // most recently used: warm caches
+    idle_.pop_back();
+    if (!w->dead) return w;
+  }
+  return nullptr;
+}
+
+void WorkerPool::PushIdle(Worker* w) {
+  if (w->dead) return;
+  w->idle_since = std::chrono::steady_clock::now();
+  idle_.push_back(w);
+}
+
+void WorkerPool::MarkDead(Worker* w, const std::string& why) {
+  if (w->dead) return;
+  w->dead = true;
+  idle_.erase(std::remove(idle_.begin(), idle_.end(), w), idle_.end());
+  starting_.erase(w->token);
+  if (w->conn) w->conn->Close();
+  if (::kill(w->pid, 0) == 0) ::kill(w->pid, SIGKILL);  // a worker that lost its socket must not linger
+  if (on_death_) on_death_(w, why);
+  // Keep the record until the process is reaped, then drop it.
+  by_pid_.erase(w->pid);
+  std::string token = w->token;
+  boost::asio::post(io_, [this, token] { by_token_.erase(token); });
+}
+
+void WorkerPool::TrimIdle(size_t keep, std::chrono::milliseconds idle_for) {
+  auto now = std::chrono::steady_clock::now();
+  while (idle_.size() > keep && now - idle_.front()->idle_since > idle_for) {
+    Worker* w = idle_.front();
+    idle_.pop_front();
+    if (w->conn) w->conn->Close();
+    ::kill(w->pid, SIGTERM);
+  }
+}
+
+void WorkerPool::KillAll(std::chrono::milliseconds grace) {
+  closed_ = true;
+  std::vector<pid_t> pids;
+  for (auto& [token, w] : by_token_) {
+    if (w->dead) continue;
+    ::kill(w->pid, SIGTERM);
+    pids.push_back(w->pid);
+  }
+  auto until = std::chrono::steady_clock::now() + grace;
+  for (pid_t pid : pids) {
+    while (::waitpid(pid, nullptr, WNOHANG) == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (::kill(pid, 0) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  by_pid_.clear();
+}
+
+std::vector<Worker*> WorkerPool::All() const {
+  std::vector<Worker*> out;
+  for (const auto& [t, w] : by_token_) out.push_back(w.get());
+  return out;
+}
+
+}  // namespace phalanx::scheduler

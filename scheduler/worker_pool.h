@@ -1,0 +1,89 @@
+// WorkerPool: the node's worker processes. It starts Python workers with the
+// command the raylet was given, matches each one's registration to the
+// process it started (by a token passed in the environment), keeps the idle
+// ones, notices deaths (SIGCHLD and socket close, whichever comes first) and
+// reaps them. Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "core/framed_connection.h"
+#include "scheduler/resources.h"
+
+namespace phalanx::scheduler {
+
+struct Worker {
+  std::string token;
+  pid_t pid = 0;
+  std::shared_ptr<FramedConnection> conn;  // null until it registers
+  std::deque<std::string> inflight;        // task ids pushed to it, oldest first
+  ResourceSet leased;                      // what its current lease holds
+  bool has_lease = false;
+  bool blocked = false;                    // waiting in a get: lease lent back to the node
+  bool dead = false;
+  std::chrono::steady_clock::time_point idle_since;
+};
+
+struct WorkerPoolOptions {
+  std::string worker_command;    // run with /bin/sh -c "exec ..."
+  std::string raylet_socket;
+  std::string session_dir;
+  std::string log_dir;
+  std::map<std::string, std::string> extra_env;
+};
+
+class WorkerPool {
+ public:
+  using DeathHandler = std::function<void(Worker* w, const std::string& why)>;
+
+  WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options);
+  ~WorkerPool();
+
+  // Starts one worker process. Returns false (and logs) if it cannot.
+  bool StartWorker();
+  // A process started here registered with `token`; nullptr if unknown.
+  Worker* Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn);
+  // An idle registered worker, or nullptr.
+  Worker* PopIdle();
+  void PushIdle(Worker* w);
+  // The worker is gone: called once per worker, from either signal.
+  void MarkDead(Worker* w, const std::string& why);
+  void SetDeathHandler(DeathHandler h) { on_death_ = std::move(h); }
+  // Stops idle workers beyond `keep` that have idled longer than `idle_for`.
+  void TrimIdle(size_t keep, std::chrono::milliseconds idle_for);
+  // Terminates every worker (SIGTERM, then SIGKILL after `grace`).
+  void KillAll(std::chrono::milliseconds grace);
+
+  size_t num_starting() const { return starting_.size(); }
+  size_t num_registered() const { return by_token_.size() - starting_.size(); }
+  size_t num_idle() const { return idle_.size(); }
+  size_t size() const { return by_token_.size(); }
+  std::vector<Worker*> All() const;
+
+ private:
+  void WatchChildren();
+  void OnChildExit(pid_t pid, int status);
+
+  boost::asio::io_context& io_;
+  WorkerPoolOptions options_;
+  boost::asio::signal_set sigchld_;
+  std::unordered_map<std::string, std::unique_ptr<Worker>> by_token_;
+  std::unordered_map<pid_t, Worker*> by_pid_;
+  std::unordered_map<std::string, Worker*> starting_;
+  std::deque<Worker*> idle_;
+  DeathHandler on_death_;
+  bool closed_ = false;  // after KillAll: start nothing more
+};
+
+}  // namespace phalanx::scheduler
