@@ -437,9 +437,14 @@ void NodeManager::HandleRefs(Client& c, const rpc::UpdateRefs& m) {
 
 void NodeManager::HandleRelease(Client& c, const rpc::ObjectIds& m) {
   for (const auto& id : m.object_ids()) {
-    auto it = c.pins.find(id);
-    if (it == c.pins.end()) continue;
-    if (--it->second == 0) c.pins.erase(it);
+    auto* pins = &c.pins;
+    auto it = pins->find(id);
+    if (it == pins->end() && c.worker != nullptr) {
+      pins = &c.worker->pins;
+      it = pins->find(id);
+    }
+    if (it == pins->end()) continue;
+    if (--it->second == 0) pins->erase(it);
     objects_.ReleasePin(id);
   }
 }

@@ -102,11 +102,10 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
     if (a.object_id().empty()) continue;
     rpc::ObjectValue* v = msg.add_ref_args();
     objects_->Describe(a.object_id(), v, /*pin=*/true);
-    if (v->state() == rpc::OBJ_IN_STORE) t.pinned.push_back(a.object_id());
+    if (v->state() == rpc::OBJ_IN_STORE) ++w->pins[a.object_id()];  // released by the worker
     if (v->state() == rpc::OBJ_LOST) {
       std::string why = "an argument of " + t.spec.function_name() + " is unavailable: " + v->error();
       auto code = static_cast<StatusCode>(v->error_code());
-      ReleaseArgs(t, false);
       ReleaseLeaseIfIdle(w);
       FailTask(task_id, code, why);
       return false;
@@ -120,10 +119,7 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
   return true;
 }
 
-void TaskManager::ReleaseArgs(Task& t, bool drop_refs) {
-  for (const auto& id : t.pinned) objects_->ReleasePin(id);
-  t.pinned.clear();
-  if (!drop_refs) return;
+void TaskManager::ReleaseArgs(Task& t) {
   for (const auto& a : t.spec.args()) {
     if (!a.object_id().empty()) objects_->RemoveRef(a.object_id());
   }
@@ -170,7 +166,7 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   tasks_.erase(it);
   ok ? ++stats_.finished : ++stats_.failed;
   Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
-  ReleaseArgs(t, true);
+  ReleaseArgs(t);
 }
 
 void TaskManager::FailTask(const std::string& task_id, StatusCode code, const std::string& why) {
@@ -198,6 +194,10 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
   }
   w->blocked = false;
+  for (const auto& [id, n] : w->pins) {
+    for (int64_t i = 0; i < n; ++i) objects_->ReleasePin(id);
+  }
+  w->pins.clear();
   std::vector<std::string> requeue;
   for (size_t i = 0; i < lost.size(); ++i) {
     auto it = tasks_.find(lost[i]);
@@ -205,7 +205,6 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     Task& t = it->second;
     --stats_.running;
     ++stats_.queued;
-    ReleaseArgs(t, false);
     if (i == 0) {  // the one it was running; the rest had not started
       if (t.spec.attempt() >= t.spec.max_retries()) {
         std::string msg = "task " + t.spec.function_name() + " failed: " + why + " while running it";

@@ -64,12 +64,11 @@ class TaskManager {
     rpc::TaskSpec spec;
     ResourceSet need;
     int deps_left = 0;
-    std::vector<std::string> pinned;  // store args pinned for the current push
   };
   void Dispatch();
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
-  void ReleaseArgs(Task& t, bool drop_refs);
+  void ReleaseArgs(Task& t);
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
   void Finish(const std::string& task_id, bool ok, const std::string& error);
   void ReleaseLeaseIfIdle(Worker* w);

@@ -32,6 +32,9 @@ struct Worker {
   bool has_lease = false;
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;
+  // Store objects pushed to it as arguments, pinned until the worker releases
+  // its views of them (or dies).
+  std::unordered_map<std::string, int64_t> pins;
   std::chrono::steady_clock::time_point idle_since;
 };
 

@@ -1,0 +1,303 @@
+#include "core/core_worker.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx {
+
+namespace {
+constexpr size_t kFlushBatch = 4096;                 // flush at once past this many changes
+constexpr auto kFlushInterval = std::chrono::milliseconds(5);
+constexpr auto kWaitSlice = std::chrono::milliseconds(100);  // interrupt checks this often
+}  // namespace
+
+Status CoreWorker::ReplyStatus(const rpc::Status& s) {
+  if (s.code() == 0) return Status::OK();
+  return Status(static_cast<StatusCode>(s.code()), s.message());
+}
+
+Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions& options) {
+  auto conn = BlockingConnection::ConnectUnix(options.socket_path, options.connect_timeout_ms);
+  if (!conn.ok()) return conn.status();
+  std::unique_ptr<CoreWorker> cw(new CoreWorker(std::move(conn).value()));
+  cw->options_ = options;
+  rpc::RegisterClient reg;
+  reg.set_client_id(cw->client_id_);
+  reg.set_is_worker(options.is_worker);
+  reg.set_pid(static_cast<int>(::getpid()));
+  reg.set_language(options.language);
+  reg.set_worker_token(options.worker_token);
+  int fd = -1;
+  auto frame = cw->conn_->CallReceivingFd(rpc::REGISTER_CLIENT, reg, &fd, DeadlineAfterMs(options.connect_timeout_ms));
+  if (!frame.ok()) return frame.status();
+  rpc::RegisterClientReply r;
+  if (!r.ParseFromString(frame.value().body)) return Status::Internal("malformed registration reply");
+  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  if (fd < 0) return Status::Internal("the raylet sent no object store descriptor");
+  void* base = ::mmap(nullptr, r.store_capacity(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) {
+    ::close(fd);
+    return Status::Unavailable(std::string("cannot map the object store: ") + std::strerror(errno));
+  }
+  cw->store_fd_ = fd;
+  cw->store_base_ = static_cast<uint8_t*>(base);
+  cw->store_capacity_ = r.store_capacity();
+  cw->node_id_ = r.node_id();
+  cw->session_dir_ = r.session_dir();
+  cw->gcs_address_ = r.gcs_address();
+  if (r.inline_threshold() > 0) cw->inline_threshold_ = r.inline_threshold();
+  cw->flusher_ = std::thread([p = cw.get()] { p->FlushLoop(); });
+  return cw;
+}
+
+CoreWorker::CoreWorker(std::unique_ptr<BlockingConnection> conn)
+    : conn_(std::move(conn)), client_id_(RandomBytes(kClientIdSize)) {}
+
+CoreWorker::~CoreWorker() {
+  Shutdown();
+  if (store_base_ != nullptr) ::munmap(store_base_, store_capacity_);
+  if (store_fd_ >= 0) ::close(store_fd_);
+}
+
+void CoreWorker::Shutdown() {
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    if (stopping_) return;
+    (void)FlushLocked();
+    stopping_ = true;
+    refs_cv_.notify_all();
+  }
+  if (flusher_.joinable()) flusher_.join();
+  conn_->Shutdown("this process disconnected from the raylet");
+}
+
+std::string CoreWorker::NextTaskId() { return MakeTaskId(client_id_, task_counter_.fetch_add(1) << 1); }
+std::string CoreWorker::NextPutId() {
+  return MakeObjectId(MakeTaskId(client_id_, (put_counter_.fetch_add(1) << 1) | 1), 0);
+}
+
+Status CoreWorker::Send(uint16_t type, const google::protobuf::MessageLite& m) {
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    if (!dirty_.empty() || !releases_.empty()) PHALANX_RETURN_IF_ERROR(FlushLocked());
+  }
+  return conn_->Send(type, 0, m);
+}
+
+Result<Frame> CoreWorker::Call(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms) {
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    if (!dirty_.empty() || !releases_.empty()) PHALANX_RETURN_IF_ERROR(FlushLocked());
+  }
+  uint64_t id = conn_->NextRequestId();
+  PHALANX_RETURN_IF_ERROR(conn_->Send(type, id, m));
+  Deadline deadline = timeout_ms < 0 ? DeadlineAfterMs(-1) : DeadlineAfterMs(timeout_ms + options_.grace_ms);
+  while (true) {
+    Deadline slice = std::min(deadline, Clock::now() + kWaitSlice);
+    auto r = conn_->WaitReply(id, slice);
+    if (r.ok() || r.status().code() != StatusCode::kTimedOut) return r;
+    if (Clock::now() >= deadline) {
+      return Status::Unavailable(conn_->peer_name() + " did not answer within " +
+                                 std::to_string(options_.grace_ms) + " ms past the request's timeout");
+    }
+    if (interrupt_) PHALANX_RETURN_IF_ERROR(interrupt_());
+  }
+}
+
+Status CoreWorker::RegisterFunction(const std::string& id, const std::string& name, const std::string& pickled) {
+  {
+    std::lock_guard<std::mutex> l(fn_mu_);
+    if (registered_functions_.count(id)) return Status::OK();
+    registered_functions_[id] = true;
+  }
+  rpc::RegisterFunction m;
+  m.set_function_id(id);
+  m.set_name(name);
+  m.set_pickled(pickled);
+  return Send(rpc::REGISTER_FUNCTION, m);
+}
+
+Result<rpc::GetFunctionReply> CoreWorker::GetFunction(const std::string& id, int64_t timeout_ms) {
+  rpc::GetFunction m;
+  m.set_function_id(id);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_FUNCTION, m, timeout_ms));
+  rpc::GetFunctionReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed function reply");
+  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  return r;
+}
+
+Status CoreWorker::SubmitTask(const rpc::TaskSpec& spec) { return Send(rpc::SUBMIT_TASK, spec); }
+
+Status CoreWorker::PutInline(const std::string& id, const std::string& data, const std::vector<std::string>& contained,
+                             bool hold) {
+  rpc::PutInline m;
+  m.set_object_id(id);
+  m.set_data(data);
+  m.set_hold(hold);
+  for (const auto& c : contained) m.add_contained_ids(c);
+  return Send(rpc::PUT_INLINE, m);
+}
+
+Result<uint64_t> CoreWorker::CreateObject(const std::string& id, uint64_t size,
+                                          const std::vector<std::string>& contained, bool hold) {
+  rpc::CreateObject m;
+  m.set_object_id(id);
+  m.set_size(size);
+  m.set_hold(hold);
+  for (const auto& c : contained) m.add_contained_ids(c);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::CREATE_OBJECT, m, -1));
+  rpc::CreateObjectReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed create reply");
+  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  return r.offset();
+}
+
+Status CoreWorker::Seal(const std::string& id) {
+  rpc::SealObject m;
+  m.set_object_id(id);
+  return Send(rpc::SEAL_OBJECT, m);
+}
+
+Status CoreWorker::AbortCreate(const std::string& id) {
+  rpc::SealObject m;
+  m.set_object_id(id);
+  return Send(rpc::ABORT_CREATE, m);
+}
+
+Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::string>& ids, int64_t timeout_ms) {
+  rpc::GetObjects m;
+  for (const auto& id : ids) m.add_object_ids(id);
+  m.set_timeout_ms(timeout_ms);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_OBJECTS, m, timeout_ms));
+  rpc::GetObjectsReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed get reply");
+  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  std::vector<rpc::ObjectValue> out(std::make_move_iterator(r.mutable_objects()->begin()),
+                                    std::make_move_iterator(r.mutable_objects()->end()));
+  return out;
+}
+
+Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>& ids, int num_returns,
+                                                  int64_t timeout_ms) {
+  rpc::WaitObjects m;
+  for (const auto& id : ids) m.add_object_ids(id);
+  m.set_num_returns(num_returns);
+  m.set_timeout_ms(timeout_ms);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::WAIT_OBJECTS, m, timeout_ms));
+  rpc::WaitObjectsReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed wait reply");
+  return std::vector<std::string>(r.ready_ids().begin(), r.ready_ids().end());
+}
+
+void CoreWorker::Release(const std::string& id) {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  if (stopping_) return;
+  releases_.push_back(id);
+  refs_cv_.notify_one();
+}
+
+void CoreWorker::AddLocalRef(const std::string& id) {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  if (local_refs_[id]++ == 0) {
+    dirty_.emplace(id, false);  // keeps the first recorded state if already dirty
+    refs_cv_.notify_one();
+  }
+}
+
+void CoreWorker::AdoptLocalRef(const std::string& id) {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  ++local_refs_[id];
+}
+
+void CoreWorker::RemoveLocalRef(const std::string& id) {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  auto it = local_refs_.find(id);
+  if (it == local_refs_.end()) return;
+  if (--it->second > 0) return;
+  local_refs_.erase(it);
+  if (stopping_) return;
+  dirty_.emplace(id, true);
+  if (dirty_.size() >= kFlushBatch) {
+    (void)FlushLocked();
+  } else {
+    refs_cv_.notify_one();
+  }
+}
+
+int64_t CoreWorker::LocalRefCount(const std::string& id) {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  auto it = local_refs_.find(id);
+  return it == local_refs_.end() ? 0 : it->second;
+}
+
+Status CoreWorker::Flush() {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  return FlushLocked();
+}
+
+Status CoreWorker::FlushLocked() {
+  if (stopping_) return Status::OK();
+  if (!dirty_.empty()) {
+    rpc::UpdateRefs m;
+    for (const auto& [id, was_held] : dirty_) {
+      bool held = local_refs_.count(id) > 0;
+      if (held && !was_held) m.add_add(id);
+      if (!held && was_held) m.add_remove(id);
+    }
+    dirty_.clear();
+    if (m.add_size() + m.remove_size() > 0) PHALANX_RETURN_IF_ERROR(conn_->Send(rpc::UPDATE_REFS, 0, m));
+  }
+  if (!releases_.empty()) {
+    rpc::ObjectIds m;
+    for (auto& id : releases_) m.add_object_ids(std::move(id));
+    releases_.clear();
+    PHALANX_RETURN_IF_ERROR(conn_->Send(rpc::RELEASE_OBJECTS, 0, m));
+  }
+  return Status::OK();
+}
+
+void CoreWorker::FlushLoop() {
+  std::unique_lock<std::mutex> l(refs_mu_);
+  while (!stopping_) {
+    refs_cv_.wait(l, [&] { return stopping_ || !dirty_.empty() || !releases_.empty(); });
+    if (stopping_) break;
+    // Let a burst accumulate, then send it as one message.
+    refs_cv_.wait_for(l, kFlushInterval, [&] { return stopping_; });
+    if (stopping_) break;
+    (void)FlushLocked();
+  }
+}
+
+Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
+  Deadline deadline = DeadlineAfterMs(timeout_ms);
+  while (true) {
+    auto f = conn_->NextPush(std::min(deadline, Clock::now() + kWaitSlice));
+    if (!f.ok()) {
+      if (f.status().code() != StatusCode::kTimedOut) return f.status();
+      if (Clock::now() >= deadline) return f.status();
+      if (interrupt_) PHALANX_RETURN_IF_ERROR(interrupt_());
+      continue;
+    }
+    if (f.value().header.type == rpc::EXIT_WORKER) return Status::Unavailable("the raylet asked this worker to exit");
+    if (f.value().header.type != rpc::PUSH_TASK) continue;
+    rpc::PushTask t;
+    if (!t.ParseFromString(f.value().body)) return Status::Internal("malformed task from the raylet");
+    return t;
+  }
+}
+
+Status CoreWorker::TaskDone(const rpc::TaskDone& done) { return Send(rpc::TASK_DONE, done); }
+
+Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
+  rpc::Empty m;
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_STATS, m, timeout_ms));
+  rpc::StatsReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed stats reply");
+  return r;
+}
+
+}  // namespace phalanx

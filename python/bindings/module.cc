@@ -1,0 +1,375 @@
+// phalanx._core: the Python face of the core worker library. Python code in
+// phalanx/ builds on these functions; users never import this directly.
+// Waits release the GIL and check for Ctrl-C every 100 ms.
+#include <hiredis/hiredis.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <unistd.h>
+
+#include "core/ids.h"
+#include "python/bindings/py_core.h"
+
+namespace phalanx::py {
+
+namespace {
+
+std::mutex g_core_mu;
+std::shared_ptr<CoreWorker> g_core;  // guarded by g_core_mu
+const char kInterrupted[] = "__interrupted__";
+
+pyb::object AdoptRef(const std::string& id) {
+  // Leaked on purpose: a static py::object would be released after the interpreter is gone.
+  static pyb::object* adopt = new pyb::object(pyb::module_::import("phalanx._core").attr("ObjectRef").attr("_adopt"));
+  return (*adopt)(pyb::bytes(id));
+}
+
+// (kind, payload) for a resolved object: 0 inline bytes, 1 StoreBuffer,
+// 2 lost (code, message), 3 still pending.
+pyb::tuple ValueToPython(const std::shared_ptr<CoreWorker>& core, rpc::ObjectValue& v) {
+  switch (v.state()) {
+    case rpc::OBJ_INLINE: return pyb::make_tuple(0, pyb::bytes(v.data()));
+    case rpc::OBJ_IN_STORE: {
+      auto buf = std::make_shared<StoreBuffer>(core, v.object_id(), core->store_base() + v.offset(), v.size());
+      return pyb::make_tuple(1, pyb::cast(buf));
+    }
+    case rpc::OBJ_LOST: return pyb::make_tuple(2, pyb::make_tuple(v.error_code(), v.error()));
+    default: return pyb::make_tuple(3, pyb::none());
+  }
+}
+
+Status CheckInterrupt() {
+  pyb::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) {
+    PyErr_Clear();
+    return Status::Internal(kInterrupted);
+  }
+  return Status::OK();
+}
+
+pyb::object RedisToPython(const redisReply* r) {
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS: return pyb::bytes(r->str, r->len);
+    case REDIS_REPLY_INTEGER: return pyb::int_(r->integer);
+    case REDIS_REPLY_ARRAY: {
+      pyb::list l;
+      for (size_t i = 0; i < r->elements; ++i) l.append(RedisToPython(r->element[i]));
+      return std::move(l);
+    }
+    case REDIS_REPLY_ERROR: throw StatusError(Status::Internal("redis error: " + std::string(r->str, r->len)));
+    default: return pyb::none();
+  }
+}
+
+// One command on a fresh connection; for the CLI, init(address=...) and tests.
+pyb::object RedisCommand(const std::string& host, int port, const std::vector<std::string>& args, double timeout_s) {
+  timeval tv{static_cast<time_t>(timeout_s), static_cast<suseconds_t>((timeout_s - static_cast<long>(timeout_s)) * 1e6)};
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
+  std::string addr = host + ":" + std::to_string(port);
+  if (c == nullptr || c->err) {
+    std::string why = c ? c->errstr : "out of memory";
+    if (c) redisFree(c);
+    throw StatusError(Status::Unavailable("cannot reach redis-server (GCS) at " + addr + ": " + why));
+  }
+  redisSetTimeout(c, tv);
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  if (r == nullptr) {
+    std::string why = c->errstr;
+    redisFree(c);
+    throw StatusError(Status::Unavailable("redis-server (GCS) at " + addr + " did not answer: " + why));
+  }
+  pyb::object out;
+  try {
+    out = RedisToPython(r);
+  } catch (...) {
+    freeReplyObject(r);
+    redisFree(c);
+    throw;
+  }
+  freeReplyObject(r);
+  redisFree(c);
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<CoreWorker> Core() {
+  std::lock_guard<std::mutex> l(g_core_mu);
+  return g_core;
+}
+
+std::shared_ptr<CoreWorker> RequireCore() {
+  auto c = Core();
+  if (!c) throw StatusError(Status::Unavailable("phalanx is not initialized: call phalanx.init() first"));
+  return c;
+}
+
+void SetCore(std::shared_ptr<CoreWorker> core) {
+  std::shared_ptr<CoreWorker> old;
+  {
+    std::lock_guard<std::mutex> l(g_core_mu);
+    old = std::move(g_core);
+    g_core = std::move(core);
+  }
+  if (old) {
+    pyb::gil_scoped_release nogil;
+    old->Shutdown();
+  }
+}
+
+void ThrowIfError(const Status& s) {
+  if (!s.ok()) throw StatusError(s);
+}
+
+void RegisterExceptionTranslator() {
+  pyb::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      if (e.status.message() == kInterrupted) {
+        PyErr_SetNone(PyExc_KeyboardInterrupt);
+        return;
+      }
+      const char* name = "PhalanxError";
+      switch (e.status.code()) {
+        case StatusCode::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); return;
+        case StatusCode::kTimedOut: name = "GetTimeoutError"; break;
+        case StatusCode::kUnavailable: name = "UnavailableError"; break;
+        case StatusCode::kOutOfMemory: name = "ObjectStoreFullError"; break;
+        case StatusCode::kWorkerDied: name = "WorkerCrashedError"; break;
+        case StatusCode::kObjectLost: name = "ObjectLostError"; break;
+        default: break;
+      }
+      pyb::gil_scoped_acquire gil;
+      pyb::object cls = pyb::module_::import("phalanx.exceptions").attr(name);
+      PyErr_SetString(cls.ptr(), e.what());
+    }
+  });
+}
+
+}  // namespace phalanx::py
+
+using namespace phalanx;
+using namespace phalanx::py;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "phalanx core worker bindings (internal)";
+  RegisterExceptionTranslator();
+
+  pyb::class_<StoreBuffer, std::shared_ptr<StoreBuffer>>(m, "StoreBuffer", pyb::buffer_protocol())
+      .def_buffer([](StoreBuffer& b) {
+        return pyb::buffer_info(const_cast<uint8_t*>(b.data), 1, pyb::format_descriptor<uint8_t>::format(), 1,
+                                {static_cast<pyb::ssize_t>(b.size)}, {1}, /*readonly=*/true);
+      })
+      .def("__len__", [](const StoreBuffer& b) { return b.size; });
+
+  BindObjectRef(m);
+  BindSerialization(m);
+
+  m.def("connect", [](const std::string& socket, bool is_worker, const std::string& token, int64_t timeout_ms) {
+    CoreWorkerOptions o;
+    o.socket_path = socket;
+    o.is_worker = is_worker;
+    o.worker_token = token;
+    o.connect_timeout_ms = timeout_ms;
+    Result<std::unique_ptr<CoreWorker>> r = Status::Internal("unset");
+    {
+      pyb::gil_scoped_release nogil;
+      r = CoreWorker::Connect(o);
+    }
+    ThrowIfError(r.status());
+    std::shared_ptr<CoreWorker> core = std::move(r).value();
+    core->SetInterruptCheck(&CheckInterrupt);
+    SetCore(core);
+    return pyb::dict(pyb::arg("node_id") = pyb::bytes(core->node_id()),
+                     pyb::arg("session_dir") = core->session_dir(), pyb::arg("gcs_address") = core->gcs_address(),
+                     pyb::arg("store_capacity") = core->store_capacity(),
+                     pyb::arg("inline_threshold") = core->inline_threshold());
+  });
+  m.def("disconnect", [] { SetCore(nullptr); });
+  m.def("is_connected", [] { return static_cast<bool>(Core()); });
+
+  m.def("next_task_id", [] { return pyb::bytes(RequireCore()->NextTaskId()); });
+  m.def("next_put_id", [] { return pyb::bytes(RequireCore()->NextPutId()); });
+  m.def("object_id", [](pyb::bytes task_id, uint32_t index) { return pyb::bytes(MakeObjectId(task_id, index)); });
+
+  m.def("register_function", [](pyb::bytes id, const std::string& name, pyb::bytes pickled) {
+    ThrowIfError(RequireCore()->RegisterFunction(id, name, pickled));
+  });
+  m.def("get_function", [](pyb::bytes id, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string sid = id;
+    Result<rpc::GetFunctionReply> r = Status::Internal("unset");
+    {
+      pyb::gil_scoped_release nogil;
+      r = core->GetFunction(sid, timeout_ms);
+    }
+    ThrowIfError(r.status());
+    return pyb::make_tuple(r.value().name(), pyb::bytes(r.value().pickled()));
+  });
+
+  // args: list of (keyword, object_id or None, inline bytes or None).
+  m.def("submit_task", [](pyb::bytes function_id, const std::string& name, pyb::list args, int num_returns,
+                          double num_cpus, int max_retries, pyb::list contained) {
+    auto core = RequireCore();
+    rpc::TaskSpec spec;
+    spec.set_task_id(core->NextTaskId());
+    spec.set_function_id(function_id);
+    spec.set_function_name(name);
+    spec.set_num_returns(num_returns);
+    spec.set_num_cpus(num_cpus);
+    spec.set_max_retries(max_retries);
+    for (auto a : args) {
+      auto t = a.cast<pyb::tuple>();
+      rpc::TaskArg* arg = spec.add_args();
+      arg->set_keyword(t[0].cast<std::string>());
+      if (!t[1].is_none()) {
+        arg->set_object_id(t[1].cast<std::string>());
+      } else {
+        char* p;
+        Py_ssize_t n;
+        PyBytes_AsStringAndSize(t[2].ptr(), &p, &n);
+        arg->set_data(p, n);
+      }
+    }
+    for (auto c : contained) spec.add_contained_ids(c.cast<std::string>());
+    ThrowIfError(core->SubmitTask(spec));
+    pyb::list refs;
+    for (int i = 1; i <= num_returns; ++i) refs.append(AdoptRef(MakeObjectId(spec.task_id(), i)));
+    return refs;
+  });
+
+  m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
+
+  m.def("get", [](std::vector<std::string> ids, int64_t timeout_ms) {
+    auto core = RequireCore();
+    Result<std::vector<rpc::ObjectValue>> r = Status::Internal("unset");
+    {
+      pyb::gil_scoped_release nogil;
+      r = core->Get(ids, timeout_ms);
+    }
+    ThrowIfError(r.status());
+    pyb::list out;
+    for (auto& v : r.value()) out.append(ValueToPython(core, v));
+    return out;
+  });
+
+  m.def("wait", [](std::vector<std::string> ids, int num_returns, int64_t timeout_ms) {
+    auto core = RequireCore();
+    Result<std::vector<std::string>> r = Status::Internal("unset");
+    {
+      pyb::gil_scoped_release nogil;
+      r = core->Wait(ids, num_returns, timeout_ms);
+    }
+    ThrowIfError(r.status());
+    pyb::list out;
+    for (auto& id : r.value()) out.append(pyb::bytes(id));
+    return out;
+  });
+
+  m.def("flush", [] {
+    auto core = Core();
+    if (core) ThrowIfError(core->Flush());
+  });
+  m.def("local_ref_count", [](pyb::bytes id) {
+    auto core = Core();
+    return core ? core->LocalRefCount(id) : 0;
+  });
+
+  // Worker side. Returns (task_id, function_id, name, args, num_returns, attempt)
+  // with args as (keyword, kind, payload) where kind/payload are as in get().
+  m.def("next_task", [](int64_t timeout_ms) -> pyb::object {
+    auto core = RequireCore();
+    Result<rpc::PushTask> r = Status::Internal("unset");
+    {
+      pyb::gil_scoped_release nogil;
+      r = core->NextTask(timeout_ms);
+    }
+    ThrowIfError(r.status());
+    rpc::PushTask& t = r.value();
+    const rpc::TaskSpec& s = t.spec();
+    pyb::list args;
+    int ref_index = 0;
+    for (const auto& a : s.args()) {
+      if (a.object_id().empty()) {
+        args.append(pyb::make_tuple(a.keyword(), 0, pyb::bytes(a.data())));
+      } else {
+        pyb::tuple v = ValueToPython(core, *t.mutable_ref_args(ref_index++));
+        args.append(pyb::make_tuple(a.keyword(), v[0], v[1]));
+      }
+    }
+    return pyb::make_tuple(pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args,
+                           s.num_returns(), s.attempt());
+  });
+
+  // returns: list of (object_id, bytes or None (in store), contained ids)
+  m.def("task_done", [](pyb::bytes task_id, pyb::list returns, double exec_seconds, const std::string& error) {
+    auto core = RequireCore();
+    rpc::TaskDone d;
+    d.set_task_id(task_id);
+    d.set_exec_seconds(exec_seconds);
+    d.set_error(error);
+    for (auto x : returns) {
+      auto t = x.cast<pyb::tuple>();
+      rpc::ReturnValue* rv = d.add_returns();
+      rv->set_object_id(t[0].cast<std::string>());
+      if (t[1].is_none()) {
+        rv->set_in_store(true);
+      } else {
+        char* p;
+        Py_ssize_t n;
+        PyBytes_AsStringAndSize(t[1].ptr(), &p, &n);
+        rv->set_data(p, n);
+      }
+      for (auto c : t[2].cast<pyb::list>()) rv->add_contained_ids(c.cast<std::string>());
+    }
+    pyb::gil_scoped_release nogil;
+    ThrowIfError(core->TaskDone(d));
+  });
+
+  m.def("stats", [](int64_t timeout_ms) {
+    auto core = RequireCore();
+    Result<rpc::StatsReply> r = Status::Internal("unset");
+    {
+      pyb::gil_scoped_release nogil;
+      r = core->Stats(timeout_ms);
+    }
+    ThrowIfError(r.status());
+    const auto& s = r.value();
+    return pyb::dict(pyb::arg("store_capacity") = s.store_capacity(), pyb::arg("store_used") = s.store_used(),
+                     pyb::arg("store_objects") = s.store_objects(), pyb::arg("inline_objects") = s.inline_objects(),
+                     pyb::arg("inline_bytes") = s.inline_bytes(), pyb::arg("tasks_queued") = s.tasks_queued(),
+                     pyb::arg("tasks_running") = s.tasks_running(), pyb::arg("tasks_finished") = s.tasks_finished(),
+                     pyb::arg("workers") = s.workers(), pyb::arg("ref_entries") = s.ref_entries());
+  });
+
+  // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).
+  m.def("gcs_nodes", [](const std::string& host, int port, double timeout_s) {
+    pyb::list raw = RedisCommand(host, port, {"HGETALL", "nodes"}, timeout_s);
+    pyb::list out;
+    for (size_t i = 1; i < raw.size(); i += 2) {
+      rpc::NodeInfo n;
+      if (!n.ParseFromString(raw[i].cast<std::string>())) continue;
+      pyb::dict total, avail;
+      for (const auto& [k, v] : n.resources_total()) total[pyb::str(k)] = v;
+      for (const auto& [k, v] : n.resources_available()) avail[pyb::str(k)] = v;
+      out.append(pyb::dict(pyb::arg("node_id") = ToHex(n.node_id()), pyb::arg("address") = n.address(),
+                           pyb::arg("port") = n.port(), pyb::arg("socket_path") = n.socket_path(),
+                           pyb::arg("resources_total") = total, pyb::arg("resources_available") = avail,
+                           pyb::arg("start_time_ms") = n.start_time_ms(), pyb::arg("heartbeat_ms") = n.heartbeat_ms(),
+                           pyb::arg("pid") = n.pid(), pyb::arg("alive") = n.alive(),
+                           pyb::arg("session_dir") = n.session_dir()));
+    }
+    return out;
+  }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);
+
+  m.def("redis_command", &RedisCommand, pyb::arg("host"), pyb::arg("port"), pyb::arg("args"),
+        pyb::arg("timeout_s") = 5.0);
+}

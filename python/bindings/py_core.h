@@ -1,0 +1,51 @@
+// Shared pieces of the phalanx._core extension: the process's CoreWorker,
+// the Status -> Python exception bridge, and the pinned store view type.
+// All functions here require the GIL unless they say otherwise.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/core_worker.h"
+
+namespace phalanx::py {
+
+namespace pyb = pybind11;
+
+// The process's connection to its raylet (null before init / after shutdown).
+std::shared_ptr<CoreWorker> Core();
+// Core(), or a RayletDiedError-style exception when not connected.
+std::shared_ptr<CoreWorker> RequireCore();
+void SetCore(std::shared_ptr<CoreWorker> core);
+
+// Thrown by binding code; translated into the phalanx.exceptions class for
+// the status code.
+struct StatusError : std::exception {
+  explicit StatusError(Status s) : status(std::move(s)), what_(status.message()) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+  Status status;
+  std::string what_;
+};
+void ThrowIfError(const Status& s);
+void RegisterExceptionTranslator();
+
+// A read-only view of one object in the store, pinned while this lives.
+struct StoreBuffer {
+  StoreBuffer(std::shared_ptr<CoreWorker> core, std::string id, const uint8_t* data, uint64_t size)
+      : core(std::move(core)), id(std::move(id)), data(data), size(size) {}
+  ~StoreBuffer() {
+    if (core) core->Release(id);  // takes only the core's refs mutex; safe with the GIL held
+  }
+  std::shared_ptr<CoreWorker> core;
+  std::string id;
+  const uint8_t* data;
+  uint64_t size;
+};
+
+void BindObjectRef(pyb::module_& m);
+void BindSerialization(pyb::module_& m);
+
+}  // namespace phalanx::py

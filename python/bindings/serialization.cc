@@ -1,0 +1,168 @@
+// The object format, written in C++ so large buffers are copied without the
+// GIL. A serialized value is
+//
+//   u32 magic "PHX1" | u32 kind | u32 nbuf | u32 0 | u64 meta_len | u64 len[nbuf]
+//   | meta (pickle stream) | buffer 0 at 64-byte alignment | buffer 1 ... |
+//
+// where the buffers are pickle protocol 5 out-of-band buffers (numpy array
+// data). Store offsets are 64-byte aligned, so each buffer is too, and a
+// reader maps them as numpy arrays without copying. phalanx/_private/
+// serialization.py reads the same layout.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "python/bindings/py_core.h"
+
+namespace phalanx::py {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x31584850;  // "PHX1"
+constexpr uint64_t kParallelCopyBytes = 16ull << 20;
+
+struct Piece {
+  const uint8_t* data;
+  uint64_t size;
+};
+
+// Holds Python buffer views for the duration of a pack.
+class Pieces {
+ public:
+  Pieces(pyb::bytes meta, pyb::list buffers) {
+    char* p;
+    Py_ssize_t n;
+    PyBytes_AsStringAndSize(meta.ptr(), &p, &n);
+    meta_ = {reinterpret_cast<const uint8_t*>(p), static_cast<uint64_t>(n)};
+    meta_obj_ = meta;
+    for (auto b : buffers) {
+      views_.emplace_back();
+      if (PyObject_GetBuffer(b.ptr(), &views_.back(), PyBUF_CONTIG_RO) != 0) {
+        views_.pop_back();
+        throw pyb::error_already_set();
+      }
+      bufs_.push_back({static_cast<const uint8_t*>(views_.back().buf), static_cast<uint64_t>(views_.back().len)});
+    }
+  }
+  ~Pieces() {
+    for (auto& v : views_) PyBuffer_Release(&v);
+  }
+  uint64_t HeaderSize() const { return 24 + 8 * bufs_.size(); }
+  uint64_t TotalSize() const {
+    uint64_t off = HeaderSize() + meta_.size;
+    for (const auto& b : bufs_) off = ((off + 63) & ~63ull) + b.size;
+    return off;
+  }
+  // Writes the whole value at `dst`. Safe without the GIL.
+  void WriteTo(uint8_t* dst, uint32_t kind) const {
+    uint32_t head[4] = {kMagic, kind, static_cast<uint32_t>(bufs_.size()), 0};
+    std::memcpy(dst, head, 16);
+    std::memcpy(dst + 16, &meta_.size, 8);
+    for (size_t i = 0; i < bufs_.size(); ++i) std::memcpy(dst + 24 + 8 * i, &bufs_[i].size, 8);
+    uint64_t off = HeaderSize();
+    std::memcpy(dst + off, meta_.data, meta_.size);
+    off += meta_.size;
+    for (const auto& b : bufs_) {
+      uint64_t start = (off + 63) & ~63ull;
+      std::memset(dst + off, 0, start - off);
+      Copy(dst + start, b.data, b.size);
+      off = start + b.size;
+    }
+  }
+
+ private:
+  // Large copies use two threads: one core cannot saturate memory bandwidth.
+  static void Copy(uint8_t* dst, const uint8_t* src, uint64_t n) {
+    if (n < kParallelCopyBytes) {
+      std::memcpy(dst, src, n);
+      return;
+    }
+    uint64_t half = (n / 2) & ~4095ull;
+    std::thread t([=] { std::memcpy(dst, src, half); });
+    std::memcpy(dst + half, src + half, n - half);
+    t.join();
+  }
+
+  Piece meta_;
+  pyb::object meta_obj_;
+  std::vector<Py_buffer> views_;
+  std::vector<Piece> bufs_;
+};
+
+pyb::bytes PackBytes(uint32_t kind, const Pieces& pieces) {
+  uint64_t n = pieces.TotalSize();
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+  if (out == nullptr) throw pyb::error_already_set();
+  pieces.WriteTo(reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(out)), kind);
+  return pyb::reinterpret_steal<pyb::bytes>(out);
+}
+
+std::vector<std::string> Ids(const pyb::list& l) {
+  std::vector<std::string> out;
+  for (auto x : l) out.push_back(x.cast<std::string>());
+  return out;
+}
+
+// Creates `id` in the store and writes the value into it. Returns false when
+// the object already exists (a retried task wrote it before).
+bool WriteToStore(const std::shared_ptr<CoreWorker>& core, const std::string& id, uint32_t kind,
+                  const Pieces& pieces, const std::vector<std::string>& contained, bool hold) {
+  uint64_t size = pieces.TotalSize();
+  Result<uint64_t> off = Status::Internal("unset");
+  {
+    pyb::gil_scoped_release nogil;
+    off = core->CreateObject(id, size, contained, hold);
+  }
+  if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists && !hold) return false;
+  ThrowIfError(off.status());
+  {
+    pyb::gil_scoped_release nogil;
+    pieces.WriteTo(core->store_base() + off.value(), kind);
+    ThrowIfError(core->Seal(id));
+  }
+  return true;
+}
+
+}  // namespace
+
+void BindSerialization(pyb::module_& m) {
+  m.def("pack", [](uint32_t kind, pyb::bytes meta, pyb::list buffers) {
+    Pieces p(meta, buffers);
+    return PackBytes(kind, p);
+  }, "Serialized value as bytes (for inline arguments).");
+
+  m.def("packed_size", [](pyb::bytes meta, pyb::list buffers) { return Pieces(meta, buffers).TotalSize(); });
+
+  // Puts a value: inline in the raylet when small, else into the store.
+  m.def("put_serialized", [](pyb::bytes id, uint32_t kind, pyb::bytes meta, pyb::list buffers, pyb::list contained,
+                             bool hold) {
+    auto core = RequireCore();
+    Pieces p(meta, buffers);
+    std::string sid = id;
+    std::vector<std::string> ids = Ids(contained);
+    if (p.TotalSize() <= core->inline_threshold()) {
+      pyb::bytes data = PackBytes(kind, p);
+      std::string s = data;
+      pyb::gil_scoped_release nogil;
+      ThrowIfError(core->PutInline(sid, s, ids, hold));
+      return false;
+    }
+    WriteToStore(core, sid, kind, p, ids, hold);
+    return true;
+  });
+
+  // A task's return value: bytes to send inline, or None once written to the store.
+  m.def("prepare_return", [](pyb::bytes id, uint32_t kind, pyb::bytes meta, pyb::list buffers,
+                             pyb::list contained) -> pyb::object {
+    auto core = RequireCore();
+    Pieces p(meta, buffers);
+    if (p.TotalSize() <= core->inline_threshold()) return PackBytes(kind, p);
+    WriteToStore(core, std::string(id), kind, p, Ids(contained), false);
+    return pyb::none();
+  });
+}
+
+}  // namespace phalanx::py

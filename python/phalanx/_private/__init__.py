@@ -1,0 +1,1 @@
+"""Internals of the phalanx package; not a public API."""

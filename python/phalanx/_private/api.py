@@ -1,0 +1,181 @@
+"""The driver API behind phalanx.init/shutdown/get/put/wait."""
+import atexit
+import os
+import threading
+
+from phalanx import _core
+from phalanx._private import serialization as ser
+from phalanx._private import state
+from phalanx._private.node import NodeProcesses, new_session_dir
+from phalanx.exceptions import GetTimeoutError, UnavailableError
+
+_lock = threading.RLock()
+_inline_limit = 100 * 1024
+
+
+def inline_limit():
+    return _inline_limit
+
+
+def ensure_initialized():
+    if state.mode is None:
+        raise UnavailableError("phalanx is not initialized: call phalanx.init() first")
+
+
+def _connect(socket_path):
+    global _inline_limit
+    state.info = _core.connect(socket_path, False, "", 15000)
+    _inline_limit = state.info["inline_threshold"]
+
+
+def _find_raylet(address):
+    """The socket of a live raylet on this machine registered in the GCS at `address`."""
+    from phalanx.rpc_tables import alive_nodes
+    host, _, port = address.rpartition(":")
+    nodes = alive_nodes(host, int(port))
+    local = [n for n in nodes if os.path.exists(n["socket_path"])]
+    if not local:
+        raise UnavailableError(f"no live raylet of the cluster at {address} runs on this machine; "
+                               "start one with `phalanx start --address HOST:PORT`")
+    return local[0]["socket_path"]
+
+
+def init(address=None, num_cpus=None, object_store_memory=None, _system_config=None):
+    """Connects this process to phalanx as a driver.
+
+    With no address, starts an embedded local cluster (redis-server and one
+    raylet) that stops at shutdown() or when this process exits. With
+    address="HOST:PORT" (the GCS) or "auto" (PHALANX_ADDRESS), joins a running
+    cluster through the raylet on this machine. Returns a dict with the node
+    id, session folder and GCS address."""
+    with _lock:
+        if state.mode is not None:
+            raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first")
+        if address == "auto":
+            address = os.environ.get("PHALANX_ADDRESS")
+            if not address:
+                raise UnavailableError("address='auto' but PHALANX_ADDRESS is not set; "
+                                       "pass address='HOST:PORT' of the head node")
+        if address is None:
+            if num_cpus is not None and num_cpus < 0:
+                raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")
+            node = NodeProcesses(new_session_dir())
+            try:
+                redis_addr = node.start_redis()
+                extra = []
+                for k, v in (_system_config or {}).items():
+                    extra += [f"--{k.replace('_', '-')}", str(v)]
+                sock = node.start_raylet(redis_addr, num_cpus if num_cpus is not None else os.cpu_count(),
+                                         object_store_memory, extra_args=extra)
+                _connect(sock)
+            except BaseException:
+                node.stop()
+                raise
+            state.node = node
+        else:
+            if num_cpus is not None or object_store_memory is not None:
+                raise ValueError("num_cpus and object_store_memory are set when a node starts; "
+                                 "they cannot be given when joining a cluster")
+            _connect(_find_raylet(address))
+        state.mode = "driver"
+        return dict(state.info)
+
+
+def shutdown():
+    """Disconnects; stops the embedded cluster if init() started one. Safe to call twice."""
+    with _lock:
+        if state.mode is None:
+            return
+        try:
+            _core.disconnect()
+        finally:
+            state.mode = None
+            if state.node is not None:
+                state.node.stop()
+                state.node = None
+
+
+atexit.register(shutdown)
+
+
+def is_initialized():
+    return state.mode is not None
+
+
+def _as_list(refs, fn):
+    if isinstance(refs, _core.ObjectRef):
+        return [refs], True
+    if not isinstance(refs, (list, tuple)):
+        raise TypeError(f"{fn} takes an ObjectRef or a list of them, got {type(refs).__name__}")
+    for r in refs:
+        if not isinstance(r, _core.ObjectRef):
+            raise TypeError(f"{fn} takes ObjectRefs, got an element of type {type(r).__name__}")
+    return list(refs), False
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return -1
+    if timeout < 0:
+        raise ValueError(f"timeout must be >= 0 or None, got {timeout}")
+    return int(timeout * 1000)
+
+
+def get(refs, timeout=None):
+    """The value of an ObjectRef (or a list of values for a list of refs).
+    Blocks until ready; raises GetTimeoutError after `timeout` seconds, the
+    task's TaskError if it raised, WorkerCrashedError if its worker died.
+    numpy arrays in the store come back as read-only views, without a copy."""
+    ensure_initialized()
+    lst, single = _as_list(refs, "get")
+    if not lst:
+        return []
+    values = _core.get([r.binary() for r in lst], _timeout_ms(timeout))
+    out = []
+    for (kind, payload), ref in zip(values, lst):
+        if kind == 3:
+            missing = sum(1 for k, _ in values if k == 3)
+            raise GetTimeoutError(f"get timed out after {timeout} s: {missing} of {len(lst)} objects "
+                                  f"were not ready (the first is {ref!r})")
+        out.append(ser.resolve(kind, payload))
+    return out[0] if single else out
+
+
+def put(value):
+    """Stores `value` and returns an ObjectRef to it. Large numpy arrays are
+    copied once into shared memory."""
+    ensure_initialized()
+    if isinstance(value, _core.ObjectRef):
+        raise TypeError("put() of an ObjectRef is not allowed: pass the ref itself instead")
+    oid = _core.next_put_id()
+    try:
+        meta, bufs, contained = ser.serialize(value)
+    except Exception as e:
+        raise ser.SerializationError(f"put() of a {type(value).__name__} failed: it cannot be pickled: "
+                                     f"{type(e).__name__}: {e}") from e
+    _core.put_serialized(oid, ser.KIND_VALUE, meta, bufs, contained, True)
+    return _core.adopt_ref(oid)
+
+
+def wait(refs, num_returns=1, timeout=None):
+    """(ready, not_ready): the first `num_returns` refs that are ready, in the
+    order given, and the rest. Returns early with fewer after `timeout` s."""
+    ensure_initialized()
+    lst, _ = _as_list(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
+    if len(set(r.binary() for r in lst)) != len(lst):
+        raise ValueError("wait() got the same ObjectRef more than once")
+    if not 0 <= num_returns <= len(lst):
+        raise ValueError(f"num_returns must be between 0 and {len(lst)}, got {num_returns}")
+    if num_returns == 0:
+        return [], lst
+    ready_ids = set(_core.wait([r.binary() for r in lst], num_returns, _timeout_ms(timeout)))
+    ready, not_ready = [], []
+    for r in lst:
+        (ready if r.binary() in ready_ids and len(ready) < num_returns else not_ready).append(r)
+    return ready, not_ready
+
+
+def cluster_stats(timeout=10.0):
+    """Counters of the local raylet: store use, objects, tasks, workers."""
+    ensure_initialized()
+    return _core.stats(int(timeout * 1000))

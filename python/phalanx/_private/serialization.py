@@ -1,0 +1,89 @@
+"""Values <-> bytes. Pickle protocol 5 with out-of-band buffers, so numpy
+arrays are copied once into the store (by C++, without the GIL) and read
+back as read-only views on shared memory. The layout is written by
+python/bindings/serialization.cc; `unpack` reads it.
+
+ObjectRefs inside a value are recorded while pickling, so the raylet keeps
+them alive as long as the value that contains them."""
+import pickle
+import struct
+import threading
+
+import cloudpickle
+
+from phalanx import _core
+from phalanx.exceptions import SerializationError, TaskError, error_for_code
+
+KIND_VALUE = 0
+KIND_ERROR = 1
+_MAGIC = 0x31584850
+_local = threading.local()
+
+
+def reduce_object_ref(ref):
+    ids = getattr(_local, "contained", None)
+    if ids is not None:
+        ids.append(ref.binary())
+    return (_core.ObjectRef, (ref.binary(),))
+
+
+def serialize(value):
+    """(meta bytes, [buffers], [contained ids]) of `value`."""
+    buffers = []
+    contained = []
+    prev = getattr(_local, "contained", None)
+    _local.contained = contained
+    try:
+        meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    finally:
+        _local.contained = prev
+    return meta, buffers, contained
+
+
+def serialize_error(err):
+    try:
+        meta = cloudpickle.dumps(err, protocol=5)
+    except Exception:  # the cause is not picklable: keep the text only
+        err = TaskError(getattr(err, "function_name", "?"), getattr(err, "traceback_str", str(err)))
+        meta = cloudpickle.dumps(err, protocol=5)
+    return meta, [], []
+
+
+def unpack(buf):
+    """(kind, meta, [buffers]) as memoryviews over `buf` (no copies)."""
+    mv = memoryview(buf)
+    magic, kind, nbuf, _, meta_len = struct.unpack_from("<IIIIQ", mv, 0)
+    if magic != _MAGIC:
+        raise SerializationError("object data is corrupt (bad magic number)")
+    lens = struct.unpack_from(f"<{nbuf}Q", mv, 24) if nbuf else ()
+    off = 24 + 8 * nbuf
+    meta = mv[off:off + meta_len]
+    off += meta_len
+    bufs = []
+    for n in lens:
+        off = (off + 63) & ~63
+        bufs.append(mv[off:off + n])
+        off += n
+    return kind, meta, bufs
+
+
+def deserialize(buf):
+    """The value stored in `buf`; raises the stored error for error values."""
+    kind, meta, bufs = unpack(buf)
+    try:
+        value = pickle.loads(meta, buffers=bufs)
+    except Exception as e:
+        raise SerializationError(f"cannot unpickle an object: {type(e).__name__}: {e}") from e
+    if kind == KIND_ERROR:
+        raise value
+    return value
+
+
+def resolve(kind, payload):
+    """The value of a (kind, payload) pair from _core.get / next_task."""
+    if kind == 0 or kind == 1:
+        return deserialize(payload)
+    if kind == 2:
+        code, message = payload
+        raise error_for_code(code, message)
+    raise error_for_code(3, "object is not ready")

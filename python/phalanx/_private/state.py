@@ -1,0 +1,5 @@
+"""Process-wide state of phalanx: whether this process is a driver or a
+worker, and what the driver started."""
+mode = None          # None (not initialized), "driver" or "worker"
+node = None          # NodeProcesses the driver started (embedded cluster), or None
+info = {}            # what connect() returned: node id, session dir, GCS address

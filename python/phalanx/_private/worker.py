@@ -1,0 +1,112 @@
+"""The Python worker process: `python -m phalanx._private.worker`, started by
+the raylet. It connects back over the raylet's Unix socket, then runs the
+tasks the raylet pushes, one at a time, until the raylet goes away."""
+import os
+import sys
+import time
+import traceback
+
+import cloudpickle
+
+from phalanx import _core
+from phalanx._private import serialization as ser
+from phalanx._private import state
+from phalanx.exceptions import PhalanxError, SerializationError, TaskError, UnavailableError
+
+_functions = {}
+
+
+def _load_function(function_id):
+    fn = _functions.get(function_id)
+    if fn is None:
+        name, pickled = _core.get_function(function_id, 60000)
+        try:
+            fn = cloudpickle.loads(pickled)
+        except Exception as e:
+            raise SerializationError(f"cannot load remote function {name} in the worker: "
+                                     f"{type(e).__name__}: {e}") from e
+        _functions[function_id] = fn
+    return fn
+
+
+def _return_values(result, num_returns, name):
+    if num_returns == 1:
+        return (result,)
+    if num_returns == 0:
+        return ()
+    try:
+        values = tuple(result)
+    except TypeError:
+        values = None
+    if values is None or len(values) != num_returns:
+        raise ValueError(f"{name} was declared with num_returns={num_returns} but returned "
+                         f"{type(result).__name__} {'' if values is None else f'of length {len(values)}'}")
+    return values
+
+
+def run_task(task):
+    task_id, function_id, name, args, num_returns, attempt = task
+    start = time.perf_counter()
+    error = ""
+    try:
+        fn = _load_function(function_id)
+        pos, kw = [], {}
+        for keyword, kind, payload in args:
+            value = ser.resolve(kind, payload)
+            if keyword:
+                kw[keyword] = value
+            else:
+                pos.append(value)
+        del args, task
+        result = fn(*pos, **kw)
+        del pos, kw
+        returns = []
+        for i, value in enumerate(_return_values(result, num_returns, name), 1):
+            oid = _core.object_id(task_id, i)
+            try:
+                meta, bufs, contained = ser.serialize(value)
+            except Exception as e:
+                raise SerializationError(f"return value {i} of {name} cannot be pickled: "
+                                         f"{type(e).__name__}: {e}") from e
+            returns.append((oid, _core.prepare_return(oid, ser.KIND_VALUE, meta, bufs, contained), contained))
+    except BaseException as e:  # noqa: BLE001 - everything reaches the caller
+        if isinstance(e, TaskError):
+            err = e  # an argument's task failed: pass its error on unchanged
+        elif isinstance(e, PhalanxError) and not isinstance(e, SerializationError):
+            err = TaskError.make(name, traceback.format_exc(), e)
+        else:
+            err = TaskError.make(name, traceback.format_exc(), e)
+        error = f"{type(e).__name__}: {e}"
+        meta, bufs, contained = ser.serialize_error(err)
+        returns = []
+        for i in range(1, num_returns + 1):
+            oid = _core.object_id(task_id, i)
+            returns.append((oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained), contained))
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            _core.task_done(task_id, returns, time.perf_counter() - start, error)
+            raise
+    _core.task_done(task_id, returns, time.perf_counter() - start, error)
+
+
+def main():
+    sock = os.environ["PHALANX_RAYLET_SOCKET"]
+    token = os.environ["PHALANX_WORKER_TOKEN"]
+    _core.connect(sock, True, token, 30000)
+    state.mode = "worker"
+    while True:
+        try:
+            task = _core.next_task(-1)
+        except UnavailableError:
+            break  # the raylet is gone or told us to go
+        run_task(task)
+    _core.disconnect()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        pass
+    sys.stdout.flush()
+    # Skip interpreter teardown: user modules may hang in their atexit hooks.
+    os._exit(0)

@@ -1,0 +1,113 @@
+"""@phalanx.remote on functions: RemoteFunction and its .remote()/.options()."""
+import hashlib
+import pickle
+
+import cloudpickle
+
+from phalanx import _core
+from phalanx._private import serialization as ser
+from phalanx.exceptions import SerializationError
+
+_OPTIONS = {"num_cpus", "num_returns", "max_retries", "name"}
+_DEFAULTS = {"num_cpus": 1.0, "num_returns": 1, "max_retries": 3}
+# Values whose plain-pickle form is the same everywhere: skip cloudpickle's slower pickler.
+_PLAIN = (int, float, str, bytes, bool, type(None))
+
+
+def _check_options(opts, where):
+    unknown = set(opts) - _OPTIONS
+    if unknown:
+        raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
+                         f"valid ones are {sorted(_OPTIONS)}")
+    if "num_returns" in opts and (not isinstance(opts["num_returns"], int) or opts["num_returns"] < 0):
+        raise ValueError(f"num_returns must be a non-negative int, got {opts['num_returns']!r}")
+    if "num_cpus" in opts and (not isinstance(opts["num_cpus"], (int, float)) or opts["num_cpus"] < 0):
+        raise ValueError(f"num_cpus must be a non-negative number, got {opts['num_cpus']!r}")
+    if "max_retries" in opts and (not isinstance(opts["max_retries"], int) or opts["max_retries"] < -1):
+        raise ValueError(f"max_retries must be an int >= -1, got {opts['max_retries']!r}")
+
+
+def encode_arg(value, keyword, position, fn_name, inline_limit, holders):
+    """(keyword, object id or None, inline bytes or None), and the ids it contains."""
+    if isinstance(value, _core.ObjectRef):
+        return (keyword, value.binary(), None), ()
+    try:
+        if type(value) in _PLAIN:
+            meta, bufs, contained = pickle.dumps(value, protocol=5), [], []
+        else:
+            meta, bufs, contained = ser.serialize(value)
+    except Exception as e:
+        what = f"keyword argument '{keyword}'" if keyword else f"argument {position}"
+        raise SerializationError(f"{what} of {fn_name} ({type(value).__name__}) cannot be pickled: "
+                                 f"{type(e).__name__}: {e}") from e
+    if _core.packed_size(meta, bufs) > inline_limit:
+        # Large arguments go through the store once instead of riding in the task.
+        oid = _core.next_put_id()
+        _core.put_serialized(oid, ser.KIND_VALUE, meta, bufs, contained, True)
+        holders.append(_core.adopt_ref(oid))  # held until the task has been submitted
+        return (keyword, oid, None), ()
+    return (keyword, None, _core.pack(ser.KIND_VALUE, meta, bufs)), contained
+
+
+class RemoteFunction:
+    """A function that runs as a task on a worker. Call `.remote(*args)` to
+    submit it; the result is an ObjectRef (a list of them for num_returns > 1)."""
+
+    def __init__(self, fn, options):
+        _check_options(options, f"@phalanx.remote on {fn.__qualname__}")
+        self._fn = fn
+        self._name = options.get("name") or f"{fn.__module__}.{fn.__qualname__}"
+        self._options = dict(_DEFAULTS, **options)
+        self._pickled = None
+        self._function_id = None
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", "remote_function")
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"remote function {self._name} cannot be called directly; "
+                        f"use {self.__name__}.remote(...)")
+
+    def options(self, **options):
+        """A copy with some options changed (num_cpus, num_returns, max_retries, name)."""
+        _check_options(options, f"{self._name}.options()")
+        merged = dict(self._options, **options)
+        clone = RemoteFunction(self._fn, merged)
+        clone._pickled, clone._function_id = self._pickled, self._function_id
+        return clone
+
+    def _ensure_registered(self):
+        if self._function_id is None:
+            try:
+                self._pickled = cloudpickle.dumps(self._fn)
+            except Exception as e:
+                raise SerializationError(f"remote function {self._name} cannot be pickled: "
+                                         f"{type(e).__name__}: {e}") from e
+            self._function_id = hashlib.blake2b(self._pickled, digest_size=16).digest()
+        # Per process and per id only once (the core remembers).
+        _core.register_function(self._function_id, self._name, self._pickled)
+
+    def remote(self, *args, **kwargs):
+        from phalanx._private.api import ensure_initialized, inline_limit
+        ensure_initialized()
+        self._ensure_registered()
+        opts = self._options
+        limit = inline_limit()
+        holders = []
+        encoded, contained = [], []
+        for i, a in enumerate(args):
+            e, c = encode_arg(a, "", i, self._name, limit, holders)
+            encoded.append(e)
+            contained.extend(c)
+        for k, v in kwargs.items():
+            e, c = encode_arg(v, k, None, self._name, limit, holders)
+            encoded.append(e)
+            contained.extend(c)
+        retries = opts["max_retries"]
+        refs = _core.submit_task(self._function_id, self._name, encoded, opts["num_returns"],
+                                 float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained)
+        n = opts["num_returns"]
+        if n == 1:
+            return refs[0]
+        if n == 0:
+            return None
+        return refs
