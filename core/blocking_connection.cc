@@ -66,6 +66,11 @@ void BlockingConnection::Shutdown(const std::string& why) {
   cv_.notify_all();
 }
 
+void BlockingConnection::SetPushFilter(PushFilter filter) {
+  std::lock_guard<std::mutex> l(mu_);
+  push_filter_ = std::move(filter);
+}
+
 uint64_t BlockingConnection::NextRequestId() {
   std::lock_guard<std::mutex> l(mu_);
   return next_request_id_++;
@@ -141,7 +146,7 @@ Result<Frame> BlockingConnection::WaitFor(Pred ready, Take take, Deadline deadli
         }
         if (f.header.flags & kReplyFlag) {
           replies_[f.header.request_id] = std::move(f);
-        } else {
+        } else if (!push_filter_ || !push_filter_(f, &pushes_)) {
           pushes_.push_back(std::move(f));
         }
       }

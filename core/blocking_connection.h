@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,12 @@ class BlockingConnection {
   // the descriptor (or -1).
   Result<Frame> CallReceivingFd(uint16_t type, const google::protobuf::MessageLite& msg, int* fd,
                                 Deadline deadline);
+  // Called (under the connection's lock, by whichever thread is reading) for
+  // each unsolicited frame before it is queued; returns true if it consumed
+  // the frame. It may edit the queue of frames not yet taken. It must not
+  // wait on this connection; it may Send.
+  using PushFilter = std::function<bool(const Frame& f, std::deque<Frame>* queued)>;
+  void SetPushFilter(PushFilter filter);
   // Stops every waiter with Unavailable and closes the socket.
   void Shutdown(const std::string& why);
   const std::string& peer_name() const { return peer_; }
@@ -76,6 +83,7 @@ class BlockingConnection {
   Status status_;                              // guarded by mu_; non-OK once dead
   std::unordered_map<uint64_t, Frame> replies_;  // guarded by mu_
   std::deque<Frame> pushes_;                   // guarded by mu_
+  PushFilter push_filter_;                     // guarded by mu_
   uint64_t next_request_id_ = 1;               // guarded by mu_
   std::vector<char> rbuf_;                     // touched only by the current reader
   size_t rbuf_filled_ = 0;

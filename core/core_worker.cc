@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <unordered_set>
+
 #include "core/ids.h"
 #include "core/logging.h"
 
@@ -49,6 +51,28 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   cw->session_dir_ = r.session_dir();
   cw->gcs_address_ = r.gcs_address();
   if (r.inline_threshold() > 0) cw->inline_threshold_ = r.inline_threshold();
+  if (options.is_worker) {
+    // A worker that blocks in a get gives back the tasks queued behind the
+    // running one, so they can run elsewhere (they might be what it waits for).
+    BlockingConnection* conn = cw->conn_.get();
+    cw->conn_->SetPushFilter([conn](const Frame& f, std::deque<Frame>* queued) {
+      if (f.header.type != rpc::RECALL_TASKS) return false;
+      rpc::TaskIds want, gave;
+      if (!want.ParseFromString(f.body)) return true;
+      std::unordered_set<std::string> ids(want.task_ids().begin(), want.task_ids().end());
+      for (auto it = queued->begin(); it != queued->end();) {
+        rpc::PushTask t;
+        if (it->header.type == rpc::PUSH_TASK && t.ParseFromString(it->body) && ids.count(t.spec().task_id())) {
+          gave.add_task_ids(t.spec().task_id());
+          it = queued->erase(it);
+        } else {
+          ++it;
+        }
+      }
+      (void)conn->Send(rpc::TASKS_RECALLED, 0, gave);
+      return true;
+    });
+  }
   cw->flusher_ = std::thread([p = cw.get()] { p->FlushLoop(); });
   return cw;
 }

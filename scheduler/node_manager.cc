@@ -206,6 +206,11 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       if (!Parse(&m, body, len) || c->worker == nullptr) return bad("task result");
       return tasks_.OnTaskDone(c->worker, std::move(m));
     }
+    case rpc::TASKS_RECALLED: {
+      rpc::TaskIds m;
+      if (!Parse(&m, body, len) || c->worker == nullptr) return bad("recalled tasks");
+      return tasks_.OnTasksRecalled(c->worker, m);
+    }
     case rpc::GET_OBJECTS: {
       rpc::GetObjects m;
       if (!Parse(&m, body, len)) return bad("get");
@@ -468,8 +473,15 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
   if (c->worker != nullptr) {
-    pool_.MarkDead(c->worker, "worker process " + std::to_string(c->pid) + " disconnected" +
-                                  (why.ok() ? "" : " (" + why.message() + ")"));
+    // The exit status usually follows the closed socket by a moment; wait
+    // briefly for SIGCHLD so the error can say how the worker died.
+    std::string token = c->worker->token;
+    std::string why_text = "worker process " + std::to_string(c->pid) + " disconnected" +
+                           (why.ok() ? "" : " (" + why.message() + ")");
+    auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(200));
+    timer->async_wait([this, timer, token, why_text](auto) {
+      if (Worker* w = pool_.Find(token)) pool_.MarkDead(w, why_text);
+    });
     c->worker = nullptr;
   }
   for (const auto& [id, n] : c->pins) {

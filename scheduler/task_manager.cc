@@ -52,17 +52,28 @@ size_t TaskManager::SoftWorkerLimit() const {
 }
 
 Worker* TaskManager::PipelineTarget(const Task& t) {
-  auto it = exec_ewma_.find(t.spec.function_id());
+  // Only functions measured to be short are pipelined: a task queued behind
+  // one that blocks in a get could wait for itself.
+  // So are the tasks it would queue behind.
+  auto is_short = [this](const std::string& function_id) {
+    auto it = exec_ewma_.find(function_id);
+    return it != exec_ewma_.end() && it->second <= options_.short_task_seconds;
+  };
+  if (!is_short(t.spec.function_id())) return nullptr;
   size_t depth = options_.pipeline_depth;
-  if (it == exec_ewma_.end()) {
-    depth = 2;  // unknown duration: a little, so a first burst still flows
-  } else if (it->second > options_.short_task_seconds) {
-    return nullptr;
-  }
   Worker* best = nullptr;
   for (Worker* w : leased_) {
-    if (w->dead || w->blocked || !(w->leased == t.need) || w->inflight.size() >= depth) continue;
-    if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;
+    if (w->dead || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth) continue;
+    if (best != nullptr && w->inflight.size() >= best->inflight.size()) continue;
+    bool all_short = true;
+    for (const auto& tid : w->inflight) {
+      auto q = tasks_.find(tid);
+      if (q != tasks_.end() && !is_short(q->second.spec.function_id())) {
+        all_short = false;
+        break;
+      }
+    }
+    if (all_short) best = w;
   }
   return best;
 }
@@ -102,7 +113,10 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
     if (a.object_id().empty()) continue;
     rpc::ObjectValue* v = msg.add_ref_args();
     objects_->Describe(a.object_id(), v, /*pin=*/true);
-    if (v->state() == rpc::OBJ_IN_STORE) ++w->pins[a.object_id()];  // released by the worker
+    if (v->state() == rpc::OBJ_IN_STORE) {
+      ++w->pins[a.object_id()];  // released by the worker's views
+      t.pushed_pins.push_back(a.object_id());
+    }
     if (v->state() == rpc::OBJ_LOST) {
       std::string why = "an argument of " + t.spec.function_name() + " is unavailable: " + v->error();
       auto code = static_cast<StatusCode>(v->error_code());
@@ -164,6 +178,7 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   if (it == tasks_.end()) return;
   Task t = std::move(it->second);
   tasks_.erase(it);
+  t.pushed_pins.clear();  // the worker's views own those pins now
   ok ? ++stats_.finished : ++stats_.failed;
   Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
   ReleaseArgs(t);
@@ -203,6 +218,7 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     auto it = tasks_.find(lost[i]);
     if (it == tasks_.end()) continue;
     Task& t = it->second;
+    t.pushed_pins.clear();  // released with the worker's pins above
     --stats_.running;
     ++stats_.queued;
     if (i == 0) {  // the one it was running; the rest had not started
@@ -228,6 +244,34 @@ void TaskManager::OnWorkerBlocked(Worker* w) {
   w->blocked = true;
   ++blocked_;
   available_.Add(w->leased);
+  if (w->inflight.size() > 1) {  // pipelined tasks queued behind the blocked one
+    rpc::TaskIds recall;
+    for (size_t i = 1; i < w->inflight.size(); ++i) recall.add_task_ids(w->inflight[i]);
+    w->conn->Send(rpc::RECALL_TASKS, 0, 0, recall);
+  }
+  Dispatch();
+}
+
+void TaskManager::OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) {
+  std::vector<std::string> back;
+  for (const auto& tid : ids.task_ids()) {
+    auto pos = std::find(w->inflight.begin(), w->inflight.end(), tid);
+    auto it = tasks_.find(tid);
+    if (pos == w->inflight.end() || it == tasks_.end()) continue;
+    w->inflight.erase(pos);
+    for (const auto& id : it->second.pushed_pins) {
+      auto p = w->pins.find(id);
+      if (p == w->pins.end()) continue;
+      if (--p->second == 0) w->pins.erase(p);
+      objects_->ReleasePin(id);
+    }
+    it->second.pushed_pins.clear();
+    --stats_.running;
+    ++stats_.queued;
+    back.push_back(tid);
+  }
+  ready_.insert(ready_.begin(), back.begin(), back.end());
+  ReleaseLeaseIfIdle(w);
   Dispatch();
 }
 

@@ -53,6 +53,8 @@ class TaskManager {
   void OnWorkerDied(Worker* w, const std::string& why);
   void OnWorkerBlocked(Worker* w);
   void OnWorkerUnblocked(Worker* w);
+  // The worker gave back pushed tasks it had not started (after a recall).
+  void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids);
 
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
   const ResourceSet& available() const { return available_; }
@@ -64,6 +66,7 @@ class TaskManager {
     rpc::TaskSpec spec;
     ResourceSet need;
     int deps_left = 0;
+    std::vector<std::string> pushed_pins;  // store args pinned for the worker at push
   };
   void Dispatch();
   Worker* PipelineTarget(const Task& t);

@@ -108,11 +108,16 @@ Worker* WorkerPool::Register(const std::string& token, int pid, std::shared_ptr<
   return w;
 }
 
+Worker* WorkerPool::Find(const std::string& token) {
+  auto it = by_token_.find(token);
+  return it == by_token_.end() || it->second->dead ? nullptr : it->second.get();
+}
+
 Worker* WorkerPool::PopIdle() {
   while (!idle_.empty()) {
     Worker* w = idle_.back();  // most recently used: warm caches
     idle_.pop_back();
-    if (!w->dead) return w;
+    if (!w->dead && !(w->conn && w->conn->closed())) return w;
   }
   return nullptr;
 }

@@ -57,6 +57,8 @@ class WorkerPool {
   bool StartWorker();
   // A process started here registered with `token`; nullptr if unknown.
   Worker* Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn);
+  // The live worker started with `token`, or nullptr.
+  Worker* Find(const std::string& token);
   // An idle registered worker, or nullptr.
   Worker* PopIdle();
   void PushIdle(Worker* w);

@@ -1,0 +1,148 @@
+"""What users see when things go wrong: each error is raised where it
+belongs, names what failed, and nothing hangs."""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import phalanx
+from conftest import node_procs
+
+
+@phalanx.remote
+def fails(x):
+    raise ValueError(f"bad value {x}")
+
+
+@phalanx.remote
+def echo(x):
+    return x
+
+
+def test_task_exception_reaches_caller_with_traceback(cluster):
+    with pytest.raises(phalanx.TaskError) as ei:
+        phalanx.get(fails.remote(7))
+    err = ei.value
+    assert isinstance(err, ValueError)  # still catchable as the original type
+    assert "bad value 7" in str(err)
+    assert "Traceback" in err.traceback_str and "fails" in err.traceback_str
+    assert isinstance(err.cause, ValueError)
+
+
+def test_error_propagates_through_dependent_tasks(cluster):
+    with pytest.raises(ValueError, match="bad value 1"):
+        phalanx.get(echo.remote(fails.remote(1)))
+
+
+def test_unpicklable_argument_fails_at_remote_naming_it(cluster):
+    lock = threading.Lock()
+    with pytest.raises(phalanx.SerializationError, match=r"argument 0 of .*echo.*lock"):
+        echo.remote(lock)
+    with pytest.raises(phalanx.SerializationError, match="keyword argument 'x'"):
+        echo.remote(x=lock)
+
+
+def test_get_timeout(cluster):
+    @phalanx.remote
+    def sleepy():
+        time.sleep(2)
+    ref = sleepy.remote()
+    t = time.monotonic()
+    with pytest.raises(phalanx.GetTimeoutError):
+        phalanx.get(ref, timeout=0.3)
+    assert time.monotonic() - t < 5
+
+
+def test_calling_remote_function_directly_is_an_error(cluster):
+    with pytest.raises(TypeError, match=r"\.remote"):
+        echo(1)
+
+
+def test_get_rejects_non_refs(cluster):
+    with pytest.raises(TypeError):
+        phalanx.get(5)
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(ValueError, match="unknown option"):
+        phalanx.remote(num_gpu=1)(lambda: 0)
+    with pytest.raises(ValueError, match="num_returns"):
+        phalanx.remote(num_returns=-1)(lambda: 0)
+
+
+def test_worker_crash_is_retried(cluster, tmp_path):
+    marker = tmp_path / "crashed-once"
+
+    @phalanx.remote(max_retries=2)
+    def crash_once(path):
+        if not os.path.exists(path):
+            open(path, "w").close()
+            os._exit(1)
+        return "second attempt"
+    assert phalanx.get(crash_once.remote(str(marker)), timeout=60) == "second attempt"
+
+
+def test_worker_crash_after_retries_raises(cluster):
+    @phalanx.remote(max_retries=1)
+    def always_crash():
+        os.kill(os.getpid(), signal.SIGKILL)
+    with pytest.raises(phalanx.WorkerCrashedError, match="always_crash.*signal 9"):
+        phalanx.get(always_crash.remote(), timeout=60)
+    assert phalanx.get(echo.remote("still works"), timeout=60) == "still works"
+
+
+def test_object_larger_than_store_is_a_clear_error(fresh_cluster):
+    fresh_cluster(object_store_memory=64 << 20)
+    with pytest.raises(phalanx.ObjectStoreFullError, match="larger than the whole object store"):
+        phalanx.put(np.zeros(100 << 20, dtype=np.uint8))
+    keep = [phalanx.put(np.zeros(20 << 20, dtype=np.uint8)) for _ in range(3)]
+    with pytest.raises(phalanx.ObjectStoreFullError, match="object store is full"):
+        phalanx.put(np.zeros(20 << 20, dtype=np.uint8))
+    del keep  # nothing was lost: the store works again once refs drop
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert phalanx.get(phalanx.put(np.ones(20 << 20, dtype=np.uint8))).sum() == 20 << 20
+            break
+        except phalanx.ObjectStoreFullError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_dead_raylet_gives_an_error_naming_it(fresh_cluster):
+    fresh_cluster()
+
+    @phalanx.remote
+    def sleepy():
+        time.sleep(60)
+    ref = sleepy.remote()
+    raylet = node_procs()["raylet"]
+    threading.Timer(0.5, raylet.kill).start()
+    t = time.monotonic()
+    with pytest.raises(phalanx.UnavailableError, match="raylet"):
+        phalanx.get(ref)
+    assert time.monotonic() - t < 15
+
+
+def test_dead_redis_gives_an_error_naming_it(fresh_cluster):
+    fresh_cluster()
+
+    @phalanx.remote
+    def sleepy():
+        time.sleep(60)
+    ref = sleepy.remote()
+    node_procs()["redis-server"].kill()
+    t = time.monotonic()
+    with pytest.raises(phalanx.UnavailableError, match="redis-server"):
+        phalanx.get(ref)
+    assert time.monotonic() - t < 15
+
+
+def test_use_before_init_is_a_clear_error():
+    phalanx.shutdown()
+    with pytest.raises(phalanx.UnavailableError, match="init"):
+        echo.remote(1)
