@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything phalanx needs on a fresh Debian 12 machine and builds it:
+#   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest
+#   - a virtual environment in .venv with the Python dependencies from pyproject.toml
+#   - phalanx itself (`pip install .`: CMake builds the extension, the raylet and the C++ tests)
+# Safe to run again: installed pieces are skipped, the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
+              libhiredis-dev redis-server libgtest-dev libgmock-dev iproute2 procps)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+echo "== installing Python build tools and dependencies"
+.venv/bin/python -m pip install -q --upgrade pip
+# Build requirements (pyproject [build-system]) go into the venv so builds are incremental
+# (--no-build-isolation reuses build/ instead of a fresh temporary build each time).
+.venv/bin/python -m pip install -q "scikit-build-core>=0.9" "pybind11>=2.11" "cmake>=3.20" ninja
+echo "== building and installing phalanx (C++ build in build/, ~2 min the first time)"
+.venv/bin/python -m pip install -q --no-build-isolation ".[test${PHALANX_EXTRAS:+,$PHALANX_EXTRAS}]"
+echo "== phalanx $(.venv/bin/python -c 'import phalanx; print(phalanx.__version__)') is installed in .venv"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs and builds phalanx, then runs every test: the C++ GoogleTest suites
+# (through CTest) and the Python end-to-end tests (pytest). Each test starts
+# and stops its own redis-server and raylets on free ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+build_dir=$(ls -d build/cp*/ | head -n 1)
+echo "== C++ tests (ctest in $build_dir)"
+.venv/bin/ctest --test-dir "$build_dir" --output-on-failure --timeout 300 -j 2
+echo "== Python tests (pytest)"
+.venv/bin/python -m pytest -q tests/python "$@"

@@ -1,0 +1,66 @@
+#include "objectstore/object_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace phalanx::objectstore {
+
+std::unique_ptr<ObjectStore> MakeStore(uint64_t capacity) {
+  auto region = ShmRegion::Create(capacity, "test-store");
+  EXPECT_TRUE(region.ok()) << region.status().ToString();
+  return std::make_unique<ObjectStore>(std::move(region).value());
+}
+
+std::string Id(char c) { return std::string(20, c); }
+
+TEST(ObjectStoreTest, CreateSealPinDeleteLifecycle) {
+  auto store = MakeStore(1 << 20);
+  auto off = store->Create(Id('a'), 1000);
+  ASSERT_TRUE(off.ok());
+  std::memset(store->base() + off.value(), 7, 1000);
+  EXPECT_FALSE(store->Pin(Id('a')).ok()) << "unsealed objects cannot be read";
+  ASSERT_TRUE(store->Seal(Id('a')).ok());
+  ASSERT_TRUE(store->Pin(Id('a')).ok());
+  store->Delete(Id('a'));
+  ASSERT_NE(store->Find(Id('a')), nullptr) << "deletion waits for the last pin";
+  EXPECT_EQ(store->base()[off.value() + 999], 7);
+  store->Unpin(Id('a'));
+  EXPECT_EQ(store->Find(Id('a')), nullptr);
+  EXPECT_EQ(store->Stats().used, 0u);
+}
+
+TEST(ObjectStoreTest, DuplicateCreateIsAlreadyExists) {
+  auto store = MakeStore(1 << 20);
+  ASSERT_TRUE(store->Create(Id('a'), 10).ok());
+  EXPECT_EQ(store->Create(Id('a'), 10).status().code(), StatusCode::kAlreadyExists);
+}
+
+TEST(ObjectStoreTest, FullStoreExplainsItself) {
+  auto store = MakeStore(1 << 20);
+  auto too_big = store->Create(Id('z'), 2 << 20);
+  EXPECT_EQ(too_big.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(too_big.status().message().find("larger than the whole object store"), std::string::npos);
+  ASSERT_TRUE(store->Create(Id('a'), 800 << 10).ok());
+  auto full = store->Create(Id('b'), 800 << 10);
+  EXPECT_EQ(full.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(full.status().message().find("object store is full"), std::string::npos);
+}
+
+TEST(ObjectStoreTest, EvictsUnpinnedSecondaryCopiesLeastRecentFirst) {
+  auto store = MakeStore(1 << 20);
+  std::vector<std::string> evicted;
+  store->SetEvictHandler([&](const std::string& id) { evicted.push_back(id); });
+  for (char c : {'a', 'b', 'c'}) {
+    ASSERT_TRUE(store->Create(Id(c), 300 << 10).ok());
+    ASSERT_TRUE(store->Seal(Id(c)).ok());
+    store->MarkEvictable(Id(c));
+  }
+  ASSERT_TRUE(store->Pin(Id('a')).ok());  // pinned: never evicted
+  ASSERT_TRUE(store->Create(Id('d'), 300 << 10).ok());
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0], Id('b'));
+  EXPECT_NE(store->Find(Id('a')), nullptr);
+}
+
+}  // namespace phalanx::objectstore

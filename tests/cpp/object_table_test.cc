@@ -1,0 +1,87 @@
+#include "objectstore/object_table.h"
+
+#include <gtest/gtest.h>
+
+namespace phalanx::objectstore {
+
+class ObjectTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto region = ShmRegion::Create(1 << 20, "test-table");
+    ASSERT_TRUE(region.ok());
+    store_ = std::make_unique<ObjectStore>(std::move(region).value());
+    table_ = std::make_unique<ObjectTable>(store_.get());
+    table_->SetFreeHandler([this](const std::string& id, bool) { freed_.push_back(id); });
+  }
+  static std::string Id(char c) { return std::string(20, c); }
+  std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<ObjectTable> table_;
+  std::vector<std::string> freed_;
+};
+
+TEST_F(ObjectTableTest, WaitersRunWhenValueArrives) {
+  int ran = 0;
+  table_->AddRef(Id('a'));
+  table_->OnReady(Id('a'), [&] { ++ran; });
+  EXPECT_EQ(ran, 0);
+  table_->PutInline(Id('a'), "v", {});
+  EXPECT_EQ(ran, 1);
+  table_->OnReady(Id('a'), [&] { ++ran; });  // already ready: runs now
+  EXPECT_EQ(ran, 2);
+  rpc::ObjectValue v;
+  table_->Describe(Id('a'), &v, false);
+  EXPECT_EQ(v.state(), rpc::OBJ_INLINE);
+  EXPECT_EQ(v.data(), "v");
+}
+
+TEST_F(ObjectTableTest, LastReferenceFreesValueAndContainedObjects) {
+  table_->AddRef(Id('i'));
+  table_->PutInline(Id('i'), "inner", {});
+  table_->AddRef(Id('o'));
+  table_->PutInline(Id('o'), "outer", {Id('i')});
+  table_->RemoveRef(Id('i'));  // still held by the outer value
+  EXPECT_TRUE(freed_.empty());
+  table_->RemoveRef(Id('o'));
+  ASSERT_EQ(freed_.size(), 2u);
+  EXPECT_EQ(freed_[0], Id('o'));
+  EXPECT_EQ(freed_[1], Id('i'));
+  rpc::ObjectValue v;
+  table_->Describe(Id('i'), &v, false);
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST) << "a late reader learns the object was freed";
+  EXPECT_NE(v.error().find("freed"), std::string::npos);
+}
+
+TEST_F(ObjectTableTest, StoreObjectFreedAfterLastPinAndRef) {
+  table_->AddRef(Id('s'));
+  ASSERT_TRUE(table_->CreateInStore(Id('s'), 4096, {}).ok());
+  ASSERT_TRUE(table_->SealInStore(Id('s')).ok());
+  rpc::ObjectValue v;
+  table_->Describe(Id('s'), &v, /*pin=*/true);
+  EXPECT_EQ(v.state(), rpc::OBJ_IN_STORE);
+  table_->RemoveRef(Id('s'));
+  EXPECT_NE(store_->Find(Id('s')), nullptr) << "still mapped by a reader";
+  table_->ReleasePin(Id('s'));
+  EXPECT_EQ(store_->Find(Id('s')), nullptr);
+  EXPECT_EQ(store_->Stats().used, 0u);
+}
+
+TEST_F(ObjectTableTest, UnheldResultIsFreedWhenItArrives) {
+  table_->AddRef(Id('r'));
+  table_->RemoveRef(Id('r'));  // the submitter dropped the ref before the task finished
+  table_->PutInline(Id('r'), "late", {});
+  EXPECT_EQ(table_->num_inline(), 0u);
+}
+
+TEST_F(ObjectTableTest, LostObjectCarriesCodeAndReason) {
+  table_->AddRef(Id('l'));
+  bool ran = false;
+  table_->OnReady(Id('l'), [&] { ran = true; });
+  table_->MarkLost(Id('l'), StatusCode::kWorkerDied, "worker died");
+  EXPECT_TRUE(ran);
+  rpc::ObjectValue v;
+  table_->Describe(Id('l'), &v, false);
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_EQ(v.error_code(), static_cast<int>(StatusCode::kWorkerDied));
+}
+
+}  // namespace phalanx::objectstore

@@ -1,0 +1,99 @@
+// Helpers shared by the C++ tests: free ports, temporary folders, and a real
+// redis-server process started on a free port and stopped at destruction.
+#pragma once
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <hiredis/hiredis.h>
+
+namespace phalanx::testing {
+
+inline int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline std::string TempDir(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+  char* p = ::mkdtemp(tmpl.data());
+  return p ? std::string(p) : std::string();
+}
+
+// Starts a process; returns its pid.
+inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+inline void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+class RedisServer {
+ public:
+  RedisServer() : port_(FreePort()), dir_(TempDir("phalanx-redis")) {
+    pid_ = Spawn({"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
+                  "--appendonly", "no", "--dir", dir_},
+                 dir_ + "/redis.log");
+    for (int i = 0; i < 500; ++i) {
+      redisContext* c = redisConnect("127.0.0.1", port_);
+      bool ok = c != nullptr && !c->err;
+      if (c) redisFree(c);
+      if (ok) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~RedisServer() {
+    Kill();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  void Kill() {
+    Stop(pid_);
+    pid_ = 0;
+  }
+  int port() const { return port_; }
+
+ private:
+  int port_;
+  std::string dir_;
+  pid_t pid_ = 0;
+};
+
+}  // namespace phalanx::testing
