@@ -6,7 +6,7 @@
 namespace phalanx::objectstore {
 
 namespace {
-constexpr size_t kFreedMemory = 100000;  // how many freed ids we remember
+constexpr size_t kFreedMemory = 16384;  // how many freed ids we remember (bounded memory)
 }
 
 void ObjectTable::AddRef(const std::string& id) { ++entries_[id].refs; }
