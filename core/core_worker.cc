@@ -163,6 +163,10 @@ Status CoreWorker::PutInline(const std::string& id, const std::string& data, con
   m.set_data(data);
   m.set_hold(hold);
   for (const auto& c : contained) m.add_contained_ids(c);
+  if (hold) {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    local_values_[id] = data;  // dropped when the adopted ref goes
+  }
   return Send(rpc::PUT_INLINE, m);
 }
 
@@ -193,20 +197,50 @@ Status CoreWorker::AbortCreate(const std::string& id) {
 }
 
 Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::string>& ids, int64_t timeout_ms) {
+  std::vector<rpc::ObjectValue> out(ids.size());
   rpc::GetObjects m;
-  for (const auto& id : ids) m.add_object_ids(id);
+  std::vector<size_t> asked;  // positions in `out` the raylet answers
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = local_values_.find(ids[i]);
+      if (it != local_values_.end()) {
+        out[i].set_object_id(ids[i]);
+        out[i].set_state(rpc::OBJ_INLINE);
+        out[i].set_data(it->second);
+      } else {
+        m.add_object_ids(ids[i]);
+        asked.push_back(i);
+      }
+    }
+  }
+  if (asked.empty()) return out;
   m.set_timeout_ms(timeout_ms);
   PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_OBJECTS, m, timeout_ms));
   rpc::GetObjectsReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed get reply");
+  if (!r.ParseFromString(f.body) || static_cast<size_t>(r.objects_size()) != asked.size()) {
+    return Status::Internal("malformed get reply");
+  }
   PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
-  std::vector<rpc::ObjectValue> out(std::make_move_iterator(r.mutable_objects()->begin()),
-                                    std::make_move_iterator(r.mutable_objects()->end()));
+  std::lock_guard<std::mutex> l(refs_mu_);
+  for (size_t k = 0; k < asked.size(); ++k) {
+    rpc::ObjectValue& v = *r.mutable_objects(static_cast<int>(k));
+    if (v.state() == rpc::OBJ_INLINE && local_refs_.count(v.object_id())) local_values_[v.object_id()] = v.data();
+    out[asked[k]] = std::move(v);
+  }
   return out;
 }
 
 Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>& ids, int num_returns,
                                                   int64_t timeout_ms) {
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    std::vector<std::string> ready;
+    for (const auto& id : ids) {
+      if (local_values_.count(id)) ready.push_back(id);
+    }
+    if (static_cast<int>(ready.size()) >= num_returns) return ready;
+  }
   rpc::WaitObjects m;
   for (const auto& id : ids) m.add_object_ids(id);
   m.set_num_returns(num_returns);
@@ -243,6 +277,7 @@ void CoreWorker::RemoveLocalRef(const std::string& id) {
   if (it == local_refs_.end()) return;
   if (--it->second > 0) return;
   local_refs_.erase(it);
+  local_values_.erase(id);
   if (stopping_) return;
   dirty_.emplace(id, true);
   if (dirty_.size() >= kFlushBatch) {

@@ -74,6 +74,7 @@ class CoreWorker {
   Status AbortCreate(const std::string& id);
 
   // Values of `ids` once all are ready or `timeout_ms` passes (< 0: none).
+  // Small values this process holds are answered from its own cache.
   // Objects still pending at the deadline come back with state OBJ_PENDING.
   // Each IN_STORE value is pinned: call Release(id) once per such value.
   Result<std::vector<rpc::ObjectValue>> Get(const std::vector<std::string>& ids, int64_t timeout_ms);
@@ -127,6 +128,9 @@ class CoreWorker {
   std::unordered_map<std::string, int64_t> local_refs_;  // guarded by refs_mu_
   std::unordered_map<std::string, bool> dirty_;          // id -> held at last flush; guarded by refs_mu_
   std::vector<std::string> releases_;                    // guarded by refs_mu_
+  // Small values this process put or got, kept while it holds a ref to them:
+  // a get of those needs no round trip to the raylet. guarded by refs_mu_.
+  std::unordered_map<std::string, std::string> local_values_;
   bool stopping_ = false;                                // guarded by refs_mu_
   std::thread flusher_;
 };
