@@ -204,10 +204,17 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
     std::lock_guard<std::mutex> l(refs_mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       auto it = local_values_.find(ids[i]);
+      auto mo = mapped_.find(ids[i]);
       if (it != local_values_.end()) {
         out[i].set_object_id(ids[i]);
         out[i].set_state(rpc::OBJ_INLINE);
         out[i].set_data(it->second);
+      } else if (mo != mapped_.end()) {
+        out[i].set_object_id(ids[i]);
+        out[i].set_state(rpc::OBJ_IN_STORE);
+        out[i].set_offset(mo->second.offset);
+        out[i].set_size(mo->second.size);
+        ++mo->second.views;
       } else {
         m.add_object_ids(ids[i]);
         asked.push_back(i);
@@ -225,7 +232,13 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
   std::lock_guard<std::mutex> l(refs_mu_);
   for (size_t k = 0; k < asked.size(); ++k) {
     rpc::ObjectValue& v = *r.mutable_objects(static_cast<int>(k));
-    if (v.state() == rpc::OBJ_INLINE && local_refs_.count(v.object_id())) local_values_[v.object_id()] = v.data();
+    bool held = local_refs_.count(v.object_id()) > 0;
+    if (v.state() == rpc::OBJ_INLINE && held) local_values_[v.object_id()] = v.data();
+    if (v.state() == rpc::OBJ_IN_STORE && held) {
+      auto [mo, fresh] = mapped_.try_emplace(v.object_id(), MappedObject{v.offset(), v.size(), 0});
+      if (!fresh) releases_.push_back(v.object_id());  // already mapped: this pin is extra
+      ++mo->second.views;
+    }
     out[asked[k]] = std::move(v);
   }
   return out;
@@ -237,7 +250,7 @@ Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>
     std::lock_guard<std::mutex> l(refs_mu_);
     std::vector<std::string> ready;
     for (const auto& id : ids) {
-      if (local_values_.count(id)) ready.push_back(id);
+      if (local_values_.count(id) || mapped_.count(id)) ready.push_back(id);
     }
     if (static_cast<int>(ready.size()) >= num_returns) return ready;
   }
@@ -254,6 +267,11 @@ Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>
 void CoreWorker::Release(const std::string& id) {
   std::lock_guard<std::mutex> l(refs_mu_);
   if (stopping_) return;
+  auto mo = mapped_.find(id);
+  if (mo != mapped_.end()) {
+    if (--mo->second.views > 0 || local_refs_.count(id)) return;  // the mapping stays for later gets
+    mapped_.erase(mo);
+  }
   releases_.push_back(id);
   refs_cv_.notify_one();
 }
@@ -278,6 +296,11 @@ void CoreWorker::RemoveLocalRef(const std::string& id) {
   if (--it->second > 0) return;
   local_refs_.erase(it);
   local_values_.erase(id);
+  auto mo = mapped_.find(id);
+  if (mo != mapped_.end() && mo->second.views == 0) {
+    mapped_.erase(mo);
+    releases_.push_back(id);
+  }
   if (stopping_) return;
   dirty_.emplace(id, true);
   if (dirty_.size() >= kFlushBatch) {

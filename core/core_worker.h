@@ -131,6 +131,14 @@ class CoreWorker {
   // Small values this process put or got, kept while it holds a ref to them:
   // a get of those needs no round trip to the raylet. guarded by refs_mu_.
   std::unordered_map<std::string, std::string> local_values_;
+  // Store objects this process holds a ref to and has mapped: one raylet pin
+  // each, shared by all of this process's views. guarded by refs_mu_.
+  struct MappedObject {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    int64_t views = 0;
+  };
+  std::unordered_map<std::string, MappedObject> mapped_;
   bool stopping_ = false;                                // guarded by refs_mu_
   std::thread flusher_;
 };

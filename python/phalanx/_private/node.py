@@ -50,7 +50,14 @@ def redis_binary():
 def new_session_dir(root=None):
     root = root or os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(root, f"session_{stamp}_{os.getpid()}")
+    os.makedirs(root, exist_ok=True)
+    for n in range(1000):  # unique even for several clusters in one second
+        path = os.path.join(root, f"session_{stamp}_{os.getpid()}" + (f"_{n}" if n else ""))
+        try:
+            os.makedirs(path)
+            break
+        except FileExistsError:
+            continue
     os.makedirs(os.path.join(path, "logs"), exist_ok=True)
     return path
 
@@ -103,7 +110,9 @@ class NodeProcesses:
 
     def start_raylet(self, redis_address, num_cpus, object_store_memory=None, node_ip="127.0.0.1",
                      tie_to_parent=True, extra_args=()):
-        sock = os.path.join(self.session_dir, f"raylet-{os.getpid()}-{len(self.procs)}.sock")
+        sock = os.path.join(self.session_dir, f"raylet-{len(self.procs)}.sock")
+        if os.path.exists(sock):
+            os.unlink(sock)  # left by a raylet that was killed
         log = os.path.join(self.session_dir, "logs", f"raylet-{len(self.procs)}.log")
         worker_cmd = f"{sys.executable} -u -m phalanx._private.worker"
         cmd = [raylet_binary(), "--socket", sock, "--session-dir", self.session_dir,

@@ -1,0 +1,260 @@
+"""phalanx micro-benchmarks, with Ray's metric names, beside Ray and Dask
+distributed measured in the same run on the same machine, and a plain
+memcpy of the same bytes.
+
+    python -m phalanx.microbenchmark                  # phalanx, ray, dask, memcpy
+    python -m phalanx.microbenchmark --peers none     # phalanx and memcpy only
+    python -m phalanx.microbenchmark --json out.json
+
+Ray and Dask are installed with `pip install .[bench]` (scripts/bench.sh does
+it); they are peers to measure against, never dependencies of phalanx. Each
+system runs in its own subprocess, one after the other, with as many CPUs as
+the machine has. Every figure is the median of --reps timed windows of
+--duration seconds each, after a warm-up.
+
+Metrics (the same definitions for every system):
+  single client tasks sync       get(f.remote()) one at a time, f a no-op
+  single client tasks async      get([f.remote() for _ in range(1000)])
+  single client get calls        get(ref) of a put(0) held by this client
+  single client put calls        put(0)
+  single client put gigabytes    put(np.ones(100 Mi int64 = 800 MiB)); Ray's uses np.zeros, whose
+                                 untouched zero pages make any copy look faster than memory
+  get 1 GiB array (ms)           get(ref) of a 1 GiB float32 array already stored
+  get 1 MiB array (ms)           the same for 1 MiB: equal times mean O(1) in size
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+METRICS = [
+    ("single client tasks sync", "tasks/s", 5000),
+    ("single client tasks async", "tasks/s", 20000),
+    ("single client get calls", "calls/s", 20000),
+    ("single client put calls", "calls/s", 10000),
+    ("single client put gigabytes", "GB/s", None),
+    ("get 1 GiB array (ms)", "ms", None),
+    ("get 1 MiB array (ms)", "ms", None),
+]
+PUT_BIG_ELEMS = 100 * 1024 * 1024  # int64: 800 MiB, as in Ray's benchmark
+
+
+def timed_rate(fn, units_per_call, duration, reps):
+    """Median over `reps` windows of units per second."""
+    fn()  # warm-up
+    rates = []
+    for _ in range(reps):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= duration:
+                break
+        rates.append(calls * units_per_call / elapsed)
+    return statistics.median(rates)
+
+
+def timed_ms(fn, n=20):
+    fn()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def run_suite(api, duration, reps):
+    """The metrics for a system exposing remote(f), get(x), put(x)."""
+    remote_noop, get, put = api["noop"], api["get"], api["put"]
+    out = {}
+    out["single client tasks sync"] = timed_rate(lambda: get(remote_noop()), 1, duration, reps)
+    out["single client tasks async"] = timed_rate(lambda: get([remote_noop() for _ in range(1000)]), 1000,
+                                                  duration, reps)
+    small = put(0)
+    out["single client get calls"] = timed_rate(lambda: get(small), 1, duration, reps)
+    out["single client put calls"] = timed_rate(lambda: put(0), 1, duration, reps)
+    arr = np.ones(PUT_BIG_ELEMS, dtype=np.int64)  # filled: zero pages would flatter every copy
+    out["single client put gigabytes"] = timed_rate(lambda: put(arr), arr.nbytes / 1e9, duration, reps)
+    del arr
+    big = put(np.ones(256 * 1024 * 1024, dtype=np.float32))
+    out["get 1 GiB array (ms)"] = timed_ms(lambda: get(big), 10)
+    del big
+    mib = put(np.ones(256 * 1024, dtype=np.float32))
+    out["get 1 MiB array (ms)"] = timed_ms(lambda: get(mib), 50)
+    return out
+
+
+def bench_phalanx(duration, reps):
+    import phalanx
+
+    phalanx.init()
+
+    @phalanx.remote
+    def noop():
+        return None
+
+    try:
+        return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put}, duration, reps)
+    finally:
+        phalanx.shutdown()
+
+
+def bench_ray(duration, reps):
+    import ray
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+
+    @ray.remote
+    def noop():
+        return None
+
+    try:
+        return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put}, duration, reps)
+    finally:
+        ray.shutdown()
+
+
+def bench_dask(duration, reps):
+    os.environ.setdefault("DASK_DISTRIBUTED__COMM__COMPRESSION", "False")  # move every byte
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=os.cpu_count(), threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    client = Client(cluster)
+
+    def noop():
+        return None
+
+    def get(x):
+        return client.gather(x)
+
+    try:
+        return run_suite({"noop": lambda: client.submit(noop, pure=False), "get": get,
+                          "put": lambda v: client.scatter(v, hash=False)}, duration, reps)
+    finally:
+        client.close()
+        cluster.close()
+
+
+def bench_memcpy(duration, reps):
+    src = np.ones(PUT_BIG_ELEMS, dtype=np.int64)
+    dst = np.zeros_like(src)
+    dst.fill(2)  # touched: a warm destination
+    # One thread, the same bytes as the put: the plain memcpy the put is compared with.
+    return {"single client put gigabytes": timed_rate(lambda: np.copyto(dst, src), src.nbytes / 1e9,
+                                                      duration, reps)}
+
+
+RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask, "memcpy": bench_memcpy}
+
+
+def run_in_subprocess(system, duration, reps, timeout):
+    cmd = [sys.executable, "-m", "phalanx.microbenchmark", "--_child", system,
+           "--duration", str(duration), "--reps", str(reps)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"{system} ran past {timeout} s"
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return None, f"{system} failed: " + " | ".join(tail)
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):]), None
+    return None, f"{system} printed no result"
+
+
+def fmt(v, unit):
+    if v is None:
+        return "-"
+    if unit == "ms":
+        return f"{v:.3f}"
+    if unit == "GB/s":
+        return f"{v:.2f}"
+    return f"{v:,.0f}"
+
+
+def report(results, notes):
+    systems = [s for s in ("phalanx", "ray", "dask", "memcpy") if s in results]
+    head = ["metric", "unit"] + systems + [f"phalanx/{s}" for s in systems if s != "phalanx"] + ["target"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, unit, target in METRICS:
+        row = [name, unit]
+        vals = {s: results[s].get(name) for s in systems}
+        row += [fmt(vals[s], unit) for s in systems]
+        p = vals.get("phalanx")
+        for s in systems:
+            if s == "phalanx":
+                continue
+            v = vals[s]
+            if p is None or v is None or v == 0:
+                row.append("-")
+            elif unit == "ms":
+                row.append(f"{v / p:.1f}x faster" if p < v else f"{p / v:.1f}x slower")
+            else:
+                row.append(f"{p / v:.2f}")
+        if target is not None and p is not None:
+            row.append(f">= {target:,}: {'met' if p >= target else 'NOT met'}")
+        elif name == "single client put gigabytes" and p and vals.get("memcpy"):
+            ratio = p / vals["memcpy"]
+            row.append(f">= 0.7 x memcpy: {'met' if ratio >= 0.7 else 'NOT met'} ({ratio:.2f})")
+        elif name == "get 1 GiB array (ms)" and p is not None and results["phalanx"].get("get 1 MiB array (ms)"):
+            ratio = p / results["phalanx"]["get 1 MiB array (ms)"]
+            row.append(f"O(1) in size: {'met' if ratio < 3 else 'NOT met'} (1 GiB / 1 MiB = {ratio:.2f})")
+        else:
+            row.append("")
+        lines.append("| " + " | ".join(row) + " |")
+    text = "\n".join(lines)
+    if notes:
+        text += "\n\n" + "\n".join(f"- {n}" for n in notes)
+    return text
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers", default="ray,dask", help="comma list of ray, dask, or none")
+    ap.add_argument("--duration", type=float, default=2.0, help="seconds per timed window")
+    ap.add_argument("--reps", type=int, default=3, help="timed windows per metric (median)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per system")
+    ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a._child:
+        res = RUNNERS[a._child](a.duration, a.reps)
+        print("RESULT " + json.dumps(res), flush=True)
+        return 0
+    peers = [] if a.peers == "none" else [p.strip() for p in a.peers.split(",") if p.strip()]
+    results, notes = {}, []
+    for system in ["phalanx"] + peers + ["memcpy"]:
+        print(f"measuring {system} ...", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        res, err = run_in_subprocess(system, a.duration, a.reps, a.timeout)
+        if err:
+            notes.append(err)
+            if system == "phalanx":
+                print(err, file=sys.stderr)
+                return 1
+            continue
+        results[system] = res
+        print(f"  done in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    notes.append(f"{os.cpu_count()} CPUs; median of {a.reps} windows of {a.duration} s; "
+                 f"{time.strftime('%Y-%m-%d %H:%M')}")
+    print(report(results, notes))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"results": results, "notes": notes}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
