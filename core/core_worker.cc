@@ -14,6 +14,8 @@ namespace {
 constexpr size_t kFlushBatch = 4096;                 // flush at once past this many changes
 constexpr auto kFlushInterval = std::chrono::milliseconds(5);
 constexpr auto kWaitSlice = std::chrono::milliseconds(100);  // interrupt checks this often
+constexpr auto kSendDelay = std::chrono::microseconds(200);   // one-way messages wait at most this
+constexpr size_t kOutBufferBytes = 64 * 1024;                 // ... or until this many bytes
 }  // namespace
 
 Status CoreWorker::ReplyStatus(const rpc::Status& s) {
@@ -90,7 +92,7 @@ void CoreWorker::Shutdown() {
   {
     std::lock_guard<std::mutex> l(refs_mu_);
     if (stopping_) return;
-    (void)FlushLocked();
+    if (FlushLocked().ok()) (void)WriteOutLocked();
     stopping_ = true;
     refs_cv_.notify_all();
   }
@@ -104,20 +106,37 @@ std::string CoreWorker::NextPutId() {
 }
 
 Status CoreWorker::Send(uint16_t type, const google::protobuf::MessageLite& m) {
-  {
-    std::lock_guard<std::mutex> l(refs_mu_);
-    if (!dirty_.empty() || !releases_.empty()) PHALANX_RETURN_IF_ERROR(FlushLocked());
-  }
-  return conn_->Send(type, 0, m);
+  std::lock_guard<std::mutex> l(refs_mu_);
+  PHALANX_RETURN_IF_ERROR(FlushLocked());
+  bool was_empty = out_buf_.empty();
+  out_buf_ += EncodeFrame(type, 0, 0, m);
+  if (out_buf_.size() >= kOutBufferBytes) return WriteOutLocked();
+  if (was_empty) refs_cv_.notify_one();  // the flusher sends the batch shortly
+  return Status::OK();
+}
+
+Status CoreWorker::SendNow(uint16_t type, const google::protobuf::MessageLite& m) {
+  std::lock_guard<std::mutex> l(refs_mu_);
+  PHALANX_RETURN_IF_ERROR(FlushLocked());
+  out_buf_ += EncodeFrame(type, 0, 0, m);
+  return WriteOutLocked();
+}
+
+Status CoreWorker::WriteOutLocked() {
+  if (out_buf_.empty()) return Status::OK();
+  std::string batch;
+  batch.swap(out_buf_);
+  return conn_->SendRaw(batch);  // under refs_mu_, so batches keep their order
 }
 
 Result<Frame> CoreWorker::Call(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms) {
+  uint64_t id = conn_->NextRequestId();
   {
     std::lock_guard<std::mutex> l(refs_mu_);
-    if (!dirty_.empty() || !releases_.empty()) PHALANX_RETURN_IF_ERROR(FlushLocked());
+    PHALANX_RETURN_IF_ERROR(FlushLocked());
+    out_buf_ += EncodeFrame(type, 0, id, m);
+    PHALANX_RETURN_IF_ERROR(WriteOutLocked());
   }
-  uint64_t id = conn_->NextRequestId();
-  PHALANX_RETURN_IF_ERROR(conn_->Send(type, id, m));
   Deadline deadline = timeout_ms < 0 ? DeadlineAfterMs(-1) : DeadlineAfterMs(timeout_ms + options_.grace_ms);
   while (true) {
     Deadline slice = std::min(deadline, Clock::now() + kWaitSlice);
@@ -279,8 +298,9 @@ void CoreWorker::Release(const std::string& id) {
 void CoreWorker::AddLocalRef(const std::string& id) {
   std::lock_guard<std::mutex> l(refs_mu_);
   if (local_refs_[id]++ == 0) {
+    bool wake = dirty_.empty();
     dirty_.emplace(id, false);  // keeps the first recorded state if already dirty
-    refs_cv_.notify_one();
+    if (wake) refs_cv_.notify_one();
   }
 }
 
@@ -302,10 +322,11 @@ void CoreWorker::RemoveLocalRef(const std::string& id) {
     releases_.push_back(id);
   }
   if (stopping_) return;
+  bool wake = dirty_.empty();
   dirty_.emplace(id, true);
   if (dirty_.size() >= kFlushBatch) {
-    (void)FlushLocked();
-  } else {
+    if (FlushLocked().ok()) (void)WriteOutLocked();
+  } else if (wake) {
     refs_cv_.notify_one();
   }
 }
@@ -318,7 +339,8 @@ int64_t CoreWorker::LocalRefCount(const std::string& id) {
 
 Status CoreWorker::Flush() {
   std::lock_guard<std::mutex> l(refs_mu_);
-  return FlushLocked();
+  PHALANX_RETURN_IF_ERROR(FlushLocked());
+  return WriteOutLocked();
 }
 
 Status CoreWorker::FlushLocked() {
@@ -331,13 +353,13 @@ Status CoreWorker::FlushLocked() {
       if (!held && was_held) m.add_remove(id);
     }
     dirty_.clear();
-    if (m.add_size() + m.remove_size() > 0) PHALANX_RETURN_IF_ERROR(conn_->Send(rpc::UPDATE_REFS, 0, m));
+    if (m.add_size() + m.remove_size() > 0) out_buf_ += EncodeFrame(rpc::UPDATE_REFS, 0, 0, m);
   }
   if (!releases_.empty()) {
     rpc::ObjectIds m;
     for (auto& id : releases_) m.add_object_ids(std::move(id));
     releases_.clear();
-    PHALANX_RETURN_IF_ERROR(conn_->Send(rpc::RELEASE_OBJECTS, 0, m));
+    out_buf_ += EncodeFrame(rpc::RELEASE_OBJECTS, 0, 0, m);
   }
   return Status::OK();
 }
@@ -345,12 +367,13 @@ Status CoreWorker::FlushLocked() {
 void CoreWorker::FlushLoop() {
   std::unique_lock<std::mutex> l(refs_mu_);
   while (!stopping_) {
-    refs_cv_.wait(l, [&] { return stopping_ || !dirty_.empty() || !releases_.empty(); });
+    refs_cv_.wait(l, [&] { return stopping_ || !dirty_.empty() || !releases_.empty() || !out_buf_.empty(); });
     if (stopping_) break;
-    // Let a burst accumulate, then send it as one message.
-    refs_cv_.wait_for(l, kFlushInterval, [&] { return stopping_; });
+    // Let a burst accumulate, then send it in one write: messages soon, reference changes lazily.
+    auto delay = out_buf_.empty() ? kFlushInterval : kSendDelay;
+    refs_cv_.wait_for(l, delay, [&] { return stopping_; });
     if (stopping_) break;
-    (void)FlushLocked();
+    if (FlushLocked().ok()) (void)WriteOutLocked();
   }
 }
 
@@ -372,7 +395,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
   }
 }
 
-Status CoreWorker::TaskDone(const rpc::TaskDone& done) { return Send(rpc::TASK_DONE, done); }
+Status CoreWorker::TaskDone(const rpc::TaskDone& done) { return SendNow(rpc::TASK_DONE, done); }
 
 Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
   rpc::Empty m;

@@ -100,7 +100,11 @@ class CoreWorker {
 
  private:
   explicit CoreWorker(std::unique_ptr<BlockingConnection> conn);
+  // One-way messages are batched: Send queues (written within ~200 us, at
+  // 64 KiB, or before the next request); SendNow writes the queue at once.
   Status Send(uint16_t type, const google::protobuf::MessageLite& m);
+  Status SendNow(uint16_t type, const google::protobuf::MessageLite& m);
+  Status WriteOutLocked();
   Result<Frame> Call(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms);
   Status FlushLocked();
   void FlushLoop();
@@ -140,6 +144,7 @@ class CoreWorker {
   };
   std::unordered_map<std::string, MappedObject> mapped_;
   bool stopping_ = false;                                // guarded by refs_mu_
+  std::string out_buf_;                                  // encoded frames to write; guarded by refs_mu_
   std::thread flusher_;
 };
 

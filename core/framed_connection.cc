@@ -19,55 +19,69 @@ FramedConnection::~FramedConnection() {
 void FramedConnection::Start(FrameHandler on_frame, CloseHandler on_close) {
   on_frame_ = std::move(on_frame);
   on_close_ = std::move(on_close);
-  ReadHeader();
+  rbuf_.resize(64 * 1024);
+  ReadMore();
 }
 
-void FramedConnection::ReadHeader() {
+void FramedConnection::ReadMore() {
+  if (rbuf_.size() - rbuf_filled_ < 4096) rbuf_.resize(rbuf_.size() * 2);
   auto self = shared_from_this();
-  asio::async_read(socket_, asio::buffer(header_buf_, kFrameHeaderSize),
-                   [this, self](const boost::system::error_code& ec, size_t) {
-                     if (closed_) return;
-                     if (ec) {
-                       Fail(ec == asio::error::eof ? Status::OK()
-                                                   : Status::Unavailable(peer_name_ + ": " + ec.message()));
-                       return;
-                     }
-                     FrameHeader h = DecodeHeader(header_buf_);
-                     Status st = ValidateHeader(h);
-                     if (!st.ok()) {
-                       PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << st.message();
-                       Fail(st);
-                       return;
-                     }
-                     ReadBody(h);
-                   });
+  socket_.async_read_some(
+      asio::buffer(rbuf_.data() + rbuf_filled_, rbuf_.size() - rbuf_filled_),
+      [this, self](const boost::system::error_code& ec, size_t n) {
+        if (closed_) return;
+        if (ec) {
+          bool clean = ec == asio::error::eof && rbuf_filled_ == 0;
+          Fail(clean ? Status::OK()
+                     : Status::Unavailable(peer_name_ + ": " +
+                                           (ec == asio::error::eof ? "connection lost mid-frame" : ec.message())));
+          return;
+        }
+        rbuf_filled_ += n;
+        if (!DispatchFrames()) return;
+        ReadMore();
+      });
 }
 
-void FramedConnection::ReadBody(FrameHeader h) {
-  if (h.length == 0) {
-    on_frame_(h, nullptr, 0);
-    if (!closed_) ReadHeader();
-    return;
+bool FramedConnection::DispatchFrames() {
+  size_t pos = 0;
+  while (rbuf_filled_ - pos >= kFrameHeaderSize) {
+    FrameHeader h = DecodeHeader(rbuf_.data() + pos);
+    Status st = ValidateHeader(h);
+    if (!st.ok()) {
+      PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << st.message();
+      Fail(st);
+      return false;
+    }
+    size_t total = kFrameHeaderSize + h.length;
+    if (rbuf_filled_ - pos < total) {
+      if (rbuf_.size() < total) rbuf_.resize(total);
+      break;
+    }
+    on_frame_(h, h.length ? rbuf_.data() + pos + kFrameHeaderSize : nullptr, h.length);
+    if (closed_) return false;
+    pos += total;
   }
-  body_buf_.resize(h.length);
-  auto self = shared_from_this();
-  asio::async_read(socket_, asio::buffer(body_buf_.data(), h.length),
-                   [this, self, h](const boost::system::error_code& ec, size_t) {
-                     if (closed_) return;
-                     if (ec) {
-                       Fail(Status::Unavailable(peer_name_ + ": connection lost mid-frame: " + ec.message()));
-                       return;
-                     }
-                     on_frame_(h, body_buf_.data(), h.length);
-                     if (!closed_) ReadHeader();
-                   });
+  if (pos > 0) {
+    std::memmove(rbuf_.data(), rbuf_.data() + pos, rbuf_filled_ - pos);
+    rbuf_filled_ -= pos;
+  }
+  if (rbuf_.size() > (4u << 20) && rbuf_filled_ < (64u << 10)) rbuf_.resize(64 * 1024);
+  return true;
 }
 
 void FramedConnection::Send(std::string frame) {
   if (closed_) return;
   queued_bytes_ += frame.size();
   queue_.push_back(std::move(frame));
-  if (writing_.empty()) WriteMore();
+  if (writing_.empty() && !write_scheduled_) {
+    // Write after the current handler: whatever else it sends joins this write.
+    write_scheduled_ = true;
+    asio::post(socket_.get_executor(), [this, self = shared_from_this()] {
+      write_scheduled_ = false;
+      if (writing_.empty()) WriteMore();
+    });
+  }
 }
 
 void FramedConnection::WriteMore() {
@@ -94,7 +108,7 @@ void FramedConnection::WriteMore() {
 }
 
 Status FramedConnection::SendWithFd(const std::string& frame, int fd) {
-  PHALANX_CHECK(writing_.empty() && queue_.empty()) << "SendWithFd with writes in flight";
+  PHALANX_CHECK(writing_.empty() && queue_.empty() && !write_scheduled_) << "SendWithFd with writes in flight";
   struct msghdr msg {};
   struct iovec iov {};
   iov.iov_base = const_cast<char*>(frame.data());

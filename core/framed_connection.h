@@ -1,7 +1,8 @@
 // FramedConnection: one stream socket (Unix or TCP) carrying frames (see
-// core/frame.h), on an Asio io_context. Reads run continuously and hand each
-// frame to the handler; writes are queued and coalesced into one gathered
-// write. Not thread-safe: every method must run on the connection's
+// core/frame.h), on an Asio io_context. Reads take whatever has arrived and
+// hand each whole frame to the handler; writes are queued and go out in one
+// gathered write per turn of the loop, so a burst of replies and pushes
+// costs one system call. Not thread-safe: every method must run on the connection's
 // io_context thread. Lives on: the io_context of whoever accepted it (the
 // raylet's main loop).
 #pragma once
@@ -47,8 +48,9 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   size_t queued_bytes() const { return queued_bytes_; }
 
  private:
-  void ReadHeader();
-  void ReadBody(FrameHeader h);
+  void ReadMore();
+  // Hands every whole frame in rbuf_ to the handler; false if the connection closed.
+  bool DispatchFrames();
   void WriteMore();
   void Fail(const Status& why);
 
@@ -56,8 +58,9 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::string peer_name_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
-  char header_buf_[kFrameHeaderSize];
-  std::vector<char> body_buf_;
+  std::vector<char> rbuf_;
+  size_t rbuf_filled_ = 0;
+  bool write_scheduled_ = false;
   std::deque<std::string> queue_;     // frames waiting to be written
   std::vector<std::string> writing_;  // frames in the current gathered write
   size_t queued_bytes_ = 0;

@@ -51,31 +51,32 @@ size_t TaskManager::SoftWorkerLimit() const {
   return std::max<size_t>(cpus, 1) + blocked_;
 }
 
+bool TaskManager::IsShort(const std::string& function_id) const {
+  auto it = exec_ewma_.find(function_id);
+  return it != exec_ewma_.end() && it->second <= options_.short_task_seconds;
+}
+
 Worker* TaskManager::PipelineTarget(const Task& t) {
-  // Only functions measured to be short are pipelined: a task queued behind
-  // one that blocks in a get could wait for itself.
-  // So are the tasks it would queue behind.
-  auto is_short = [this](const std::string& function_id) {
-    auto it = exec_ewma_.find(function_id);
-    return it != exec_ewma_.end() && it->second <= options_.short_task_seconds;
-  };
-  if (!is_short(t.spec.function_id())) return nullptr;
+  // Only functions measured to be short are pipelined, and only behind tasks
+  // measured short: a task queued behind one that blocks could wait for itself.
+  if (!IsShort(t.spec.function_id())) return nullptr;
   size_t depth = options_.pipeline_depth;
   Worker* best = nullptr;
   for (Worker* w : leased_) {
-    if (w->dead || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth) continue;
-    if (best != nullptr && w->inflight.size() >= best->inflight.size()) continue;
-    bool all_short = true;
-    for (const auto& tid : w->inflight) {
-      auto q = tasks_.find(tid);
-      if (q != tasks_.end() && !is_short(q->second.spec.function_id())) {
-        all_short = false;
-        break;
-      }
+    if (w->dead || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
+        w->long_inflight > 0) {
+      continue;
     }
-    if (all_short) best = w;
+    if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;
   }
   return best;
+}
+
+void TaskManager::Unpush(Worker* w, Task& t) {
+  if (t.pushed_long) {
+    --w->long_inflight;
+    t.pushed_long = false;
+  }
 }
 
 void TaskManager::Dispatch() {
@@ -127,6 +128,8 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
   }
   *msg.mutable_spec() = t.spec;
   w->inflight.push_back(task_id);
+  t.pushed_long = !IsShort(t.spec.function_id());
+  if (t.pushed_long) ++w->long_inflight;
   ++stats_.running;
   --stats_.queued;
   w->conn->Send(rpc::PUSH_TASK, 0, 0, msg);
@@ -160,6 +163,7 @@ void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
   --stats_.running;
   auto it = tasks_.find(tid);
   if (it != tasks_.end()) {
+    Unpush(w, it->second);
     double& avg = exec_ewma_[it->second.spec.function_id()];
     avg = avg == 0 ? done.exec_seconds() : 0.8 * avg + 0.2 * done.exec_seconds();
     for (auto& r : *done.mutable_returns()) {
@@ -203,6 +207,7 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
   if (w->blocked) --blocked_;
   std::deque<std::string> lost = std::move(w->inflight);
   w->inflight.clear();
+  w->long_inflight = 0;
   if (w->has_lease) {
     if (!w->blocked) available_.Add(w->leased);
     w->has_lease = false;
@@ -219,6 +224,7 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     if (it == tasks_.end()) continue;
     Task& t = it->second;
     t.pushed_pins.clear();  // released with the worker's pins above
+    t.pushed_long = false;
     --stats_.running;
     ++stats_.queued;
     if (i == 0) {  // the one it was running; the rest had not started
@@ -259,6 +265,7 @@ void TaskManager::OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) {
     auto it = tasks_.find(tid);
     if (pos == w->inflight.end() || it == tasks_.end()) continue;
     w->inflight.erase(pos);
+    Unpush(w, it->second);
     for (const auto& id : it->second.pushed_pins) {
       auto p = w->pins.find(id);
       if (p == w->pins.end()) continue;

@@ -67,6 +67,7 @@ class TaskManager {
     ResourceSet need;
     int deps_left = 0;
     std::vector<std::string> pushed_pins;  // store args pinned for the worker at push
+    bool pushed_long = false;              // counted in its worker's long_inflight
   };
   void Dispatch();
   Worker* PipelineTarget(const Task& t);
@@ -75,6 +76,9 @@ class TaskManager {
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
   void Finish(const std::string& task_id, bool ok, const std::string& error);
   void ReleaseLeaseIfIdle(Worker* w);
+  bool IsShort(const std::string& function_id) const;
+  // Removes `task_id` from the worker's in-flight accounting.
+  void Unpush(Worker* w, Task& t);
   void Record(const Task& t, rpc::TaskState state, const std::string& error);
   size_t SoftWorkerLimit() const;
 

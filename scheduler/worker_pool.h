@@ -28,6 +28,7 @@ struct Worker {
   pid_t pid = 0;
   std::shared_ptr<FramedConnection> conn;  // null until it registers
   std::deque<std::string> inflight;        // task ids pushed to it, oldest first
+  int long_inflight = 0;                   // of those, how many are not known to be short
   ResourceSet leased;                      // what its current lease holds
   bool has_lease = false;
   bool blocked = false;                    // waiting in a get: lease lent back to the node

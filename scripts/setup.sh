@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything phalanx needs on a fresh Debian 12 machine and builds it:
-#   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest
+#   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest, jemalloc
 #   - a virtual environment in .venv with the Python dependencies from pyproject.toml
 #   - phalanx itself (`pip install .`: CMake builds the extension, the raylet and the C++ tests)
 # Safe to run again: installed pieces are skipped, the build is incremental.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
-              libhiredis-dev redis-server libgtest-dev libgmock-dev iproute2 procps)
+              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev iproute2 procps)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
