@@ -1,0 +1,55 @@
+"""Joining a running node by its GCS address, and what happens when there
+is nothing to join."""
+import pytest
+
+import phalanx
+from phalanx._private.node import NodeProcesses, free_port, new_session_dir
+
+
+@pytest.fixture
+def running_node():
+    phalanx.shutdown()
+    node = NodeProcesses(new_session_dir())
+    try:
+        redis = node.start_redis()
+        node.start_raylet(redis, num_cpus=1)
+        yield redis
+    finally:
+        phalanx.shutdown()
+        node.stop()
+
+
+def test_driver_joins_by_gcs_address_and_leaves_the_node_running(running_node):
+    info = phalanx.init(address=running_node)
+    assert info["gcs_address"] == running_node
+
+    @phalanx.remote
+    def hello(x):
+        return f"hello {x}"
+    assert phalanx.get(hello.remote("node")) == "hello node"
+    phalanx.shutdown()
+    # The node was not ours to stop: a second driver still gets work done.
+    phalanx.init(address=running_node)
+    assert phalanx.get(hello.remote("again")) == "hello again"
+
+
+def test_node_table_lists_the_live_raylet(running_node):
+    from phalanx.rpc_tables import alive_nodes
+    host, port = running_node.split(":")
+    nodes = alive_nodes(host, int(port))
+    assert len(nodes) == 1
+    assert nodes[0]["resources_total"]["CPU"] == 1.0
+    assert nodes[0]["heartbeat_ms"] > 0
+
+
+def test_unreachable_gcs_is_named():
+    phalanx.shutdown()
+    addr = f"127.0.0.1:{free_port()}"
+    with pytest.raises(phalanx.UnavailableError, match=f"redis-server.*{addr}"):
+        phalanx.init(address=addr)
+    assert not phalanx.is_initialized()
+
+
+def test_join_options_that_only_a_new_node_takes_are_rejected(running_node):
+    with pytest.raises(ValueError, match="num_cpus"):
+        phalanx.init(address=running_node, num_cpus=4)
