@@ -196,7 +196,7 @@ Result<uint64_t> CoreWorker::CreateObject(const std::string& id, uint64_t size,
   m.set_size(size);
   m.set_hold(hold);
   for (const auto& c : contained) m.add_contained_ids(c);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::CREATE_OBJECT, m, -1));
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::CREATE_OBJECT, m, 60000));
   rpc::CreateObjectReply r;
   if (!r.ParseFromString(f.body)) return Status::Internal("malformed create reply");
   PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));

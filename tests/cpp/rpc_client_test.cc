@@ -1,0 +1,140 @@
+// RpcClient over real TCP on loopback: replies, timeouts, pushes, peer death.
+#include "core/rpc_client.h"
+
+#include <gtest/gtest.h>
+
+#include "core/proto/phalanx.pb.h"
+
+namespace phalanx {
+
+namespace asio = boost::asio;
+
+// A TCP server on the test's io_context: answers GET_STATS, ignores
+// GET_FUNCTION (so calls time out), pushes a PUSH_TASK on SEAL_OBJECT and
+// closes on CREATE_OBJECT.
+class TcpServer {
+ public:
+  explicit TcpServer(asio::io_context& io) : io_(io), acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
+    Accept();
+  }
+  int port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept([this](auto ec, asio::ip::tcp::socket s) {
+      if (ec) return;
+      FramedConnection::Socket g(io_);
+      g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), s.release());
+      auto c = std::make_shared<FramedConnection>(std::move(g), "server side");
+      conns_.push_back(c);
+      FramedConnection* raw = c.get();
+      c->Start(
+          [raw](const FrameHeader& h, const char*, size_t) {
+            if (h.type == rpc::GET_STATS) {
+              rpc::StatsReply r;
+              r.set_workers(7);
+              raw->Send(rpc::GET_STATS, kReplyFlag, h.request_id, r);
+            }
+            if (h.type == rpc::SEAL_OBJECT) raw->Send(rpc::PUSH_TASK, 0, 0, rpc::PushTask());
+            if (h.type == rpc::CREATE_OBJECT) raw->Close();
+          },
+          [](const Status&) {});
+      Accept();
+    });
+  }
+  asio::io_context& io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::shared_ptr<FramedConnection>> conns_;
+};
+
+class RpcClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<TcpServer>(io_);
+    bool done = false;
+    RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, [&](Result<std::shared_ptr<RpcClient>> r) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      client_ = r.value();
+      done = true;
+    });
+    Run([&] { return done; });
+    client_->Start([this](const FrameHeader& h, const char*, size_t) { pushes_.push_back(h.type); });
+  }
+  void Run(const std::function<bool()>& until) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!until() && std::chrono::steady_clock::now() < deadline) io_.run_for(std::chrono::milliseconds(5));
+  }
+  asio::io_context io_;
+  std::unique_ptr<TcpServer> server_;
+  std::shared_ptr<RpcClient> client_;
+  std::vector<uint16_t> pushes_;
+};
+
+TEST_F(RpcClientTest, ManyCallsEachGetTheirReply) {
+  int ok = 0;
+  for (int i = 0; i < 100; ++i) {
+    client_->Call(rpc::GET_STATS, rpc::Empty(), 2000, [&](Result<std::string> r) {
+      rpc::StatsReply s;
+      if (r.ok() && s.ParseFromString(r.value()) && s.workers() == 7) ++ok;
+    });
+  }
+  Run([&] { return ok == 100; });
+  EXPECT_EQ(ok, 100);
+  EXPECT_EQ(client_->pending(), 0u);
+}
+
+TEST_F(RpcClientTest, UnansweredCallTimesOutNamingThePeer) {
+  Status st;
+  bool done = false;
+  client_->Call(rpc::GET_FUNCTION, rpc::GetFunction(), 100, [&](Result<std::string> r) {
+    st = r.status();
+    done = true;
+  });
+  Run([&] { return done; });
+  EXPECT_EQ(st.code(), StatusCode::kTimedOut);
+  EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos);
+}
+
+TEST_F(RpcClientTest, PushesReachThePushHandler) {
+  client_->Call(rpc::SEAL_OBJECT, rpc::SealObject(), -1, [](Result<std::string>) {});
+  Run([&] { return !pushes_.empty(); });
+  ASSERT_EQ(pushes_.size(), 1u);
+  EXPECT_EQ(pushes_[0], rpc::PUSH_TASK);
+}
+
+TEST_F(RpcClientTest, PeerClosingFailsEveryPendingCallOnce) {
+  int failed = 0;
+  for (int i = 0; i < 3; ++i) {
+    client_->Call(rpc::GET_FUNCTION, rpc::GetFunction(), 10000, [&](Result<std::string> r) {
+      if (r.status().code() == StatusCode::kUnavailable) ++failed;
+    });
+  }
+  client_->Call(rpc::CREATE_OBJECT, rpc::CreateObject(), 10000, [&](Result<std::string> r) {
+    if (r.status().code() == StatusCode::kUnavailable) ++failed;
+  });
+  Run([&] { return failed == 4; });
+  EXPECT_EQ(failed, 4);
+  bool after = false;
+  client_->Call(rpc::GET_STATS, rpc::Empty(), 1000, [&](Result<std::string> r) {
+    after = r.status().code() == StatusCode::kUnavailable;
+  });
+  Run([&] { return after; });
+  EXPECT_TRUE(after);
+}
+
+TEST(RpcClientConnectTest, NothingListeningIsUnavailable) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
+  int port = a.local_endpoint().port();
+  a.close();
+  Status st;
+  bool done = false;
+  RpcClient::ConnectTcp(io, "127.0.0.1", port, 1000, [&](Result<std::shared_ptr<RpcClient>> r) {
+    st = r.status();
+    done = true;
+  });
+  while (!done) io.run_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+}
+
+}  // namespace phalanx
