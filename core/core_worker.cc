@@ -16,6 +16,7 @@ constexpr auto kFlushInterval = std::chrono::milliseconds(5);
 constexpr auto kWaitSlice = std::chrono::milliseconds(100);  // interrupt checks this often
 constexpr auto kSendDelay = std::chrono::microseconds(200);   // one-way messages wait at most this
 constexpr size_t kOutBufferBytes = 64 * 1024;                 // ... or until this many bytes
+constexpr auto kFullStoreRetry = std::chrono::seconds(1);     // creates retry this long on a full store
 }  // namespace
 
 Status CoreWorker::ReplyStatus(const rpc::Status& s) {
@@ -196,11 +197,20 @@ Result<uint64_t> CoreWorker::CreateObject(const std::string& id, uint64_t size,
   m.set_size(size);
   m.set_hold(hold);
   for (const auto& c : contained) m.add_contained_ids(c);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::CREATE_OBJECT, m, 60000));
-  rpc::CreateObjectReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed create reply");
-  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
-  return r.offset();
+  // A full store often has frees on the way (refs this or another process
+  // just dropped): retry for a moment before giving up.
+  auto give_up = Clock::now() + kFullStoreRetry;
+  auto backoff = std::chrono::milliseconds(2);
+  while (true) {
+    PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::CREATE_OBJECT, m, 60000));
+    rpc::CreateObjectReply r;
+    if (!r.ParseFromString(f.body)) return Status::Internal("malformed create reply");
+    Status st = ReplyStatus(r.status());
+    if (st.ok()) return r.offset();
+    if (st.code() != StatusCode::kOutOfMemory || size > store_capacity_ || Clock::now() >= give_up) return st;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
 }
 
 Status CoreWorker::Seal(const std::string& id) {

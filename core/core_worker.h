@@ -67,7 +67,8 @@ class CoreWorker {
   Status PutInline(const std::string& id, const std::string& data, const std::vector<std::string>& contained,
                    bool hold);
   // Reserves `size` bytes in the store; write at store_base() + offset, then Seal.
-  // OutOfMemory carries the store's explanation.
+  // A full store is retried for up to a second (frees may be on the way);
+  // then OutOfMemory carries the store's explanation.
   Result<uint64_t> CreateObject(const std::string& id, uint64_t size, const std::vector<std::string>& contained,
                                 bool hold);
   Status Seal(const std::string& id);

@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
-              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev iproute2 procps)
+              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev iproute2 procps
+              python3-venv python3-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -21,6 +21,10 @@ Metrics (the same definitions for every system):
                                  untouched zero pages make any copy look faster than memory
   get 1 GiB array (ms)           get(ref) of a 1 GiB float32 array already stored
   get 1 MiB array (ms)           the same for 1 MiB: equal times mean O(1) in size
+
+The dask-peers column is shared/bench/peers/tasks.py --inproc-scheduler
+(LocalCluster with 2 worker processes) run as it is; only its figures whose definitions
+match ours are shown (its 1 GiB get copies the array to the client).
 """
 import argparse
 import json
@@ -155,7 +159,40 @@ def bench_memcpy(duration, reps):
                                                       duration, reps)}
 
 
-RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask, "memcpy": bench_memcpy}
+def find_peers_script():
+    """../shared/bench/peers/tasks.py: the team's own Dask measurement, if present."""
+    candidates = [os.environ.get("PHALANX_PEERS_DIR", "")]
+    for base in (os.getcwd(), os.path.dirname(os.getcwd())):
+        candidates += [os.path.join(base, "shared", "bench", "peers"),
+                       os.path.join(base, "..", "shared", "bench", "peers")]
+    for c in candidates:
+        if c and os.path.exists(os.path.join(c, "tasks.py")):
+            return os.path.join(c, "tasks.py")
+    return None
+
+
+def bench_dask_peers_script(duration, reps):
+    """Runs shared/bench/peers/tasks.py (dask-scheduler + 2 workers) and maps
+    its figures onto ours where the definitions match."""
+    script = find_peers_script()
+    if script is None:
+        raise RuntimeError("shared/bench/peers/tasks.py not found (set PHALANX_PEERS_DIR)")
+    # --inproc-scheduler: recent distributed releases no longer ship the
+    # dask-scheduler command that the script's default mode starts.
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    p = subprocess.run([sys.executable, script, "--inproc-scheduler", "--max-seconds", "20", "--big-reps", "3"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "tasks.py failed")
+    d = json.loads(p.stdout[p.stdout.index("{"):])
+    return {"single client tasks sync": d["task_sync_rtt"]["per_s"],
+            "single client tasks async": d["task_async_submit_gather"]["tasks_per_s"],
+            "single client put gigabytes": d["put_big_direct"]["GB_per_s"],
+            "get 1 GiB array (ms)": d["get_big_direct"]["median_s"] * 1e3}
+
+
+RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask,
+           "dask-peers": bench_dask_peers_script, "memcpy": bench_memcpy}
 
 
 def run_in_subprocess(system, duration, reps, timeout):
@@ -185,7 +222,7 @@ def fmt(v, unit):
 
 
 def report(results, notes):
-    systems = [s for s in ("phalanx", "ray", "dask", "memcpy") if s in results]
+    systems = [s for s in ("phalanx", "ray", "dask", "dask-peers", "memcpy") if s in results]
     head = ["metric", "unit"] + systems + [f"phalanx/{s}" for s in systems if s != "phalanx"] + ["target"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, unit, target in METRICS:
@@ -222,7 +259,8 @@ def report(results, notes):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--peers", default="ray,dask", help="comma list of ray, dask, or none")
+    ap.add_argument("--peers", default="ray,dask,dask-peers",
+                    help="comma list of ray, dask, dask-peers (shared/bench/peers/tasks.py), or none")
     ap.add_argument("--duration", type=float, default=2.0, help="seconds per timed window")
     ap.add_argument("--reps", type=int, default=3, help="timed windows per metric (median)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per system")

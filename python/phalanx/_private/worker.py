@@ -89,6 +89,10 @@ def run_task(task):
 
 
 def main():
+    from phalanx._private.node import _die_with_parent
+    _die_with_parent()  # a worker does not outlive its raylet, even mid-task
+    if os.getppid() == 1:
+        return  # the raylet died before we got here
     sock = os.environ["PHALANX_RAYLET_SOCKET"]
     token = os.environ["PHALANX_WORKER_TOKEN"]
     _core.connect(sock, True, token, 30000)

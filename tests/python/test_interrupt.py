@@ -1,0 +1,72 @@
+"""Ctrl-C reaches a driver blocked in get, and the embedded cluster goes
+away with the driver."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+DRIVER = textwrap.dedent("""
+    import sys, time, phalanx
+    info = phalanx.init(num_cpus=1)
+    print(info["session_dir"], flush=True)
+
+    @phalanx.remote
+    def forever():
+        time.sleep(600)
+
+    ref = forever.remote()
+    print("waiting", flush=True)
+    try:
+        phalanx.get(ref)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+""")
+
+
+def _pids_of_session(session_dir):
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{d}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if session_dir.encode() in cmdline or f"PHALANX_SESSION_DIR={session_dir}".encode() in environ:
+            pids.append(int(d))
+    return pids
+
+
+def test_ctrl_c_interrupts_get_and_cluster_stops():
+    p = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True)
+    session = p.stdout.readline().strip()
+    assert p.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=20)
+    assert "interrupted" in out and p.returncode == 3
+    deadline = time.monotonic() + 10
+    while _pids_of_session(session) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _pids_of_session(session) == [], "raylet or redis-server outlived the driver"
+
+
+def test_killed_driver_takes_its_embedded_cluster_along():
+    p = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True)
+    session = p.stdout.readline().strip()
+    assert p.stdout.readline().strip() == "waiting"
+    assert _pids_of_session(session), "the cluster should be running"
+    assert any(b"phalanx._private.worker" in open(f"/proc/{pid}/cmdline", "rb").read()
+               for pid in _pids_of_session(session)), "a worker should be running the task"
+    p.kill()
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _pids_of_session(session) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _pids_of_session(session) == [], "raylet, workers or redis-server outlived a killed driver"
