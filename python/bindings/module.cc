@@ -38,6 +38,13 @@ pyb::tuple ValueToPython(const std::shared_ptr<CoreWorker>& core, rpc::ObjectVal
   }
 }
 
+// Runs `f` with the GIL released and returns its result.
+template <typename F>
+auto WithoutGil(F&& f) {
+  pyb::gil_scoped_release nogil;
+  return f();
+}
+
 Status CheckInterrupt() {
   pyb::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() != 0) {
@@ -179,11 +186,7 @@ PYBIND11_MODULE(_core, m) {
     o.is_worker = is_worker;
     o.worker_token = token;
     o.connect_timeout_ms = timeout_ms;
-    Result<std::unique_ptr<CoreWorker>> r = Status::Internal("unset");
-    {
-      pyb::gil_scoped_release nogil;
-      r = CoreWorker::Connect(o);
-    }
+    auto r = WithoutGil([&] { return CoreWorker::Connect(o); });
     ThrowIfError(r.status());
     std::shared_ptr<CoreWorker> core = std::move(r).value();
     core->SetInterruptCheck(&CheckInterrupt);
@@ -206,11 +209,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("get_function", [](pyb::bytes id, int64_t timeout_ms) {
     auto core = RequireCore();
     std::string sid = id;
-    Result<rpc::GetFunctionReply> r = Status::Internal("unset");
-    {
-      pyb::gil_scoped_release nogil;
-      r = core->GetFunction(sid, timeout_ms);
-    }
+    auto r = WithoutGil([&] { return core->GetFunction(sid, timeout_ms); });
     ThrowIfError(r.status());
     return pyb::make_tuple(r.value().name(), pyb::bytes(r.value().pickled()));
   });
@@ -250,11 +249,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("get", [](std::vector<std::string> ids, int64_t timeout_ms) {
     auto core = RequireCore();
-    Result<std::vector<rpc::ObjectValue>> r = Status::Internal("unset");
-    {
-      pyb::gil_scoped_release nogil;
-      r = core->Get(ids, timeout_ms);
-    }
+    auto r = WithoutGil([&] { return core->Get(ids, timeout_ms); });
     ThrowIfError(r.status());
     pyb::list out;
     for (auto& v : r.value()) out.append(ValueToPython(core, v));
@@ -263,11 +258,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("wait", [](std::vector<std::string> ids, int num_returns, int64_t timeout_ms) {
     auto core = RequireCore();
-    Result<std::vector<std::string>> r = Status::Internal("unset");
-    {
-      pyb::gil_scoped_release nogil;
-      r = core->Wait(ids, num_returns, timeout_ms);
-    }
+    auto r = WithoutGil([&] { return core->Wait(ids, num_returns, timeout_ms); });
     ThrowIfError(r.status());
     pyb::list out;
     for (auto& id : r.value()) out.append(pyb::bytes(id));
@@ -287,11 +278,7 @@ PYBIND11_MODULE(_core, m) {
   // with args as (keyword, kind, payload) where kind/payload are as in get().
   m.def("next_task", [](int64_t timeout_ms) -> pyb::object {
     auto core = RequireCore();
-    Result<rpc::PushTask> r = Status::Internal("unset");
-    {
-      pyb::gil_scoped_release nogil;
-      r = core->NextTask(timeout_ms);
-    }
+    auto r = WithoutGil([&] { return core->NextTask(timeout_ms); });
     ThrowIfError(r.status());
     rpc::PushTask& t = r.value();
     const rpc::TaskSpec& s = t.spec();
@@ -336,11 +323,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("stats", [](int64_t timeout_ms) {
     auto core = RequireCore();
-    Result<rpc::StatsReply> r = Status::Internal("unset");
-    {
-      pyb::gil_scoped_release nogil;
-      r = core->Stats(timeout_ms);
-    }
+    auto r = WithoutGil([&] { return core->Stats(timeout_ms); });
     ThrowIfError(r.status());
     const auto& s = r.value();
     return pyb::dict(pyb::arg("store_capacity") = s.store_capacity(), pyb::arg("store_used") = s.store_used(),
