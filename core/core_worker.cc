@@ -176,6 +176,26 @@ Result<rpc::GetFunctionReply> CoreWorker::GetFunction(const std::string& id, int
 
 Status CoreWorker::SubmitTask(const rpc::TaskSpec& spec) { return Send(rpc::SUBMIT_TASK, spec); }
 
+Result<rpc::GetActorReply> CoreWorker::GetActor(const std::string& name, int64_t timeout_ms) {
+  rpc::GetActor m;
+  m.set_name(name);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_ACTOR, m, timeout_ms));
+  rpc::GetActorReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed actor reply");
+  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  return r;
+}
+
+Status CoreWorker::KillActor(const std::string& actor_id, bool no_restart, int64_t timeout_ms) {
+  rpc::KillActor m;
+  m.set_actor_id(actor_id);
+  m.set_no_restart(no_restart);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::KILL_ACTOR, m, timeout_ms));
+  rpc::KillActorReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed kill reply");
+  return ReplyStatus(r.status());
+}
+
 Status CoreWorker::PutInline(const std::string& id, const std::string& data, const std::vector<std::string>& contained,
                              bool hold) {
   rpc::PutInline m;

@@ -96,6 +96,9 @@ class CoreWorker {
   Status TaskDone(const rpc::TaskDone& done);
 
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
+  // Named actors: NotFound when no live actor has the name.
+  Result<rpc::GetActorReply> GetActor(const std::string& name, int64_t timeout_ms);
+  Status KillActor(const std::string& actor_id, bool no_restart, int64_t timeout_ms);
   // Closes the connection; later calls fail with Unavailable.
   void Shutdown();
 

@@ -47,6 +47,25 @@ void GcsClient::SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb) {
   });
 }
 
+void GcsClient::PutActor(const rpc::ActorInfo& info) {
+  std::string v = info.SerializeAsString();
+  redis_->Command({"HSET", "actors", ToHex(info.actor_id()), v});
+  redis_->Command({"PUBLISH", "actors", v});
+}
+
+void GcsClient::GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb) {
+  redis_->Command({"HGETALL", "actors"}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    std::vector<rpc::ActorInfo> out;
+    const auto& els = r.value().elements;
+    for (size_t i = 1; i < els.size(); i += 2) {
+      rpc::ActorInfo a;
+      if (a.ParseFromString(els[i].str)) out.push_back(std::move(a));
+    }
+    cb(std::move(out));
+  });
+}
+
 void GcsClient::PutTaskRecords(const std::vector<rpc::TaskRecord>& records) {
   if (records.empty()) return;
   std::vector<std::string> args{"HSET", kTasks};

@@ -2,6 +2,7 @@
 // redis-server, as protobuf values (core/proto/phalanx.proto):
 //
 //   nodes                 hash  node id hex -> NodeInfo
+//   actors                hash  actor id hex -> ActorInfo
 //   tasks                 hash  task id hex -> TaskRecord   (removed when its returns are freed)
 //   objdir:<object hex>   hash  "size" -> decimal, node hex -> ObjectLocation
 //
@@ -38,6 +39,10 @@ class GcsClient {
   void PutTaskRecords(const std::vector<rpc::TaskRecord>& records);
   void DeleteTaskRecords(const std::vector<std::string>& task_ids);
   void GetTaskRecord(const std::string& task_id, Callback<rpc::TaskRecord> cb);
+
+  // Actor table: actors hash (actor id hex -> ActorInfo), announced on channel "actors".
+  void PutActor(const rpc::ActorInfo& info);
+  void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
 
   // Object directory.
   void AddObjectLocation(const std::string& object_id, uint64_t size, const rpc::ObjectLocation& loc);

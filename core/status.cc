@@ -15,6 +15,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kWorkerDied: return "WorkerDied";
     case StatusCode::kObjectLost: return "ObjectLost";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kActorDied: return "ActorDied";
   }
   return "Unknown";
 }

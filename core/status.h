@@ -25,6 +25,7 @@ enum class StatusCode : int {
   kWorkerDied = 8,        // a worker process died and retries ran out
   kObjectLost = 9,        // every copy of an object is gone
   kInternal = 10,         // a bug: an invariant did not hold
+  kActorDied = 11,        // the actor is dead (killed, crashed past max_restarts, constructor failed)
 };
 
 const char* StatusCodeName(StatusCode code);

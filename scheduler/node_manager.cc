@@ -18,6 +18,7 @@ struct NodeManager::Client {
   bool registered = false;
   bool is_worker = false;
   int pid = 0;
+  std::string client_id;
   Worker* worker = nullptr;
   std::unordered_set<std::string> holds;
   std::unordered_map<std::string, int64_t> pins;
@@ -69,7 +70,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       pool_(io, WorkerPoolOptions{options_.worker_command, options_.socket_path, options_.session_dir,
                                   options_.session_dir + "/logs", {}}),
       tasks_(&objects_, &pool_,
-             TaskManagerOptions{ResourceSet({{"CPU", options_.num_cpus}}), options_.pipeline_depth}),
+             TaskManagerOptions{ResourceSet({{"CPU", options_.num_cpus}}), options_.pipeline_depth}, node_id_),
       redis_(io, options_.redis_host, options_.redis_port),
       gcs_(&redis_),
       acceptor_(io),
@@ -102,6 +103,7 @@ Status NodeManager::Start() {
     pending_records_.back().set_finish_time_ms(NowMs());
   });
   pool_.SetDeathHandler([this](Worker* w, const std::string& why) { tasks_.OnWorkerDied(w, why); });
+  tasks_.actors().SetActorEventHandler([this](const rpc::ActorInfo& info) { gcs_.PutActor(info); });
 
   start_time_ms_ = NowMs();
   gcs_.RegisterNode(NodeInfoNow());
@@ -274,6 +276,28 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     }
     case rpc::GET_STATS:
       return HandleStats(*c, h.request_id);
+    case rpc::GET_ACTOR: {
+      rpc::GetActor m;
+      if (!Parse(&m, body, len)) return bad("actor lookup");
+      auto r = tasks_.actors().Lookup(m.name());
+      rpc::GetActorReply reply;
+      if (r.ok()) {
+        reply = r.value();
+      } else {
+        reply.mutable_status()->set_code(static_cast<int>(r.status().code()));
+        reply.mutable_status()->set_message(r.status().message());
+      }
+      return Reply(*c, rpc::GET_ACTOR, h.request_id, reply);
+    }
+    case rpc::KILL_ACTOR: {
+      rpc::KillActor m;
+      if (!Parse(&m, body, len)) return bad("actor kill");
+      Status st = tasks_.actors().Kill(m.actor_id(), m.no_restart());
+      rpc::KillActorReply reply;
+      reply.mutable_status()->set_code(static_cast<int>(st.code()));
+      reply.mutable_status()->set_message(st.message());
+      return Reply(*c, rpc::KILL_ACTOR, h.request_id, reply);
+    }
     default:
       return bad("message type");
   }
@@ -282,6 +306,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
 void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m) {
   rpc::RegisterClientReply r;
   c->pid = m.pid();
+  c->client_id = m.client_id();
   c->is_worker = m.is_worker();
   if (m.is_worker()) {
     c->worker = pool_.Register(m.worker_token(), m.pid(), c->conn);
@@ -493,6 +518,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
   auto holds = std::move(c->holds);
   c->holds.clear();
   for (const auto& id : holds) objects_.RemoveRef(id);
+  if (!stopped_) tasks_.actors().OnClientGone(c->client_id);
   clients_.erase(c.get());
 }
 

@@ -8,8 +8,26 @@
 
 namespace phalanx::scheduler {
 
-TaskManager::TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options)
-    : objects_(objects), pool_(pool), options_(std::move(options)), available_(options_.total) {}
+TaskManager::TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options,
+                         std::string node_id)
+    : objects_(objects),
+      pool_(pool),
+      options_(std::move(options)),
+      available_(options_.total),
+      actors_(std::make_unique<ActorManager>(this, pool, std::move(node_id))) {}
+
+bool TaskManager::TryAcquire(const ResourceSet& need) {
+  if (!available_.Contains(need)) return false;
+  available_.Subtract(need);
+  return true;
+}
+
+void TaskManager::ReleaseResources(const ResourceSet& need) { available_.Add(need); }
+
+rpc::TaskSpec* TaskManager::MutableSpec(const std::string& task_id) {
+  auto it = tasks_.find(task_id);
+  return it == tasks_.end() ? nullptr : &it->second.spec;
+}
 
 void TaskManager::Submit(rpc::TaskSpec spec) {
   std::string tid = spec.task_id();
@@ -28,27 +46,40 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   }
   for (const auto& c : t.spec.contained_ids()) objects_->AddRef(c);
   ++stats_.queued;
+  rpc::TaskKind kind = t.spec.kind();
+  if (kind == rpc::TASK_ACTOR_CREATION) {
+    actors_->OnCreationSubmitted(t.spec, t.need);
+    if (!tasks_.count(tid)) return;  // refused (a duplicate name)
+  } else if (kind == rpc::TASK_ACTOR_METHOD) {
+    if (!actors_->OnMethodSubmitted(t.spec)) return;
+  }
   t.deps_left = static_cast<int>(deps.size());
   if (deps.empty()) {
-    ready_.push_back(tid);
-    Dispatch();
+    BecomeReady(tid);
     return;
   }
   for (const auto& d : deps) {
     objects_->OnReady(d, [this, tid] {
       auto it = tasks_.find(tid);
       if (it == tasks_.end()) return;
-      if (--it->second.deps_left == 0) {
-        ready_.push_back(tid);
-        Dispatch();
-      }
+      if (--it->second.deps_left == 0) BecomeReady(tid);
     });
   }
 }
 
+void TaskManager::BecomeReady(const std::string& tid) {
+  const rpc::TaskSpec& spec = tasks_[tid].spec;
+  if (spec.kind() == rpc::TASK_NORMAL) {
+    ready_.push_back(tid);
+  } else {
+    actors_->OnTaskReady(spec);
+  }
+  Dispatch();
+}
+
 size_t TaskManager::SoftWorkerLimit() const {
   size_t cpus = static_cast<size_t>(std::ceil(options_.total.Get("CPU")));
-  return std::max<size_t>(cpus, 1) + blocked_;
+  return std::max<size_t>(cpus, 1) + blocked_ + actors_->num_alive() + actors_->num_pending();
 }
 
 bool TaskManager::IsShort(const std::string& function_id) const {
@@ -80,6 +111,7 @@ void TaskManager::Unpush(Worker* w, Task& t) {
 }
 
 void TaskManager::Dispatch() {
+  actors_->PlacePending();
   while (!ready_.empty()) {
     auto it = tasks_.find(ready_.front());
     if (it == tasks_.end()) {
@@ -171,6 +203,11 @@ void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
       std::vector<std::string> contained(r.contained_ids().begin(), r.contained_ids().end());
       objects_->PutInline(r.object_id(), std::move(*r.mutable_data()), std::move(contained));
     }
+    if (!w->actor_id.empty()) {
+      rpc::TaskSpec spec = it->second.spec;
+      actors_->OnTaskDone(w, spec, done.error());
+      return;
+    }
     Finish(tid, done.error().empty(), done.error());
   }
   ReleaseLeaseIfIdle(w);
@@ -218,6 +255,18 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     for (int64_t i = 0; i < n; ++i) objects_->ReleasePin(id);
   }
   w->pins.clear();
+  if (!w->actor_id.empty()) {
+    for (const auto& tid : lost) {
+      auto it = tasks_.find(tid);
+      if (it == tasks_.end()) continue;
+      it->second.pushed_pins.clear();
+      --stats_.running;
+      ++stats_.queued;
+    }
+    actors_->OnWorkerDied(w, lost, why);
+    Dispatch();
+    return;
+  }
   std::vector<std::string> requeue;
   for (size_t i = 0; i < lost.size(); ++i) {
     auto it = tasks_.find(lost[i]);

@@ -19,6 +19,7 @@
 
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_table.h"
+#include "scheduler/actor_manager.h"
 #include "scheduler/resources.h"
 #include "scheduler/worker_pool.h"
 
@@ -42,7 +43,8 @@ class TaskManager {
  public:
   using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
 
-  TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options);
+  TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options,
+              std::string node_id = "");
 
   // Takes a task. The caller has already counted the submitter's hold on the
   // return ids. Holds references on the arguments until the task ends.
@@ -57,6 +59,16 @@ class TaskManager {
   void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids);
 
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
+  ActorManager& actors() { return *actors_; }
+
+  // For the ActorManager.
+  bool TryAcquire(const ResourceSet& need);
+  void ReleaseResources(const ResourceSet& need);
+  bool PushTo(Worker* w, const std::string& task_id) { return Push(w, task_id); }
+  void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
+  void FinishTask(const std::string& task_id, bool ok, const std::string& error) { Finish(task_id, ok, error); }
+  rpc::TaskSpec* MutableSpec(const std::string& task_id);
+  void Redispatch() { Dispatch(); }
   const ResourceSet& available() const { return available_; }
   const ResourceSet& total() const { return options_.total; }
   TaskManagerStats Stats() const;
@@ -70,10 +82,10 @@ class TaskManager {
     bool pushed_long = false;              // counted in its worker's long_inflight
   };
   void Dispatch();
+  void BecomeReady(const std::string& task_id);
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
   void ReleaseArgs(Task& t);
-  void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
   void Finish(const std::string& task_id, bool ok, const std::string& error);
   void ReleaseLeaseIfIdle(Worker* w);
   bool IsShort(const std::string& function_id) const;
@@ -91,6 +103,7 @@ class TaskManager {
   std::vector<Worker*> leased_;                         // workers holding a lease
   std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds
   size_t blocked_ = 0;
+  std::unique_ptr<ActorManager> actors_;
   TaskManagerStats stats_;
   TaskEventHandler on_event_;
 };

@@ -33,6 +33,7 @@ struct Worker {
   bool has_lease = false;
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;
+  std::string actor_id;                    // non-empty: dedicated to this actor for its life
   // Store objects pushed to it as arguments, pinned until the worker releases
   // its views of them (or dies).
   std::unordered_map<std::string, int64_t> pins;

@@ -152,6 +152,8 @@ void RegisterExceptionTranslator() {
         case StatusCode::kOutOfMemory: name = "ObjectStoreFullError"; break;
         case StatusCode::kWorkerDied: name = "WorkerCrashedError"; break;
         case StatusCode::kObjectLost: name = "ObjectLostError"; break;
+        case StatusCode::kActorDied: name = "ActorDiedError"; break;
+        case StatusCode::kNotFound: name = "NotFoundError"; break;
         default: break;
       }
       pyb::gil_scoped_acquire gil;
@@ -215,34 +217,66 @@ PYBIND11_MODULE(_core, m) {
   });
 
   // args: list of (keyword, object_id or None, inline bytes or None).
-  m.def("submit_task", [](pyb::bytes function_id, const std::string& name, pyb::list args, int num_returns,
-                          double num_cpus, int max_retries, pyb::list contained) {
+  m.def(
+      "submit_task",
+      [](pyb::bytes function_id, const std::string& name, pyb::list args, int num_returns, double num_cpus,
+         int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
+         int max_restarts, int max_task_retries, const std::string& actor_name, bool detached) {
+        auto core = RequireCore();
+        rpc::TaskSpec spec;
+        spec.set_task_id(core->NextTaskId());
+        spec.set_function_id(function_id);
+        spec.set_function_name(name);
+        spec.set_num_returns(num_returns);
+        spec.set_num_cpus(num_cpus);
+        spec.set_max_retries(max_retries);
+        spec.set_caller_id(core->client_id());
+        spec.set_kind(static_cast<rpc::TaskKind>(kind));
+        if (kind == rpc::TASK_ACTOR_CREATION) {
+          spec.set_actor_id(spec.task_id());
+          spec.set_max_restarts(max_restarts);
+          spec.set_max_task_retries(max_task_retries);
+          spec.set_actor_name(actor_name);
+          spec.set_detached(detached);
+        } else if (kind == rpc::TASK_ACTOR_METHOD) {
+          spec.set_actor_id(actor_id);
+          spec.set_method_name(method_name);
+        }
+        for (auto a : args) {
+          auto t = a.cast<pyb::tuple>();
+          rpc::TaskArg* arg = spec.add_args();
+          arg->set_keyword(t[0].cast<std::string>());
+          if (!t[1].is_none()) {
+            arg->set_object_id(t[1].cast<std::string>());
+          } else {
+            char* p;
+            Py_ssize_t n;
+            PyBytes_AsStringAndSize(t[2].ptr(), &p, &n);
+            arg->set_data(p, n);
+          }
+        }
+        for (auto c : contained) spec.add_contained_ids(c.cast<std::string>());
+        ThrowIfError(core->SubmitTask(spec));
+        pyb::list refs;
+        for (int i = 1; i <= num_returns; ++i) refs.append(AdoptRef(MakeObjectId(spec.task_id(), i)));
+        return refs;
+      },
+      pyb::arg("function_id"), pyb::arg("name"), pyb::arg("args"), pyb::arg("num_returns"), pyb::arg("num_cpus"),
+      pyb::arg("max_retries"), pyb::arg("contained"), pyb::arg("kind") = 0, pyb::arg("actor_id") = pyb::bytes(),
+      pyb::arg("method_name") = "", pyb::arg("max_restarts") = 0, pyb::arg("max_task_retries") = 0,
+      pyb::arg("actor_name") = "", pyb::arg("detached") = false);
+
+  m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
     auto core = RequireCore();
-    rpc::TaskSpec spec;
-    spec.set_task_id(core->NextTaskId());
-    spec.set_function_id(function_id);
-    spec.set_function_name(name);
-    spec.set_num_returns(num_returns);
-    spec.set_num_cpus(num_cpus);
-    spec.set_max_retries(max_retries);
-    for (auto a : args) {
-      auto t = a.cast<pyb::tuple>();
-      rpc::TaskArg* arg = spec.add_args();
-      arg->set_keyword(t[0].cast<std::string>());
-      if (!t[1].is_none()) {
-        arg->set_object_id(t[1].cast<std::string>());
-      } else {
-        char* p;
-        Py_ssize_t n;
-        PyBytes_AsStringAndSize(t[2].ptr(), &p, &n);
-        arg->set_data(p, n);
-      }
-    }
-    for (auto c : contained) spec.add_contained_ids(c.cast<std::string>());
-    ThrowIfError(core->SubmitTask(spec));
-    pyb::list refs;
-    for (int i = 1; i <= num_returns; ++i) refs.append(AdoptRef(MakeObjectId(spec.task_id(), i)));
-    return refs;
+    auto r = WithoutGil([&] { return core->GetActor(name, timeout_ms); });
+    ThrowIfError(r.status());
+    return pyb::make_tuple(pyb::bytes(r.value().actor_id()), pyb::bytes(r.value().function_id()),
+                           r.value().class_name(), r.value().state());
+  });
+  m.def("kill_actor", [](pyb::bytes actor_id, bool no_restart, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string id = actor_id;
+    ThrowIfError(WithoutGil([&] { return core->KillActor(id, no_restart, timeout_ms); }));
   });
 
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
@@ -293,7 +327,8 @@ PYBIND11_MODULE(_core, m) {
       }
     }
     return pyb::make_tuple(pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args,
-                           s.num_returns(), s.attempt());
+                           s.num_returns(), s.attempt(), static_cast<int>(s.kind()), pyb::bytes(s.actor_id()),
+                           s.method_name());
   });
 
   // returns: list of (object_id, bytes or None (in store), contained ids)

@@ -11,16 +11,19 @@
 """
 from phalanx._core import ObjectRef
 from phalanx._private.api import cluster_stats, get, init, is_initialized, put, shutdown, wait
-from phalanx.exceptions import (GetTimeoutError, ObjectLostError, ObjectStoreFullError, PhalanxError,
-                                SerializationError, TaskError, UnavailableError, WorkerCrashedError)
+from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
+from phalanx.exceptions import (ActorDiedError, GetTimeoutError, NotFoundError, ObjectLostError,
+                                ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
+                                UnavailableError, WorkerCrashedError)
 from phalanx.remote_function import RemoteFunction
 
 __version__ = "0.1.0"
 
 
 def remote(*args, **options):
-    """Makes a function remote: `@phalanx.remote` or `@phalanx.remote(num_cpus=1,
-    num_returns=2, max_retries=3)`."""
+    """Makes a function remote (a task) or a class remote (an actor):
+    `@phalanx.remote`, `@phalanx.remote(num_cpus=1, num_returns=2, max_retries=3)`,
+    `@phalanx.remote(num_cpus=1, max_restarts=2, max_task_retries=1)` on a class."""
     if len(args) == 1 and not options and callable(args[0]):
         return _make_remote(args[0], {})
     if args:
@@ -30,11 +33,12 @@ def remote(*args, **options):
 
 def _make_remote(obj, options):
     if isinstance(obj, type):
-        raise TypeError(f"remote classes (actors) are not supported yet: {obj.__name__}")
+        return ActorClass(obj, options)
     return RemoteFunction(obj, options)
 
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_stats",
+           "get_actor", "kill", "method", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
            "SerializationError"]

@@ -25,6 +25,16 @@ class ObjectLostError(PhalanxError):
     """Every copy of an object is gone (or it was freed)."""
 
 
+class ActorDiedError(PhalanxError):
+    """The actor is dead: killed, its process died past max_restarts, its
+    constructor raised, or the process that created it exited. The message
+    names the actor and says why."""
+
+
+class NotFoundError(PhalanxError, LookupError):
+    """What was asked for (a named actor, ...) does not exist."""
+
+
 class SerializationError(PhalanxError, TypeError):
     """A value could not be pickled or unpickled."""
 
@@ -86,7 +96,7 @@ def _rebuild_task_error(function_name, traceback_str, cause):
 
 
 _CODE_TO_CLASS = {8: WorkerCrashedError, 9: ObjectLostError, 5: ObjectStoreFullError,
-                  4: UnavailableError, 3: GetTimeoutError}
+                  4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError}
 
 
 def error_for_code(code, message):

@@ -14,6 +14,7 @@ from phalanx._private import state
 from phalanx.exceptions import PhalanxError, SerializationError, TaskError, UnavailableError
 
 _functions = {}
+_actors = {}  # actor id -> instance (a worker hosts at most one)
 
 
 def _load_function(function_id):
@@ -44,15 +45,24 @@ def _return_values(result, num_returns, name):
     return values
 
 
+def _callable_for(kind, function_id, actor_id, method_name):
+    if kind == 2:  # an actor method
+        instance = _actors.get(actor_id)
+        if instance is None:
+            raise RuntimeError(f"this worker hosts no actor {actor_id.hex()[:12]}")
+        return getattr(instance, method_name)
+    return _load_function(function_id)  # a function, or the class for a creation
+
+
 def run_task(task):
-    task_id, function_id, name, args, num_returns, attempt = task
+    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name = task
     start = time.perf_counter()
     error = ""
     try:
-        fn = _load_function(function_id)
+        fn = _callable_for(kind, function_id, actor_id, method_name)
         pos, kw = [], {}
-        for keyword, kind, payload in args:
-            value = ser.resolve(kind, payload)
+        for keyword, arg_kind, payload in args:
+            value = ser.resolve(arg_kind, payload)
             if keyword:
                 kw[keyword] = value
             else:
@@ -60,6 +70,9 @@ def run_task(task):
         del args, task
         result = fn(*pos, **kw)
         del pos, kw
+        if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
+            _actors[actor_id] = result
+            result = None
         returns = []
         for i, value in enumerate(_return_values(result, num_returns, name), 1):
             oid = _core.object_id(task_id, i)

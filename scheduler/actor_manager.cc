@@ -1,0 +1,271 @@
+#include "scheduler/actor_manager.h"
+
+#include <signal.h>
+
+#include "core/ids.h"
+#include "core/logging.h"
+#include "scheduler/task_manager.h"
+
+namespace phalanx::scheduler {
+
+ActorManager::ActorManager(TaskManager* tasks, WorkerPool* pool, std::string node_id)
+    : tasks_(tasks), pool_(pool), node_id_(std::move(node_id)) {}
+
+std::string ActorManager::Describe(const Actor& a) const {
+  std::string s = "actor " + a.creation.function_name();
+  if (!a.creation.actor_name().empty()) s += " '" + a.creation.actor_name() + "'";
+  return s + " (" + ToHex(a.creation.actor_id()).substr(0, 12) + ")";
+}
+
+void ActorManager::Announce(const Actor& a) {
+  if (!on_event_) return;
+  rpc::ActorInfo info;
+  info.set_actor_id(a.creation.actor_id());
+  info.set_name(a.creation.actor_name());
+  info.set_class_name(a.creation.function_name());
+  info.set_state(a.state);
+  info.set_node_id(node_id_);
+  info.set_pid(a.worker ? a.worker->pid : 0);
+  info.set_restarts(a.restarts);
+  info.set_death_cause(a.death_cause);
+  for (const auto& [k, v] : a.need.amounts()) (*info.mutable_resources())[k] = v;
+  on_event_(info);
+}
+
+void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const ResourceSet& need) {
+  Actor& a = actors_[spec.actor_id()];
+  a.creation = spec;
+  a.need = need;
+  const std::string& name = spec.actor_name();
+  if (!name.empty()) {
+    if (names_.count(name)) {
+      a.state = rpc::ACTOR_DEAD;
+      a.death_cause = "an actor named '" + name + "' already exists";
+      tasks_->FailTask(spec.task_id(), StatusCode::kActorDied, a.death_cause);
+      Announce(a);
+      return;
+    }
+    names_[name] = spec.actor_id();
+  }
+  Announce(a);
+}
+
+bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
+  auto it = actors_.find(spec.actor_id());
+  if (it == actors_.end()) {
+    tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
+                     "method " + spec.method_name() + " called on an actor unknown to this node (" +
+                         ToHex(spec.actor_id()).substr(0, 12) + ")");
+    return false;
+  }
+  Actor& a = it->second;
+  if (a.state == rpc::ACTOR_DEAD) {
+    tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
+                     Describe(a) + " is dead (" + a.death_cause + "); " + spec.method_name() + " was not run");
+    return false;
+  }
+  a.queue.push_back(spec.task_id());
+  return true;
+}
+
+void ActorManager::OnTaskReady(const rpc::TaskSpec& spec) {
+  auto it = actors_.find(spec.actor_id());
+  if (it == actors_.end()) return;
+  Actor& a = it->second;
+  if (spec.kind() == rpc::TASK_ACTOR_CREATION) {
+    if (a.state == rpc::ACTOR_DEAD) return;
+    a.creation_ready = true;
+    pending_.push_back(spec.actor_id());
+    return;  // the TaskManager dispatches next, which places it
+  }
+  a.ready.insert(spec.task_id());
+  Pump(a);
+}
+
+void ActorManager::PlacePending() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto found = actors_.find(*it);
+    if (found == actors_.end() || found->second.state == rpc::ACTOR_DEAD) {
+      it = pending_.erase(it);
+      continue;
+    }
+    Actor& a = found->second;
+    if (!a.has_resources) {
+      if (!tasks_->TryAcquire(a.need)) {
+        ++it;
+        continue;
+      }
+      a.has_resources = true;
+    }
+    Worker* w = pool_->PopIdle();
+    if (w == nullptr) {
+      if (pool_->num_starting() == 0) pool_->StartWorker();
+      return;  // placed when a worker registers
+    }
+    w->actor_id = a.creation.actor_id();
+    a.worker = w;
+    it = pending_.erase(it);
+    tasks_->PushTo(w, a.creation.task_id());
+    Announce(a);
+  }
+}
+
+void ActorManager::Pump(Actor& a) {
+  // A worker whose socket closed is about to be reported dead: calls wait for the restart.
+  if (a.state != rpc::ACTOR_ALIVE || a.worker == nullptr || a.worker->conn->closed()) return;
+  while (!a.queue.empty() && a.ready.count(a.queue.front())) {
+    std::string tid = a.queue.front();
+    a.queue.pop_front();
+    a.ready.erase(tid);
+    tasks_->PushTo(a.worker, tid);
+  }
+}
+
+void ActorManager::OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const std::string& error) {
+  auto it = actors_.find(w->actor_id);
+  if (it == actors_.end()) return;
+  Actor& a = it->second;
+  if (spec.kind() != rpc::TASK_ACTOR_CREATION) {
+    tasks_->FinishTask(spec.task_id(), error.empty(), error);
+    return;
+  }
+  if (!error.empty()) {  // the constructor raised: the actor never lived
+    Die(a, "its constructor raised " + error);
+    return;
+  }
+  a.state = rpc::ACTOR_ALIVE;
+  Announce(a);
+  Pump(a);
+}
+
+void ActorManager::OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why) {
+  auto it = actors_.find(w->actor_id);
+  if (it == actors_.end()) return;
+  Actor& a = it->second;
+  a.worker = nullptr;
+  int max = a.creation.max_restarts();
+  bool stays_dead = a.state == rpc::ACTOR_DEAD || (max >= 0 && a.restarts >= max);
+  std::string final_why = a.state == rpc::ACTOR_DEAD ? a.death_cause
+                          : max > 0 ? why + " (restarted " + std::to_string(a.restarts) +
+                                          " times, max_restarts=" + std::to_string(max) + ")"
+                                    : why + " (max_restarts=0)";
+  // Calls pushed but not finished go back to the front of the queue, in order;
+  // the one that was running counts an attempt.
+  std::vector<std::string> back;
+  bool first = true;
+  for (const auto& tid : lost) {
+    rpc::TaskSpec* spec = tasks_->MutableSpec(tid);
+    if (spec == nullptr || spec->kind() == rpc::TASK_ACTOR_CREATION) {
+      first = false;
+      continue;
+    }
+    if (first) {
+      first = false;
+      int retries = a.creation.max_task_retries();
+      if (stays_dead || (retries >= 0 && spec->attempt() >= retries)) {
+        tasks_->FailTask(tid, StatusCode::kActorDied,
+                         Describe(a) + " died while running " + spec->method_name() + ": " +
+                             (stays_dead ? final_why : why + " (max_task_retries=" + std::to_string(retries) +
+                                                           "; the actor is being restarted)"));
+        continue;
+      }
+      spec->set_attempt(spec->attempt() + 1);
+    }
+    back.push_back(tid);
+  }
+  for (auto r = back.rbegin(); r != back.rend(); ++r) {
+    a.queue.push_front(*r);
+    a.ready.insert(*r);
+  }
+  if (stays_dead) {
+    Die(a, final_why);
+    return;
+  }
+  ++a.restarts;
+  a.state = rpc::ACTOR_RESTARTING;
+  PHALANX_LOG(Warning) << "restarting " << Describe(a) << " (" << a.restarts << "): " << why;
+  pending_.push_back(a.creation.actor_id());
+  Announce(a);
+  tasks_->Redispatch();
+}
+
+void ActorManager::Die(Actor& a, const std::string& cause) {
+  a.state = rpc::ACTOR_DEAD;
+  a.death_cause = cause;
+  std::string msg = Describe(a) + " is dead: " + cause;
+  for (const auto& tid : a.queue) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
+  a.queue.clear();
+  a.ready.clear();
+  if (a.has_resources) {
+    tasks_->ReleaseResources(a.need);
+    a.has_resources = false;
+  }
+  if (a.worker != nullptr) {
+    Worker* w = a.worker;
+    a.worker = nullptr;
+    ::kill(w->pid, SIGKILL);  // its death is reported later and finds the actor dead
+  }
+  // The constructor's arguments are released now; its marker object fails if it never ran.
+  tasks_->FailTask(a.creation.task_id(), StatusCode::kActorDied, msg);
+  tasks_->FinishTask(a.creation.task_id(), false, cause);
+  auto n = names_.find(a.creation.actor_name());
+  if (n != names_.end() && n->second == a.creation.actor_id()) names_.erase(n);
+  Announce(a);
+  tasks_->Redispatch();
+}
+
+Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) return Status::NotFound("no actor " + ToHex(actor_id) + " on this node");
+  Actor& a = it->second;
+  if (a.state == rpc::ACTOR_DEAD) return Status::OK();
+  if (no_restart) {
+    if (a.worker == nullptr) {
+      Die(a, "killed by phalanx.kill()");
+      return Status::OK();
+    }
+    a.state = rpc::ACTOR_DEAD;
+    a.death_cause = "killed by phalanx.kill()";
+  }
+  if (a.worker != nullptr) ::kill(a.worker->pid, SIGKILL);
+  return Status::OK();
+}
+
+void ActorManager::OnClientGone(const std::string& client_id) {
+  std::vector<std::string> doomed;
+  for (auto& [id, a] : actors_) {
+    if (a.state != rpc::ACTOR_DEAD && !a.creation.detached() && a.creation.caller_id() == client_id) {
+      doomed.push_back(id);
+    }
+  }
+  for (const auto& id : doomed) {
+    Actor& a = actors_[id];
+    a.death_cause = "the process that created it exited";
+    if (a.worker == nullptr) {
+      Die(a, a.death_cause);
+    } else {
+      a.state = rpc::ACTOR_DEAD;
+      ::kill(a.worker->pid, SIGKILL);
+    }
+  }
+}
+
+Result<rpc::GetActorReply> ActorManager::Lookup(const std::string& name) const {
+  auto n = names_.find(name);
+  if (n == names_.end()) return Status::NotFound("no live actor named '" + name + "'");
+  const Actor& a = actors_.at(n->second);
+  rpc::GetActorReply r;
+  r.set_actor_id(a.creation.actor_id());
+  r.set_function_id(a.creation.function_id());
+  r.set_class_name(a.creation.function_name());
+  r.set_state(a.state);
+  return r;
+}
+
+size_t ActorManager::num_alive() const {
+  size_t n = 0;
+  for (const auto& [id, a] : actors_) n += a.state == rpc::ACTOR_ALIVE ? 1 : 0;
+  return n;
+}
+
+}  // namespace phalanx::scheduler

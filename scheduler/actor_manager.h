@@ -1,0 +1,85 @@
+// ActorManager: the actors whose home is this node. An actor gets a worker
+// process of its own and holds its resources for its life. Method calls are
+// pushed to that worker in submission order (a call whose ref arguments are
+// not ready holds back the ones after it), without waiting for each other.
+// When the process dies the actor is restarted (constructor re-run) up to
+// max_restarts times; the interrupted call is retried up to max_task_retries
+// times, queued calls are re-sent. A dead actor fails every pending and
+// later call with ActorDied naming it and why it died. Named actors are
+// found by name; an actor dies with the client that created it unless it is
+// detached. Not thread-safe; lives on the raylet's main loop, owned by the
+// TaskManager.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+#include "scheduler/resources.h"
+#include "scheduler/worker_pool.h"
+
+namespace phalanx::scheduler {
+
+class TaskManager;
+
+class ActorManager {
+ public:
+  using ActorEventHandler = std::function<void(const rpc::ActorInfo&)>;
+
+  ActorManager(TaskManager* tasks, WorkerPool* pool, std::string node_id);
+
+  // A creation task was submitted: the actor exists from now on (pending).
+  void OnCreationSubmitted(const rpc::TaskSpec& spec, const ResourceSet& need);
+  // A method call was submitted; false (and the call failed) if the actor is dead or unknown.
+  bool OnMethodSubmitted(const rpc::TaskSpec& spec);
+  // The task's ref arguments are ready.
+  void OnTaskReady(const rpc::TaskSpec& spec);
+  // Places pending actors on idle workers when their resources are free.
+  void PlacePending();
+  // The actor's worker finished `spec` (creation or method); `error` set if it raised.
+  void OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const std::string& error);
+  // `lost` are the task ids the worker had been pushed, oldest first.
+  void OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why);
+  Status Kill(const std::string& actor_id, bool no_restart);
+  void OnClientGone(const std::string& client_id);
+  // NotFound when no live actor has that name.
+  Result<rpc::GetActorReply> Lookup(const std::string& name) const;
+
+  void SetActorEventHandler(ActorEventHandler h) { on_event_ = std::move(h); }
+  size_t num_alive() const;
+  size_t num_pending() const { return pending_.size(); }
+
+ private:
+  struct Actor {
+    rpc::TaskSpec creation;             // kept to re-run the constructor on restart
+    ResourceSet need;
+    rpc::ActorState state = rpc::ACTOR_PENDING;
+    bool creation_ready = false;        // the constructor's arguments are ready
+    bool has_resources = false;
+    Worker* worker = nullptr;
+    int restarts = 0;
+    std::deque<std::string> queue;      // method calls not pushed yet, in submission order
+    std::unordered_set<std::string> ready;
+    std::string death_cause;
+  };
+  void Pump(Actor& a);
+  void Die(Actor& a, const std::string& cause);
+  void Announce(const Actor& a);
+  std::string Describe(const Actor& a) const;
+
+  TaskManager* tasks_;
+  WorkerPool* pool_;
+  std::string node_id_;
+  std::unordered_map<std::string, Actor> actors_;
+  std::unordered_map<std::string, std::string> names_;  // live named actors -> id
+  std::deque<std::string> pending_;                     // actors waiting for placement
+  ActorEventHandler on_event_;
+};
+
+}  // namespace phalanx::scheduler

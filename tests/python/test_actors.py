@@ -1,0 +1,203 @@
+"""Actors: state, ordering, names, handles in tasks, kill, restarts and the
+errors a dead actor gives. Everything runs on a real raylet and real worker
+processes; crashes are real SIGKILLs."""
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import phalanx
+from conftest import wait_until
+
+
+@phalanx.remote
+class Counter:
+    def __init__(self, start=0):
+        self.n = start
+
+    def add(self, x=1):
+        self.n += x
+        return self.n
+
+    def get(self):
+        return self.n
+
+    def pid(self):
+        return os.getpid()
+
+    def fail(self):
+        raise KeyError("no such key")
+
+    @phalanx.method(num_returns=2)
+    def pair(self):
+        return self.n, -self.n
+
+    def die(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_state_lives_across_calls_in_submission_order(cluster):
+    c = Counter.remote(10)
+    refs = [c.add.remote(1) for _ in range(200)]
+    assert phalanx.get(refs) == list(range(11, 211))
+
+
+def test_methods_take_refs_and_return_several_values(cluster):
+    c = Counter.remote()
+    x = phalanx.put(5)
+    assert phalanx.get(c.add.remote(x)) == 5
+    a, b = c.pair.remote()
+    assert phalanx.get([a, b]) == [5, -5]
+    big = phalanx.put(np.ones(1_000_000))
+    @phalanx.remote
+    class Summer:
+        def total(self, arr):
+            return float(arr.sum())
+    assert phalanx.get(Summer.remote().total.remote(big)) == 1_000_000.0
+
+
+def test_slow_argument_holds_back_later_calls(cluster):
+    @phalanx.remote
+    def slow(v):
+        time.sleep(0.5)
+        return v
+    c = Counter.remote()
+    first = c.add.remote(slow.remote(100))  # waits for its argument
+    second = c.add.remote(1)                # must still run after `first`
+    assert phalanx.get([first, second]) == [100, 101]
+
+
+def test_method_exception_reaches_caller_and_actor_survives(cluster):
+    c = Counter.remote()
+    with pytest.raises(KeyError, match="no such key"):
+        phalanx.get(c.fail.remote())
+    assert phalanx.get(c.add.remote(2)) == 2
+
+
+def test_unknown_method_and_direct_call_are_clear_errors(cluster):
+    c = Counter.remote()
+    with pytest.raises(AttributeError, match="no method 'nope'"):
+        c.nope.remote()
+    with pytest.raises(TypeError, match="remote"):
+        Counter(1)
+
+
+def test_named_actor_found_from_anywhere(cluster):
+    Counter.options(name="shared-counter").remote(7)
+    h = phalanx.get_actor("shared-counter")
+    assert phalanx.get(h.add.remote(1)) == 8
+
+    @phalanx.remote
+    def bump(name):
+        return phalanx.get(phalanx.get_actor(name).add.remote(10))
+    assert phalanx.get(bump.remote("shared-counter")) == 18
+    with pytest.raises(ValueError, match="already exists"):
+        Counter.options(name="shared-counter").remote()
+    with pytest.raises(phalanx.NotFoundError, match="no live actor named 'missing'"):
+        phalanx.get_actor("missing")
+
+
+def test_handles_pass_to_tasks_and_actors(cluster):
+    c = Counter.remote()
+
+    @phalanx.remote
+    def use(handle, k):
+        return phalanx.get([handle.add.remote(1) for _ in range(k)])[-1]
+    assert phalanx.get([use.remote(c, 5) for _ in range(4)])[-1] <= 20
+    assert phalanx.get(c.get.remote()) == 20
+
+
+def test_kill_fails_pending_and_later_calls(cluster):
+    c = Counter.remote()
+    assert phalanx.get(c.add.remote()) == 1
+    phalanx.kill(c)
+    t = time.monotonic()
+    with pytest.raises(phalanx.ActorDiedError, match=r"Counter.*killed by phalanx.kill"):
+        phalanx.get(c.add.remote(), timeout=20)
+    assert time.monotonic() - t < 10
+
+
+def test_restart_after_kill_9_reruns_constructor(cluster):
+    # max_task_retries: a call that reaches the process as it dies runs again after the restart.
+    c = Counter.options(max_restarts=2, max_task_retries=1).remote(100)
+    pid1 = phalanx.get(c.pid.remote())
+    phalanx.get(c.add.remote(5))
+    os.kill(pid1, signal.SIGKILL)
+    # The constructor ran again: the state starts over, in a new process.
+    pid2 = phalanx.get(c.pid.remote(), timeout=30)
+    assert pid2 != pid1
+    assert phalanx.get(c.get.remote()) == 100
+
+
+def test_crash_past_max_restarts_is_actor_died(cluster):
+    c = Counter.options(max_restarts=1).remote()
+    with pytest.raises(phalanx.ActorDiedError, match="died while running die"):
+        phalanx.get(c.die.remote(), timeout=30)  # max_task_retries=0: not retried
+    with pytest.raises(phalanx.ActorDiedError, match=r"max_restarts=1"):
+        phalanx.get(c.die.remote(), timeout=30)  # second death: no restarts left
+    with pytest.raises(phalanx.ActorDiedError):
+        phalanx.get(c.add.remote(), timeout=30)
+
+
+def test_interrupted_call_is_retried_with_max_task_retries(cluster, tmp_path):
+    marker = str(tmp_path / "died-once")
+
+    @phalanx.remote(max_restarts=1, max_task_retries=1)
+    class Flaky:
+        def work(self, path):
+            if not os.path.exists(path):
+                open(path, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return "done on retry"
+    f = Flaky.remote()
+    assert phalanx.get(f.work.remote(marker), timeout=30) == "done on retry"
+
+
+def test_constructor_failure_makes_calls_fail(cluster):
+    @phalanx.remote
+    class Broken:
+        def __init__(self):
+            raise ValueError("bad config")
+
+        def ping(self):
+            return 1
+    b = Broken.remote()
+    with pytest.raises(phalanx.ActorDiedError, match="constructor raised"):
+        phalanx.get(b.ping.remote(), timeout=30)
+
+
+def test_actor_dies_with_the_driver_that_created_it(cluster):
+    import subprocess
+    import sys
+    code = (
+        "import phalanx, time\n"
+        f"phalanx.init(address='{cluster['gcs_address']}')\n"
+        "@phalanx.remote\n"
+        "class A:\n"
+        "    def ping(self): return 1\n"
+        "a = A.options(name='owned-by-child').remote()\n"
+        "phalanx.get(a.ping.remote())\n"
+        "d = A.options(name='detached-one', lifetime='detached').remote()\n"
+        "phalanx.get(d.ping.remote())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+    def owned_gone():
+        try:
+            phalanx.get_actor("owned-by-child")
+            return False
+        except phalanx.NotFoundError:
+            return True
+    wait_until(owned_gone, timeout=15, what="the child's actor to die with it")
+    d = phalanx.get_actor("detached-one")
+    assert phalanx.get(d.ping.remote()) == 1
+    phalanx.kill(d)
+
+
+def test_bad_actor_options(cluster):
+    with pytest.raises(ValueError, match="unknown option"):
+        Counter.options(num_gpu=1)
+    with pytest.raises(ValueError, match="max_restarts"):
+        Counter.options(max_restarts="a lot")
