@@ -69,9 +69,10 @@ class BlockingConnection {
  private:
   BlockingConnection(int fd, std::string peer);
   template <typename Pred, typename Take>
-  Result<Frame> WaitFor(Pred ready, Take take, Deadline deadline);
-  // Reads what is available (waiting up to `deadline`) and parses whole frames into `out`.
-  Status ReadSome(Deadline deadline, std::vector<Frame>* out);
+  Result<Frame> WaitFor(int spin_us, Pred ready, Take take, Deadline deadline);
+  // Reads what is available (polling for `spin_us` before sleeping, waiting
+  // up to `deadline`) and parses whole frames into `out`.
+  Status ReadSome(Deadline deadline, int spin_us, std::vector<Frame>* out);
   Status ReadExact(char* dst, size_t n, Deadline deadline);
 
   int fd_;

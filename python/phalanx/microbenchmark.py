@@ -21,6 +21,10 @@ Metrics (the same definitions for every system):
                                  untouched zero pages make any copy look faster than memory
   get 1 GiB array (ms)           get(ref) of a 1 GiB float32 array already stored
   get 1 MiB array (ms)           the same for 1 MiB: equal times mean O(1) in size
+  1:1 actor calls sync           get(a.ping.remote()) one at a time
+  1:1 actor calls async          get([a.ping.remote() for _ in range(1000)])
+  1:1 actor calls with args async  the same with a 1 KiB bytes argument echoed back
+  n:n actor calls async          n = CPUs actors, each driven by its own task with 500 calls
 
 The dask-peers column is shared/bench/peers/tasks.py --inproc-scheduler
 (LocalCluster with 2 worker processes) run as it is; only its figures whose definitions
@@ -44,6 +48,10 @@ METRICS = [
     ("single client put gigabytes", "GB/s", None),
     ("get 1 GiB array (ms)", "ms", None),
     ("get 1 MiB array (ms)", "ms", None),
+    ("1:1 actor calls sync", "calls/s", 6000),
+    ("1:1 actor calls async", "calls/s", 25000),
+    ("1:1 actor calls with args async", "calls/s", None),
+    ("n:n actor calls async", "calls/s", None),
 ]
 PUT_BIG_ELEMS = 100 * 1024 * 1024  # int64: 800 MiB, as in Ray's benchmark
 
@@ -92,7 +100,42 @@ def run_suite(api, duration, reps):
     del big
     mib = put(np.ones(256 * 1024, dtype=np.float32))
     out["get 1 MiB array (ms)"] = timed_ms(lambda: get(mib), 50)
+    if "actor" in api:
+        out.update(run_actor_suite(api, duration, reps))
     return out
+
+
+def run_actor_suite(api, duration, reps):
+    get, call, actor = api["get"], api["call"], api["actor"]()
+    arg = b"x" * 1024
+    out = {"1:1 actor calls sync": timed_rate(lambda: get(call(actor, "ping")), 1, duration, reps),
+           "1:1 actor calls async": timed_rate(lambda: get([call(actor, "ping") for _ in range(1000)]), 1000,
+                                               duration, reps),
+           "1:1 actor calls with args async": timed_rate(
+               lambda: get([call(actor, "echo", arg) for _ in range(1000)]), 1000, duration, reps)}
+    if "n_to_n" in api:
+        out["n:n actor calls async"] = timed_rate(api["n_to_n"], api["n_to_n_calls"], duration, reps)
+    return out
+
+
+class _Pinger:
+    def ping(self):
+        return None
+
+    def echo(self, x):
+        return x
+
+
+def _n_to_n(remote, get, n):
+    """n actors, each driven by its own caller task with 500 async calls."""
+    actors = [remote(_Pinger).remote() for _ in range(n)]
+
+    @remote
+    def drive(a):
+        get([a.ping.remote() for _ in range(500)])
+
+    get([a.ping.remote() for a in actors])
+    return lambda: get([drive.remote(a) for a in actors]), 500 * n
 
 
 def bench_phalanx(duration, reps):
@@ -104,8 +147,13 @@ def bench_phalanx(duration, reps):
     def noop():
         return None
 
+    n = os.cpu_count()
+    n_to_n, calls = _n_to_n(phalanx.remote, phalanx.get, n)
     try:
-        return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put}, duration, reps)
+        return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put,
+                          "actor": lambda: phalanx.remote(_Pinger).remote(),
+                          "call": lambda a, m, *args: getattr(a, m).remote(*args),
+                          "n_to_n": n_to_n, "n_to_n_calls": calls}, duration, reps)
     finally:
         phalanx.shutdown()
 
@@ -120,8 +168,12 @@ def bench_ray(duration, reps):
     def noop():
         return None
 
+    n_to_n, calls = _n_to_n(ray.remote, ray.get, os.cpu_count())
     try:
-        return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put}, duration, reps)
+        return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put,
+                          "actor": lambda: ray.remote(_Pinger).remote(),
+                          "call": lambda a, m, *args: getattr(a, m).remote(*args),
+                          "n_to_n": n_to_n, "n_to_n_calls": calls}, duration, reps)
     finally:
         ray.shutdown()
 
@@ -140,11 +192,17 @@ def bench_dask(duration, reps):
         return None
 
     def get(x):
+        if isinstance(x, list) and x and not hasattr(x[0], "key"):  # actor futures
+            return [f.result() for f in x]
+        if hasattr(x, "result") and not hasattr(x, "key"):
+            return x.result()
         return client.gather(x)
 
     try:
         return run_suite({"noop": lambda: client.submit(noop, pure=False), "get": get,
-                          "put": lambda v: client.scatter(v, hash=False)}, duration, reps)
+                          "put": lambda v: client.scatter(v, hash=False),
+                          "actor": lambda: client.submit(_Pinger, actor=True).result(),
+                          "call": lambda a, m, *args: getattr(a, m)(*args)}, duration, reps)
     finally:
         client.close()
         cluster.close()
