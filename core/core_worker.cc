@@ -54,11 +54,17 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   cw->session_dir_ = r.session_dir();
   cw->gcs_address_ = r.gcs_address();
   if (r.inline_threshold() > 0) cw->inline_threshold_ = r.inline_threshold();
-  if (options.is_worker) {
-    // A worker that blocks in a get gives back the tasks queued behind the
-    // running one, so they can run elsewhere (they might be what it waits for).
+  {
+    // Warnings from the raylet are printed as they arrive. A worker that
+    // blocks in a get gives back the tasks queued behind the running one, so
+    // they can run elsewhere (they might be what it waits for).
     BlockingConnection* conn = cw->conn_.get();
     cw->conn_->SetPushFilter([conn](const Frame& f, std::deque<Frame>* queued) {
+      if (f.header.type == rpc::CLIENT_WARNING) {
+        rpc::Status why;
+        if (why.ParseFromString(f.body)) std::fprintf(stderr, "phalanx: warning: %s\n", why.message().c_str());
+        return true;
+      }
       if (f.header.type != rpc::RECALL_TASKS) return false;
       rpc::TaskIds want, gave;
       if (!want.ParseFromString(f.body)) return true;

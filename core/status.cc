@@ -16,6 +16,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kObjectLost: return "ObjectLost";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kActorDied: return "ActorDied";
+    case StatusCode::kInfeasible: return "Infeasible";
   }
   return "Unknown";
 }

@@ -26,6 +26,7 @@ enum class StatusCode : int {
   kObjectLost = 9,        // every copy of an object is gone
   kInternal = 10,         // a bug: an invariant did not hold
   kActorDied = 11,        // the actor is dead (killed, crashed past max_restarts, constructor failed)
+  kInfeasible = 12,       // no node can ever satisfy the resources asked for
 };
 
 const char* StatusCodeName(StatusCode code);

@@ -91,7 +91,7 @@ void ActorManager::PlacePending() {
     }
     Actor& a = found->second;
     if (!a.has_resources) {
-      if (!tasks_->TryAcquire(a.need)) {
+      if (!tasks_->TryAcquire(a.need, &a.gpu_ids)) {
         ++it;
         continue;
       }
@@ -103,6 +103,7 @@ void ActorManager::PlacePending() {
       return;  // placed when a worker registers
     }
     w->actor_id = a.creation.actor_id();
+    w->gpu_ids = a.gpu_ids;
     a.worker = w;
     it = pending_.erase(it);
     tasks_->PushTo(w, a.creation.task_id());
@@ -197,7 +198,8 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   a.queue.clear();
   a.ready.clear();
   if (a.has_resources) {
-    tasks_->ReleaseResources(a.need);
+    tasks_->ReleaseResources(a.need, a.gpu_ids);
+    a.gpu_ids.clear();
     a.has_resources = false;
   }
   if (a.worker != nullptr) {
@@ -229,6 +231,11 @@ Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
   }
   if (a.worker != nullptr) ::kill(a.worker->pid, SIGKILL);
   return Status::OK();
+}
+
+void ActorManager::FailInfeasible(const std::string& actor_id, const std::string& why) {
+  auto it = actors_.find(actor_id);
+  if (it != actors_.end() && it->second.state != rpc::ACTOR_DEAD) Die(it->second, why);
 }
 
 void ActorManager::OnClientGone(const std::string& client_id) {

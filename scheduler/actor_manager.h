@@ -47,6 +47,8 @@ class ActorManager {
   // `lost` are the task ids the worker had been pushed, oldest first.
   void OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why);
   Status Kill(const std::string& actor_id, bool no_restart);
+  // No node can hold the actor's resources: it dies with `why`.
+  void FailInfeasible(const std::string& actor_id, const std::string& why);
   void OnClientGone(const std::string& client_id);
   // NotFound when no live actor has that name.
   Result<rpc::GetActorReply> Lookup(const std::string& name) const;
@@ -62,6 +64,7 @@ class ActorManager {
     rpc::ActorState state = rpc::ACTOR_PENDING;
     bool creation_ready = false;        // the constructor's arguments are ready
     bool has_resources = false;
+    std::vector<int> gpu_ids;
     Worker* worker = nullptr;
     int restarts = 0;
     std::deque<std::string> queue;      // method calls not pushed yet, in submission order

@@ -7,6 +7,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "scheduler/gpu_allocator.h"
 
 namespace phalanx::scheduler {
 
@@ -50,6 +51,18 @@ static int64_t NowMs() {
       .count();
 }
 
+static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
+  TaskManagerOptions t;
+  ResourceSet total({{"CPU", o.num_cpus}});
+  int gpus = o.num_gpus >= 0 ? o.num_gpus : DetectGpus();
+  if (gpus > 0) total.Set("GPU", gpus);
+  for (const auto& [k, v] : o.resources) total.Set(k, v);
+  t.total = total;
+  t.pipeline_depth = o.pipeline_depth;
+  t.infeasible_timeout_ms = o.infeasible_timeout_ms;
+  return t;
+}
+
 Result<std::unique_ptr<NodeManager>> NodeManager::Create(asio::io_context& io, NodeManagerOptions options) {
   if (options.store_capacity == 0) options.store_capacity = objectstore::DefaultStoreCapacity();
   auto region = objectstore::ShmRegion::Create(options.store_capacity, "phalanx-store");
@@ -69,8 +82,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       objects_(store_.get()),
       pool_(io, WorkerPoolOptions{options_.worker_command, options_.socket_path, options_.session_dir,
                                   options_.session_dir + "/logs", {}}),
-      tasks_(&objects_, &pool_,
-             TaskManagerOptions{ResourceSet({{"CPU", options_.num_cpus}}), options_.pipeline_depth}, node_id_),
+      tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
       redis_(io, options_.redis_host, options_.redis_port),
       gcs_(&redis_),
       acceptor_(io),
@@ -104,6 +116,14 @@ Status NodeManager::Start() {
   });
   pool_.SetDeathHandler([this](Worker* w, const std::string& why) { tasks_.OnWorkerDied(w, why); });
   tasks_.actors().SetActorEventHandler([this](const rpc::ActorInfo& info) { gcs_.PutActor(info); });
+  tasks_.SetWarningHandler([this](const std::string& caller_id, const std::string& message) {
+    rpc::Status s;
+    s.set_code(static_cast<int>(StatusCode::kInfeasible));
+    s.set_message(message);
+    for (auto& [p, c] : clients_) {
+      if (c->client_id == caller_id) c->conn->Send(rpc::CLIENT_WARNING, 0, 0, s);
+    }
+  });
 
   start_time_ms_ = NowMs();
   gcs_.RegisterNode(NodeInfoNow());
@@ -113,7 +133,7 @@ Status NodeManager::Start() {
   Accept();
   Heartbeat();
   PHALANX_LOG(Info) << "raylet " << ToHex(node_id_) << " listening on " << options_.socket_path << " with "
-                    << options_.num_cpus << " CPUs, store " << (store_->Stats().capacity >> 20) << " MiB, GCS "
+                    << tasks_.total().ToString() << ", store " << (store_->Stats().capacity >> 20) << " MiB, GCS "
                     << redis_.address();
   return Status::OK();
 }

@@ -7,6 +7,7 @@
 // io_context given to Create (the raylet's main loop).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,9 @@ struct NodeManagerOptions {
   std::string redis_host = "127.0.0.1";
   int redis_port = 6379;
   double num_cpus = 1;
+  int num_gpus = -1;                    // -1: as many as the CUDA driver reports (0 without one)
+  std::map<std::string, double> resources;  // custom resources (and "memory")
+  int64_t infeasible_timeout_ms = 60000;
   uint64_t store_capacity = 0;          // 0: objectstore::DefaultStoreCapacity()
   uint64_t inline_threshold = 100 * 1024;
   int heartbeat_ms = 1000;

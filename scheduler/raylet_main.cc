@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -20,7 +21,38 @@ const char kUsage[] =
     "usage: phalanx-raylet --socket PATH --session-dir DIR --redis-address HOST:PORT\n"
     "         --worker-command CMD [--num-cpus N] [--object-store-memory BYTES]\n"
     "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
-    "         [--inline-threshold BYTES] [--pipeline-depth N]\n";
+    "         [--inline-threshold BYTES] [--pipeline-depth N] [--num-gpus N]\n"
+    "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n";
+
+// Parses a flat JSON object of numbers: {"sim": 8, "tpu": 0.5}.
+std::map<std::string, double> ParseResources(const std::string& text) {
+  std::map<std::string, double> out;
+  std::string s;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) s += c;
+  }
+  if (s.size() < 2 || s.front() != '{' || s.back() != '}') {
+    throw std::invalid_argument("--resources wants a JSON object like '{\"sim\": 8}', got " + text);
+  }
+  s = s.substr(1, s.size() - 2);
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(pos, end - pos);
+    size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon < 2 || item.front() != '"' || item[colon - 1] != '"') {
+      throw std::invalid_argument("--resources: cannot read '" + item + "' (want \"name\": number)");
+    }
+    std::string name = item.substr(1, colon - 2);
+    double v = std::stod(item.substr(colon + 1));
+    if (v < 0) throw std::invalid_argument("--resources: " + name + " is negative");
+    if (name == "CPU" || name == "GPU") throw std::invalid_argument("--resources: use --num-cpus/--num-gpus for " + name);
+    out[name] = v;
+    pos = end + 1;
+  }
+  return out;
+}
 
 bool ParseFlags(int argc, char** argv, std::map<std::string, std::string>* out, std::string* err) {
   for (int i = 1; i < argc; ++i) {
@@ -66,6 +98,10 @@ int main(int argc, char** argv) {
     if (f.count("prestart-workers")) o.prestart_workers = std::stoi(f["prestart-workers"]);
     if (f.count("inline-threshold")) o.inline_threshold = std::stoull(f["inline-threshold"]);
     if (f.count("pipeline-depth")) o.pipeline_depth = std::stoi(f["pipeline-depth"]);
+    if (f.count("num-gpus")) o.num_gpus = std::stoi(f["num-gpus"]);
+    if (f.count("resources")) o.resources = ParseResources(f["resources"]);
+    if (f.count("memory")) o.resources["memory"] = std::stod(f["memory"]);
+    if (f.count("infeasible-timeout-ms")) o.infeasible_timeout_ms = std::stoll(f["infeasible-timeout-ms"]);
   } catch (const std::exception& e) {
     std::cerr << "phalanx-raylet: bad flag value: " << e.what() << "\n" << kUsage;
     return 2;

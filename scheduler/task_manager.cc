@@ -8,21 +8,16 @@
 
 namespace phalanx::scheduler {
 
-TaskManager::TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options,
-                         std::string node_id)
-    : objects_(objects),
+TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPool* pool,
+                         TaskManagerOptions options, std::string node_id)
+    : io_(io),
+      objects_(objects),
       pool_(pool),
       options_(std::move(options)),
       available_(options_.total),
+      gpus_(static_cast<int>(options_.total.Get("GPU"))),
       actors_(std::make_unique<ActorManager>(this, pool, std::move(node_id))) {}
 
-bool TaskManager::TryAcquire(const ResourceSet& need) {
-  if (!available_.Contains(need)) return false;
-  available_.Subtract(need);
-  return true;
-}
-
-void TaskManager::ReleaseResources(const ResourceSet& need) { available_.Add(need); }
 
 rpc::TaskSpec* TaskManager::MutableSpec(const std::string& task_id) {
   auto it = tasks_.find(task_id);
@@ -37,6 +32,9 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   }
   Task& t = tasks_[tid];
   t.need.Set("CPU", spec.num_cpus());
+  for (const auto& [k, v] : spec.resources()) {
+    if (v > 0) t.need.Set(k, v);
+  }
   t.spec = std::move(spec);
   std::vector<std::string> deps;
   for (const auto& a : t.spec.args()) {
@@ -53,6 +51,10 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   } else if (kind == rpc::TASK_ACTOR_METHOD) {
     if (!actors_->OnMethodSubmitted(t.spec)) return;
   }
+  if (kind != rpc::TASK_ACTOR_METHOD && !options_.total.Contains(t.need)) {
+    WatchInfeasible(tid);
+    if (!tasks_.count(tid)) return;
+  }
   t.deps_left = static_cast<int>(deps.size());
   if (deps.empty()) {
     BecomeReady(tid);
@@ -68,9 +70,11 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
 }
 
 void TaskManager::BecomeReady(const std::string& tid) {
-  const rpc::TaskSpec& spec = tasks_[tid].spec;
+  Task& t = tasks_[tid];
+  const rpc::TaskSpec& spec = t.spec;
   if (spec.kind() == rpc::TASK_NORMAL) {
-    ready_.push_back(tid);
+    ready_[t.need.ToString()].push_back(tid);
+    ++num_ready_;
   } else {
     actors_->OnTaskReady(spec);
   }
@@ -112,31 +116,77 @@ void TaskManager::Unpush(Worker* w, Task& t) {
 
 void TaskManager::Dispatch() {
   actors_->PlacePending();
-  while (!ready_.empty()) {
-    auto it = tasks_.find(ready_.front());
-    if (it == tasks_.end()) {
-      ready_.pop_front();
-      continue;
-    }
-    Task& t = it->second;
-    Worker* w = nullptr;
-    if (available_.Contains(t.need)) {
-      w = pool_->PopIdle();
-      if (w != nullptr) {
-        available_.Subtract(t.need);
-        w->leased = t.need;
-        w->has_lease = true;
-        leased_.push_back(w);
-      } else if (pool_->num_starting() < ready_.size() && pool_->size() < SoftWorkerLimit()) {
-        pool_->StartWorker();
+  // One queue per resource shape: a task that cannot run now (say it wants a
+  // busy GPU) does not hold back tasks of other shapes.
+  for (auto shape = ready_.begin(); shape != ready_.end();) {
+    std::deque<std::string>& q = shape->second;
+    while (!q.empty()) {
+      auto it = tasks_.find(q.front());
+      if (it == tasks_.end()) {
+        q.pop_front();
+        --num_ready_;
+        continue;
       }
+      Task& t = it->second;
+      Worker* w = nullptr;
+      if (available_.Contains(t.need)) {
+        w = pool_->PopIdle();
+        if (w != nullptr) {
+          std::vector<int> gpus;
+          PHALANX_CHECK(TryAcquire(t.need, &gpus)) << "resources vanished";
+          w->leased = t.need;
+          w->gpu_ids = std::move(gpus);
+          w->has_lease = true;
+          leased_.push_back(w);
+        } else if (pool_->num_starting() < num_ready_ && pool_->size() < SoftWorkerLimit()) {
+          pool_->StartWorker();
+        }
+      }
+      if (w == nullptr) w = PipelineTarget(t);
+      if (w == nullptr) break;
+      std::string tid = q.front();
+      q.pop_front();
+      --num_ready_;
+      Push(w, tid);
     }
-    if (w == nullptr) w = PipelineTarget(t);
-    if (w == nullptr) return;
-    std::string tid = ready_.front();
-    ready_.pop_front();
-    Push(w, tid);
+    shape = q.empty() ? ready_.erase(shape) : std::next(shape);
   }
+}
+
+bool TaskManager::TryAcquire(const ResourceSet& need, std::vector<int>* gpus) {
+  if (!available_.Contains(need)) return false;
+  auto ids = gpus_.Acquire(need.Get("GPU"));
+  if (!ids) return false;
+  available_.Subtract(need);
+  *gpus = std::move(*ids);
+  return true;
+}
+
+void TaskManager::ReleaseResources(const ResourceSet& need, const std::vector<int>& gpus) {
+  available_.Add(need);
+  gpus_.Release(gpus, need.Get("GPU"));
+}
+
+void TaskManager::WatchInfeasible(const std::string& tid) {
+  Task& t = tasks_[tid];
+  std::string msg = "task " + t.spec.function_name() + " asks for " + t.need.ToString() +
+                    " but no node has that much (this node: " + options_.total.ToString() + ")";
+  if (on_warning_) {
+    on_warning_(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
+                                        " s for such a node, then fails");
+  }
+  PHALANX_LOG(Warning) << msg;
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(options_.infeasible_timeout_ms));
+  timer->async_wait([this, timer, tid, msg](const boost::system::error_code& ec) {
+    if (ec || !tasks_.count(tid)) return;
+    Task& t = tasks_[tid];
+    if (options_.total.Contains(t.need)) return;
+    if (t.spec.kind() == rpc::TASK_ACTOR_CREATION) {
+      actors_->FailInfeasible(t.spec.actor_id(), msg);
+    } else {
+      FailTask(tid, StatusCode::kInfeasible, msg);
+    }
+  });
 }
 
 bool TaskManager::Push(Worker* w, const std::string& task_id) {
@@ -159,6 +209,7 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
     }
   }
   *msg.mutable_spec() = t.spec;
+  for (int g : w->gpu_ids) msg.add_gpu_ids(g);
   w->inflight.push_back(task_id);
   t.pushed_long = !IsShort(t.spec.function_id());
   if (t.pushed_long) ++w->long_inflight;
@@ -178,6 +229,8 @@ void TaskManager::ReleaseArgs(Task& t) {
 void TaskManager::ReleaseLeaseIfIdle(Worker* w) {
   if (!w->inflight.empty() || !w->has_lease) return;
   if (!w->blocked) available_.Add(w->leased);
+  gpus_.Release(w->gpu_ids, w->leased.Get("GPU"));
+  w->gpu_ids.clear();
   w->has_lease = false;
   w->leased = ResourceSet();
   leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
@@ -247,6 +300,8 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
   w->long_inflight = 0;
   if (w->has_lease) {
     if (!w->blocked) available_.Add(w->leased);
+    gpus_.Release(w->gpu_ids, w->leased.Get("GPU"));
+    w->gpu_ids.clear();
     w->has_lease = false;
     leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
   }
@@ -290,7 +345,10 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     }
     requeue.push_back(lost[i]);
   }
-  ready_.insert(ready_.begin(), requeue.begin(), requeue.end());
+  for (auto r = requeue.rbegin(); r != requeue.rend(); ++r) {
+    ready_[tasks_[*r].need.ToString()].push_front(*r);
+    ++num_ready_;
+  }
   Dispatch();
 }
 
@@ -326,7 +384,10 @@ void TaskManager::OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) {
     ++stats_.queued;
     back.push_back(tid);
   }
-  ready_.insert(ready_.begin(), back.begin(), back.end());
+  for (auto r = back.rbegin(); r != back.rend(); ++r) {
+    ready_[tasks_[*r].need.ToString()].push_front(*r);
+    ++num_ready_;
+  }
   ReleaseLeaseIfIdle(w);
   Dispatch();
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"
+#include "scheduler/gpu_allocator.h"
 #include "scheduler/resources.h"
 #include "scheduler/worker_pool.h"
 
@@ -29,6 +31,7 @@ struct TaskManagerOptions {
   ResourceSet total;              // the node's resources
   int pipeline_depth = 8;         // tasks in flight per worker for short tasks
   double short_task_seconds = 0.002;
+  int64_t infeasible_timeout_ms = 60000;  // a request no node can hold fails after this
 };
 
 struct TaskManagerStats {
@@ -43,8 +46,11 @@ class TaskManager {
  public:
   using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
 
-  TaskManager(objectstore::ObjectTable* objects, WorkerPool* pool, TaskManagerOptions options,
-              std::string node_id = "");
+  // Tells the submitting client (by its id) something it should hear now.
+  using WarningHandler = std::function<void(const std::string& caller_id, const std::string& message)>;
+
+  TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPool* pool,
+              TaskManagerOptions options, std::string node_id = "");
 
   // Takes a task. The caller has already counted the submitter's hold on the
   // return ids. Holds references on the arguments until the task ends.
@@ -60,10 +66,12 @@ class TaskManager {
 
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
   ActorManager& actors() { return *actors_; }
+  void SetWarningHandler(WarningHandler h) { on_warning_ = std::move(h); }
 
   // For the ActorManager.
-  bool TryAcquire(const ResourceSet& need);
-  void ReleaseResources(const ResourceSet& need);
+  // Takes `need` (and GPU ids for its GPU part) if free now.
+  bool TryAcquire(const ResourceSet& need, std::vector<int>* gpus);
+  void ReleaseResources(const ResourceSet& need, const std::vector<int>& gpus);
   bool PushTo(Worker* w, const std::string& task_id) { return Push(w, task_id); }
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
   void FinishTask(const std::string& task_id, bool ok, const std::string& error) { Finish(task_id, ok, error); }
@@ -83,6 +91,8 @@ class TaskManager {
   };
   void Dispatch();
   void BecomeReady(const std::string& task_id);
+  // Warns the caller now and fails the task after the infeasible timeout.
+  void WatchInfeasible(const std::string& task_id);
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
   void ReleaseArgs(Task& t);
@@ -94,12 +104,16 @@ class TaskManager {
   void Record(const Task& t, rpc::TaskState state, const std::string& error);
   size_t SoftWorkerLimit() const;
 
+  boost::asio::io_context& io_;
   objectstore::ObjectTable* objects_;
   WorkerPool* pool_;
   TaskManagerOptions options_;
   ResourceSet available_;
   std::unordered_map<std::string, Task> tasks_;
-  std::deque<std::string> ready_;
+  std::map<std::string, std::deque<std::string>> ready_;  // resource shape -> ready tasks, FIFO
+  size_t num_ready_ = 0;
+  GpuAllocator gpus_;
+  WarningHandler on_warning_;
   std::vector<Worker*> leased_;                         // workers holding a lease
   std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds
   size_t blocked_ = 0;

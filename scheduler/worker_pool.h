@@ -30,6 +30,7 @@ struct Worker {
   std::deque<std::string> inflight;        // task ids pushed to it, oldest first
   int long_inflight = 0;                   // of those, how many are not known to be short
   ResourceSet leased;                      // what its current lease holds
+  std::vector<int> gpu_ids;                // GPUs of that lease (or of its actor)
   bool has_lease = false;
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;

@@ -153,6 +153,7 @@ void RegisterExceptionTranslator() {
         case StatusCode::kWorkerDied: name = "WorkerCrashedError"; break;
         case StatusCode::kObjectLost: name = "ObjectLostError"; break;
         case StatusCode::kActorDied: name = "ActorDiedError"; break;
+        case StatusCode::kInfeasible: name = "InfeasibleError"; break;
         case StatusCode::kNotFound: name = "NotFoundError"; break;
         default: break;
       }
@@ -221,7 +222,8 @@ PYBIND11_MODULE(_core, m) {
       "submit_task",
       [](pyb::bytes function_id, const std::string& name, pyb::list args, int num_returns, double num_cpus,
          int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
-         int max_restarts, int max_task_retries, const std::string& actor_name, bool detached) {
+         int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
+         const std::map<std::string, double>& resources) {
         auto core = RequireCore();
         rpc::TaskSpec spec;
         spec.set_task_id(core->NextTaskId());
@@ -232,6 +234,7 @@ PYBIND11_MODULE(_core, m) {
         spec.set_max_retries(max_retries);
         spec.set_caller_id(core->client_id());
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
+        for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
         if (kind == rpc::TASK_ACTOR_CREATION) {
           spec.set_actor_id(spec.task_id());
           spec.set_max_restarts(max_restarts);
@@ -264,7 +267,8 @@ PYBIND11_MODULE(_core, m) {
       pyb::arg("function_id"), pyb::arg("name"), pyb::arg("args"), pyb::arg("num_returns"), pyb::arg("num_cpus"),
       pyb::arg("max_retries"), pyb::arg("contained"), pyb::arg("kind") = 0, pyb::arg("actor_id") = pyb::bytes(),
       pyb::arg("method_name") = "", pyb::arg("max_restarts") = 0, pyb::arg("max_task_retries") = 0,
-      pyb::arg("actor_name") = "", pyb::arg("detached") = false);
+      pyb::arg("actor_name") = "", pyb::arg("detached") = false,
+      pyb::arg("resources") = std::map<std::string, double>());
 
   m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
     auto core = RequireCore();
@@ -328,7 +332,7 @@ PYBIND11_MODULE(_core, m) {
     }
     return pyb::make_tuple(pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args,
                            s.num_returns(), s.attempt(), static_cast<int>(s.kind()), pyb::bytes(s.actor_id()),
-                           s.method_name());
+                           s.method_name(), std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()));
   });
 
   // returns: list of (object_id, bytes or None (in store), contained ids)

@@ -12,12 +12,18 @@
 from phalanx._core import ObjectRef
 from phalanx._private.api import cluster_stats, get, init, is_initialized, put, shutdown, wait
 from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
-from phalanx.exceptions import (ActorDiedError, GetTimeoutError, NotFoundError, ObjectLostError,
+from phalanx.exceptions import (ActorDiedError, GetTimeoutError, InfeasibleError, NotFoundError, ObjectLostError,
                                 ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
                                 UnavailableError, WorkerCrashedError)
 from phalanx.remote_function import RemoteFunction
 
 __version__ = "0.1.0"
+
+
+def get_gpu_ids():
+    """The GPU ids this task or actor may use (what CUDA_VISIBLE_DEVICES lists); [] in a driver."""
+    from phalanx._private import state
+    return list(state.gpu_ids)
 
 
 def remote(*args, **options):
@@ -38,7 +44,7 @@ def _make_remote(obj, options):
 
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_stats",
-           "get_actor", "kill", "method", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
+           "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
            "SerializationError"]

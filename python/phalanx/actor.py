@@ -19,10 +19,12 @@ import cloudpickle
 
 from phalanx import _core
 from phalanx.exceptions import ActorDiedError, SerializationError
-from phalanx.remote_function import encode_arg
+from phalanx.remote_function import check_resource_options, encode_arg, resource_map
 
-_ACTOR_OPTIONS = {"num_cpus", "max_restarts", "max_task_retries", "name", "lifetime"}
-_ACTOR_DEFAULTS = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0, "name": None, "lifetime": None}
+_ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
+                  "lifetime"}
+_ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
+                   "max_task_retries": 0, "name": None, "lifetime": None}
 _KIND_CREATION = 1
 _KIND_METHOD = 2
 
@@ -47,6 +49,7 @@ def _check_actor_options(opts, where):
             raise ValueError(f"{key} must be an int >= -1 (-1: no limit), got {opts[key]!r}")
     if "num_cpus" in opts and (not isinstance(opts["num_cpus"], (int, float)) or opts["num_cpus"] < 0):
         raise ValueError(f"num_cpus must be a non-negative number, got {opts['num_cpus']!r}")
+    check_resource_options(opts)
     if opts.get("lifetime") not in (None, "detached"):
         raise ValueError(f"lifetime must be None or 'detached', got {opts['lifetime']!r}")
     if opts.get("name") is not None and (not isinstance(opts["name"], str) or not opts["name"]):
@@ -114,7 +117,8 @@ class ActorClass:
         refs = _core.submit_task(self._function_id, self._name, encoded, 1, float(opts["num_cpus"]), 0,
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
-                                 actor_name=name or "", detached=opts["lifetime"] == "detached")
+                                 actor_name=name or "", detached=opts["lifetime"] == "detached",
+                                 resources=resource_map(opts))
         ready = refs[0]
         return ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready)
 

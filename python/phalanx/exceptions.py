@@ -31,6 +31,11 @@ class ActorDiedError(PhalanxError):
     names the actor and says why."""
 
 
+class InfeasibleError(PhalanxError):
+    """No node has the resources a task or actor asks for (it waited the
+    infeasible timeout for one to join)."""
+
+
 class NotFoundError(PhalanxError, LookupError):
     """What was asked for (a named actor, ...) does not exist."""
 
@@ -96,7 +101,8 @@ def _rebuild_task_error(function_name, traceback_str, cause):
 
 
 _CODE_TO_CLASS = {8: WorkerCrashedError, 9: ObjectLostError, 5: ObjectStoreFullError,
-                  4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError}
+                  4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError,
+                  12: InfeasibleError}
 
 
 def error_for_code(code, message):

@@ -8,10 +8,39 @@ from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx.exceptions import SerializationError
 
-_OPTIONS = {"num_cpus", "num_returns", "max_retries", "name"}
-_DEFAULTS = {"num_cpus": 1.0, "num_returns": 1, "max_retries": 3}
+_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name"}
+_DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3}
 # Values whose plain-pickle form is the same everywhere: skip cloudpickle's slower pickler.
 _PLAIN = (int, float, str, bytes, bool, type(None))
+
+
+def check_resource_options(opts):
+    """Validates num_gpus, memory and resources; shared by tasks and actors."""
+    g = opts.get("num_gpus", 0)
+    if not isinstance(g, (int, float)) or g < 0 or (g > 1 and g != int(g)):
+        raise ValueError(f"num_gpus must be a fraction below 1 or a whole number, got {g!r}")
+    m = opts.get("memory", 0)
+    if not isinstance(m, (int, float)) or m < 0:
+        raise ValueError(f"memory must be a non-negative number of bytes, got {m!r}")
+    res = opts.get("resources")
+    if res is not None:
+        if not isinstance(res, dict):
+            raise ValueError(f"resources must be a dict of name -> amount, got {type(res).__name__}")
+        for k, v in res.items():
+            if not isinstance(k, str) or k in ("CPU", "GPU", "memory"):
+                raise ValueError(f"resources key {k!r}: use num_cpus/num_gpus/memory for CPU, GPU and memory")
+            if not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"resources[{k!r}] must be a non-negative number, got {v!r}")
+
+
+def resource_map(opts):
+    """The TaskSpec resources map (everything but CPU) for validated options."""
+    out = {k: float(v) for k, v in (opts.get("resources") or {}).items() if v > 0}
+    if opts.get("num_gpus"):
+        out["GPU"] = float(opts["num_gpus"])
+    if opts.get("memory"):
+        out["memory"] = float(opts["memory"])
+    return out
 
 
 def _check_options(opts, where):
@@ -19,6 +48,7 @@ def _check_options(opts, where):
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
                          f"valid ones are {sorted(_OPTIONS)}")
+    check_resource_options(opts)
     if "num_returns" in opts and (not isinstance(opts["num_returns"], int) or opts["num_returns"] < 0):
         raise ValueError(f"num_returns must be a non-negative int, got {opts['num_returns']!r}")
     if "num_cpus" in opts and (not isinstance(opts["num_cpus"], (int, float)) or opts["num_cpus"] < 0):
@@ -60,6 +90,7 @@ class RemoteFunction:
         self._options = dict(_DEFAULTS, **options)
         self._pickled = None
         self._function_id = None
+        self._resources = resource_map(self._options)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", "remote_function")
 
@@ -68,7 +99,8 @@ class RemoteFunction:
                         f"use {self.__name__}.remote(...)")
 
     def options(self, **options):
-        """A copy with some options changed (num_cpus, num_returns, max_retries, name)."""
+        """A copy with some options changed (num_cpus, num_gpus, memory, resources,
+        num_returns, max_retries, name)."""
         _check_options(options, f"{self._name}.options()")
         merged = dict(self._options, **options)
         clone = RemoteFunction(self._fn, merged)
@@ -104,7 +136,8 @@ class RemoteFunction:
             contained.extend(c)
         retries = opts["max_retries"]
         refs = _core.submit_task(self._function_id, self._name, encoded, opts["num_returns"],
-                                 float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained)
+                                 float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained,
+                                 resources=self._resources)
         n = opts["num_returns"]
         if n == 1:
             return refs[0]

@@ -40,14 +40,17 @@ def _find_raylet(address):
     return local[0]["socket_path"]
 
 
-def init(address=None, num_cpus=None, object_store_memory=None, _system_config=None):
+def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
+         _system_config=None):
     """Connects this process to phalanx as a driver.
 
     With no address, starts an embedded local cluster (redis-server and one
     raylet) that stops at shutdown() or when this process exits. With
     address="HOST:PORT" (the GCS) or "auto" (PHALANX_ADDRESS), joins a running
-    cluster through the raylet on this machine. Returns a dict with the node
-    id, session folder and GCS address."""
+    cluster through the raylet on this machine. num_gpus (default: what the
+    CUDA driver reports) and resources ({"name": amount}) declare what the
+    embedded node offers. Returns a dict with the node id, session folder and
+    GCS address."""
     with _lock:
         if state.mode is not None:
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first")
@@ -63,6 +66,11 @@ def init(address=None, num_cpus=None, object_store_memory=None, _system_config=N
             try:
                 redis_addr = node.start_redis()
                 extra = []
+                if num_gpus is not None:
+                    extra += ["--num-gpus", str(int(num_gpus))]
+                if resources:
+                    import json
+                    extra += ["--resources", json.dumps(resources)]
                 for k, v in (_system_config or {}).items():
                     extra += [f"--{k.replace('_', '-')}", str(v)]
                 sock = node.start_raylet(redis_addr, num_cpus if num_cpus is not None else os.cpu_count(),
@@ -73,9 +81,9 @@ def init(address=None, num_cpus=None, object_store_memory=None, _system_config=N
                 raise
             state.node = node
         else:
-            if num_cpus is not None or object_store_memory is not None:
-                raise ValueError("num_cpus and object_store_memory are set when a node starts; "
-                                 "they cannot be given when joining a cluster")
+            if any(v is not None for v in (num_cpus, num_gpus, resources, object_store_memory)):
+                raise ValueError("num_cpus, num_gpus, resources and object_store_memory are set when a "
+                                 "node starts; they cannot be given when joining a cluster")
             _connect(_find_raylet(address))
         state.mode = "driver"
         return dict(state.info)

@@ -15,6 +15,18 @@ from phalanx.exceptions import PhalanxError, SerializationError, TaskError, Unav
 
 _functions = {}
 _actors = {}  # actor id -> instance (a worker hosts at most one)
+_ORIGINAL_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def _set_gpus(gpu_ids):
+    """CUDA_VISIBLE_DEVICES for the task about to run: exactly its GPUs."""
+    state.gpu_ids = list(gpu_ids)
+    if gpu_ids:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
+    elif _ORIGINAL_CUDA is None:
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = _ORIGINAL_CUDA
 
 
 def _load_function(function_id):
@@ -55,8 +67,10 @@ def _callable_for(kind, function_id, actor_id, method_name):
 
 
 def run_task(task):
-    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name = task
+    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task
     start = time.perf_counter()
+    if gpu_ids or state.gpu_ids:
+        _set_gpus(gpu_ids)
     error = ""
     try:
         fn = _callable_for(kind, function_id, actor_id, method_name)

@@ -1,0 +1,105 @@
+"""Placement by resources on one node: CPUs, declared GPUs (no real GPU
+needed), custom resources, CUDA_VISIBLE_DEVICES, and requests that no node
+can satisfy."""
+import os
+import time
+
+import pytest
+
+import phalanx
+
+
+@pytest.fixture
+def gpu_node(fresh_cluster):
+    return fresh_cluster(num_cpus=4, num_gpus=2, resources={"sim": 2},
+                         _system_config={"infeasible_timeout_ms": 1500})
+
+
+@phalanx.remote(num_gpus=1)
+def visible_gpus():
+    time.sleep(0.3)
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), phalanx.get_gpu_ids()
+
+
+def test_gpu_tasks_see_exactly_their_gpu(gpu_node):
+    results = phalanx.get([visible_gpus.remote() for _ in range(4)])
+    for env, ids in results:
+        assert env == ",".join(map(str, ids)) and len(ids) == 1
+    # Two at a time on two GPUs: both GPUs were used.
+    assert {r[1][0] for r in results} == {0, 1}
+
+
+def test_cpu_task_after_gpu_task_sees_no_gpu(gpu_node):
+    @phalanx.remote(num_cpus=4)  # all CPUs: runs alone, on some worker that ran GPU tasks before
+    def env():
+        return os.environ.get("CUDA_VISIBLE_DEVICES"), phalanx.get_gpu_ids()
+    phalanx.get([visible_gpus.remote() for _ in range(2)])
+    assert phalanx.get(env.remote()) == (None, [])
+
+
+def test_fractional_gpus_share_one_device(gpu_node):
+    @phalanx.remote(num_gpus=0.5)
+    def half():
+        time.sleep(0.5)
+        return phalanx.get_gpu_ids()
+    ids = phalanx.get([half.remote() for _ in range(4)])
+    assert all(len(i) == 1 for i in ids)
+    assert sorted(i[0] for i in ids) == [0, 0, 1, 1]
+
+
+def test_two_gpu_actor_holds_both(gpu_node):
+    @phalanx.remote(num_gpus=2)
+    class Trainer:
+        def gpus(self):
+            return phalanx.get_gpu_ids(), os.environ["CUDA_VISIBLE_DEVICES"]
+    t = Trainer.remote()
+    assert phalanx.get(t.gpus.remote()) == ([0, 1], "0,1")
+    # While it lives, a 1-GPU task waits; once killed, the task runs.
+    ref = visible_gpus.remote()
+    ready, _ = phalanx.wait([ref], timeout=1.0)
+    assert ready == []
+    phalanx.kill(t)
+    assert phalanx.get(ref, timeout=30)[1] in ([0], [1])
+
+
+def test_custom_resources_limit_concurrency(gpu_node):
+    @phalanx.remote(num_cpus=0, resources={"sim": 1})
+    def sim_step():
+        start = time.monotonic()
+        time.sleep(0.4)
+        return start, time.monotonic()
+    spans = phalanx.get([sim_step.remote() for _ in range(4)])
+    # sim: 2 -> never more than two at once.
+    for t in [s for s, _ in spans]:
+        assert sum(1 for s, e in spans if s <= t < e) <= 2
+
+
+def test_infeasible_request_warns_then_fails(gpu_node, capfd):
+    @phalanx.remote(num_gpus=4)
+    def greedy():
+        return 1
+    ref = greedy.remote()
+    with pytest.raises(phalanx.InfeasibleError, match=r"GPU: 4.*no node has that much"):
+        phalanx.get(ref, timeout=30)
+    assert "warning" in capfd.readouterr().err
+    # Other work is not held back by it.
+    assert phalanx.get(visible_gpus.remote(), timeout=30)[1] in ([0], [1])
+
+
+def test_infeasible_actor_dies_with_reason(gpu_node):
+    @phalanx.remote(resources={"tpu": 1})
+    class NeedsTpu:
+        def ping(self):
+            return 1
+    a = NeedsTpu.remote()
+    with pytest.raises(phalanx.ActorDiedError, match="tpu"):
+        phalanx.get(a.ping.remote(), timeout=30)
+
+
+def test_resource_options_are_validated():
+    with pytest.raises(ValueError, match="num_gpus"):
+        phalanx.remote(num_gpus=1.5)(lambda: 0)
+    with pytest.raises(ValueError, match="resources"):
+        phalanx.remote(resources={"CPU": 1})(lambda: 0)
+    with pytest.raises(ValueError, match="memory"):
+        phalanx.remote(memory=-1)(lambda: 0)
