@@ -1,5 +1,6 @@
 #include "scheduler/node_manager.h"
 
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -94,6 +95,11 @@ NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 Status NodeManager::Start() {
   std::error_code fs_ec;
   std::filesystem::create_directories(options_.session_dir + "/logs", fs_ec);
+  if (options_.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return Status::InvalidArgument("socket path is too long for a Unix socket (" +
+                                   std::to_string(options_.socket_path.size()) + " bytes, at most " +
+                                   std::to_string(sizeof(sockaddr_un::sun_path) - 1) + "): " + options_.socket_path);
+  }
   ::unlink(options_.socket_path.c_str());
   boost::system::error_code ec;
   acceptor_.open(stream_protocol(), ec);
@@ -151,6 +157,12 @@ rpc::NodeInfo NodeManager::NodeInfoNow() const {
   for (const auto& [k, v] : tasks_.total().amounts()) (*n.mutable_resources_total())[k] = v;
   for (const auto& [k, v] : tasks_.available().amounts()) (*n.mutable_resources_available())[k] = v;
   (*n.mutable_resources_total())["object_store_memory"] = static_cast<double>(store_->Stats().capacity);
+  auto ts = tasks_.Stats();
+  n.set_tasks_queued(ts.queued);
+  n.set_tasks_running(ts.running);
+  n.set_workers(pool_.size());
+  n.set_actors_alive(const_cast<TaskManager&>(tasks_).actors().num_alive());
+  n.set_store_used(store_->Stats().used);
   return n;
 }
 

@@ -387,7 +387,24 @@ PYBIND11_MODULE(_core, m) {
                            pyb::arg("resources_total") = total, pyb::arg("resources_available") = avail,
                            pyb::arg("start_time_ms") = n.start_time_ms(), pyb::arg("heartbeat_ms") = n.heartbeat_ms(),
                            pyb::arg("pid") = n.pid(), pyb::arg("alive") = n.alive(),
-                           pyb::arg("session_dir") = n.session_dir()));
+                           pyb::arg("session_dir") = n.session_dir(), pyb::arg("tasks_queued") = n.tasks_queued(),
+                           pyb::arg("tasks_running") = n.tasks_running(), pyb::arg("workers") = n.workers(),
+                           pyb::arg("actors_alive") = n.actors_alive(), pyb::arg("store_used") = n.store_used()));
+    }
+    return out;
+  }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);
+
+  m.def("gcs_actors", [](const std::string& host, int port, double timeout_s) {
+    pyb::list raw = RedisCommand(host, port, {"HGETALL", "actors"}, timeout_s);
+    pyb::list out;
+    static const char* kStates[] = {"PENDING", "ALIVE", "RESTARTING", "DEAD"};
+    for (size_t i = 1; i < raw.size(); i += 2) {
+      rpc::ActorInfo a;
+      if (!a.ParseFromString(raw[i].cast<std::string>())) continue;
+      out.append(pyb::dict(pyb::arg("actor_id") = ToHex(a.actor_id()), pyb::arg("name") = a.name(),
+                           pyb::arg("class_name") = a.class_name(), pyb::arg("state") = kStates[a.state() & 3],
+                           pyb::arg("node_id") = ToHex(a.node_id()), pyb::arg("pid") = a.pid(),
+                           pyb::arg("restarts") = a.restarts(), pyb::arg("death_cause") = a.death_cause()));
     }
     return out;
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);

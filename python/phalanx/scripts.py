@@ -1,16 +1,221 @@
-"""The `phalanx` command line. The cluster commands (start, status, stop)
-come with the cluster issue; `phalanx version` works now."""
+"""The `phalanx` command line: start and stop the processes of a cluster on
+this machine, and look at a running cluster.
+
+    phalanx start --head [--port P] [--num-cpus N] [--num-gpus N] [--resources JSON]
+                         [--object-store-memory BYTES]
+    phalanx start --address HOST:PORT [same resource flags]    # one more node (raylet)
+    phalanx status [--address HOST:PORT]
+    phalanx stop
+    phalanx version
+
+Processes started here outlive the command; `phalanx stop` ends them. What
+this machine started is recorded under /tmp/phalanx/cli (PHALANX_TMPDIR).
+"""
+import argparse
+import glob
+import json
+import os
+import signal
 import sys
+import time
+
+_ROOT = os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx")
+_CLI_DIR = os.path.join(_ROOT, "cli")
+_HEAD_FILE = os.path.join(_CLI_DIR, "head_address")
+
+
+def _split(address):
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise SystemExit(f"phalanx: bad address {address!r}; expected HOST:PORT")
+    return host, int(port)
+
+
+def current_head_address():
+    """The address of the cluster this machine's `phalanx start --head` made, if any."""
+    try:
+        with open(_HEAD_FILE) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _record(node, role):
+    os.makedirs(_CLI_DIR, exist_ok=True)
+    rec = {"role": role, "session_dir": node.session_dir, "redis_address": node.redis_address,
+           "raylet_socket": node.raylet_socket,
+           "procs": [{"name": n, "pid": p.pid} for n, p in node.procs], "time": time.time()}
+    path = os.path.join(_CLI_DIR, f"started-{os.getpid()}-{int(time.time() * 1000)}.json")
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    return path
+
+
+def _resource_args(a):
+    extra = []
+    if a.num_gpus is not None:
+        extra += ["--num-gpus", str(a.num_gpus)]
+    if a.resources:
+        try:
+            json.loads(a.resources)
+        except ValueError as e:
+            raise SystemExit(f"phalanx: --resources is not JSON: {e}")
+        extra += ["--resources", a.resources]
+    return extra
+
+
+def cmd_start(a):
+    from phalanx._private.node import NodeProcesses, new_session_dir
+    from phalanx.rpc_tables import alive_nodes
+    if a.node_ip not in ("127.0.0.1", "localhost"):
+        raise SystemExit("phalanx: only loopback clusters are supported so far: a cluster across machines "
+                         "needs the shared token, which is not implemented yet")
+    if bool(a.head) == bool(a.address):
+        raise SystemExit("phalanx: give either --head or --address HOST:PORT")
+    num_cpus = a.num_cpus if a.num_cpus is not None else os.cpu_count()
+    if a.head:
+        node = NodeProcesses(new_session_dir())
+        redis = node.start_redis(port=a.port, tie_to_parent=False)
+    else:
+        host, port = _split(a.address)
+        nodes = alive_nodes(host, port)  # fails clearly if nothing answers there
+        session = nodes[0]["session_dir"] if nodes and os.path.isdir(nodes[0]["session_dir"]) else new_session_dir()
+        node = NodeProcesses(session)
+        node.redis_address = redis = a.address
+    try:
+        node.start_raylet(redis, num_cpus, a.object_store_memory, tie_to_parent=False,
+                          extra_args=_resource_args(a))
+    except BaseException:
+        node.stop()
+        raise
+    _record(node, "head" if a.head else "node")
+    if a.head:
+        with open(_HEAD_FILE, "w") as f:
+            f.write(redis)
+        print(f"phalanx head started: GCS at {redis}\n"
+              f"  add a node:        phalanx start --address {redis}\n"
+              f"  connect a driver:  phalanx.init(address=\"{redis}\")  (or address=\"auto\")\n"
+              f"  look at it:        phalanx status\n"
+              f"  logs:              {node.session_dir}/logs")
+    else:
+        print(f"phalanx node started and joined {redis}; logs in {node.session_dir}/logs")
+    return 0
+
+
+def _fmt_res(total, avail):
+    parts = []
+    for k in sorted(total):
+        if k == "object_store_memory":
+            continue
+        used = total[k] - avail.get(k, total[k])
+        parts.append(f"{used:g}/{total[k]:g} {k}")
+    return ", ".join(parts)
+
+
+def cmd_status(a):
+    from phalanx import _core
+    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
+    if not address:
+        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
+                         "`phalanx start --head`")
+    host, port = _split(address)
+    nodes = _core.gcs_nodes(host, port, 5.0)
+    actors = _core.gcs_actors(host, port, 5.0)
+    now_ms = time.time() * 1000
+    print(f"cluster at {address}")
+    if nodes:
+        print(f"session folder: {nodes[0]['session_dir']}")
+    print(f"\nnodes ({sum(1 for n in nodes if n['alive'])} alive, {len(nodes)} known):")
+    for n in sorted(nodes, key=lambda n: n["start_time_ms"]):
+        age = (now_ms - n["heartbeat_ms"]) / 1000
+        state = "alive" if n["alive"] and age < 10 else ("dead" if not n["alive"] else f"silent {age:.0f}s")
+        store = n["resources_total"].get("object_store_memory", 0)
+        print(f"  {n['node_id'][:12]}  {state:8s} {n['address']}  pid {n['pid']}  "
+              f"used {_fmt_res(n['resources_total'], n['resources_available'])}  "
+              f"store {n['store_used'] / 2**20:.0f}/{store / 2**20:.0f} MiB  "
+              f"tasks {n['tasks_running']} running {n['tasks_queued']} queued  workers {n['workers']}")
+    live = [x for x in actors if x["state"] != "DEAD"]
+    print(f"\nactors ({len(live)} live, {len(actors) - len(live)} dead):")
+    for x in sorted(actors, key=lambda x: x["state"]):
+        name = f" '{x['name']}'" if x["name"] else ""
+        cause = f"  ({x['death_cause']})" if x["death_cause"] else ""
+        print(f"  {x['actor_id'][:12]}  {x['state']:10s} {x['class_name']}{name}  pid {x['pid']}  "
+              f"restarts {x['restarts']}{cause}")
+    return 0
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def cmd_stop(a):
+    records = sorted(glob.glob(os.path.join(_CLI_DIR, "started-*.json")))
+    if not records:
+        print("phalanx: nothing started here to stop")
+        return 0
+    pids = []
+    for path in records:
+        with open(path) as f:
+            rec = json.load(f)
+        # Raylets first (they stop their workers), redis last.
+        pids += [(p["name"], p["pid"]) for p in rec["procs"]]
+    pids.sort(key=lambda np: np[0] == "redis-server")
+    for name, pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + a.grace
+    for name, pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            time.sleep(0.02)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    for path in records:
+        os.unlink(path)
+    if os.path.exists(_HEAD_FILE):
+        os.unlink(_HEAD_FILE)
+    print(f"phalanx: stopped {len(pids)} processes")
+    return 0
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["version"]:
+    ap = argparse.ArgumentParser(prog="phalanx", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("start", help="start a head node or join a node to a cluster")
+    s.add_argument("--head", action="store_true")
+    s.add_argument("--address", help="HOST:PORT of the cluster's GCS, to join it")
+    s.add_argument("--port", type=int, help="GCS port for --head (default: a free one)")
+    s.add_argument("--num-cpus", type=float)
+    s.add_argument("--num-gpus", type=int)
+    s.add_argument("--resources", help='custom resources as JSON, e.g. \'{"sim": 8}\'')
+    s.add_argument("--object-store-memory", type=int)
+    s.add_argument("--node-ip", default="127.0.0.1")
+    st = sub.add_parser("status", help="nodes, resources, actors and queued work")
+    st.add_argument("--address")
+    sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
+    sp.add_argument("--grace", type=float, default=10.0)
+    sub.add_parser("version")
+    a = ap.parse_args(argv)
+    if a.cmd == "version":
         import phalanx
         print(phalanx.__version__)
         return 0
-    print("usage: phalanx version", file=sys.stderr)
-    return 2
+    try:
+        return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop}[a.cmd](a)
+    except Exception as e:  # a clear one-line error, not a traceback, for operators
+        from phalanx.exceptions import PhalanxError
+        if isinstance(e, PhalanxError):
+            print(f"phalanx: {e}", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":

@@ -55,10 +55,11 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
         if state.mode is not None:
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first")
         if address == "auto":
-            address = os.environ.get("PHALANX_ADDRESS")
+            from phalanx.scripts import current_head_address
+            address = os.environ.get("PHALANX_ADDRESS") or current_head_address()
             if not address:
-                raise UnavailableError("address='auto' but PHALANX_ADDRESS is not set; "
-                                       "pass address='HOST:PORT' of the head node")
+                raise UnavailableError("address='auto' but no cluster is known here: PHALANX_ADDRESS is not "
+                                       "set and `phalanx start --head` was not run; pass address='HOST:PORT'")
         if address is None:
             if num_cpus is not None and num_cpus < 0:
                 raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")

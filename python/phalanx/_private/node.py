@@ -110,10 +110,13 @@ class NodeProcesses:
 
     def start_raylet(self, redis_address, num_cpus, object_store_memory=None, node_ip="127.0.0.1",
                      tie_to_parent=True, extra_args=()):
-        sock = os.path.join(self.session_dir, f"raylet-{len(self.procs)}.sock")
-        if os.path.exists(sock):
-            os.unlink(sock)  # left by a raylet that was killed
-        log = os.path.join(self.session_dir, "logs", f"raylet-{len(self.procs)}.log")
+        tag = os.urandom(4).hex()  # several raylets may share a session folder
+        sock = os.path.join(self.session_dir, f"raylet-{tag}.sock")
+        if len(sock) > 100:  # Unix socket paths are limited to 107 bytes
+            short = os.path.join("/tmp", f"phalanx-{os.getuid()}")
+            os.makedirs(short, exist_ok=True)
+            sock = os.path.join(short, f"raylet-{tag}.sock")
+        log = os.path.join(self.session_dir, "logs", f"raylet-{tag}.log")
         worker_cmd = f"{sys.executable} -u -m phalanx._private.worker"
         cmd = [raylet_binary(), "--socket", sock, "--session-dir", self.session_dir,
                "--redis-address", redis_address, "--worker-command", worker_cmd,

@@ -1,0 +1,86 @@
+"""The cluster CLI: a 3-node cluster (3 raylets on this machine) started with
+`phalanx start`, used by a driver, shown by `phalanx status`, stopped clean."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import phalanx
+
+PHALANX = [sys.executable, "-m", "phalanx.scripts"]
+
+
+def run(*args, check=True):
+    p = subprocess.run(PHALANX + list(args), capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PHALANX_TMPDIR=os.environ["PHALANX_TEST_CLI_DIR"]))
+    if check and p.returncode != 0:
+        raise AssertionError(f"phalanx {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture
+def cli_dir(tmp_path, monkeypatch):
+    # The CLI's records and session folders go to a folder of this test's own.
+    monkeypatch.setenv("PHALANX_TEST_CLI_DIR", str(tmp_path))
+    phalanx.shutdown()
+    yield tmp_path
+    phalanx.shutdown()
+    run("stop", check=False)
+
+
+def _live_pids(pids):
+    return [p for p in pids if os.path.exists(f"/proc/{p}") and
+            open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+
+
+def test_three_node_cluster_start_use_status_stop(cli_dir):
+    out = run("start", "--head", "--num-cpus", "1").stdout
+    address = out.split("GCS at ")[1].split()[0]
+    run("start", "--address", address, "--num-cpus", "1", "--resources", '{"sim": 2}')
+    run("start", "--address", address, "--num-cpus", "1", "--num-gpus", "1")
+
+    phalanx.init(address=address)
+
+    @phalanx.remote
+    def double(x):
+        return 2 * x
+
+    @phalanx.remote
+    class Keeper:
+        def __init__(self):
+            self.v = 0
+
+        def set(self, v):
+            self.v = v
+            return v
+    assert phalanx.get([double.remote(i) for i in range(20)]) == [2 * i for i in range(20)]
+    k = Keeper.options(name="keeper").remote()
+    assert phalanx.get(k.set.remote(7)) == 7
+
+    status = run("status", "--address", address).stdout
+    assert "nodes (3 alive, 3 known)" in status
+    assert "0/2 sim" in status and "0/1 GPU" in status
+    assert "ALIVE" in status and "'keeper'" in status
+    assert "session folder:" in status
+    phalanx.shutdown()
+
+    from phalanx import _core
+    host, port = address.split(":")
+    pids = [n["pid"] for n in _core.gcs_nodes(host, int(port), 5.0)]
+    assert len(_live_pids(pids)) == 3
+    out = run("stop").stdout
+    assert "stopped 4 processes" in out  # redis-server + 3 raylets
+    assert _live_pids(pids) == []
+    assert "nothing started here" in run("stop").stdout
+
+
+def test_join_without_a_cluster_is_a_clear_error(cli_dir):
+    from phalanx._private.node import free_port
+    p = run("start", "--address", f"127.0.0.1:{free_port()}", check=False)
+    assert p.returncode != 0 and "redis-server" in p.stderr
+
+
+def test_status_without_a_cluster_says_so(cli_dir):
+    p = run("status", check=False)
+    assert p.returncode != 0 and "no cluster known here" in p.stderr
