@@ -66,6 +66,21 @@ void GcsClient::GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb) {
   });
 }
 
+void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
+  redis_->Command({"HSET", "functions", ToHex(f.function_id()), f.SerializeAsString()});
+}
+
+void GcsClient::GetFunction(const std::string& function_id, Callback<rpc::RegisterFunction> cb) {
+  redis_->Command({"HGET", "functions", ToHex(function_id)}, [cb, function_id](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    rpc::RegisterFunction f;
+    if (r.value().type != RedisReply::kString || !f.ParseFromString(r.value().str)) {
+      return cb(Status::NotFound("function " + ToHex(function_id) + " was never registered"));
+    }
+    cb(std::move(f));
+  });
+}
+
 void GcsClient::PutTaskRecords(const std::vector<rpc::TaskRecord>& records) {
   if (records.empty()) return;
   std::vector<std::string> args{"HSET", kTasks};

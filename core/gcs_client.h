@@ -44,6 +44,11 @@ class GcsClient {
   void PutActor(const rpc::ActorInfo& info);
   void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
 
+  // Function table: functions hash (function id hex -> RegisterFunction), so
+  // any raylet can hand a worker code a driver registered elsewhere.
+  void PutFunction(const rpc::RegisterFunction& f);
+  void GetFunction(const std::string& function_id, Callback<rpc::RegisterFunction> cb);
+
   // Object directory.
   void AddObjectLocation(const std::string& object_id, uint64_t size, const rpc::ObjectLocation& loc);
   void RemoveObjectLocation(const std::string& object_id, const std::string& node_id);

@@ -3,6 +3,8 @@
 #include "core/ids.h"
 #include "core/logging.h"
 
+#include <cstring>
+
 namespace phalanx::objectstore {
 
 namespace {
@@ -95,6 +97,13 @@ Status ObjectTable::SealInStore(const std::string& id) {
   BecomeReady(e);
   MaybeFree(id);
   return Status::OK();
+}
+
+Status ObjectTable::PutInStore(const std::string& id, const std::string& data, std::vector<std::string> contained) {
+  auto off = CreateInStore(id, data.size(), std::move(contained));
+  if (!off.ok()) return off.status();
+  std::memcpy(store_->base() + off.value(), data.data(), data.size());
+  return SealInStore(id);
 }
 
 void ObjectTable::AbortCreate(const std::string& id) {

@@ -42,6 +42,8 @@ class ObjectTable {
   // Reserves store space for `id`; the caller seals later with SealInStore.
   Result<uint64_t> CreateInStore(const std::string& id, uint64_t size, std::vector<std::string> contained);
   Status SealInStore(const std::string& id);
+  // CreateInStore + copy `data` in + SealInStore, for values that arrive over the network.
+  Status PutInStore(const std::string& id, const std::string& data, std::vector<std::string> contained);
   void AbortCreate(const std::string& id);
   void MarkLost(const std::string& id, StatusCode code, const std::string& why);
 

@@ -61,6 +61,7 @@ static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
   t.total = total;
   t.pipeline_depth = o.pipeline_depth;
   t.infeasible_timeout_ms = o.infeasible_timeout_ms;
+  t.inline_threshold = o.inline_threshold;
   return t;
 }
 
@@ -86,6 +87,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
       redis_(io, options_.redis_host, options_.redis_port),
       gcs_(&redis_),
+      peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_),
       acceptor_(io),
       heartbeat_timer_(io),
       flush_timer_(io) {}
@@ -107,6 +109,9 @@ Status NodeManager::Start() {
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Status::Unavailable("cannot listen on " + options_.socket_path + ": " + ec.message());
 
+  PHALANX_RETURN_IF_ERROR(peers_.Listen());
+  tasks_.SetSpillHandler([this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.Spill(f, need); });
+  tasks_.SetFeasibleFn([this](const ResourceSet& need) { return peers_.FitsSomewhere(need); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     if (in_store) gcs_.RemoveObject(id);
@@ -148,6 +153,7 @@ rpc::NodeInfo NodeManager::NodeInfoNow() const {
   rpc::NodeInfo n;
   n.set_node_id(node_id_);
   n.set_address(options_.node_ip);
+  n.set_port(peers_.port());
   n.set_socket_path(options_.socket_path);
   n.set_session_dir(options_.session_dir);
   n.set_pid(static_cast<int>(::getpid()));
@@ -169,6 +175,7 @@ rpc::NodeInfo NodeManager::NodeInfoNow() const {
 void NodeManager::Heartbeat() {
   if (stopped_) return;
   gcs_.UpdateNode(NodeInfoNow());
+  peers_.Refresh(NowMs());
   pool_.TrimIdle(std::max<size_t>(1, static_cast<size_t>(options_.num_cpus)), std::chrono::seconds(10));
   heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](auto ec) {
@@ -289,22 +296,35 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     case rpc::REGISTER_FUNCTION: {
       rpc::RegisterFunction m;
       if (!Parse(&m, body, len)) return bad("function");
+      if (!functions_.count(m.function_id())) gcs_.PutFunction(m);  // for the other nodes
       functions_[m.function_id()] = Function{m.name(), std::move(*m.mutable_pickled())};
       return;
     }
     case rpc::GET_FUNCTION: {
       rpc::GetFunction m;
       if (!Parse(&m, body, len)) return bad("function request");
-      rpc::GetFunctionReply r;
+      uint64_t req = h.request_id;
       auto it = functions_.find(m.function_id());
-      if (it == functions_.end()) {
-        r.mutable_status()->set_code(static_cast<int>(StatusCode::kNotFound));
-        r.mutable_status()->set_message("function " + ToHex(m.function_id()) + " was never registered");
-      } else {
+      if (it != functions_.end()) {
+        rpc::GetFunctionReply r;
         r.set_name(it->second.name);
         r.set_pickled(it->second.pickled);
+        return Reply(*c, rpc::GET_FUNCTION, req, r);
       }
-      return Reply(*c, rpc::GET_FUNCTION, h.request_id, r);
+      std::weak_ptr<Client> weak = c;
+      gcs_.GetFunction(m.function_id(), [this, weak, req](Result<rpc::RegisterFunction> f) {
+        rpc::GetFunctionReply r;
+        if (f.ok()) {
+          functions_[f.value().function_id()] = Function{f.value().name(), f.value().pickled()};
+          r.set_name(f.value().name());
+          r.set_pickled(f.value().pickled());
+        } else {
+          r.mutable_status()->set_code(static_cast<int>(f.status().code()));
+          r.mutable_status()->set_message(f.status().message());
+        }
+        if (auto cl = weak.lock()) Reply(*cl, rpc::GET_FUNCTION, req, r);
+      });
+      return;
     }
     case rpc::GET_STATS:
       return HandleStats(*c, h.request_id);
@@ -569,6 +589,7 @@ void NodeManager::Stop(const std::string& why) {
     if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
   }
   pool_.KillAll(std::chrono::milliseconds(300));
+  peers_.Stop();
   if (redis_.connected()) {
     FlushGcs();
     gcs_.MarkNodeDead(NodeInfoNow());

@@ -21,6 +21,7 @@
 #include "core/redis_client.h"
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
+#include "scheduler/peer_manager.h"
 #include "scheduler/task_manager.h"
 #include "scheduler/worker_pool.h"
 
@@ -37,6 +38,7 @@ struct NodeManagerOptions {
   int num_gpus = -1;                    // -1: as many as the CUDA driver reports (0 without one)
   std::map<std::string, double> resources;  // custom resources (and "memory")
   int64_t infeasible_timeout_ms = 60000;
+  int64_t node_dead_after_ms = 5000;    // a node silent this long is marked dead
   uint64_t store_capacity = 0;          // 0: objectstore::DefaultStoreCapacity()
   uint64_t inline_threshold = 100 * 1024;
   int heartbeat_ms = 1000;
@@ -100,6 +102,7 @@ class NodeManager {
   TaskManager tasks_;
   RedisClient redis_;
   GcsClient gcs_;
+  PeerManager peers_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;
   boost::asio::steady_timer flush_timer_;

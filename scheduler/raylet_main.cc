@@ -22,7 +22,8 @@ const char kUsage[] =
     "         --worker-command CMD [--num-cpus N] [--object-store-memory BYTES]\n"
     "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
     "         [--inline-threshold BYTES] [--pipeline-depth N] [--num-gpus N]\n"
-    "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n";
+    "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n"
+    "         [--node-dead-after-ms MS]\n";
 
 // Parses a flat JSON object of numbers: {"sim": 8, "tpu": 0.5}.
 std::map<std::string, double> ParseResources(const std::string& text) {
@@ -102,6 +103,7 @@ int main(int argc, char** argv) {
     if (f.count("resources")) o.resources = ParseResources(f["resources"]);
     if (f.count("memory")) o.resources["memory"] = std::stod(f["memory"]);
     if (f.count("infeasible-timeout-ms")) o.infeasible_timeout_ms = std::stoll(f["infeasible-timeout-ms"]);
+    if (f.count("node-dead-after-ms")) o.node_dead_after_ms = std::stoll(f["node-dead-after-ms"]);
   } catch (const std::exception& e) {
     std::cerr << "phalanx-raylet: bad flag value: " << e.what() << "\n" << kUsage;
     return 2;

@@ -51,7 +51,7 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   } else if (kind == rpc::TASK_ACTOR_METHOD) {
     if (!actors_->OnMethodSubmitted(t.spec)) return;
   }
-  if (kind != rpc::TASK_ACTOR_METHOD && !options_.total.Contains(t.need)) {
+  if (kind != rpc::TASK_ACTOR_METHOD && !Feasible(t.need)) {
     WatchInfeasible(tid);
     if (!tasks_.count(tid)) return;
   }
@@ -143,6 +143,11 @@ void TaskManager::Dispatch() {
         }
       }
       if (w == nullptr) w = PipelineTarget(t);
+      if (w == nullptr && !available_.Contains(t.need) && TrySpill(q.front())) {
+        q.pop_front();
+        --num_ready_;
+        continue;
+      }
       if (w == nullptr) break;
       std::string tid = q.front();
       q.pop_front();
@@ -151,6 +156,75 @@ void TaskManager::Dispatch() {
     }
     shape = q.empty() ? ready_.erase(shape) : std::next(shape);
   }
+}
+
+bool TaskManager::Feasible(const ResourceSet& need) const {
+  return options_.total.Contains(need) || (feasible_ && feasible_(need));
+}
+
+bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
+  if (t.spec.kind() != rpc::TASK_NORMAL || t.spec.forwarded() || t.spec.contained_ids_size() > 0) return false;
+  *out = t.spec;
+  out->set_forwarded(true);
+  for (auto& a : *out->mutable_args()) {
+    if (a.object_id().empty()) continue;
+    rpc::ObjectValue v;
+    objects_->Describe(a.object_id(), &v, /*pin=*/false);
+    if (v.state() != rpc::OBJ_INLINE) return false;  // store-sized or lost: stays here
+    a.set_data(v.data());
+    a.clear_object_id();
+  }
+  return true;
+}
+
+bool TaskManager::TrySpill(const std::string& task_id) {
+  if (!spill_) return false;
+  Task& t = tasks_[task_id];
+  rpc::TaskSpec forward;
+  if (!BuildForward(t, &forward) || !spill_(forward, t.need)) return false;
+  --stats_.queued;
+  ++stats_.running;
+  ++stats_.spilled;
+  return true;
+}
+
+void TaskManager::OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  --stats_.running;
+  for (auto& r : *reply.mutable_returns()) {
+    std::vector<std::string> contained(r.contained_ids().begin(), r.contained_ids().end());
+    if (r.data().size() > options_.inline_threshold) {
+      Status st = objects_->PutInStore(r.object_id(), r.data(), contained);
+      if (!st.ok()) objects_->MarkLost(r.object_id(), st.code(), "result of " + it->second.spec.function_name() +
+                                                                    " could not be stored here: " + st.message());
+    } else {
+      objects_->PutInline(r.object_id(), std::move(*r.mutable_data()), std::move(contained));
+    }
+  }
+  for (const auto& l : reply.lost()) {
+    objects_->MarkLost(l.object_id(), static_cast<StatusCode>(l.error_code()), l.error());
+  }
+  Finish(task_id, reply.error().empty(), reply.error());
+  Dispatch();
+}
+
+void TaskManager::OnForwardFailed(const std::string& task_id, const std::string& why) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return;
+  --stats_.running;
+  ++stats_.queued;
+  Task& t = it->second;
+  if (t.spec.attempt() >= t.spec.max_retries()) {
+    FailTask(task_id, StatusCode::kWorkerDied,
+             "task " + t.spec.function_name() + " failed: " + why + " while running it" +
+                 (t.spec.max_retries() > 0 ? " (after " + std::to_string(t.spec.max_retries()) + " retries)" : ""));
+    return;
+  }
+  t.spec.set_attempt(t.spec.attempt() + 1);
+  ++stats_.retried;
+  PHALANX_LOG(Warning) << "retrying " << t.spec.function_name() << ": " << why;
+  BecomeReady(task_id);
 }
 
 bool TaskManager::TryAcquire(const ResourceSet& need, std::vector<int>* gpus) {
@@ -180,7 +254,7 @@ void TaskManager::WatchInfeasible(const std::string& tid) {
   timer->async_wait([this, timer, tid, msg](const boost::system::error_code& ec) {
     if (ec || !tasks_.count(tid)) return;
     Task& t = tasks_[tid];
-    if (options_.total.Contains(t.need)) return;
+    if (Feasible(t.need)) return;  // a node that can hold it joined
     if (t.spec.kind() == rpc::TASK_ACTOR_CREATION) {
       actors_->FailInfeasible(t.spec.actor_id(), msg);
     } else {

@@ -32,6 +32,7 @@ struct TaskManagerOptions {
   int pipeline_depth = 8;         // tasks in flight per worker for short tasks
   double short_task_seconds = 0.002;
   int64_t infeasible_timeout_ms = 60000;  // a request no node can hold fails after this
+  uint64_t inline_threshold = 100 * 1024;  // results from other nodes above this go to the store
 };
 
 struct TaskManagerStats {
@@ -40,12 +41,18 @@ struct TaskManagerStats {
   uint64_t finished = 0;
   uint64_t failed = 0;
   uint64_t retried = 0;
+  uint64_t spilled = 0;    // sent to other nodes
 };
 
 class TaskManager {
  public:
   using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
 
+  // Offered a ready task that does not fit here now; returns true if it sent
+  // the task (already converted by BuildForward) to another node.
+  using SpillHandler = std::function<bool(const rpc::TaskSpec& forward, const ResourceSet& need)>;
+  // Whether some node of the cluster could ever hold `need`.
+  using FeasibleFn = std::function<bool(const ResourceSet& need)>;
   // Tells the submitting client (by its id) something it should hear now.
   using WarningHandler = std::function<void(const std::string& caller_id, const std::string& message)>;
 
@@ -67,6 +74,12 @@ class TaskManager {
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
   ActorManager& actors() { return *actors_; }
   void SetWarningHandler(WarningHandler h) { on_warning_ = std::move(h); }
+  void SetSpillHandler(SpillHandler h) { spill_ = std::move(h); }
+  void SetFeasibleFn(FeasibleFn f) { feasible_ = std::move(f); }
+  // A spilled task finished on another node; its results are in `reply`.
+  void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply);
+  // The node running a spilled task went away: retry it (max_retries) or fail it.
+  void OnForwardFailed(const std::string& task_id, const std::string& why);
 
   // For the ActorManager.
   // Takes `need` (and GPU ids for its GPU part) if free now.
@@ -93,6 +106,11 @@ class TaskManager {
   void BecomeReady(const std::string& task_id);
   // Warns the caller now and fails the task after the infeasible timeout.
   void WatchInfeasible(const std::string& task_id);
+  // The spec to send to another node: ref arguments resolved inline. False
+  // when the task cannot leave (store-sized arguments, nested refs).
+  bool BuildForward(const Task& t, rpc::TaskSpec* out);
+  bool TrySpill(const std::string& task_id);
+  bool Feasible(const ResourceSet& need) const;
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
   void ReleaseArgs(Task& t);
@@ -114,6 +132,8 @@ class TaskManager {
   size_t num_ready_ = 0;
   GpuAllocator gpus_;
   WarningHandler on_warning_;
+  SpillHandler spill_;
+  FeasibleFn feasible_;
   std::vector<Worker*> leased_;                         // workers holding a lease
   std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds
   size_t blocked_ = 0;

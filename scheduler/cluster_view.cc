@@ -1,0 +1,59 @@
+#include "scheduler/cluster_view.h"
+
+namespace phalanx::scheduler {
+
+ResourceSet ClusterView::Total(const rpc::NodeInfo& n) {
+  ResourceSet r;
+  for (const auto& [k, v] : n.resources_total()) r.Set(k, v);
+  return r;
+}
+
+ResourceSet ClusterView::Available(const rpc::NodeInfo& n) {
+  ResourceSet r;
+  for (const auto& [k, v] : n.resources_available()) r.Set(k, v);
+  return r;
+}
+
+void ClusterView::Update(const std::vector<rpc::NodeInfo>& nodes, int64_t now_ms) {
+  nodes_.clear();
+  reserved_.clear();
+  silent_.clear();
+  for (const auto& n : nodes) {
+    if (n.node_id() == self_ || !n.alive()) continue;
+    if (now_ms - n.heartbeat_ms() > dead_after_ms_) {
+      silent_.push_back(n);
+      continue;
+    }
+    nodes_[n.node_id()] = n;
+  }
+}
+
+const rpc::NodeInfo* ClusterView::PickNode(const ResourceSet& need) const {
+  const rpc::NodeInfo* best = nullptr;
+  double best_cpu = -1;
+  for (const auto& [id, n] : nodes_) {
+    ResourceSet avail = Available(n);
+    auto r = reserved_.find(id);
+    if (r != reserved_.end()) avail.Subtract(r->second);
+    if (!avail.Contains(need)) continue;
+    if (avail.Get("CPU") > best_cpu) {
+      best = &n;
+      best_cpu = avail.Get("CPU");
+    }
+  }
+  return best;
+}
+
+bool ClusterView::FitsSomewhere(const ResourceSet& need, const ResourceSet& self_total) const {
+  if (self_total.Contains(need)) return true;
+  for (const auto& [id, n] : nodes_) {
+    if (Total(n).Contains(need)) return true;
+  }
+  return false;
+}
+
+void ClusterView::Reserve(const std::string& node_id, const ResourceSet& need) { reserved_[node_id].Add(need); }
+
+std::vector<rpc::NodeInfo> ClusterView::Silent(int64_t) const { return silent_; }
+
+}  // namespace phalanx::scheduler

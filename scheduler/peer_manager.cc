@@ -1,0 +1,195 @@
+#include "scheduler/peer_manager.h"
+
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx::scheduler {
+
+namespace asio = boost::asio;
+
+PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
+                         TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
+                         GcsClient* gcs)
+    : io_(io),
+      node_id_(std::move(node_id)),
+      node_ip_(std::move(node_ip)),
+      tasks_(tasks),
+      objects_(objects),
+      store_(store),
+      gcs_(gcs),
+      view_(node_id_, dead_after_ms),
+      acceptor_(io) {}
+
+Status PeerManager::Listen() {
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(node_ip_, ec);
+  if (ec) return Status::InvalidArgument("bad node address " + node_ip_);
+  asio::ip::tcp::endpoint ep(addr, 0);
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::Unavailable("cannot listen for raylets on " + node_ip_ + ": " + ec.message());
+  port_ = acceptor_.local_endpoint().port();
+  Accept();
+  return Status::OK();
+}
+
+void PeerManager::Accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket sock) {
+    if (stopped_) return;
+    if (!ec) {
+      sock.set_option(asio::ip::tcp::no_delay(true));
+      std::string peer = sock.remote_endpoint().address().to_string() + ":" +
+                         std::to_string(sock.remote_endpoint().port());
+      FramedConnection::Socket g(io_);
+      g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), sock.release());
+      auto conn = std::make_shared<FramedConnection>(std::move(g), "raylet at " + peer);
+      inbound_.push_back(conn);
+      std::weak_ptr<FramedConnection> weak = conn;
+      conn->Start(
+          [this, weak](const FrameHeader& h, const char* body, size_t len) {
+            auto c = weak.lock();
+            if (!c) return;
+            rpc::ForwardTask m;
+            if (h.type != rpc::FORWARD_TASK || !m.ParseFromArray(body, static_cast<int>(len))) {
+              PHALANX_LOG(Warning) << "malformed message from " << c->peer_name() << "; closing it";
+              c->Close();
+              return;
+            }
+            HandleForward(c, h.request_id, std::move(m));
+          },
+          [this, weak](const Status&) {
+            auto c = weak.lock();
+            inbound_.erase(std::remove(inbound_.begin(), inbound_.end(), c), inbound_.end());
+          });
+    }
+    Accept();
+  });
+}
+
+void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id,
+                                rpc::ForwardTask m) {
+  rpc::TaskSpec spec = std::move(*m.mutable_spec());
+  spec.set_forwarded(true);
+  spec.set_caller_id("");
+  std::vector<std::string> returns;
+  for (int i = 1; i <= spec.num_returns(); ++i) {
+    returns.push_back(MakeObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+    objects_->AddRef(returns.back());  // held for the node that sent it, until sent back
+  }
+  auto waiting = std::make_shared<int>(static_cast<int>(returns.size()));
+  std::weak_ptr<FramedConnection> weak = conn;
+  auto reply = [this, weak, request_id, returns] {
+    rpc::ForwardTaskReply r;
+    for (const auto& id : returns) {
+      rpc::ObjectValue v;
+      objects_->Describe(id, &v, /*pin=*/false);
+      if (v.state() == rpc::OBJ_INLINE) {
+        auto* rv = r.add_returns();
+        rv->set_object_id(id);
+        rv->set_data(v.data());
+      } else if (v.state() == rpc::OBJ_IN_STORE) {
+        auto* rv = r.add_returns();
+        rv->set_object_id(id);
+        rv->set_data(reinterpret_cast<const char*>(store_->base() + v.offset()), v.size());
+      } else {
+        *r.add_lost() = v;
+      }
+    }
+    if (auto c = weak.lock()) c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
+    for (const auto& id : returns) objects_->RemoveRef(id);
+  };
+  tasks_->Submit(std::move(spec));
+  if (returns.empty()) return reply();
+  for (const auto& id : returns) {
+    objects_->OnReady(id, [waiting, reply] {
+      if (--*waiting == 0) reply();
+    });
+  }
+}
+
+bool PeerManager::Spill(const rpc::TaskSpec& forward, const ResourceSet& need) {
+  const rpc::NodeInfo* node = view_.PickNode(need);
+  if (node == nullptr) return false;
+  view_.Reserve(node->node_id(), need);
+  Send(*node, forward);
+  return true;
+}
+
+void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
+  std::string id = node.node_id();
+  std::string desc = "node " + ToHex(id).substr(0, 12) + " at " + node.address() + ":" + std::to_string(node.port());
+  auto it = clients_.find(id);
+  if (it != clients_.end() && !it->second->closed()) return Call(it->second, desc, spec);
+  auto& queue = connecting_[id];
+  queue.push_back(spec);
+  if (queue.size() > 1) return;  // a connect is under way
+  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000,
+                        [this, id, desc](Result<std::shared_ptr<RpcClient>> r) {
+                          auto queued = std::move(connecting_[id]);
+                          connecting_.erase(id);
+                          if (!r.ok()) {
+                            for (const auto& s : queued) {
+                              tasks_->OnForwardFailed(s.task_id(), desc + " is unreachable (" + r.status().message() + ")");
+                            }
+                            return;
+                          }
+                          clients_[id] = r.value();
+                          r.value()->Start();
+                          for (const auto& s : queued) Call(r.value(), desc, s);
+                        });
+}
+
+void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc,
+                       const rpc::TaskSpec& spec) {
+  rpc::ForwardTask m;
+  *m.mutable_spec() = spec;
+  m.set_from_node(node_id_);
+  std::string tid = spec.task_id();
+  // No deadline: a task may run for hours. A dead node closes the connection
+  // or stops its heartbeats, and either ends the call.
+  client->Call(rpc::FORWARD_TASK, m, -1, [this, tid, node_desc](Result<std::string> r) {
+    if (!r.ok()) {
+      tasks_->OnForwardFailed(tid, node_desc + " went away (" + r.status().message() + ")");
+      return;
+    }
+    rpc::ForwardTaskReply reply;
+    if (!reply.ParseFromString(r.value())) {
+      tasks_->OnForwardFailed(tid, node_desc + " sent a malformed result");
+      return;
+    }
+    tasks_->OnForwardedDone(tid, std::move(reply));
+  });
+}
+
+void PeerManager::Refresh(int64_t now_ms) {
+  gcs_->GetAllNodes([this, now_ms](Result<std::vector<rpc::NodeInfo>> r) {
+    if (!r.ok() || stopped_) return;
+    view_.Update(r.value(), now_ms);
+    tasks_->Redispatch();  // queued tasks may fit elsewhere now
+    for (const auto& n : view_.Silent(now_ms)) {
+      if (!marked_dead_.insert(n.node_id()).second) continue;
+      PHALANX_LOG(Warning) << "node " << ToHex(n.node_id()).substr(0, 12) << " at " << n.address()
+                           << " sent no heartbeat for " << (now_ms - n.heartbeat_ms()) / 1000 << " s: marking it dead";
+      gcs_->MarkNodeDead(n);
+      auto c = clients_.find(n.node_id());
+      if (c != clients_.end()) {
+        c->second->Close(Status::Unavailable("node " + ToHex(n.node_id()).substr(0, 12) + " stopped heartbeating"));
+        clients_.erase(c);
+      }
+    }
+  });
+}
+
+void PeerManager::Stop() {
+  stopped_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  for (auto& [id, c] : clients_) c->Close(Status::Unavailable("this raylet is stopping"));
+  clients_.clear();
+  for (auto& c : inbound_) c->Close();
+  inbound_.clear();
+}
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,66 @@
+// PeerManager: this raylet's dealings with the other raylets of the cluster,
+// over TCP. It keeps the ClusterView fresh from the GCS (and marks nodes
+// whose heartbeats stopped as dead), spills tasks that do not fit here to a
+// node where they fit, runs tasks other nodes spilled here and sends their
+// results back. A spilled task whose node dies (its connection closes, or
+// its heartbeats stop) is retried per max_retries by the TaskManager.
+// Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "core/gcs_client.h"
+#include "core/rpc_client.h"
+#include "objectstore/object_store.h"
+#include "objectstore/object_table.h"
+#include "scheduler/cluster_view.h"
+#include "scheduler/task_manager.h"
+
+namespace phalanx::scheduler {
+
+class PeerManager {
+ public:
+  PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
+              TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
+              GcsClient* gcs);
+
+  // Listens for other raylets on node_ip, on a port the kernel picks.
+  Status Listen();
+  int port() const { return port_; }
+  // Reads the node table: updates the view, marks silent nodes dead.
+  void Refresh(int64_t now_ms);
+  // SpillHandler for the TaskManager.
+  bool Spill(const rpc::TaskSpec& forward, const ResourceSet& need);
+  bool FitsSomewhere(const ResourceSet& need) const { return view_.FitsSomewhere(need, tasks_->total()); }
+  void Stop();
+
+ private:
+  void Accept();
+  void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
+  void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
+  void Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc, const rpc::TaskSpec& spec);
+
+  boost::asio::io_context& io_;
+  std::string node_id_;
+  std::string node_ip_;
+  TaskManager* tasks_;
+  objectstore::ObjectTable* objects_;
+  objectstore::ObjectStore* store_;
+  GcsClient* gcs_;
+  ClusterView view_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  bool stopped_ = false;
+  std::unordered_map<std::string, std::shared_ptr<RpcClient>> clients_;       // node id -> connection
+  std::unordered_map<std::string, std::vector<rpc::TaskSpec>> connecting_;    // node id -> waiting to go
+  std::vector<std::shared_ptr<FramedConnection>> inbound_;
+  std::unordered_set<std::string> marked_dead_;
+};
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,96 @@
+"""Several raylets sharing one GCS (on loopback, each with its own ports):
+tasks spill to nodes with free resources, custom resources route work to the
+node that has them, and a node that dies has its running tasks retried
+elsewhere."""
+import os
+import signal
+import time
+
+import pytest
+
+import phalanx
+from phalanx._private.node import NodeProcesses, new_session_dir
+
+
+@pytest.fixture
+def three_nodes():
+    """A head (1 CPU) that the driver uses, plus two 1-CPU nodes, one with {"sim": 1}."""
+    phalanx.shutdown()
+    node = NodeProcesses(new_session_dir())
+    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
+    try:
+        redis = node.start_redis()
+        node.start_raylet(redis, num_cpus=1, extra_args=fast)
+        head_socket = node.raylet_socket
+        node.start_raylet(redis, num_cpus=1, extra_args=fast)
+        node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", '{"sim": 1}'])
+        node.raylet_socket = head_socket
+        from phalanx._private import api
+        api._connect(head_socket)
+        from phalanx._private import state
+        state.mode = "driver"
+        time.sleep(0.6)  # every raylet has read the node table once
+        yield node
+    finally:
+        phalanx.shutdown()
+        node.stop()
+
+
+@phalanx.remote
+def where(delay):
+    time.sleep(delay)
+    return os.getppid()  # the raylet that started this worker
+
+
+def test_tasks_spill_to_nodes_with_free_cpus(three_nodes):
+    t = time.monotonic()
+    raylets = phalanx.get([where.remote(1.0) for _ in range(6)], timeout=60)
+    elapsed = time.monotonic() - t
+    assert len(set(raylets)) >= 2, raylets
+    assert elapsed < 5.5, f"6 one-second tasks on 3 one-CPU nodes took {elapsed:.1f} s"
+
+
+def test_custom_resource_routes_to_the_node_that_has_it(three_nodes):
+    sim_raylet = [p.pid for n, p in three_nodes.procs if n == "raylet"][2]
+    got = phalanx.get([where.options(resources={"sim": 1}).remote(0.1) for _ in range(3)], timeout=60)
+    assert set(got) == {sim_raylet}
+
+
+def test_results_of_spilled_tasks_can_be_large_and_feed_other_tasks(three_nodes):
+    import numpy as np
+
+    @phalanx.remote(resources={"sim": 1})
+    def make():
+        return np.arange(1_000_000, dtype=np.int64)  # 8 MB: travels back into the head's store
+
+    @phalanx.remote
+    def total(a):
+        return int(a.sum())
+    arr = make.remote()
+    assert phalanx.get(total.remote(arr), timeout=60) == 999999 * 1000000 // 2
+    assert phalanx.get(arr, timeout=60)[-1] == 999_999
+
+
+def test_node_death_retries_its_running_tasks_elsewhere(three_nodes, tmp_path):
+    raylets = [p for n, p in three_nodes.procs if n == "raylet"]
+
+    @phalanx.remote(max_retries=2)
+    def slow_where(marker):
+        open(marker, "w").write(str(os.getppid()))
+        time.sleep(3)
+        return os.getppid()
+    # Keep the head busy so the task spills to another node.
+    busy = where.remote(2.5)
+    marker = str(tmp_path / "started")
+    ref = slow_where.remote(marker)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first = int(open(marker).read())
+    victim = next(p for p in raylets if p.pid == first)
+    if victim is raylets[0]:
+        pytest.skip("the task did not spill (the head ran it); nothing to kill")
+    victim.send_signal(signal.SIGKILL)
+    again = phalanx.get(ref, timeout=60)
+    assert again != first
+    phalanx.get(busy)
