@@ -1,5 +1,7 @@
 #include "scheduler/cluster_view.h"
 
+#include <algorithm>
+
 namespace phalanx::scheduler {
 
 ResourceSet ClusterView::Total(const rpc::NodeInfo& n) {
@@ -50,6 +52,18 @@ bool ClusterView::FitsSomewhere(const ResourceSet& need, const ResourceSet& self
     if (Total(n).Contains(need)) return true;
   }
   return false;
+}
+
+const rpc::NodeInfo* ClusterView::Find(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+std::vector<const rpc::NodeInfo*> ClusterView::Others() const {
+  std::vector<const rpc::NodeInfo*> out;
+  for (const auto& [id, n] : nodes_) out.push_back(&n);
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->node_id() < b->node_id(); });
+  return out;
 }
 
 void ClusterView::Reserve(const std::string& node_id, const ResourceSet& need) { reserved_[node_id].Add(need); }

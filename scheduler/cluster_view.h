@@ -24,6 +24,10 @@ class ClusterView {
   void Update(const std::vector<rpc::NodeInfo>& nodes, int64_t now_ms);
   // Another live node whose free resources hold `need` now (the one with the most free CPU), or nullptr.
   const rpc::NodeInfo* PickNode(const ResourceSet& need) const;
+  // The live node with that id (not this one), or nullptr.
+  const rpc::NodeInfo* Find(const std::string& node_id) const;
+  // The live other nodes, in a stable order (for round robin).
+  std::vector<const rpc::NodeInfo*> Others() const;
   // True when some live node (this one included, via `self_total`) could ever hold `need`.
   bool FitsSomewhere(const ResourceSet& need, const ResourceSet& self_total) const;
   // Books `need` against the node's free resources until the next Update.

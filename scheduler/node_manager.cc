@@ -112,6 +112,13 @@ Status NodeManager::Start() {
   PHALANX_RETURN_IF_ERROR(peers_.Listen());
   tasks_.SetSpillHandler([this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.Spill(f, need); });
   tasks_.SetFeasibleFn([this](const ResourceSet& need) { return peers_.FitsSomewhere(need); });
+  tasks_.SetPlacement(
+      [this](const rpc::TaskSpec& spec) -> std::string {
+        if (spec.strategy() == rpc::STRATEGY_SPREAD) return peers_.NextSpreadNode();
+        if (spec.strategy() == rpc::STRATEGY_NODE_AFFINITY) return spec.affinity_node();
+        return "";
+      },
+      [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); }, node_id_);
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     if (in_store) gcs_.RemoveObject(id);

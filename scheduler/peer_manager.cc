@@ -117,6 +117,19 @@ bool PeerManager::Spill(const rpc::TaskSpec& forward, const ResourceSet& need) {
   return true;
 }
 
+bool PeerManager::SpillTo(const std::string& node_id, const rpc::TaskSpec& forward) {
+  const rpc::NodeInfo* node = view_.Find(node_id);
+  if (node == nullptr) return false;
+  Send(*node, forward);
+  return true;
+}
+
+std::string PeerManager::NextSpreadNode() {
+  auto others = view_.Others();
+  uint64_t k = spread_counter_++ % (others.size() + 1);
+  return k == 0 ? std::string() : others[k - 1]->node_id();
+}
+
 void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   std::string id = node.node_id();
   std::string desc = "node " + ToHex(id).substr(0, 12) + " at " + node.address() + ":" + std::to_string(node.port());

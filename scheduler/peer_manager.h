@@ -38,6 +38,10 @@ class PeerManager {
   // SpillHandler for the TaskManager.
   bool Spill(const rpc::TaskSpec& forward, const ResourceSet& need);
   bool FitsSomewhere(const ResourceSet& need) const { return view_.FitsSomewhere(need, tasks_->total()); }
+  // Sends the task to one node by id; false if that node is not alive.
+  bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
+  // SPREAD: the next node in round robin over this one and the others; "" means this one.
+  std::string NextSpreadNode();
   void Stop();
 
  private:
@@ -61,6 +65,7 @@ class PeerManager {
   std::unordered_map<std::string, std::vector<rpc::TaskSpec>> connecting_;    // node id -> waiting to go
   std::vector<std::shared_ptr<FramedConnection>> inbound_;
   std::unordered_set<std::string> marked_dead_;
+  uint64_t spread_counter_ = 0;
 };
 
 }  // namespace phalanx::scheduler

@@ -128,6 +128,12 @@ void TaskManager::Dispatch() {
         continue;
       }
       Task& t = it->second;
+      if (t.spec.strategy() != rpc::STRATEGY_DEFAULT && !t.spec.forwarded() && !t.placed &&
+          PlaceByStrategy(q.front())) {
+        q.pop_front();
+        --num_ready_;
+        continue;
+      }
       Worker* w = nullptr;
       if (available_.Contains(t.need)) {
         w = pool_->PopIdle();
@@ -177,6 +183,29 @@ bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
   return true;
 }
 
+bool TaskManager::PlaceByStrategy(const std::string& task_id) {
+  Task& t = tasks_[task_id];
+  t.placed = true;  // decided once; runs here from now on if it stays
+  if (!place_) return false;
+  std::string node = place_(t.spec);
+  if (node.empty() || node == self_id_) return false;
+  rpc::TaskSpec forward;
+  if (!BuildForward(t, &forward)) return false;  // cannot leave: runs here
+  if (!spill_to_(node, forward)) {
+    if (t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY && !t.spec.affinity_soft()) {
+      FailTask(task_id, StatusCode::kInfeasible,
+               "task " + t.spec.function_name() + " must run on node " + ToHex(node).substr(0, 12) +
+                   " (hard node affinity), which is not alive");
+      return true;
+    }
+    return false;
+  }
+  --stats_.queued;
+  ++stats_.running;
+  ++stats_.spilled;
+  return true;
+}
+
 bool TaskManager::TrySpill(const std::string& task_id) {
   if (!spill_) return false;
   Task& t = tasks_[task_id];
@@ -223,6 +252,7 @@ void TaskManager::OnForwardFailed(const std::string& task_id, const std::string&
   }
   t.spec.set_attempt(t.spec.attempt() + 1);
   ++stats_.retried;
+  t.placed = t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY;  // that node is gone: no second try there
   PHALANX_LOG(Warning) << "retrying " << t.spec.function_name() << ": " << why;
   BecomeReady(task_id);
 }

@@ -75,6 +75,15 @@ class TaskManager {
   ActorManager& actors() { return *actors_; }
   void SetWarningHandler(WarningHandler h) { on_warning_ = std::move(h); }
   void SetSpillHandler(SpillHandler h) { spill_ = std::move(h); }
+  // Placement by strategy (SPREAD, node affinity): returns the node a task
+  // should go to ("" = here), and sends it there.
+  using PlaceHandler = std::function<std::string(const rpc::TaskSpec& spec)>;
+  using SpillToHandler = std::function<bool(const std::string& node_id, const rpc::TaskSpec& forward)>;
+  void SetPlacement(PlaceHandler place, SpillToHandler spill_to, std::string self_id) {
+    place_ = std::move(place);
+    spill_to_ = std::move(spill_to);
+    self_id_ = std::move(self_id);
+  }
   void SetFeasibleFn(FeasibleFn f) { feasible_ = std::move(f); }
   // A spilled task finished on another node; its results are in `reply`.
   void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply);
@@ -101,6 +110,7 @@ class TaskManager {
     int deps_left = 0;
     std::vector<std::string> pushed_pins;  // store args pinned for the worker at push
     bool pushed_long = false;              // counted in its worker's long_inflight
+    bool placed = false;                   // its scheduling strategy was applied
   };
   void Dispatch();
   void BecomeReady(const std::string& task_id);
@@ -110,6 +120,8 @@ class TaskManager {
   // when the task cannot leave (store-sized arguments, nested refs).
   bool BuildForward(const Task& t, rpc::TaskSpec* out);
   bool TrySpill(const std::string& task_id);
+  // SPREAD and node affinity: true when the task was sent elsewhere (or failed).
+  bool PlaceByStrategy(const std::string& task_id);
   bool Feasible(const ResourceSet& need) const;
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
@@ -133,6 +145,9 @@ class TaskManager {
   GpuAllocator gpus_;
   WarningHandler on_warning_;
   SpillHandler spill_;
+  PlaceHandler place_;
+  SpillToHandler spill_to_;
+  std::string self_id_;
   FeasibleFn feasible_;
   std::vector<Worker*> leased_;                         // workers holding a lease
   std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds

@@ -223,7 +223,8 @@ PYBIND11_MODULE(_core, m) {
       [](pyb::bytes function_id, const std::string& name, pyb::list args, int num_returns, double num_cpus,
          int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
-         const std::map<std::string, double>& resources) {
+         const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
+         bool affinity_soft) {
         auto core = RequireCore();
         rpc::TaskSpec spec;
         spec.set_task_id(core->NextTaskId());
@@ -235,6 +236,9 @@ PYBIND11_MODULE(_core, m) {
         spec.set_caller_id(core->client_id());
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
+        spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
+        spec.set_affinity_node(affinity_node);
+        spec.set_affinity_soft(affinity_soft);
         if (kind == rpc::TASK_ACTOR_CREATION) {
           spec.set_actor_id(spec.task_id());
           spec.set_max_restarts(max_restarts);
@@ -268,7 +272,8 @@ PYBIND11_MODULE(_core, m) {
       pyb::arg("max_retries"), pyb::arg("contained"), pyb::arg("kind") = 0, pyb::arg("actor_id") = pyb::bytes(),
       pyb::arg("method_name") = "", pyb::arg("max_restarts") = 0, pyb::arg("max_task_retries") = 0,
       pyb::arg("actor_name") = "", pyb::arg("detached") = false,
-      pyb::arg("resources") = std::map<std::string, double>());
+      pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
+      pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false);
 
   m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
     auto core = RequireCore();

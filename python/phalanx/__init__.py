@@ -15,9 +15,27 @@ from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
 from phalanx.exceptions import (ActorDiedError, GetTimeoutError, InfeasibleError, NotFoundError, ObjectLostError,
                                 ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
                                 UnavailableError, WorkerCrashedError)
-from phalanx.remote_function import RemoteFunction
+from phalanx.remote_function import NodeAffinitySchedulingStrategy, RemoteFunction
 
 __version__ = "0.1.0"
+
+
+def nodes():
+    """The cluster's nodes from the GCS: id (hex), address, resources, alive."""
+    from phalanx._private import state
+    from phalanx._private.api import ensure_initialized
+    from phalanx.rpc_tables import all_nodes
+    ensure_initialized()
+    host, _, port = state.info["gcs_address"].rpartition(":")
+    return all_nodes(host, int(port))
+
+
+def get_node_id():
+    """The id (hex) of the node this process runs on."""
+    from phalanx._private import state
+    from phalanx._private.api import ensure_initialized
+    ensure_initialized()
+    return state.info["node_id"].hex()
 
 
 def get_gpu_ids():
@@ -44,7 +62,8 @@ def _make_remote(obj, options):
 
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_stats",
-           "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
+           "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",
+           "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
            "SerializationError"]

@@ -8,8 +8,34 @@ from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx.exceptions import SerializationError
 
-_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name"}
-_DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3}
+_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
+            "scheduling_strategy"}
+_DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
+             "scheduling_strategy": None}
+
+
+class NodeAffinitySchedulingStrategy:
+    """Run on one node (its id as hex, see phalanx.nodes()). soft=True falls
+    back to anywhere when that node is gone; otherwise the task fails."""
+
+    def __init__(self, node_id, soft=False):
+        try:
+            self.node_id = bytes.fromhex(node_id)
+        except (TypeError, ValueError):
+            raise ValueError(f"node_id must be a node id in hex, got {node_id!r}") from None
+        self.soft = bool(soft)
+
+
+def strategy_args(strategy):
+    """(strategy code, affinity node, soft) for submit_task."""
+    if strategy in (None, "DEFAULT"):
+        return 0, b"", False
+    if strategy == "SPREAD":
+        return 1, b"", False
+    if isinstance(strategy, NodeAffinitySchedulingStrategy):
+        return 2, strategy.node_id, strategy.soft
+    raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD' or a NodeAffinitySchedulingStrategy, "
+                     f"got {strategy!r}")
 # Values whose plain-pickle form is the same everywhere: skip cloudpickle's slower pickler.
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
@@ -49,6 +75,7 @@ def _check_options(opts, where):
         raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
                          f"valid ones are {sorted(_OPTIONS)}")
     check_resource_options(opts)
+    strategy_args(opts.get("scheduling_strategy"))
     if "num_returns" in opts and (not isinstance(opts["num_returns"], int) or opts["num_returns"] < 0):
         raise ValueError(f"num_returns must be a non-negative int, got {opts['num_returns']!r}")
     if "num_cpus" in opts and (not isinstance(opts["num_cpus"], (int, float)) or opts["num_cpus"] < 0):
@@ -91,6 +118,7 @@ class RemoteFunction:
         self._pickled = None
         self._function_id = None
         self._resources = resource_map(self._options)
+        self._strategy = strategy_args(self._options.get("scheduling_strategy"))
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", "remote_function")
 
@@ -137,7 +165,8 @@ class RemoteFunction:
         retries = opts["max_retries"]
         refs = _core.submit_task(self._function_id, self._name, encoded, opts["num_returns"],
                                  float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained,
-                                 resources=self._resources)
+                                 resources=self._resources, strategy=self._strategy[0],
+                                 affinity_node=self._strategy[1], affinity_soft=self._strategy[2])
         n = opts["num_returns"]
         if n == 1:
             return refs[0]

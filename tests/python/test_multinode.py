@@ -94,3 +94,24 @@ def test_node_death_retries_its_running_tasks_elsewhere(three_nodes, tmp_path):
     again = phalanx.get(ref, timeout=60)
     assert again != first
     phalanx.get(busy)
+
+
+def test_spread_uses_every_node(three_nodes):
+    got = phalanx.get([where.options(scheduling_strategy="SPREAD").remote(0.05) for _ in range(9)], timeout=60)
+    assert len(set(got)) == 3, got
+
+
+def test_node_affinity_runs_there_or_fails_clearly(three_nodes):
+    nodes = [n for n in phalanx.nodes() if n["alive"]]
+    assert len(nodes) == 3
+    target = next(n for n in nodes if n["resources_total"].get("sim"))
+    strategy = phalanx.NodeAffinitySchedulingStrategy(target["node_id"])
+    got = phalanx.get([where.options(scheduling_strategy=strategy).remote(0.05) for _ in range(3)], timeout=60)
+    assert set(got) == {target["pid"]}
+    gone = phalanx.NodeAffinitySchedulingStrategy("ab" * 16)
+    with pytest.raises(phalanx.InfeasibleError, match="hard node affinity"):
+        phalanx.get(where.options(scheduling_strategy=gone).remote(0), timeout=30)
+    soft = phalanx.NodeAffinitySchedulingStrategy("ab" * 16, soft=True)
+    assert phalanx.get(where.options(scheduling_strategy=soft).remote(0), timeout=30) > 0
+    with pytest.raises(ValueError, match="scheduling_strategy"):
+        where.options(scheduling_strategy="RANDOM")

@@ -122,7 +122,7 @@ def main():
         return  # the raylet died before we got here
     sock = os.environ["PHALANX_RAYLET_SOCKET"]
     token = os.environ["PHALANX_WORKER_TOKEN"]
-    _core.connect(sock, True, token, 30000)
+    state.info = _core.connect(sock, True, token, 30000)
     state.mode = "worker"
     while True:
         try:
