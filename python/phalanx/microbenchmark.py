@@ -25,6 +25,8 @@ Metrics (the same definitions for every system):
   1:1 actor calls async          get([a.ping.remote() for _ in range(1000)])
   1:1 actor calls with args async  the same with a 1 KiB bytes argument echoed back
   n:n actor calls async          n = CPUs actors, each driven by its own task with 500 calls
+  multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
+                                 with the SPREAD strategy; Ray: ray.cluster_utils.Cluster
 
 The dask-peers column is shared/bench/peers/tasks.py --inproc-scheduler
 (LocalCluster with 2 worker processes) run as it is; only its figures whose definitions
@@ -52,6 +54,7 @@ METRICS = [
     ("1:1 actor calls async", "calls/s", 25000),
     ("1:1 actor calls with args async", "calls/s", None),
     ("n:n actor calls async", "calls/s", None),
+    ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
 ]
 PUT_BIG_ELEMS = 100 * 1024 * 1024  # int64: 800 MiB, as in Ray's benchmark
 
@@ -158,6 +161,53 @@ def bench_phalanx(duration, reps):
         phalanx.shutdown()
 
 
+def bench_phalanx_multinode(duration, reps):
+    """Three raylets on this machine sharing one GCS; tasks spread over them."""
+    import phalanx
+    from phalanx._private import api, state
+    from phalanx._private.node import NodeProcesses, new_session_dir
+
+    node = NodeProcesses(new_session_dir())
+    try:
+        redis = node.start_redis()
+        head = node.start_raylet(redis, num_cpus=1)
+        node.start_raylet(redis, num_cpus=1)
+        node.start_raylet(redis, num_cpus=1)
+        api._connect(head)
+        state.mode = "driver"
+        time.sleep(1.5)  # every raylet has read the node table
+
+        @phalanx.remote(scheduling_strategy="SPREAD")
+        def noop():
+            return None
+        rate = timed_rate(lambda: phalanx.get([noop.remote() for _ in range(1000)]), 1000, duration, reps)
+        return {"multi-node tasks async (3 raylets, SPREAD)": rate}
+    finally:
+        phalanx.shutdown()
+        node.stop()
+
+
+def bench_ray_multinode(duration, reps):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        cluster.wait_for_nodes()
+
+        @ray.remote(scheduling_strategy="SPREAD")
+        def noop():
+            return None
+        rate = timed_rate(lambda: ray.get([noop.remote() for _ in range(1000)]), 1000, duration, reps)
+        return {"multi-node tasks async (3 raylets, SPREAD)": rate}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def bench_ray(duration, reps):
     import ray
 
@@ -250,7 +300,8 @@ def bench_dask_peers_script(duration, reps):
 
 
 RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask,
-           "dask-peers": bench_dask_peers_script, "memcpy": bench_memcpy}
+           "dask-peers": bench_dask_peers_script, "memcpy": bench_memcpy,
+           "phalanx-multinode": bench_phalanx_multinode, "ray-multinode": bench_ray_multinode}
 
 
 def run_in_subprocess(system, duration, reps, timeout):
@@ -331,7 +382,8 @@ def main(argv=None):
         return 0
     peers = [] if a.peers == "none" else [p.strip() for p in a.peers.split(",") if p.strip()]
     results, notes = {}, []
-    for system in ["phalanx"] + peers + ["memcpy"]:
+    systems = ["phalanx", "phalanx-multinode"] + peers + (["ray-multinode"] if "ray" in peers else []) + ["memcpy"]
+    for system in systems:
         print(f"measuring {system} ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
         res, err = run_in_subprocess(system, a.duration, a.reps, a.timeout)
@@ -341,7 +393,8 @@ def main(argv=None):
                 print(err, file=sys.stderr)
                 return 1
             continue
-        results[system] = res
+        key = system.replace("-multinode", "")
+        results.setdefault(key, {}).update(res)
         print(f"  done in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     notes.append(f"{os.cpu_count()} CPUs; median of {a.reps} windows of {a.duration} s; "
                  f"{time.strftime('%Y-%m-%d %H:%M')}")
