@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include "core/ids.h"
 #include "core/logging.h"
 #include "scheduler/task_manager.h"
@@ -92,6 +94,16 @@ void ActorManager::PlacePending() {
     Actor& a = found->second;
     if (!a.has_resources) {
       if (!tasks_->TryAcquire(a.need, &a.gpu_ids)) {
+        rpc::TaskSpec forward;
+        if (spill_ && !a.creation.forwarded() && tasks_->BuildForwardSpec(a.creation.task_id(), &forward)) {
+          std::string node = spill_(forward, a.need);
+          if (!node.empty()) {
+            a.remote_node = node;
+            a.remote_inflight.push_back(a.creation.task_id());
+            it = pending_.erase(it);
+            continue;
+          }
+        }
         ++it;
         continue;
       }
@@ -112,6 +124,28 @@ void ActorManager::PlacePending() {
 }
 
 void ActorManager::Pump(Actor& a) {
+  if (a.state == rpc::ACTOR_ALIVE && !a.remote_node.empty()) {
+    while (!a.queue.empty() && a.ready.count(a.queue.front())) {
+      std::string tid = a.queue.front();
+      a.queue.pop_front();
+      a.ready.erase(tid);
+      rpc::TaskSpec forward;
+      if (!tasks_->BuildForwardSpec(tid, &forward)) {
+        tasks_->FailTask(tid, StatusCode::kInvalidArgument,
+                         Describe(a) + " runs on another node; calling it with store-sized or nested ref "
+                                       "arguments is not supported yet: pass the values");
+        continue;
+      }
+      a.remote_inflight.push_back(tid);
+      if (!forward_(a.remote_node, forward)) {
+        auto lost = std::move(a.remote_inflight);
+        a.remote_inflight.clear();
+        HostLost(a, std::move(lost), "node " + ToHex(a.remote_node).substr(0, 12) + " is not alive");
+        return;
+      }
+    }
+    return;
+  }
   // A worker whose socket closed is about to be reported dead: calls wait for the restart.
   if (a.state != rpc::ACTOR_ALIVE || a.worker == nullptr || a.worker->conn->closed()) return;
   while (!a.queue.empty() && a.ready.count(a.queue.front())) {
@@ -205,7 +239,7 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   if (a.worker != nullptr) {
     Worker* w = a.worker;
     a.worker = nullptr;
-    ::kill(w->pid, SIGKILL);  // its death is reported later and finds the actor dead
+    if (w->pid > 0) ::kill(w->pid, SIGKILL);  // its death is reported later and finds the actor dead
   }
   // The constructor's arguments are released now; its marker object fails if it never ran.
   tasks_->FailTask(a.creation.task_id(), StatusCode::kActorDied, msg);
@@ -216,11 +250,48 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   tasks_->Redispatch();
 }
 
+bool ActorManager::IsRemote(const std::string& actor_id) const {
+  auto it = actors_.find(actor_id);
+  return it != actors_.end() && !it->second.remote_node.empty();
+}
+
+void ActorManager::OnRemoteDone(const rpc::TaskSpec& spec) {
+  auto it = actors_.find(spec.actor_id());
+  if (it == actors_.end()) return;
+  Actor& a = it->second;
+  auto pos = std::find(a.remote_inflight.begin(), a.remote_inflight.end(), spec.task_id());
+  if (pos != a.remote_inflight.end()) a.remote_inflight.erase(pos);
+  if (spec.kind() == rpc::TASK_ACTOR_CREATION && a.state != rpc::ACTOR_DEAD) {
+    a.state = rpc::ACTOR_ALIVE;
+    Pump(a);
+  }
+}
+
+void ActorManager::OnRemoteFailed(const rpc::TaskSpec& spec, const std::string& why) {
+  auto it = actors_.find(spec.actor_id());
+  if (it == actors_.end() || it->second.remote_node.empty()) return;
+  Actor& a = it->second;
+  auto lost = std::move(a.remote_inflight);
+  a.remote_inflight.clear();
+  HostLost(a, std::move(lost), why);
+}
+
+void ActorManager::HostLost(Actor& a, std::deque<std::string> lost, const std::string& why) {
+  // As if its worker died here: the same retry and restart rules.
+  a.remote_node.clear();
+  Worker ghost;  // stands for the process on the lost node; never signalled (pid 0)
+  ghost.actor_id = a.creation.actor_id();
+  OnWorkerDied(&ghost, lost, why);
+}
+
 Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) return Status::NotFound("no actor " + ToHex(actor_id) + " on this node");
   Actor& a = it->second;
   if (a.state == rpc::ACTOR_DEAD) return Status::OK();
+  if (!a.remote_node.empty()) {
+    return Status::InvalidArgument("killing an actor hosted on another node is not supported yet");
+  }
   if (no_restart) {
     if (a.worker == nullptr) {
       Die(a, "killed by phalanx.kill()");
@@ -229,7 +300,7 @@ Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
     a.state = rpc::ACTOR_DEAD;
     a.death_cause = "killed by phalanx.kill()";
   }
-  if (a.worker != nullptr) ::kill(a.worker->pid, SIGKILL);
+  if (a.worker != nullptr && a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
   return Status::OK();
 }
 
@@ -252,7 +323,7 @@ void ActorManager::OnClientGone(const std::string& client_id) {
       Die(a, a.death_cause);
     } else {
       a.state = rpc::ACTOR_DEAD;
-      ::kill(a.worker->pid, SIGKILL);
+      if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
     }
   }
 }

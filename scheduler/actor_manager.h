@@ -54,6 +54,22 @@ class ActorManager {
   Result<rpc::GetActorReply> Lookup(const std::string& name) const;
 
   void SetActorEventHandler(ActorEventHandler h) { on_event_ = std::move(h); }
+
+  // Placing actors on other nodes. `spill` sends a creation (ref arguments
+  // resolved) to a node where it fits and returns that node's id ("" if none);
+  // `forward` sends a method call to the node hosting the actor.
+  using SpillCreation = std::function<std::string(const rpc::TaskSpec& forward, const ResourceSet& need)>;
+  using ForwardCall = std::function<bool(const std::string& node_id, const rpc::TaskSpec& forward)>;
+  void SetRemotePlacement(SpillCreation spill, ForwardCall forward) {
+    spill_ = std::move(spill);
+    forward_ = std::move(forward);
+  }
+  // A creation or method call sent to another node finished there.
+  void OnRemoteDone(const rpc::TaskSpec& spec);
+  // The node hosting the actor went away while `spec` was with it.
+  void OnRemoteFailed(const rpc::TaskSpec& spec, const std::string& why);
+  // Whether `task_id` belongs to an actor hosted on another node (its results come back through the TaskManager).
+  bool IsRemote(const std::string& actor_id) const;
   size_t num_alive() const;
   size_t num_pending() const { return pending_.size(); }
 
@@ -65,6 +81,8 @@ class ActorManager {
     bool creation_ready = false;        // the constructor's arguments are ready
     bool has_resources = false;
     std::vector<int> gpu_ids;
+    std::string remote_node;            // set while another node hosts it
+    std::deque<std::string> remote_inflight;  // calls sent to that node, oldest first
     Worker* worker = nullptr;
     int restarts = 0;
     std::deque<std::string> queue;      // method calls not pushed yet, in submission order
@@ -83,6 +101,9 @@ class ActorManager {
   std::unordered_map<std::string, std::string> names_;  // live named actors -> id
   std::deque<std::string> pending_;                     // actors waiting for placement
   ActorEventHandler on_event_;
+  SpillCreation spill_;
+  ForwardCall forward_;
+  void HostLost(Actor& a, std::deque<std::string> lost, const std::string& why);
 };
 
 }  // namespace phalanx::scheduler

@@ -119,6 +119,9 @@ Status NodeManager::Start() {
         return "";
       },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); }, node_id_);
+  tasks_.actors().SetRemotePlacement(
+      [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.SpillCreation(f, need); },
+      [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     if (in_store) gcs_.RemoveObject(id);

@@ -117,6 +117,15 @@ bool PeerManager::Spill(const rpc::TaskSpec& forward, const ResourceSet& need) {
   return true;
 }
 
+std::string PeerManager::SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need) {
+  const rpc::NodeInfo* node = view_.PickNode(need);
+  if (node == nullptr) return "";
+  view_.Reserve(node->node_id(), need);
+  std::string id = node->node_id();
+  Send(*node, forward);
+  return id;
+}
+
 bool PeerManager::SpillTo(const std::string& node_id, const rpc::TaskSpec& forward) {
   const rpc::NodeInfo* node = view_.Find(node_id);
   if (node == nullptr) return false;

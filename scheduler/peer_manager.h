@@ -40,6 +40,8 @@ class PeerManager {
   bool FitsSomewhere(const ResourceSet& need) const { return view_.FitsSomewhere(need, tasks_->total()); }
   // Sends the task to one node by id; false if that node is not alive.
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
+  // For actors: sends a creation to a node where it fits; that node's id or "".
+  std::string SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need);
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
   void Stop();

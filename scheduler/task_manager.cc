@@ -168,8 +168,13 @@ bool TaskManager::Feasible(const ResourceSet& need) const {
   return options_.total.Contains(need) || (feasible_ && feasible_(need));
 }
 
+bool TaskManager::BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) {
+  auto it = tasks_.find(task_id);
+  return it != tasks_.end() && BuildForward(it->second, out);
+}
+
 bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
-  if (t.spec.kind() != rpc::TASK_NORMAL || t.spec.forwarded() || t.spec.contained_ids_size() > 0) return false;
+  if (t.spec.forwarded() || t.spec.contained_ids_size() > 0) return false;
   *out = t.spec;
   out->set_forwarded(true);
   for (auto& a : *out->mutable_args()) {
@@ -234,7 +239,9 @@ void TaskManager::OnForwardedDone(const std::string& task_id, rpc::ForwardTaskRe
   for (const auto& l : reply.lost()) {
     objects_->MarkLost(l.object_id(), static_cast<StatusCode>(l.error_code()), l.error());
   }
-  Finish(task_id, reply.error().empty(), reply.error());
+  rpc::TaskSpec spec = it->second.spec;
+  if (spec.kind() != rpc::TASK_ACTOR_CREATION) Finish(task_id, reply.error().empty(), reply.error());
+  if (spec.kind() != rpc::TASK_NORMAL) actors_->OnRemoteDone(spec);
   Dispatch();
 }
 
@@ -244,6 +251,12 @@ void TaskManager::OnForwardFailed(const std::string& task_id, const std::string&
   --stats_.running;
   ++stats_.queued;
   Task& t = it->second;
+  if (t.spec.kind() != rpc::TASK_NORMAL) {  // the actor's host went away
+    rpc::TaskSpec spec = t.spec;
+    actors_->OnRemoteFailed(spec, why);
+    Dispatch();
+    return;
+  }
   if (t.spec.attempt() >= t.spec.max_retries()) {
     FailTask(task_id, StatusCode::kWorkerDied,
              "task " + t.spec.function_name() + " failed: " + why + " while running it" +

@@ -98,6 +98,7 @@ class TaskManager {
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
   void FinishTask(const std::string& task_id, bool ok, const std::string& error) { Finish(task_id, ok, error); }
   rpc::TaskSpec* MutableSpec(const std::string& task_id);
+  bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out);
   void Redispatch() { Dispatch(); }
   const ResourceSet& available() const { return available_; }
   const ResourceSet& total() const { return options_.total; }

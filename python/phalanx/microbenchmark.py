@@ -270,7 +270,8 @@ def bench_memcpy(duration, reps):
 def find_peers_script():
     """../shared/bench/peers/tasks.py: the team's own Dask measurement, if present."""
     candidates = [os.environ.get("PHALANX_PEERS_DIR", "")]
-    for base in (os.getcwd(), os.path.dirname(os.getcwd())):
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))))  # .venv's checkout
+    for base in (os.getcwd(), os.path.dirname(os.getcwd()), repo):
         candidates += [os.path.join(base, "shared", "bench", "peers"),
                        os.path.join(base, "..", "shared", "bench", "peers")]
     for c in candidates:

@@ -115,3 +115,60 @@ def test_node_affinity_runs_there_or_fails_clearly(three_nodes):
     assert phalanx.get(where.options(scheduling_strategy=soft).remote(0), timeout=30) > 0
     with pytest.raises(ValueError, match="scheduling_strategy"):
         where.options(scheduling_strategy="RANDOM")
+
+
+@pytest.fixture
+def sim_nodes():
+    """A head without "sim" that the driver uses, and two nodes with {"sim": 1} each."""
+    phalanx.shutdown()
+    node = NodeProcesses(new_session_dir())
+    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
+    try:
+        redis = node.start_redis()
+        head_socket = node.start_raylet(redis, num_cpus=1, extra_args=fast)
+        for _ in range(2):
+            node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", '{"sim": 1}'])
+        from phalanx._private import api, state
+        api._connect(head_socket)
+        state.mode = "driver"
+        time.sleep(0.6)
+        yield node
+    finally:
+        phalanx.shutdown()
+        node.stop()
+
+
+@phalanx.remote(resources={"sim": 1}, max_restarts=1, max_task_retries=1)
+class Sim:
+    def __init__(self):
+        self.steps = 0
+
+    def step(self, k=1):
+        self.steps += k
+        return self.steps
+
+    def host(self):
+        return os.getppid()
+
+
+def test_actor_placed_on_the_node_with_its_resource(sim_nodes):
+    raylets = [p.pid for n, p in sim_nodes.procs if n == "raylet"]
+    s = Sim.remote()
+    assert phalanx.get([s.step.remote() for _ in range(50)], timeout=60)[-1] == 50
+    assert phalanx.get(s.host.remote(), timeout=60) in raylets[1:]
+    b = Sim.remote()  # the second sim node
+    assert {phalanx.get(s.host.remote()), phalanx.get(b.host.remote(), timeout=60)} == set(raylets[1:])
+
+
+def test_actor_restarted_on_another_node_when_its_node_dies(sim_nodes):
+    procs = {p.pid: p for n, p in sim_nodes.procs if n == "raylet"}
+    s = Sim.remote()
+    assert phalanx.get(s.step.remote(5), timeout=60) == 5
+    first_host = phalanx.get(s.host.remote(), timeout=60)
+    procs[first_host].send_signal(signal.SIGKILL)
+    t = time.monotonic()
+    # Restarted elsewhere: the constructor ran again (state starts over).
+    assert phalanx.get(s.step.remote(1), timeout=60) == 1
+    assert time.monotonic() - t < 30
+    second_host = phalanx.get(s.host.remote(), timeout=60)
+    assert second_host != first_host and second_host in procs
