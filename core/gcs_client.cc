@@ -66,6 +66,17 @@ void GcsClient::GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb) {
   });
 }
 
+void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb) {
+  redis_->Command({"HGET", "actors", ToHex(actor_id)}, [cb, actor_id](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    rpc::ActorInfo a;
+    if (r.value().type != RedisReply::kString || !a.ParseFromString(r.value().str)) {
+      return cb(Status::NotFound("no actor " + ToHex(actor_id) + " in the GCS"));
+    }
+    cb(std::move(a));
+  });
+}
+
 void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
   redis_->Command({"HSET", "functions", ToHex(f.function_id()), f.SerializeAsString()});
 }

@@ -43,6 +43,7 @@ class GcsClient {
   // Actor table: actors hash (actor id hex -> ActorInfo), announced on channel "actors".
   void PutActor(const rpc::ActorInfo& info);
   void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
+  void GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb);
 
   // Function table: functions hash (function id hex -> RegisterFunction), so
   // any raylet can hand a worker code a driver registered elsewhere.

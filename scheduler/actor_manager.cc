@@ -20,7 +20,8 @@ std::string ActorManager::Describe(const Actor& a) const {
 }
 
 void ActorManager::Announce(const Actor& a) {
-  if (!on_event_) return;
+  // The node hosting an actor speaks for it; proxies never do.
+  if (!on_event_ || a.proxy || !a.remote_node.empty()) return;
   rpc::ActorInfo info;
   info.set_actor_id(a.creation.actor_id());
   info.set_name(a.creation.actor_name());
@@ -28,6 +29,7 @@ void ActorManager::Announce(const Actor& a) {
   info.set_state(a.state);
   info.set_node_id(node_id_);
   info.set_pid(a.worker ? a.worker->pid : 0);
+  info.set_function_id(a.creation.function_id());
   info.set_restarts(a.restarts);
   info.set_death_cause(a.death_cause);
   for (const auto& [k, v] : a.need.amounts()) (*info.mutable_resources())[k] = v;
@@ -54,6 +56,31 @@ void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const Resource
 
 bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
   auto it = actors_.find(spec.actor_id());
+  if (it == actors_.end() && locate_) {
+    // Created on another node: find it, then forward calls there, in order.
+    Actor& p = actors_[spec.actor_id()];
+    p.proxy = true;
+    p.creation.set_actor_id(spec.actor_id());
+    p.creation.set_function_name(spec.function_name().substr(0, spec.function_name().rfind('.')));
+    p.queue.push_back(spec.task_id());
+    std::string id = spec.actor_id();
+    locate_(id, [this, id](Result<rpc::ActorInfo> r) {
+      auto found = actors_.find(id);
+      if (found == actors_.end()) return;
+      Actor& a = found->second;
+      if (!r.ok() || r.value().state() == rpc::ACTOR_DEAD) {
+        std::string why = r.ok() ? "it is dead: " + r.value().death_cause()
+                                 : "no node knows it (" + r.status().message() + ")";
+        Die(a, why);
+        actors_.erase(id);
+        return;
+      }
+      a.remote_node = r.value().node_id();
+      a.state = rpc::ACTOR_ALIVE;
+      Pump(a);
+    });
+    return true;
+  }
   if (it == actors_.end()) {
     tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
                      "method " + spec.method_name() + " called on an actor unknown to this node (" +
@@ -241,9 +268,11 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
     a.worker = nullptr;
     if (w->pid > 0) ::kill(w->pid, SIGKILL);  // its death is reported later and finds the actor dead
   }
-  // The constructor's arguments are released now; its marker object fails if it never ran.
-  tasks_->FailTask(a.creation.task_id(), StatusCode::kActorDied, msg);
-  tasks_->FinishTask(a.creation.task_id(), false, cause);
+  if (!a.proxy) {
+    // The constructor's arguments are released now; its marker object fails if it never ran.
+    tasks_->FailTask(a.creation.task_id(), StatusCode::kActorDied, msg);
+    tasks_->FinishTask(a.creation.task_id(), false, cause);
+  }
   auto n = names_.find(a.creation.actor_name());
   if (n != names_.end() && n->second == a.creation.actor_id()) names_.erase(n);
   Announce(a);
@@ -277,6 +306,14 @@ void ActorManager::OnRemoteFailed(const rpc::TaskSpec& spec, const std::string& 
 }
 
 void ActorManager::HostLost(Actor& a, std::deque<std::string> lost, const std::string& why) {
+  if (a.proxy) {  // not ours to restart: fail what was sent, and look it up again next time
+    std::string id = a.creation.actor_id();
+    std::string msg = Describe(a) + " became unreachable: " + why;
+    for (const auto& tid : lost) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
+    for (const auto& tid : a.queue) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
+    actors_.erase(id);
+    return;
+  }
   // As if its worker died here: the same retry and restart rules.
   a.remote_node.clear();
   Worker ghost;  // stands for the process on the lost node; never signalled (pid 0)

@@ -68,6 +68,9 @@ class ActorManager {
   void OnRemoteDone(const rpc::TaskSpec& spec);
   // The node hosting the actor went away while `spec` was with it.
   void OnRemoteFailed(const rpc::TaskSpec& spec, const std::string& why);
+  // Finds where an actor created elsewhere lives (the GCS actors table).
+  using Locate = std::function<void(const std::string& actor_id, std::function<void(Result<rpc::ActorInfo>)>)>;
+  void SetLocate(Locate locate) { locate_ = std::move(locate); }
   // Whether `task_id` belongs to an actor hosted on another node (its results come back through the TaskManager).
   bool IsRemote(const std::string& actor_id) const;
   size_t num_alive() const;
@@ -83,6 +86,7 @@ class ActorManager {
     std::vector<int> gpu_ids;
     std::string remote_node;            // set while another node hosts it
     std::deque<std::string> remote_inflight;  // calls sent to that node, oldest first
+    bool proxy = false;                 // created elsewhere: calls are only forwarded from here
     Worker* worker = nullptr;
     int restarts = 0;
     std::deque<std::string> queue;      // method calls not pushed yet, in submission order
@@ -102,6 +106,7 @@ class ActorManager {
   std::deque<std::string> pending_;                     // actors waiting for placement
   ActorEventHandler on_event_;
   SpillCreation spill_;
+  Locate locate_;
   ForwardCall forward_;
   void HostLost(Actor& a, std::deque<std::string> lost, const std::string& why);
 };

@@ -119,6 +119,9 @@ Status NodeManager::Start() {
         return "";
       },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); }, node_id_);
+  tasks_.actors().SetLocate([this](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
+    gcs_.GetActor(id, std::move(cb));
+  });
   tasks_.actors().SetRemotePlacement(
       [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.SpillCreation(f, need); },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
@@ -342,14 +345,33 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       rpc::GetActor m;
       if (!Parse(&m, body, len)) return bad("actor lookup");
       auto r = tasks_.actors().Lookup(m.name());
-      rpc::GetActorReply reply;
-      if (r.ok()) {
-        reply = r.value();
-      } else {
-        reply.mutable_status()->set_code(static_cast<int>(r.status().code()));
-        reply.mutable_status()->set_message(r.status().message());
-      }
-      return Reply(*c, rpc::GET_ACTOR, h.request_id, reply);
+      if (r.ok()) return Reply(*c, rpc::GET_ACTOR, h.request_id, r.value());
+      // Not created here: ask the GCS, which every node's actors are in.
+      std::weak_ptr<Client> weak = c;
+      uint64_t req = h.request_id;
+      std::string name = m.name();
+      gcs_.GetAllActors([this, weak, req, name](Result<std::vector<rpc::ActorInfo>> all) {
+        rpc::GetActorReply reply;
+        bool found = false;
+        if (all.ok()) {
+          for (const auto& a : all.value()) {
+            if (a.name() == name && a.state() != rpc::ACTOR_DEAD) {
+              reply.set_actor_id(a.actor_id());
+              reply.set_function_id(a.function_id());
+              reply.set_class_name(a.class_name());
+              reply.set_state(a.state());
+              found = true;
+              break;
+            }
+          }
+        }
+        if (!found) {
+          reply.mutable_status()->set_code(static_cast<int>(StatusCode::kNotFound));
+          reply.mutable_status()->set_message("no live actor named '" + name + "'");
+        }
+        if (auto cl = weak.lock()) Reply(*cl, rpc::GET_ACTOR, req, reply);
+      });
+      return;
     }
     case rpc::KILL_ACTOR: {
       rpc::KillActor m;

@@ -172,3 +172,26 @@ def test_actor_restarted_on_another_node_when_its_node_dies(sim_nodes):
     assert time.monotonic() - t < 30
     second_host = phalanx.get(s.host.remote(), timeout=60)
     assert second_host != first_host and second_host in procs
+
+
+def test_actor_called_from_a_task_on_another_node(three_nodes):
+    @phalanx.remote
+    class Tally:
+        def __init__(self):
+            self.n = 0
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+    tally = Tally.options(name="tally").remote()
+    assert phalanx.get(tally.add.remote(1)) == 1
+
+    @phalanx.remote(resources={"sim": 1})  # only the third node has "sim"
+    def remote_caller(handle, k):
+        by_name = phalanx.get_actor("tally")
+        return phalanx.get(handle.add.remote(k)), phalanx.get(by_name.add.remote(k)), os.getppid()
+    a, b, raylet = phalanx.get(remote_caller.remote(tally, 10), timeout=60)
+    assert (a, b) == (11, 21)
+    assert raylet == [p.pid for n, p in three_nodes.procs if n == "raylet"][2]
+    assert phalanx.get(tally.add.remote(0)) == 21
