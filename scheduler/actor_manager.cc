@@ -323,11 +323,18 @@ void ActorManager::HostLost(Actor& a, std::deque<std::string> lost, const std::s
 
 Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
   auto it = actors_.find(actor_id);
+  if (it == actors_.end() && locate_ && kill_remote_) {  // created elsewhere: find its node
+    locate_(actor_id, [this, actor_id, no_restart](Result<rpc::ActorInfo> r) {
+      if (r.ok() && r.value().state() != rpc::ACTOR_DEAD) kill_remote_(r.value().node_id(), actor_id, no_restart);
+    });
+    return Status::OK();
+  }
   if (it == actors_.end()) return Status::NotFound("no actor " + ToHex(actor_id) + " on this node");
   Actor& a = it->second;
   if (a.state == rpc::ACTOR_DEAD) return Status::OK();
-  if (!a.remote_node.empty()) {
-    return Status::InvalidArgument("killing an actor hosted on another node is not supported yet");
+  if (!a.remote_node.empty()) {  // hosted elsewhere: that node kills it and answers later calls
+    if (kill_remote_) kill_remote_(a.remote_node, actor_id, no_restart);
+    return Status::OK();
   }
   if (no_restart) {
     if (a.worker == nullptr) {

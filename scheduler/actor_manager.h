@@ -71,6 +71,8 @@ class ActorManager {
   // Finds where an actor created elsewhere lives (the GCS actors table).
   using Locate = std::function<void(const std::string& actor_id, std::function<void(Result<rpc::ActorInfo>)>)>;
   void SetLocate(Locate locate) { locate_ = std::move(locate); }
+  using KillRemote = std::function<void(const std::string& node_id, const std::string& actor_id, bool no_restart)>;
+  void SetKillRemote(KillRemote k) { kill_remote_ = std::move(k); }
   // Whether `task_id` belongs to an actor hosted on another node (its results come back through the TaskManager).
   bool IsRemote(const std::string& actor_id) const;
   size_t num_alive() const;
@@ -107,6 +109,7 @@ class ActorManager {
   ActorEventHandler on_event_;
   SpillCreation spill_;
   Locate locate_;
+  KillRemote kill_remote_;
   ForwardCall forward_;
   void HostLost(Actor& a, std::deque<std::string> lost, const std::string& why);
 };

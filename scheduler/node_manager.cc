@@ -122,6 +122,9 @@ Status NodeManager::Start() {
   tasks_.actors().SetLocate([this](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
     gcs_.GetActor(id, std::move(cb));
   });
+  tasks_.actors().SetKillRemote([this](const std::string& node, const std::string& actor, bool no_restart) {
+    peers_.KillRemoteActor(node, actor, no_restart);
+  });
   tasks_.actors().SetRemotePlacement(
       [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.SpillCreation(f, need); },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });

@@ -51,6 +51,17 @@ void PeerManager::Accept() {
           [this, weak](const FrameHeader& h, const char* body, size_t len) {
             auto c = weak.lock();
             if (!c) return;
+            if (h.type == rpc::KILL_ACTOR) {
+              rpc::KillActor k;
+              rpc::KillActorReply r;
+              Status st = k.ParseFromArray(body, static_cast<int>(len))
+                              ? tasks_->actors().Kill(k.actor_id(), k.no_restart())
+                              : Status::InvalidArgument("malformed kill");
+              r.mutable_status()->set_code(static_cast<int>(st.code()));
+              r.mutable_status()->set_message(st.message());
+              c->Send(rpc::KILL_ACTOR, kReplyFlag, h.request_id, r);
+              return;
+            }
             rpc::ForwardTask m;
             if (h.type != rpc::FORWARD_TASK || !m.ParseFromArray(body, static_cast<int>(len))) {
               PHALANX_LOG(Warning) << "malformed message from " << c->peer_name() << "; closing it";
@@ -139,28 +150,47 @@ std::string PeerManager::NextSpreadNode() {
   return k == 0 ? std::string() : others[k - 1]->node_id();
 }
 
-void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
+void PeerManager::WithClient(const rpc::NodeInfo& node,
+                             std::function<void(std::shared_ptr<RpcClient>, const Status&)> fn) {
   std::string id = node.node_id();
-  std::string desc = "node " + ToHex(id).substr(0, 12) + " at " + node.address() + ":" + std::to_string(node.port());
   auto it = clients_.find(id);
-  if (it != clients_.end() && !it->second->closed()) return Call(it->second, desc, spec);
+  if (it != clients_.end() && !it->second->closed()) return fn(it->second, Status::OK());
   auto& queue = connecting_[id];
-  queue.push_back(spec);
+  queue.push_back(std::move(fn));
   if (queue.size() > 1) return;  // a connect is under way
-  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000,
-                        [this, id, desc](Result<std::shared_ptr<RpcClient>> r) {
-                          auto queued = std::move(connecting_[id]);
-                          connecting_.erase(id);
-                          if (!r.ok()) {
-                            for (const auto& s : queued) {
-                              tasks_->OnForwardFailed(s.task_id(), desc + " is unreachable (" + r.status().message() + ")");
-                            }
-                            return;
-                          }
-                          clients_[id] = r.value();
-                          r.value()->Start();
-                          for (const auto& s : queued) Call(r.value(), desc, s);
-                        });
+  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000, [this, id](Result<std::shared_ptr<RpcClient>> r) {
+    auto waiting = std::move(connecting_[id]);
+    connecting_.erase(id);
+    if (r.ok()) {
+      clients_[id] = r.value();
+      r.value()->Start();
+    }
+    for (auto& f : waiting) f(r.ok() ? r.value() : nullptr, r.status());
+  });
+}
+
+void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
+  std::string desc = "node " + ToHex(node.node_id()).substr(0, 12) + " at " + node.address() + ":" +
+                     std::to_string(node.port());
+  WithClient(node, [this, desc, spec](std::shared_ptr<RpcClient> c, const Status& st) {
+    if (!c) {
+      tasks_->OnForwardFailed(spec.task_id(), desc + " is unreachable (" + st.message() + ")");
+      return;
+    }
+    Call(c, desc, spec);
+  });
+}
+
+void PeerManager::KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart) {
+  const rpc::NodeInfo* node = view_.Find(node_id);
+  if (node == nullptr) return;  // that node is gone: so is the actor
+  WithClient(*node, [actor_id, no_restart](std::shared_ptr<RpcClient> c, const Status&) {
+    if (!c) return;
+    rpc::KillActor m;
+    m.set_actor_id(actor_id);
+    m.set_no_restart(no_restart);
+    c->Call(rpc::KILL_ACTOR, m, 5000, [](Result<std::string>) {});
+  });
 }
 
 void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc,

@@ -42,6 +42,8 @@ class PeerManager {
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
   // For actors: sends a creation to a node where it fits; that node's id or "".
   std::string SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need);
+  // Asks the node hosting an actor to kill it (fire and forget; its table entry tells the outcome).
+  void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
   void Stop();
@@ -50,6 +52,8 @@ class PeerManager {
   void Accept();
   void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
+  // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.
+  void WithClient(const rpc::NodeInfo& node, std::function<void(std::shared_ptr<RpcClient>, const Status&)> fn);
   void Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc, const rpc::TaskSpec& spec);
 
   boost::asio::io_context& io_;
@@ -64,7 +68,9 @@ class PeerManager {
   int port_ = 0;
   bool stopped_ = false;
   std::unordered_map<std::string, std::shared_ptr<RpcClient>> clients_;       // node id -> connection
-  std::unordered_map<std::string, std::vector<rpc::TaskSpec>> connecting_;    // node id -> waiting to go
+  // node id -> what waits for the connection being made
+  std::unordered_map<std::string, std::vector<std::function<void(std::shared_ptr<RpcClient>, const Status&)>>>
+      connecting_;
   std::vector<std::shared_ptr<FramedConnection>> inbound_;
   std::unordered_set<std::string> marked_dead_;
   uint64_t spread_counter_ = 0;

@@ -158,6 +158,9 @@ def test_actor_placed_on_the_node_with_its_resource(sim_nodes):
     assert phalanx.get(s.host.remote(), timeout=60) in raylets[1:]
     b = Sim.remote()  # the second sim node
     assert {phalanx.get(s.host.remote()), phalanx.get(b.host.remote(), timeout=60)} == set(raylets[1:])
+    phalanx.kill(s)  # its node kills it; later calls fail there
+    with pytest.raises(phalanx.ActorDiedError, match="killed"):
+        phalanx.get(s.step.remote(), timeout=30)
 
 
 def test_actor_restarted_on_another_node_when_its_node_dies(sim_nodes):
@@ -195,3 +198,10 @@ def test_actor_called_from_a_task_on_another_node(three_nodes):
     assert (a, b) == (11, 21)
     assert raylet == [p.pid for n, p in three_nodes.procs if n == "raylet"][2]
     assert phalanx.get(tally.add.remote(0)) == 21
+
+    @phalanx.remote(resources={"sim": 1})
+    def remote_killer():
+        phalanx.kill(phalanx.get_actor("tally"))
+    phalanx.get(remote_killer.remote(), timeout=60)
+    with pytest.raises(phalanx.ActorDiedError, match="killed"):
+        phalanx.get(tally.add.remote(1), timeout=30)
