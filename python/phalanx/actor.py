@@ -19,7 +19,7 @@ import cloudpickle
 
 from phalanx import _core
 from phalanx.exceptions import ActorDiedError, SerializationError
-from phalanx.remote_function import check_resource_options, encode_arg, resource_map
+from phalanx.remote_function import check_resource_options, encode_args, resource_map
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime"}
@@ -113,7 +113,7 @@ class ActorClass:
             else:
                 raise ValueError(f"an actor named '{name}' already exists; "
                                  f"use phalanx.get_actor('{name}') to reach it")
-        encoded, contained, holders = _encode_args(args, kwargs, self._name, inline_limit())
+        encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         refs = _core.submit_task(self._function_id, self._name, encoded, 1, float(opts["num_cpus"]), 0,
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
@@ -121,19 +121,6 @@ class ActorClass:
                                  resources=resource_map(opts))
         ready = refs[0]
         return ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready)
-
-
-def _encode_args(args, kwargs, fn_name, limit):
-    holders, encoded, contained = [], [], []
-    for i, a in enumerate(args):
-        e, c = encode_arg(a, "", i, fn_name, limit, holders)
-        encoded.append(e)
-        contained.extend(c)
-    for k, v in kwargs.items():
-        e, c = encode_arg(v, k, None, fn_name, limit, holders)
-        encoded.append(e)
-        contained.extend(c)
-    return encoded, contained, holders
 
 
 class ActorHandle:
@@ -183,7 +170,7 @@ class ActorMethod:
         ensure_initialized()
         h = self._handle
         full = f"{h._class_name}.{self._name}"
-        encoded, contained, holders = _encode_args(args, kwargs, full, inline_limit())
+        encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
         n = self._num_returns
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
                                  actor_id=h._actor_id, method_name=self._name)

@@ -106,6 +106,21 @@ def encode_arg(value, keyword, position, fn_name, inline_limit, holders):
     return (keyword, None, _core.pack(ser.KIND_VALUE, meta, bufs)), contained
 
 
+def encode_args(args, kwargs, fn_name, limit):
+    """Encoded positional and keyword arguments, the ids nested in them, and the
+    refs of large arguments put on the way (keep them until the submit)."""
+    holders, encoded, contained = [], [], []
+    for i, a in enumerate(args):
+        e, c = encode_arg(a, "", i, fn_name, limit, holders)
+        encoded.append(e)
+        contained.extend(c)
+    for k, v in kwargs.items():
+        e, c = encode_arg(v, k, None, fn_name, limit, holders)
+        encoded.append(e)
+        contained.extend(c)
+    return encoded, contained, holders
+
+
 class RemoteFunction:
     """A function that runs as a task on a worker. Call `.remote(*args)` to
     submit it; the result is an ObjectRef (a list of them for num_returns > 1)."""
@@ -151,17 +166,7 @@ class RemoteFunction:
         ensure_initialized()
         self._ensure_registered()
         opts = self._options
-        limit = inline_limit()
-        holders = []
-        encoded, contained = [], []
-        for i, a in enumerate(args):
-            e, c = encode_arg(a, "", i, self._name, limit, holders)
-            encoded.append(e)
-            contained.extend(c)
-        for k, v in kwargs.items():
-            e, c = encode_arg(v, k, None, self._name, limit, holders)
-            encoded.append(e)
-            contained.extend(c)
+        encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         retries = opts["max_retries"]
         refs = _core.submit_task(self._function_id, self._name, encoded, opts["num_returns"],
                                  float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained,
