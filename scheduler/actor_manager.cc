@@ -136,9 +136,10 @@ void ActorManager::PlacePending() {
       }
       a.has_resources = true;
     }
-    Worker* w = pool_->PopIdle();
+    const std::string& command = a.creation.worker_command();
+    Worker* w = pool_->PopIdle(command);
     if (w == nullptr) {
-      if (pool_->num_starting() == 0) pool_->StartWorker();
+      if (pool_->num_starting(command) == 0) pool_->StartWorker(command);
       return;  // placed when a worker registers
     }
     w->actor_id = a.creation.actor_id();

@@ -32,6 +32,7 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   }
   Task& t = tasks_[tid];
   t.need.Set("CPU", spec.num_cpus());
+  if (!spec.worker_command().empty()) t.need.Set("lang:" + spec.worker_command(), 0);  // its own queue
   for (const auto& [k, v] : spec.resources()) {
     if (v > 0) t.need.Set(k, v);
   }
@@ -99,7 +100,7 @@ Worker* TaskManager::PipelineTarget(const Task& t) {
   Worker* best = nullptr;
   for (Worker* w : leased_) {
     if (w->dead || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
-        w->long_inflight > 0) {
+        w->long_inflight > 0 || w->command != t.spec.worker_command()) {
       continue;
     }
     if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;
@@ -136,7 +137,7 @@ void TaskManager::Dispatch() {
       }
       Worker* w = nullptr;
       if (available_.Contains(t.need)) {
-        w = pool_->PopIdle();
+        w = pool_->PopIdle(t.spec.worker_command());
         if (w != nullptr) {
           std::vector<int> gpus;
           PHALANX_CHECK(TryAcquire(t.need, &gpus)) << "resources vanished";
@@ -144,8 +145,8 @@ void TaskManager::Dispatch() {
           w->gpu_ids = std::move(gpus);
           w->has_lease = true;
           leased_.push_back(w);
-        } else if (pool_->num_starting() < num_ready_ && pool_->size() < SoftWorkerLimit()) {
-          pool_->StartWorker();
+        } else if (pool_->num_starting(t.spec.worker_command()) < q.size() && pool_->size() < SoftWorkerLimit()) {
+          pool_->StartWorker(t.spec.worker_command());
         }
       }
       if (w == nullptr) w = PipelineTarget(t);

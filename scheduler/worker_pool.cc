@@ -48,7 +48,13 @@ void WorkerPool::OnChildExit(pid_t pid, int status) {
   MarkDead(w, "worker process " + std::to_string(pid) + " " + DescribeExit(status));
 }
 
-bool WorkerPool::StartWorker() {
+size_t WorkerPool::num_starting(const std::string& command) const {
+  size_t n = 0;
+  for (const auto& [t, w] : starting_) n += w->command == command ? 1 : 0;
+  return n;
+}
+
+bool WorkerPool::StartWorker(const std::string& command) {
   if (closed_) return false;
   std::string token = ToHex(RandomBytes(8));
   std::vector<std::string> env_strings;
@@ -76,18 +82,19 @@ bool WorkerPool::StartWorker() {
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::string cmd = "exec " + options_.worker_command;
+  std::string cmd = "exec " + (command.empty() ? options_.worker_command : command);
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   pid_t pid = 0;
   int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    PHALANX_LOG(Error) << "cannot start a worker (" << options_.worker_command << "): " << std::strerror(rc);
+    PHALANX_LOG(Error) << "cannot start a worker (" << cmd << "): " << std::strerror(rc);
     return false;
   }
   auto w = std::make_unique<Worker>();
   w->token = token;
+  w->command = command;
   w->pid = pid;
   starting_[token] = w.get();
   by_pid_[pid] = w.get();
@@ -113,11 +120,14 @@ Worker* WorkerPool::Find(const std::string& token) {
   return it == by_token_.end() || it->second->dead ? nullptr : it->second.get();
 }
 
-Worker* WorkerPool::PopIdle() {
-  while (!idle_.empty()) {
-    Worker* w = idle_.back();  // most recently used: warm caches
-    idle_.pop_back();
+Worker* WorkerPool::PopIdle(const std::string& command) {
+  // Most recently used first: warm caches.
+  for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+    Worker* w = *it;
+    if (w->command != command) continue;
+    idle_.erase(std::next(it).base());
     if (!w->dead && !(w->conn && w->conn->closed())) return w;
+    return PopIdle(command);  // dropped a dead one; look again
   }
   return nullptr;
 }

@@ -35,6 +35,7 @@ struct Worker {
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;
   std::string actor_id;                    // non-empty: dedicated to this actor for its life
+  std::string command;                     // what started it ("" = the default Python worker)
   // Store objects pushed to it as arguments, pinned until the worker releases
   // its views of them (or dies).
   std::unordered_map<std::string, int64_t> pins;
@@ -56,14 +57,15 @@ class WorkerPool {
   WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options);
   ~WorkerPool();
 
-  // Starts one worker process. Returns false (and logs) if it cannot.
-  bool StartWorker();
+  // Starts one worker process, with `command` ("" = the default). Returns
+  // false (and logs) if it cannot.
+  bool StartWorker(const std::string& command = "");
   // A process started here registered with `token`; nullptr if unknown.
   Worker* Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn);
   // The live worker started with `token`, or nullptr.
   Worker* Find(const std::string& token);
-  // An idle registered worker, or nullptr.
-  Worker* PopIdle();
+  // An idle registered worker started with `command`, or nullptr.
+  Worker* PopIdle(const std::string& command = "");
   void PushIdle(Worker* w);
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
@@ -74,6 +76,7 @@ class WorkerPool {
   void KillAll(std::chrono::milliseconds grace);
 
   size_t num_starting() const { return starting_.size(); }
+  size_t num_starting(const std::string& command) const;
   size_t num_registered() const { return by_token_.size() - starting_.size(); }
   size_t num_idle() const { return idle_.size(); }
   size_t size() const { return by_token_.size(); }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything phalanx needs on a fresh Debian 12 machine and builds it:
-#   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest, jemalloc
+#   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest, jemalloc,
+#     msgpack-c (the C++ API's serializer)
 #   - a virtual environment in .venv with the Python dependencies from pyproject.toml
 #   - phalanx itself (`pip install .`: CMake builds the extension, the raylet and the C++ tests)
 # Safe to run again: installed pieces are skipped, the build is incremental.
@@ -8,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
-              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev iproute2 procps
+              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev libmsgpack-cxx-dev iproute2 procps
               python3-venv python3-dev)
 
 missing=()

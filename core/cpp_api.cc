@@ -1,0 +1,312 @@
+// The non-template half of the C++ API (core/include/phalanx/api.h): the
+// process's core worker, the embedded cluster, and the C++ worker loop.
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "core/core_worker.h"
+#include "core/ids.h"
+#include "phalanx/api.h"
+
+namespace phalanx {
+namespace {
+
+std::mutex g_mu;
+std::shared_ptr<CoreWorker> g_core;
+std::vector<pid_t> g_started;  // redis-server and raylet of an embedded cluster
+std::string g_worker_command;  // how the raylet starts a worker of this program
+
+std::shared_ptr<CoreWorker> Core() {
+  std::lock_guard<std::mutex> l(g_mu);
+  if (!g_core) throw std::runtime_error("phalanx::Init() was not called");
+  return g_core;
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw std::runtime_error("cannot find this program's path (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    FILE* f = std::fopen(log.c_str(), "a");
+    if (f) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int FreePort() {
+  for (int port = 20000 + ::getpid() % 20000, i = 0; i < 200; ++i, ++port) {
+    redisContext* c = redisConnect("127.0.0.1", port);
+    bool used = c != nullptr && !c->err;
+    if (c) redisFree(c);
+    if (!used) return port;
+  }
+  return 0;
+}
+
+std::string StartEmbedded() {
+  std::string dir = "/tmp/phalanx/session_cpp_" + std::to_string(::getpid());
+  ::mkdir("/tmp/phalanx", 0755);
+  ::mkdir(dir.c_str(), 0755);
+  ::mkdir((dir + "/logs").c_str(), 0755);
+  int port = FreePort();
+  g_started.push_back(Spawn({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", dir},
+                            dir + "/logs/redis.log"));
+  for (int i = 0; i < 500; ++i) {
+    redisContext* c = redisConnect("127.0.0.1", port);
+    bool ok = c != nullptr && !c->err;
+    if (c) redisFree(c);
+    if (ok) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const char* env_bin = std::getenv("PHALANX_RAYLET_BIN");
+  std::string raylet = env_bin ? env_bin : PHALANX_DEFAULT_RAYLET_BIN;
+  std::string sock = dir + "/raylet.sock";
+  unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  g_started.push_back(Spawn({raylet, "--socket", sock, "--session-dir", dir, "--redis-address",
+                             "127.0.0.1:" + std::to_string(port), "--worker-command", "/bin/false",
+                             "--prestart-workers", "0", "--num-cpus", std::to_string(cpus)},
+                            dir + "/logs/raylet.log"));
+  return sock;
+}
+
+std::string FindRaylet(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("address wants HOST:PORT, got " + address);
+  redisContext* c = redisConnect(address.substr(0, colon).c_str(), std::stoi(address.substr(colon + 1)));
+  if (c == nullptr || c->err) {
+    if (c) redisFree(c);
+    throw std::runtime_error("cannot reach redis-server (GCS) at " + address);
+  }
+  auto* r = static_cast<redisReply*>(redisCommand(c, "HGETALL nodes"));
+  std::string found;
+  for (size_t i = 1; r && i < r->elements; i += 2) {
+    rpc::NodeInfo n;
+    if (n.ParseFromArray(r->element[i]->str, static_cast<int>(r->element[i]->len)) && n.alive() &&
+        ::access(n.socket_path().c_str(), F_OK) == 0) {
+      found = n.socket_path();
+      break;
+    }
+  }
+  if (r) freeReplyObject(r);
+  redisFree(c);
+  if (found.empty()) throw std::runtime_error("no live raylet of the cluster at " + address + " on this machine");
+  return found;
+}
+
+// The worker loop: runs registered functions and actor methods until the raylet goes away.
+[[noreturn]] void RunWorker() {
+  CoreWorkerOptions o;
+  o.socket_path = std::getenv("PHALANX_RAYLET_SOCKET");
+  o.worker_token = std::getenv("PHALANX_WORKER_TOKEN");
+  o.is_worker = true;
+  o.language = "cpp";
+  auto cw = CoreWorker::Connect(o);
+  if (!cw.ok()) {
+    std::cerr << "phalanx C++ worker: " << cw.status().ToString() << "\n";
+    std::_Exit(3);
+  }
+  CoreWorker& core = *cw.value();
+  auto& reg = internal::Registry::Get();
+  std::map<std::string, std::shared_ptr<void>> actors;
+  while (true) {
+    auto t = core.NextTask(-1);
+    if (!t.ok()) std::_Exit(0);
+    const rpc::TaskSpec& s = t.value().spec();
+    std::string result, error;
+    try {
+      std::vector<std::string> args;
+      int ref = 0;
+      for (const auto& a : s.args()) {
+        if (a.object_id().empty()) {
+          args.push_back(a.data());
+          continue;
+        }
+        const rpc::ObjectValue& v = t.value().ref_args(ref++);
+        if (v.state() == rpc::OBJ_INLINE) {
+          args.push_back(v.data());
+        } else if (v.state() == rpc::OBJ_IN_STORE) {
+          args.emplace_back(reinterpret_cast<const char*>(core.store_base() + v.offset()), v.size());
+          core.Release(a.object_id());
+        } else {
+          throw RemoteError("an argument is unavailable: " + v.error());
+        }
+      }
+      if (s.kind() == rpc::TASK_ACTOR_CREATION) {
+        auto f = reg.factories.find(s.function_name());
+        if (f == reg.factories.end()) throw RemoteError("no actor factory " + s.function_name() + " in this program");
+        actors[s.actor_id()] = f->second(args);
+        result = internal::Pack(msgpack::type::nil_t());
+      } else {
+        auto f = reg.invokers.find(s.function_name());
+        if (f == reg.invokers.end()) throw RemoteError("no function " + s.function_name() + " in this program");
+        void* self = nullptr;
+        if (s.kind() == rpc::TASK_ACTOR_METHOD) {
+          auto a = actors.find(s.actor_id());
+          if (a == actors.end()) throw RemoteError("this worker hosts no such actor");
+          self = a->second.get();
+        }
+        result = f->second(self, args);
+      }
+    } catch (const std::exception& e) {
+      error = s.function_name() + " threw: " + e.what();
+      result = internal::PackError(error);
+    }
+    rpc::TaskDone d;
+    d.set_task_id(s.task_id());
+    d.set_error(error);
+    for (int i = 1; i <= s.num_returns(); ++i) {
+      auto* r = d.add_returns();
+      r->set_object_id(MakeObjectId(s.task_id(), static_cast<uint32_t>(i)));
+      r->set_data(result);
+    }
+    if (!core.TaskDone(d).ok()) std::_Exit(0);
+  }
+}
+
+}  // namespace
+
+namespace internal {
+
+std::vector<std::string> SplitNames(const char* names) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* p = names;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      size_t b = cur.find_first_not_of(" \t\n&"), e = cur.find_last_not_of(" \t\n");
+      out.push_back(b == std::string::npos ? "" : cur.substr(b, e - b + 1));
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur += *p;
+    }
+  }
+  return out;
+}
+
+std::string Submit(const std::string& name, const std::vector<Arg>& args, const std::map<std::string, double>& res,
+                   int kind, const std::string& actor_id) {
+  auto core = Core();
+  rpc::TaskSpec spec;
+  spec.set_task_id(core->NextTaskId());
+  spec.set_function_id("cpp:" + name);
+  spec.set_function_name(name);
+  spec.set_num_returns(1);
+  spec.set_kind(static_cast<rpc::TaskKind>(kind));
+  spec.set_caller_id(core->client_id());
+  spec.set_worker_command(g_worker_command);
+  double cpus = kind == 0 ? 1.0 : 0.0;
+  for (const auto& [k, v] : res) {
+    if (k == "CPU") {
+      cpus = v;
+    } else {
+      (*spec.mutable_resources())[k] = v;
+    }
+  }
+  spec.set_num_cpus(cpus);
+  spec.set_max_retries(kind == 0 ? 3 : 0);
+  if (kind == 1) spec.set_actor_id(spec.task_id());
+  if (kind == 2) {
+    spec.set_actor_id(actor_id);
+    spec.set_method_name(name);
+  }
+  for (const auto& a : args) {
+    auto* arg = spec.add_args();
+    if (a.object_id.empty()) {
+      arg->set_data(a.data);
+    } else {
+      arg->set_object_id(a.object_id);
+    }
+  }
+  Check(core->SubmitTask(spec));
+  std::string ret = MakeObjectId(spec.task_id(), 1);
+  core->AdoptLocalRef(ret);  // the raylet counts this process as holding it
+  return ret;
+}
+
+std::string GetBytes(const std::string& object_id, int64_t timeout_ms) {
+  auto core = Core();
+  auto r = core->Get({object_id}, timeout_ms);
+  Check(r.status());
+  rpc::ObjectValue& v = r.value()[0];
+  switch (v.state()) {
+    case rpc::OBJ_INLINE: return v.data();
+    case rpc::OBJ_IN_STORE: {
+      std::string out(reinterpret_cast<const char*>(core->store_base() + v.offset()), v.size());
+      core->Release(object_id);
+      return out;
+    }
+    case rpc::OBJ_LOST: throw RemoteError(v.error());
+    default: throw std::runtime_error("get timed out after " + std::to_string(timeout_ms) + " ms");
+  }
+}
+
+void AddRef(const std::string& id) {
+  if (auto c = g_core) c->AddLocalRef(id);
+}
+
+void RemoveRef(const std::string& id) {
+  std::shared_ptr<CoreWorker> c;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    c = g_core;
+  }
+  if (c) c->RemoveLocalRef(id);
+}
+
+}  // namespace internal
+
+void Init(const std::string& address) {
+  if (std::getenv("PHALANX_CPP_WORKER") != nullptr && std::getenv("PHALANX_WORKER_TOKEN") != nullptr) RunWorker();
+  std::string sock = address.empty() ? StartEmbedded() : FindRaylet(address);
+  g_worker_command = "env PHALANX_CPP_WORKER=1 " + SelfExe();
+  CoreWorkerOptions o;
+  o.socket_path = sock;
+  o.language = "cpp";
+  o.connect_timeout_ms = 20000;
+  auto cw = CoreWorker::Connect(o);
+  Check(cw.status());
+  std::lock_guard<std::mutex> l(g_mu);
+  g_core = std::move(cw).value();
+}
+
+void Shutdown() {
+  std::shared_ptr<CoreWorker> core;
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    core = std::move(g_core);
+  }
+  if (core) core->Shutdown();
+  for (auto it = g_started.rbegin(); it != g_started.rend(); ++it) {
+    ::kill(*it, SIGTERM);
+    ::waitpid(*it, nullptr, 0);
+  }
+  g_started.clear();
+}
+
+}  // namespace phalanx

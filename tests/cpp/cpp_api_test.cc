@@ -1,0 +1,73 @@
+// The C++ API end to end: this test program is also its own worker (the
+// embedded cluster starts it again in worker mode; main() hands over to
+// phalanx::Init() before GoogleTest runs).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "phalanx/api.h"
+
+namespace {
+
+int Plus(int a, int b) { return a + b; }
+std::string Concat(std::string a, std::vector<int> v) { return a + ":" + std::to_string(v.size()); }
+int Throws(int) { throw std::runtime_error("boom from a remote function"); }
+
+class Acc {
+ public:
+  static Acc* Create(int start) { return new Acc(start); }
+  explicit Acc(int start) : total_(start) {}
+  int Add(int x) { return total_ += x; }
+  std::vector<int> History(int n) { return std::vector<int>(n, total_); }
+
+ private:
+  int total_;
+};
+
+}  // namespace
+
+PHALANX_REMOTE(Plus, Concat, Throws);
+PHALANX_REMOTE(Acc::Create, &Acc::Add, &Acc::History);
+
+class CppApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { phalanx::Init(); }
+  static void TearDownTestSuite() { phalanx::Shutdown(); }
+};
+
+TEST_F(CppApiTest, TasksRunAndRefsPassAsArguments) {
+  auto a = phalanx::Task(Plus).Remote(1, 2);
+  auto b = phalanx::Task(Plus).Remote(a, 10);
+  EXPECT_EQ(*phalanx::Get(b), 13);
+  auto s = phalanx::Task(Concat).Remote(std::string("n"), std::vector<int>{1, 2, 3});
+  EXPECT_EQ(*phalanx::Get(s), "n:3");
+}
+
+TEST_F(CppApiTest, ActorKeepsStateAcrossOrderedCalls) {
+  auto acc = phalanx::Actor(Acc::Create).SetResources({{"CPU", 0}}).Remote(100);
+  std::vector<phalanx::ObjectRef<int>> refs;
+  for (int i = 0; i < 20; ++i) refs.push_back(acc.Task(&Acc::Add).Remote(1));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(*phalanx::Get(refs[i]), 101 + i);
+  EXPECT_EQ(phalanx::Get(acc.Task(&Acc::History).Remote(3))->size(), 3u);
+}
+
+TEST_F(CppApiTest, RemoteExceptionReachesTheCaller) {
+  try {
+    phalanx::Get(phalanx::Task(Throws).Remote(1));
+    FAIL() << "expected RemoteError";
+  } catch (const phalanx::RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("boom from a remote function"), std::string::npos);
+  }
+}
+
+TEST_F(CppApiTest, UnregisteredFunctionIsRejectedAtSubmit) {
+  auto unregistered = +[](int x) { return x; };
+  EXPECT_THROW(phalanx::Task(unregistered).Remote(1), std::invalid_argument);
+}
+
+int main(int argc, char** argv) {
+  if (std::getenv("PHALANX_CPP_WORKER") != nullptr) phalanx::Init();  // worker mode: never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
