@@ -14,6 +14,7 @@
 
 #include "core/core_worker.h"
 #include "core/ids.h"
+#include "core/process.h"
 #include "phalanx/api.h"
 
 namespace phalanx {
@@ -41,23 +42,6 @@ std::string SelfExe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    FILE* f = std::fopen(log.c_str(), "a");
-    if (f) {
-      ::dup2(fileno(f), 1);
-      ::dup2(fileno(f), 2);
-    }
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
 int FreePort() {
   for (int port = 20000 + ::getpid() % 20000, i = 0; i < 200; ++i, ++port) {
     redisContext* c = redisConnect("127.0.0.1", port);
@@ -74,7 +58,7 @@ std::string StartEmbedded() {
   ::mkdir(dir.c_str(), 0755);
   ::mkdir((dir + "/logs").c_str(), 0755);
   int port = FreePort();
-  g_started.push_back(Spawn({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+  g_started.push_back(SpawnProcess({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", dir},
                             dir + "/logs/redis.log"));
   for (int i = 0; i < 500; ++i) {
@@ -88,7 +72,7 @@ std::string StartEmbedded() {
   std::string raylet = env_bin ? env_bin : PHALANX_DEFAULT_RAYLET_BIN;
   std::string sock = dir + "/raylet.sock";
   unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  g_started.push_back(Spawn({raylet, "--socket", sock, "--session-dir", dir, "--redis-address",
+  g_started.push_back(SpawnProcess({raylet, "--socket", sock, "--session-dir", dir, "--redis-address",
                              "127.0.0.1:" + std::to_string(port), "--worker-command", "/bin/false",
                              "--prestart-workers", "0", "--num-cpus", std::to_string(cpus)},
                             dir + "/logs/raylet.log"));
@@ -302,10 +286,7 @@ void Shutdown() {
     core = std::move(g_core);
   }
   if (core) core->Shutdown();
-  for (auto it = g_started.rbegin(); it != g_started.rend(); ++it) {
-    ::kill(*it, SIGTERM);
-    ::waitpid(*it, nullptr, 0);
-  }
+  for (auto it = g_started.rbegin(); it != g_started.rend(); ++it) StopProcess(*it);
   g_started.clear();
 }
 

@@ -16,6 +16,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "core/process.h"
+
 namespace phalanx::testing {
 
 inline int FreePort() {
@@ -36,34 +38,8 @@ inline std::string TempDir(const std::string& prefix) {
   return p ? std::string(p) : std::string();
 }
 
-// Starts a process; returns its pid.
-inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      ::dup2(fileno(f), 1);
-      ::dup2(fileno(f), 2);
-    }
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-inline void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  ::kill(pid, SIGTERM);
-  for (int i = 0; i < 200; ++i) {
-    if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-}
+inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) { return SpawnProcess(argv, log); }
+inline void Stop(pid_t pid) { StopProcess(pid); }
 
 class RedisServer {
  public:

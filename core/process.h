@@ -1,0 +1,18 @@
+// Starting and stopping helper processes (redis-server, raylets) from C++:
+// used by the C++ API's embedded cluster and by the tests. Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace phalanx {
+
+// Starts argv[0] (searched on PATH) with stdout and stderr appended to
+// `log_path`. Returns the child's pid, or -1 if fork failed.
+pid_t SpawnProcess(const std::vector<std::string>& argv, const std::string& log_path);
+// SIGTERM, then SIGKILL after `grace_ms`; reaps the child. No-op for pid <= 0.
+void StopProcess(pid_t pid, int grace_ms = 2000);
+
+}  // namespace phalanx
