@@ -93,8 +93,8 @@ struct RedisClient::Pending {
   ReplyCallback cb;
 };
 
-RedisClient::RedisClient(asio::io_context& io, std::string host, int port)
-    : io_(io), host_(std::move(host)), port_(port) {}
+RedisClient::RedisClient(asio::io_context& io, std::string host, int port, std::string password)
+    : io_(io), host_(std::move(host)), port_(port), password_(std::move(password)) {}
 
 RedisClient::~RedisClient() {
   connected_ = false;
@@ -115,6 +115,15 @@ Status RedisClient::Connect(int64_t timeout_ms) {
     return Status::Unavailable("cannot reach redis-server (GCS) at " + address() + ": " + why);
   }
   redisSetTimeout(probe, tv);
+  if (!password_.empty()) {
+    auto* a = static_cast<redisReply*>(redisCommand(probe, "AUTH %b", password_.data(), password_.size()));
+    bool authed = a != nullptr && a->type == REDIS_REPLY_STATUS;
+    if (a) freeReplyObject(a);
+    if (!authed) {
+      redisFree(probe);
+      return Status::Unavailable("redis-server (GCS) at " + address() + " refused the cluster token");
+    }
+  }
   auto* r = static_cast<redisReply*>(redisCommand(probe, "PING"));
   bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
   std::string why = r == nullptr ? std::string(probe->errstr) : std::string(r->str ? r->str : "");
@@ -133,6 +142,13 @@ Status RedisClient::Connect(int64_t timeout_ms) {
   cmd_glue_ = std::make_unique<RedisAsioContext>(io_, cmd_);
   sub_glue_ = std::make_unique<RedisAsioContext>(io_, sub_);
   connected_ = true;
+  if (!password_.empty()) {  // queued first on each connection, so everything after is authorized
+    for (auto* ctx : {cmd_, sub_}) {
+      const char* argv[] = {"AUTH", password_.data()};
+      size_t lens[] = {4, password_.size()};
+      redisAsyncCommandArgv(ctx, nullptr, nullptr, 2, argv, lens);
+    }
+  }
   return Status::OK();
 }
 

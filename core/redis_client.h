@@ -40,7 +40,8 @@ class RedisClient {
   using MessageCallback = std::function<void(const std::string& channel, const std::string& payload)>;
   using DisconnectCallback = std::function<void(const Status& why)>;
 
-  RedisClient(boost::asio::io_context& io, std::string host, int port);
+  // `password`: the cluster's shared token (redis-server --requirepass); empty for none.
+  RedisClient(boost::asio::io_context& io, std::string host, int port, std::string password = "");
   ~RedisClient();
 
   // Checks the server answers PING within `timeout_ms` (a short blocking
@@ -69,6 +70,7 @@ class RedisClient {
   boost::asio::io_context& io_;
   std::string host_;
   int port_;
+  std::string password_;
   redisAsyncContext* cmd_ = nullptr;
   redisAsyncContext* sub_ = nullptr;
   std::unique_ptr<RedisAsioContext> cmd_glue_;

@@ -34,6 +34,7 @@ struct NodeManagerOptions {
   std::string worker_command;
   std::string redis_host = "127.0.0.1";
   int redis_port = 6379;
+  std::string redis_password;           // the cluster's shared token (from PHALANX_CLUSTER_TOKEN)
   double num_cpus = 1;
   int num_gpus = -1;                    // -1: as many as the CUDA driver reports (0 without one)
   std::map<std::string, double> resources;  // custom resources (and "memory")

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
     if (colon == std::string::npos) throw std::invalid_argument("--redis-address wants HOST:PORT");
     o.redis_host = addr.substr(0, colon);
     o.redis_port = std::stoi(addr.substr(colon + 1));
+    if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) o.redis_password = token;  // not on argv: ps shows it
     if (f.count("num-cpus")) o.num_cpus = std::stod(f["num-cpus"]);
     if (f.count("object-store-memory")) o.store_capacity = std::stoull(f["object-store-memory"]);
     if (f.count("node-ip")) o.node_ip = f["node-ip"];

@@ -1,0 +1,125 @@
+"""Two nodes in separate network namespaces, each with its own address,
+joined by a veth pair: the GCS and raylet A in one, raylet B in the other.
+A task that needs what only B has crosses the emulated network to B and its
+result comes back. Skipped, with the reason, where namespaces cannot be made
+(not root, no iproute2). Traffic stays inside the namespaces this test makes."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+import phalanx
+from phalanx._private.node import new_session_dir, raylet_binary, redis_binary
+
+A_IP, B_IP = "10.78.0.1", "10.78.0.2"
+
+
+def _ip(*args):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+
+
+@pytest.fixture
+def namespaces():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2 (ip)")
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"phxa{tag}", f"phxb{tag}"
+    made = []
+    try:
+        for ns in (a, b):
+            r = _ip("netns", "add", ns)
+            if r.returncode != 0:
+                pytest.skip(f"cannot create a network namespace here: {r.stderr.strip()}")
+            made.append(ns)
+        steps = [
+            ("link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"),
+            ("link", "set", f"va{tag}", "netns", a),
+            ("link", "set", f"vb{tag}", "netns", b),
+            ("-n", a, "addr", "add", f"{A_IP}/24", "dev", f"va{tag}"),
+            ("-n", b, "addr", "add", f"{B_IP}/24", "dev", f"vb{tag}"),
+            ("-n", a, "link", "set", f"va{tag}", "up"),
+            ("-n", b, "link", "set", f"vb{tag}", "up"),
+            ("-n", a, "link", "set", "lo", "up"),
+            ("-n", b, "link", "set", "lo", "up"),
+        ]
+        for step in steps:
+            r = _ip(*step)
+            if r.returncode != 0:
+                pytest.skip(f"cannot wire the namespaces ({' '.join(step)}): {r.stderr.strip()}")
+        yield a, b
+    finally:
+        for ns in made:
+            _ip("netns", "del", ns)
+
+
+TOKEN = uuid.uuid4().hex  # the cluster's shared token: redis-server refuses anyone without it
+
+
+def _spawn(ns, cmd, log):
+    with open(log, "ab") as out:
+        return subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=dict(os.environ, PHALANX_CLUSTER_TOKEN=TOKEN))
+
+
+def _wait(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_task_crosses_to_a_node_in_another_namespace(namespaces):
+    ns_a, ns_b = namespaces
+    phalanx.shutdown()
+    session = new_session_dir()
+    logs = os.path.join(session, "logs")
+    port = 6390  # inside a namespace made for this test alone: nothing else can hold it
+    procs = []
+    try:
+        redis = _spawn(ns_a, [redis_binary(), "--port", str(port), "--bind", A_IP, "--save", "", "--appendonly",
+                              "no", "--dir", session, "--requirepass", TOKEN], os.path.join(logs, "redis.log"))
+        procs.append(redis)
+        worker = f"{sys.executable} -u -m phalanx._private.worker"
+        common = ["--session-dir", session, "--redis-address", f"{A_IP}:{port}", "--worker-command", worker,
+                  "--num-cpus", "1", "--heartbeat-ms", "200"]
+        sock_a, sock_b = os.path.join(session, "a.sock"), os.path.join(session, "b.sock")
+        time.sleep(0.3)
+        procs.append(_spawn(ns_a, [raylet_binary(), "--socket", sock_a, "--node-ip", A_IP] + common,
+                            os.path.join(logs, "raylet-a.log")))
+        raylet_b = _spawn(ns_b, [raylet_binary(), "--socket", sock_b, "--node-ip", B_IP,
+                                 "--resources", '{"far": 1}'] + common, os.path.join(logs, "raylet-b.log"))
+        procs.append(raylet_b)
+        _wait(lambda: os.path.exists(sock_a) and os.path.exists(sock_b), 20, "both raylets")
+        from phalanx._private import api, state
+        api._connect(sock_a)
+        state.mode = "driver"
+        time.sleep(0.8)  # both have read the node table
+
+        @phalanx.remote(resources={"far": 1})
+        def where():
+            import socket
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.connect((A_IP, 9))  # picks the route; sends nothing
+            return s.getsockname()[0], os.getppid()
+        addr, raylet_pid = phalanx.get(where.remote(), timeout=60)
+        assert addr == B_IP
+        # `ip netns exec` execs the raylet, so the pid is the raylet's.
+        assert raylet_pid == raylet_b.pid
+        assert phalanx.get([where.remote() for _ in range(5)], timeout=60)[-1][0] == B_IP
+    finally:
+        phalanx.shutdown()
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
