@@ -64,7 +64,14 @@ pyb::object RedisToPython(const redisReply* r) {
       for (size_t i = 0; i < r->elements; ++i) l.append(RedisToPython(r->element[i]));
       return std::move(l);
     }
-    case REDIS_REPLY_ERROR: throw StatusError(Status::Internal("redis error: " + std::string(r->str, r->len)));
+    case REDIS_REPLY_ERROR: {
+      std::string msg(r->str, r->len);
+      if (msg.rfind("NOAUTH", 0) == 0) {
+        throw StatusError(Status::Unavailable("this cluster's redis-server (GCS) requires the cluster token: "
+                                              "set PHALANX_CLUSTER_TOKEN to the token its head printed"));
+      }
+      throw StatusError(Status::Internal("redis error: " + msg));
+    }
     default: return pyb::none();
   }
 }
@@ -80,6 +87,15 @@ pyb::object RedisCommand(const std::string& host, int port, const std::vector<st
     throw StatusError(Status::Unavailable("cannot reach redis-server (GCS) at " + addr + ": " + why));
   }
   redisSetTimeout(c, tv);
+  if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) {  // the cluster's shared token
+    auto* a = static_cast<redisReply*>(redisCommand(c, "AUTH %s", token));
+    bool ok = a != nullptr && a->type == REDIS_REPLY_STATUS;
+    if (a) freeReplyObject(a);
+    if (!ok) {
+      redisFree(c);
+      throw StatusError(Status::Unavailable("redis-server (GCS) at " + addr + " refused PHALANX_CLUSTER_TOKEN"));
+    }
+  }
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& a : args) {

@@ -67,15 +67,22 @@ def _resource_args(a):
 def cmd_start(a):
     from phalanx._private.node import NodeProcesses, new_session_dir
     from phalanx.rpc_tables import alive_nodes
-    if a.node_ip not in ("127.0.0.1", "localhost"):
-        raise SystemExit("phalanx: only loopback clusters are supported so far: a cluster across machines "
-                         "needs the shared token, which is not implemented yet")
     if bool(a.head) == bool(a.address):
         raise SystemExit("phalanx: give either --head or --address HOST:PORT")
     num_cpus = a.num_cpus if a.num_cpus is not None else os.cpu_count()
+    # Off loopback, the cluster needs a shared token: redis-server refuses
+    # whoever does not present it, and every node and driver must.
+    token = os.environ.get("PHALANX_CLUSTER_TOKEN")
+    off_loopback = a.node_ip not in ("127.0.0.1", "localhost")
+    if a.head and off_loopback and not token:
+        token = os.urandom(16).hex()
+        os.environ["PHALANX_CLUSTER_TOKEN"] = token
+    if a.address and not token and not _split(a.address)[0].startswith("127."):
+        raise SystemExit("phalanx: joining a cluster on another machine needs its token: "
+                         "export PHALANX_CLUSTER_TOKEN=<the token `phalanx start --head` printed>")
     if a.head:
         node = NodeProcesses(new_session_dir())
-        redis = node.start_redis(port=a.port, tie_to_parent=False)
+        redis = node.start_redis(port=a.port, host=a.node_ip, tie_to_parent=False, password=token)
     else:
         host, port = _split(a.address)
         nodes = alive_nodes(host, port)  # fails clearly if nothing answers there
@@ -83,8 +90,8 @@ def cmd_start(a):
         node = NodeProcesses(session)
         node.redis_address = redis = a.address
     try:
-        node.start_raylet(redis, num_cpus, a.object_store_memory, tie_to_parent=False,
-                          extra_args=_resource_args(a))
+        node.start_raylet(redis, num_cpus, a.object_store_memory, node_ip=a.node_ip, tie_to_parent=False,
+                          extra_args=_resource_args(a), token=token)
     except BaseException:
         node.stop()
         raise
@@ -96,7 +103,9 @@ def cmd_start(a):
               f"  add a node:        phalanx start --address {redis}\n"
               f"  connect a driver:  phalanx.init(address=\"{redis}\")  (or address=\"auto\")\n"
               f"  look at it:        phalanx status\n"
-              f"  logs:              {node.session_dir}/logs")
+              f"  logs:              {node.session_dir}/logs"
+              + (f"\n  cluster token:     export PHALANX_CLUSTER_TOKEN={token}   (every node and driver needs it)"
+                 if token else ""))
     else:
         print(f"phalanx node started and joined {redis}; logs in {node.session_dir}/logs")
     return 0

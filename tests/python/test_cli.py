@@ -84,3 +84,20 @@ def test_join_without_a_cluster_is_a_clear_error(cli_dir):
 def test_status_without_a_cluster_says_so(cli_dir):
     p = run("status", check=False)
     assert p.returncode != 0 and "no cluster known here" in p.stderr
+
+
+def test_cluster_off_127_0_0_1_is_protected_by_a_token(cli_dir, monkeypatch):
+    # 127.0.0.2 is loopback too, but not the default: the CLI treats it as an
+    # address other machines could reach, so redis-server demands a token.
+    monkeypatch.delenv("PHALANX_CLUSTER_TOKEN", raising=False)
+    out = run("start", "--head", "--num-cpus", "1", "--node-ip", "127.0.0.2").stdout
+    address = out.split("GCS at ")[1].split()[0]
+    token = out.split("PHALANX_CLUSTER_TOKEN=")[1].split()[0]
+    from phalanx import _core
+    host, port = address.split(":")
+    with pytest.raises(phalanx.UnavailableError, match="PHALANX_CLUSTER_TOKEN"):
+        _core.gcs_nodes(host, int(port), 5.0)  # no token: refused
+    monkeypatch.setenv("PHALANX_CLUSTER_TOKEN", token)
+    assert len(_core.gcs_nodes(host, int(port), 5.0)) == 1
+    phalanx.init(address=address)
+    assert phalanx.get(phalanx.remote(lambda: 42).remote()) == 42

@@ -87,6 +87,7 @@ class NodeProcesses:
                    "--daemonize", "no", "--logfile", log, "--dir", self.session_dir]
             if password:
                 cmd += ["--requirepass", password]
+                os.environ["PHALANX_CLUSTER_TOKEN"] = password  # our own PING below presents it
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.STDOUT, cwd=self.session_dir,
                                     preexec_fn=_die_with_parent if tie_to_parent else None,
@@ -109,7 +110,7 @@ class NodeProcesses:
         raise UnavailableError(f"redis-server did not start; its log {log} ends with:\n{_tail(log)}")
 
     def start_raylet(self, redis_address, num_cpus, object_store_memory=None, node_ip="127.0.0.1",
-                     tie_to_parent=True, extra_args=()):
+                     tie_to_parent=True, extra_args=(), token=None):
         tag = os.urandom(4).hex()  # several raylets may share a session folder
         sock = os.path.join(self.session_dir, f"raylet-{tag}.sock")
         if len(sock) > 100:  # Unix socket paths are limited to 107 bytes
@@ -131,6 +132,8 @@ class NodeProcesses:
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
+        if token:
+            env["PHALANX_CLUSTER_TOKEN"] = token
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, preexec_fn=_die_with_parent if tie_to_parent else None,
