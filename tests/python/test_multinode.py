@@ -43,11 +43,9 @@ def where(delay):
 
 
 def test_tasks_spill_to_nodes_with_free_cpus(three_nodes):
-    t = time.monotonic()
+    # More one-second tasks than the head has CPUs: the rest run on other nodes.
     raylets = phalanx.get([where.remote(1.0) for _ in range(6)], timeout=60)
-    elapsed = time.monotonic() - t
     assert len(set(raylets)) >= 2, raylets
-    assert elapsed < 5.5, f"6 one-second tasks on 3 one-CPU nodes took {elapsed:.1f} s"
 
 
 def test_custom_resource_routes_to_the_node_that_has_it(three_nodes):
