@@ -103,8 +103,10 @@ std::string FindRaylet(const std::string& address) {
   return found;
 }
 
+}  // namespace
+
 // The worker loop: runs registered functions and actor methods until the raylet goes away.
-[[noreturn]] void RunWorker() {
+[[noreturn]] void internal::RunWorkerLoop() {
   CoreWorkerOptions o;
   o.socket_path = std::getenv("PHALANX_RAYLET_SOCKET");
   o.worker_token = std::getenv("PHALANX_WORKER_TOKEN");
@@ -172,8 +174,6 @@ std::string FindRaylet(const std::string& address) {
     if (!core.TaskDone(d).ok()) std::_Exit(0);
   }
 }
-
-}  // namespace
 
 namespace internal {
 
@@ -265,10 +265,23 @@ void RemoveRef(const std::string& id) {
 
 }  // namespace internal
 
-void Init(const std::string& address) {
-  if (std::getenv("PHALANX_CPP_WORKER") != nullptr && std::getenv("PHALANX_WORKER_TOKEN") != nullptr) RunWorker();
+void Init(const std::string& address) { Init(InitOptions{address, {}}); }
+
+void Init(const InitOptions& options) {
+  if (std::getenv("PHALANX_CPP_WORKER") != nullptr && std::getenv("PHALANX_WORKER_TOKEN") != nullptr) {
+    internal::RunWorkerLoop();
+  }
+  const std::string& address = options.address;
   std::string sock = address.empty() ? StartEmbedded() : FindRaylet(address);
-  g_worker_command = "env PHALANX_CPP_WORKER=1 " + SelfExe();
+  if (options.code_libraries.empty()) {
+    g_worker_command = "env PHALANX_CPP_WORKER=1 " + SelfExe();
+  } else {
+    std::string libs;
+    for (const auto& l : options.code_libraries) libs += (libs.empty() ? "" : ":") + l;
+    const char* env_bin = std::getenv("PHALANX_CPP_WORKER_BIN");
+    g_worker_command = "env PHALANX_CPP_WORKER=1 PHALANX_CPP_LIBS=" + libs + " " +
+                       (env_bin ? env_bin : PHALANX_DEFAULT_CPP_WORKER_BIN);
+  }
   CoreWorkerOptions o;
   o.socket_path = sock;
   o.language = "cpp";

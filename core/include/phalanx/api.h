@@ -132,6 +132,8 @@ void RegisterOne(const std::string& name, R (C::*m)(A...)) {
 }
 
 std::vector<std::string> SplitNames(const char* names);
+// The C++ worker loop (phalanx-cpp-worker and programs in worker mode); never returns.
+[[noreturn]] void RunWorkerLoop();
 
 struct Registrar {
   template <typename... F>
@@ -197,6 +199,15 @@ Arg ToArg(const ObjectRef<T>& r) {
 // an embedded one (redis-server + a raylet). In a worker process it runs
 // the worker loop and does not return.
 void Init(const std::string& address = "");
+
+struct InitOptions {
+  std::string address;                      // "" = an embedded cluster
+  // Shared libraries holding the PHALANX_REMOTE functions: when set, workers
+  // are the generic phalanx-cpp-worker loading these (paths as the workers
+  // see them) instead of this program started again.
+  std::vector<std::string> code_libraries;
+};
+void Init(const InitOptions& options);
 void Shutdown();
 
 template <typename T>
