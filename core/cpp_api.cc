@@ -250,10 +250,6 @@ std::string GetBytes(const std::string& object_id, int64_t timeout_ms) {
   }
 }
 
-void AddRef(const std::string& id) {
-  if (auto c = g_core) c->AddLocalRef(id);
-}
-
 void RemoveRef(const std::string& id) {
   std::shared_ptr<CoreWorker> c;
   {

@@ -68,6 +68,5 @@ std::vector<const rpc::NodeInfo*> ClusterView::Others() const {
 
 void ClusterView::Reserve(const std::string& node_id, const ResourceSet& need) { reserved_[node_id].Add(need); }
 
-std::vector<rpc::NodeInfo> ClusterView::Silent(int64_t) const { return silent_; }
 
 }  // namespace phalanx::scheduler

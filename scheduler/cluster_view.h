@@ -32,8 +32,8 @@ class ClusterView {
   bool FitsSomewhere(const ResourceSet& need, const ResourceSet& self_total) const;
   // Books `need` against the node's free resources until the next Update.
   void Reserve(const std::string& node_id, const ResourceSet& need);
-  // Nodes whose heartbeat is older than the death timeout (to be marked dead).
-  std::vector<rpc::NodeInfo> Silent(int64_t now_ms) const;
+  // Nodes whose heartbeat was already too old at the last Update.
+  const std::vector<rpc::NodeInfo>& Silent() const { return silent_; }
   size_t size() const { return nodes_.size(); }
 
  private:

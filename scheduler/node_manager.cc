@@ -89,8 +89,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       gcs_(&redis_),
       peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_),
       acceptor_(io),
-      heartbeat_timer_(io),
-      flush_timer_(io) {}
+      heartbeat_timer_(io) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
@@ -183,7 +182,7 @@ rpc::NodeInfo NodeManager::NodeInfoNow() const {
   n.set_tasks_queued(ts.queued);
   n.set_tasks_running(ts.running);
   n.set_workers(pool_.size());
-  n.set_actors_alive(const_cast<TaskManager&>(tasks_).actors().num_alive());
+  n.set_actors_alive(tasks_.actors().num_alive());
   n.set_store_used(store_->Stats().used);
   return n;
 }
@@ -616,7 +615,6 @@ void NodeManager::Stop(const std::string& why) {
   boost::system::error_code ec;
   acceptor_.close(ec);
   heartbeat_timer_.cancel();
-  flush_timer_.cancel();
   rpc::Status s;
   s.set_code(static_cast<int>(StatusCode::kUnavailable));
   s.set_message("raylet " + options_.socket_path + " stopped: " + why);

@@ -106,12 +106,10 @@ class NodeManager {
   PeerManager peers_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;
-  boost::asio::steady_timer flush_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
   std::unordered_map<std::string, Function> functions_;
   std::vector<rpc::TaskRecord> pending_records_;
   std::vector<std::string> pending_task_deletes_;
-  bool flush_scheduled_ = false;
   bool stopped_ = false;
   int64_t start_time_ms_ = 0;
 };

@@ -220,7 +220,7 @@ void PeerManager::Refresh(int64_t now_ms) {
     if (!r.ok() || stopped_) return;
     view_.Update(r.value(), now_ms);
     tasks_->Redispatch();  // queued tasks may fit elsewhere now
-    for (const auto& n : view_.Silent(now_ms)) {
+    for (const auto& n : view_.Silent()) {
       if (!marked_dead_.insert(n.node_id()).second) continue;
       PHALANX_LOG(Warning) << "node " << ToHex(n.node_id()).substr(0, 12) << " at " << n.address()
                            << " sent no heartbeat for " << (now_ms - n.heartbeat_ms()) / 1000 << " s: marking it dead";

@@ -73,6 +73,7 @@ class TaskManager {
 
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
   ActorManager& actors() { return *actors_; }
+  const ActorManager& actors() const { return *actors_; }
   void SetWarningHandler(WarningHandler h) { on_warning_ = std::move(h); }
   void SetSpillHandler(SpillHandler h) { spill_ = std::move(h); }
   // Placement by strategy (SPREAD, node affinity): returns the node a task

@@ -162,7 +162,6 @@ struct Arg {
 std::string Submit(const std::string& name, const std::vector<Arg>& args, const std::map<std::string, double>& res,
                    int kind, const std::string& actor_id);
 std::string GetBytes(const std::string& object_id, int64_t timeout_ms);
-void AddRef(const std::string& id);
 void RemoveRef(const std::string& id);
 
 }  // namespace internal

@@ -11,7 +11,7 @@ import cloudpickle
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
-from phalanx.exceptions import PhalanxError, SerializationError, TaskError, UnavailableError
+from phalanx.exceptions import SerializationError, TaskError, UnavailableError
 
 _functions = {}
 _actors = {}  # actor id -> instance (a worker hosts at most one)
@@ -97,12 +97,8 @@ def run_task(task):
                                          f"{type(e).__name__}: {e}") from e
             returns.append((oid, _core.prepare_return(oid, ser.KIND_VALUE, meta, bufs, contained), contained))
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
-        if isinstance(e, TaskError):
-            err = e  # an argument's task failed: pass its error on unchanged
-        elif isinstance(e, PhalanxError) and not isinstance(e, SerializationError):
-            err = TaskError.make(name, traceback.format_exc(), e)
-        else:
-            err = TaskError.make(name, traceback.format_exc(), e)
+        # An argument's task failed: pass its error on unchanged.
+        err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)
         error = f"{type(e).__name__}: {e}"
         meta, bufs, contained = ser.serialize_error(err)
         returns = []
