@@ -136,21 +136,26 @@ void TaskManager::Dispatch() {
         continue;
       }
       Worker* w = nullptr;
-      if (available_.Contains(t.need)) {
+      std::vector<int> gpus;
+      // TryAcquire, not the summed totals: free GPU fractions can add up to
+      // a whole GPU that no single device has.
+      bool fits_now = TryAcquire(t.need, &gpus);
+      if (fits_now) {
         w = pool_->PopIdle(t.spec.worker_command());
         if (w != nullptr) {
-          std::vector<int> gpus;
-          PHALANX_CHECK(TryAcquire(t.need, &gpus)) << "resources vanished";
           w->leased = t.need;
           w->gpu_ids = std::move(gpus);
           w->has_lease = true;
           leased_.push_back(w);
-        } else if (pool_->num_starting(t.spec.worker_command()) < q.size() && pool_->size() < SoftWorkerLimit()) {
-          pool_->StartWorker(t.spec.worker_command());
+        } else {
+          ReleaseResources(t.need, gpus);
+          if (pool_->num_starting(t.spec.worker_command()) < q.size() && pool_->size() < SoftWorkerLimit()) {
+            pool_->StartWorker(t.spec.worker_command());
+          }
         }
       }
       if (w == nullptr) w = PipelineTarget(t);
-      if (w == nullptr && !available_.Contains(t.need) && TrySpill(q.front())) {
+      if (w == nullptr && !fits_now && TrySpill(q.front())) {
         q.pop_front();
         --num_ready_;
         continue;

@@ -103,3 +103,34 @@ def test_resource_options_are_validated():
         phalanx.remote(resources={"CPU": 1})(lambda: 0)
     with pytest.raises(ValueError, match="memory"):
         phalanx.remote(memory=-1)(lambda: 0)
+
+
+def test_gpu_fractions_adding_up_to_a_whole_gpu_do_not_make_one(gpu_node):
+    # A holds 0.4 of GPU 0; B takes 0.7 of GPU 1 and C the last 0.3 of it.
+    # When B ends, 1.3 GPUs are free in total but no whole GPU: D (1 GPU)
+    # must wait for A or C, and the raylet must not trip over the difference.
+    @phalanx.remote(num_gpus=0.4)
+    def a():
+        time.sleep(2.5)
+        return phalanx.get_gpu_ids()
+
+    @phalanx.remote(num_gpus=0.7)
+    def b():
+        time.sleep(0.5)
+        return phalanx.get_gpu_ids()
+
+    @phalanx.remote(num_gpus=0.3)
+    def c():
+        time.sleep(2.5)
+        return phalanx.get_gpu_ids()
+
+    ra = a.remote()
+    time.sleep(0.3)
+    rb = b.remote()
+    time.sleep(0.3)
+    rc = c.remote()
+    time.sleep(0.3)
+    rd = visible_gpus.remote()
+    assert phalanx.get(rb, timeout=30) == [1]
+    assert phalanx.get([ra, rc], timeout=30) == [[0], [1]]
+    assert phalanx.get(rd, timeout=30)[1] in ([0], [1])
