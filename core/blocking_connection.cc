@@ -1,6 +1,7 @@
 #include "core/blocking_connection.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -56,13 +57,26 @@ Result<std::unique_ptr<BlockingConnection>> BlockingConnection::ConnectUnix(cons
   }
 }
 
-BlockingConnection::BlockingConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {
+BlockingConnection::BlockingConnection(int fd, std::string peer)
+    : fd_(fd), wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), peer_(std::move(peer)) {
   rbuf_.resize(1 << 16);
 }
 
 BlockingConnection::~BlockingConnection() {
   Shutdown("connection closed");
   ::close(fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void BlockingConnection::InjectPush(std::vector<Frame>& frames) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& f : frames) pushes_.push_back(std::move(f));
+  cv_.notify_all();
+  if (reading_) {
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+    (void)n;
+  }
 }
 
 void BlockingConnection::Shutdown(const std::string& why) {
@@ -167,17 +181,22 @@ Result<Frame> BlockingConnection::WaitFor(int spin_us, Pred ready, Take take, De
 }
 
 Status BlockingConnection::ReadSome(Deadline deadline, int spin_us, std::vector<Frame>* out) {
-  pollfd p{fd_, POLLIN, 0};
+  pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   // A reply usually comes within ~150 us: look for it that long before
   // sleeping, which saves two context switches per round trip (measured:
   // sync tasks and actor calls ~25% faster on 2 cores).
   int r = 0;
   auto spin_until = Clock::now() + std::chrono::microseconds(spin_us);
-  while ((r = ::poll(&p, 1, 0)) == 0 && Clock::now() < spin_until) {
+  while ((r = ::poll(p, 2, 0)) == 0 && Clock::now() < spin_until) {
   }
-  if (r == 0) r = ::poll(&p, 1, PollMs(deadline));
+  if (r == 0) r = ::poll(p, 2, PollMs(deadline));
   if (r < 0 && errno != EINTR) return Status::Unavailable(peer_ + ": poll failed: " + std::strerror(errno));
-  if (r <= 0) return Status::OK();  // nothing yet; the caller checks its deadline
+  if (r > 0 && p[1].revents) {  // InjectPush: the waiter looks at the queue again
+    uint64_t v;
+    while (::read(wake_fd_, &v, sizeof(v)) > 0) {
+    }
+  }
+  if (r <= 0 || p[0].revents == 0) return Status::OK();  // nothing yet; the caller checks its deadline
   if (rbuf_.size() - rbuf_filled_ < 4096) rbuf_.resize(rbuf_.size() * 2);
   ssize_t n = ::recv(fd_, rbuf_.data() + rbuf_filled_, rbuf_.size() - rbuf_filled_, MSG_DONTWAIT);
   if (n == 0) return Status::Unavailable(peer_ + " closed the connection (did the raylet die?)");

@@ -62,6 +62,14 @@ class BlockingConnection {
   // wait on this connection; it may Send.
   using PushFilter = std::function<bool(const Frame& f, std::deque<Frame>* queued)>;
   void SetPushFilter(PushFilter filter);
+  // Whether a pushed frame is waiting to be taken.
+  bool HasPush() {
+    std::lock_guard<std::mutex> l(mu_);
+    return !pushes_.empty();
+  }
+  // Queues `f` as if the peer had pushed it, waking a NextPush waiter (even
+  // one sleeping in poll). For frames that arrive by another way.
+  void InjectPush(std::vector<Frame>& frames);
   // Stops every waiter with Unavailable and closes the socket.
   void Shutdown(const std::string& why);
   const std::string& peer_name() const { return peer_; }
@@ -76,6 +84,7 @@ class BlockingConnection {
   Status ReadExact(char* dst, size_t n, Deadline deadline);
 
   int fd_;
+  int wake_fd_;  // an eventfd the reader polls beside fd_ (InjectPush)
   std::string peer_;
   std::mutex write_mu_;
   std::mutex mu_;

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "core/ids.h"
@@ -29,6 +30,7 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   if (!conn.ok()) return conn.status();
   std::unique_ptr<CoreWorker> cw(new CoreWorker(std::move(conn).value()));
   cw->options_ = options;
+  if (const char* v = std::getenv("PHALANX_DIRECT_ACTOR_CALLS")) cw->options_.direct_actor_calls = std::string(v) != "0";
   rpc::RegisterClient reg;
   reg.set_client_id(cw->client_id_);
   reg.set_is_worker(options.is_worker);
@@ -54,6 +56,8 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   cw->session_dir_ = r.session_dir();
   cw->gcs_address_ = r.gcs_address();
   if (r.inline_threshold() > 0) cw->inline_threshold_ = r.inline_threshold();
+  cw->node_address_ = r.node_address();
+  cw->cluster_token_ = r.cluster_token();
   {
     // Warnings from the raylet are printed as they arrive. A worker that
     // blocks in a get gives back the tasks queued behind the running one, so
@@ -96,6 +100,10 @@ CoreWorker::~CoreWorker() {
 }
 
 void CoreWorker::Shutdown() {
+  {
+    std::lock_guard<std::mutex> l(io_mu_);
+    if (io_) io_->Stop();  // no more callbacks into this object
+  }
   {
     std::lock_guard<std::mutex> l(refs_mu_);
     if (stopping_) return;
@@ -180,7 +188,10 @@ Result<rpc::GetFunctionReply> CoreWorker::GetFunction(const std::string& id, int
   return r;
 }
 
-Status CoreWorker::SubmitTask(const rpc::TaskSpec& spec) { return Send(rpc::SUBMIT_TASK, spec); }
+Status CoreWorker::SubmitTask(const rpc::TaskSpec& spec) {
+  if (spec.kind() == rpc::TASK_ACTOR_METHOD) return SubmitActorCall(spec);
+  return Send(rpc::SUBMIT_TASK, spec);
+}
 
 Result<rpc::GetActorReply> CoreWorker::GetActor(const std::string& name, int64_t timeout_ms) {
   rpc::GetActor m;
@@ -252,6 +263,40 @@ Status CoreWorker::AbortCreate(const std::string& id) {
 }
 
 Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::string>& ids, int64_t timeout_ms) {
+  Deadline deadline = DeadlineAfterMs(timeout_ms);
+  FlushDirect();
+  {
+    // Results of direct actor calls come to this process: wait for them here.
+    std::unique_lock<std::mutex> l(refs_mu_);
+    auto pending = [&] {
+      if (direct_pending_.empty()) return false;
+      for (const auto& id : ids) {
+        if (direct_pending_.count(id)) return true;
+      }
+      return false;
+    };
+    if (pending()) {
+      // A result usually comes within ~150 us: look for it before sleeping.
+      auto spin_until = Clock::now() + std::chrono::microseconds(150);
+      while (pending() && Clock::now() < spin_until) {
+        l.unlock();
+        std::this_thread::yield();
+        l.lock();
+      }
+    }
+    while (pending() && !stopping_ && Clock::now() < deadline) {
+      direct_cv_.wait_until(l, std::min(deadline, Clock::now() + kWaitSlice));
+      if (interrupt_ && pending()) {
+        l.unlock();
+        PHALANX_RETURN_IF_ERROR(interrupt_());
+        l.lock();
+      }
+    }
+    if (timeout_ms >= 0) {
+      timeout_ms = std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    }
+  }
   std::vector<rpc::ObjectValue> out(ids.size());
   rpc::GetObjects m;
   std::vector<size_t> asked;  // positions in `out` the raylet answers
@@ -301,6 +346,7 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
 
 Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>& ids, int num_returns,
                                                   int64_t timeout_ms) {
+  FlushDirect();
   {
     std::lock_guard<std::mutex> l(refs_mu_);
     std::vector<std::string> ready;
@@ -352,6 +398,7 @@ void CoreWorker::RemoveLocalRef(const std::string& id) {
   if (--it->second > 0) return;
   local_refs_.erase(it);
   local_values_.erase(id);
+  direct_pending_.erase(id);
   auto mo = mapped_.find(id);
   if (mo != mapped_.end() && mo->second.views == 0) {
     mapped_.erase(mo);
@@ -423,15 +470,400 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       if (interrupt_) PHALANX_RETURN_IF_ERROR(interrupt_());
       continue;
     }
-    if (f.value().header.type == rpc::EXIT_WORKER) return Status::Unavailable("the raylet asked this worker to exit");
-    if (f.value().header.type != rpc::PUSH_TASK) continue;
+    uint16_t type = f.value().header.type;
+    if (type == rpc::EXIT_WORKER) return Status::Unavailable("the raylet asked this worker to exit");
+    if (type != rpc::PUSH_TASK && type != rpc::DIRECT_CALL) continue;
     rpc::PushTask t;
-    if (!t.ParseFromString(f.value().body)) return Status::Internal("malformed task from the raylet");
+    if (!t.ParseFromString(f.value().body)) return Status::Internal("malformed task");
+    if (type == rpc::PUSH_TASK) {
+      std::lock_guard<std::mutex> l(server_mu_);
+      if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) creations_.insert(t.spec().task_id());
+      current_task_.clear();
+      return t;
+    }
+    // A call straight from a caller: its ref arguments live in this node's raylet.
+    uint64_t conn = f.value().header.request_id;
+    std::vector<std::string> ref_ids;
+    for (const auto& a : t.spec().args()) {
+      if (!a.object_id().empty()) ref_ids.push_back(a.object_id());
+    }
+    if (!ref_ids.empty()) {
+      auto values = Get(ref_ids, -1);
+      if (!values.ok()) {
+        if (values.status().code() == StatusCode::kUnavailable) return values.status();
+        for (const auto& id : ref_ids) {
+          rpc::ObjectValue* v = t.add_ref_args();
+          v->set_object_id(id);
+          v->set_state(rpc::OBJ_LOST);
+          v->set_error_code(static_cast<int>(values.status().code()));
+          v->set_error("cannot fetch the argument: " + values.status().message());
+        }
+      } else {
+        for (auto& v : values.value()) *t.add_ref_args() = std::move(v);
+      }
+    }
+    std::lock_guard<std::mutex> l(server_mu_);
+    auto c = callers_.find(conn);
+    running_direct_[t.spec().task_id()] = RunningDirect{conn, c != callers_.end() && c->second};
+    current_task_ = t.spec().task_id();
     return t;
   }
 }
 
-Status CoreWorker::TaskDone(const rpc::TaskDone& done) { return SendNow(rpc::TASK_DONE, done); }
+uint64_t CoreWorker::ReturnInlineLimit() {
+  std::lock_guard<std::mutex> l(server_mu_);
+  auto it = running_direct_.find(current_task_);
+  if (it != running_direct_.end() && it->second.remote) return kMaxFrameBody / 2;
+  return inline_threshold_;
+}
+
+bool CoreWorker::ReturnsHeld() {
+  std::lock_guard<std::mutex> l(server_mu_);
+  return running_direct_.count(current_task_) > 0;
+}
+
+Status CoreWorker::TaskDone(rpc::TaskDone done) {
+  RunningDirect direct;
+  bool is_direct = false, is_creation = false;
+  {
+    std::lock_guard<std::mutex> l(server_mu_);
+    auto it = running_direct_.find(done.task_id());
+    if (it != running_direct_.end()) {
+      direct = it->second;
+      is_direct = true;
+      running_direct_.erase(it);
+    }
+    is_creation = creations_.erase(done.task_id()) > 0;
+    current_task_.clear();
+  }
+  if (!is_direct) {
+    if (is_creation && done.error().empty()) {
+      Status st = StartDirectServer(&done);
+      if (!st.ok()) PHALANX_LOG(Warning) << "actor calls will go through the raylet: " << st.ToString();
+    }
+    return SendNow(rpc::TASK_DONE, done);
+  }
+  // Store objects made for the returns must reach the raylet (sealed) before
+  // the caller hands the results in.
+  bool held = false;
+  for (const auto& r : done.returns()) held = held || r.in_store();
+  if (held) {
+    done.set_release_holder(client_id_);
+    PHALANX_RETURN_IF_ERROR(Flush());
+  }
+  if (held) {
+    Status st = Io()->Send(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
+    if (!st.ok()) return ReleaseHeldReturns(done);  // the caller is gone: so are its results
+    return Status::OK();
+  }
+  // Replies to a burst of calls go out together; the last one at once.
+  Io()->SendLater(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
+  if (!conn_->HasPush()) Io()->Flush();
+  return Status::OK();
+}
+
+void CoreWorker::FlushDirect() {
+  std::lock_guard<std::mutex> l(io_mu_);
+  if (io_) io_->Flush();
+}
+
+Status CoreWorker::ReleaseHeldReturns(const rpc::TaskDone& done) {
+  rpc::UpdateRefs m;
+  for (const auto& r : done.returns()) {
+    if (r.in_store()) m.add_remove(r.object_id());
+  }
+  return Send(rpc::UPDATE_REFS, m);
+}
+
+// ---- direct actor calls ----
+
+DirectIo* CoreWorker::Io() {
+  std::lock_guard<std::mutex> l(io_mu_);
+  if (!io_) {
+    io_ = std::make_unique<DirectIo>([this](uint64_t conn, std::vector<Frame>& f) { OnDirectFrames(conn, f); },
+                                     [this](uint64_t conn, const Status& why) { OnDirectClose(conn, why); });
+  }
+  return io_.get();
+}
+
+Status CoreWorker::StartDirectServer(rpc::TaskDone* done) {
+  {
+    std::lock_guard<std::mutex> l(server_mu_);
+    if (serving_) return Status::OK();
+    serving_ = true;
+  }
+  DirectIo* io = Io();
+  // Callers on this node use a Unix socket (faster); others TCP on the node's address.
+  std::string path = session_dir_ + "/actor-" + ToHex(client_id_) + ".sock";
+  if (!session_dir_.empty() && io->ListenUnix(path).ok()) done->set_direct_socket(path);
+  if (!node_address_.empty()) {
+    auto port = io->ListenTcp(node_address_);
+    if (!port.ok()) return port.status();
+    done->set_direct_host(node_address_);
+    done->set_direct_port(port.value());
+  }
+  return Status::OK();
+}
+
+Status CoreWorker::SubmitActorCall(rpc::TaskSpec spec) {
+  const std::string actor = spec.actor_id();
+  bool inline_args = false;
+  {
+    std::lock_guard<std::mutex> l(routes_mu_);
+    ActorRoute& r = routes_[actor];
+    if (!r.direct && options_.direct_actor_calls) MaybeGoDirect(actor, r);
+    bool has_refs = spec.contained_ids_size() > 0;
+    for (const auto& a : spec.args()) has_refs = has_refs || !a.object_id().empty();
+    inline_args = r.direct && r.remote && has_refs;
+    if (!inline_args) return SendActorCallLocked(r, std::move(spec));
+  }
+  // The actor's node cannot read this node's objects yet: send the values.
+  // (Outside the lock: the values may be results that other direct calls bring.)
+  PHALANX_RETURN_IF_ERROR(InlineRefArgs(&spec));
+  std::lock_guard<std::mutex> l(routes_mu_);
+  return SendActorCallLocked(routes_[actor], std::move(spec));
+}
+
+Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
+  const std::string where = spec->function_name() + " (an actor on another node)";
+  if (spec->contained_ids_size() > 0) {
+    return Status::InvalidArgument("calling " + where +
+                                   " with refs nested inside arguments is not supported yet: pass them as "
+                                   "top-level arguments or pass the values");
+  }
+  std::vector<std::string> ids;
+  for (const auto& a : spec->args()) {
+    if (!a.object_id().empty()) ids.push_back(a.object_id());
+  }
+  PHALANX_ASSIGN_OR_RETURN(auto values, Get(ids, -1));
+  size_t k = 0;
+  Status st;
+  for (auto& a : *spec->mutable_args()) {
+    if (a.object_id().empty()) continue;
+    const rpc::ObjectValue& v = values[k++];
+    if (v.state() == rpc::OBJ_INLINE) {
+      a.set_data(v.data());
+      a.clear_object_id();
+    } else if (v.state() == rpc::OBJ_IN_STORE) {
+      Release(v.object_id());
+      st = Status::InvalidArgument("calling " + where + " with a store-sized ref argument (" +
+                                   std::to_string(v.size()) +
+                                   " bytes) is not supported yet: objects do not move between nodes before the "
+                                   "transfer layer lands");
+    } else {
+      st = Status(static_cast<StatusCode>(v.error_code()), "an argument of " + where + " is lost: " + v.error());
+    }
+  }
+  return st;
+}
+
+void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
+  auto now = Clock::now();
+  if (now < r.next_lookup) return;
+  auto later = [&] {
+    r.next_lookup = Clock::now() + r.backoff;
+    r.backoff = std::min(r.backoff * 2, std::chrono::milliseconds(50));
+  };
+  rpc::ActorRoute q;
+  q.set_actor_id(actor_id);
+  for (const auto& tid : r.raylet_calls) q.add_task_ids(tid);
+  auto f = Call(rpc::ACTOR_ROUTE, q, 10000);
+  rpc::ActorRouteReply a;
+  if (!f.ok() || !a.ParseFromString(f.value().body) || a.status().code() != 0) return later();
+  if (a.state() == rpc::ACTOR_DEAD || a.calls_done()) r.raylet_calls.clear();
+  if (a.state() != rpc::ACTOR_ALIVE || !a.calls_done()) return later();
+  bool same_node = a.node_id() == node_id_;
+  Result<uint64_t> conn = Status::Unavailable("the actor's worker gave no address");
+  if (same_node && !a.worker_socket().empty()) {
+    conn = Io()->ConnectUnix(a.worker_socket(), 2000);
+  } else if (a.worker_port() > 0) {
+    conn = Io()->ConnectTcp(a.worker_host(), a.worker_port(), 2000);
+  }
+  if (!conn.ok()) return later();
+  rpc::DirectHello hello;
+  hello.set_token(cluster_token_);
+  hello.set_caller_id(client_id_);
+  hello.set_node_id(node_id_);
+  if (!Io()->Send(conn.value(), EncodeFrame(rpc::DIRECT_HELLO, 0, 0, hello)).ok()) return later();
+  r.direct = true;
+  r.conn = conn.value();
+  r.remote = !same_node;
+  r.incarnation = a.incarnation();
+  r.backoff = std::chrono::milliseconds(1);
+  conn_actor_[r.conn] = actor_id;
+}
+
+Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
+  if (!r.direct) {
+    r.raylet_calls.push_back(spec.task_id());
+    return Send(rpc::SUBMIT_TASK, spec);
+  }
+  const std::string tid = spec.task_id();
+  DirectCall call;
+  for (const auto& a : spec.args()) {
+    if (!a.object_id().empty()) call.arg_refs.push_back(a.object_id());
+  }
+  for (const auto& id : call.arg_refs) AddLocalRef(id);
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    for (int i = 1; i <= spec.num_returns(); ++i) direct_pending_.insert(MakeObjectId(tid, static_cast<uint32_t>(i)));
+  }
+  rpc::ExpectReturns e;
+  e.add_task_ids(tid);
+  e.add_num_returns(spec.num_returns());
+  PHALANX_RETURN_IF_ERROR(Send(rpc::EXPECT_RETURNS, e));
+  rpc::PushTask push;
+  *push.mutable_spec() = spec;
+  call.spec = std::move(spec);
+  std::string frame = EncodeFrame(rpc::DIRECT_CALL, 0, 0, push);
+  direct_calls_[tid] = std::move(call);
+  r.inflight.push_back(tid);
+  ++direct_calls_sent_;
+  // A lone call goes at once; one made while others are in flight is written
+  // with the calls after it (within ~200 us, or at the next get). A failed
+  // write closes the connection, whose close hands the call to the raylet.
+  if (r.inflight.size() == 1) {
+    (void)Io()->Send(r.conn, frame);
+  } else {
+    Io()->SendLater(r.conn, frame);
+  }
+  return Status::OK();
+}
+
+void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
+  std::vector<rpc::TaskDone> done;
+  std::vector<Frame> calls;
+  for (auto& f : frames) {
+    switch (f.header.type) {
+      case rpc::DIRECT_DONE: {
+        done.emplace_back();
+        if (!done.back().ParseFromString(f.body)) return Io()->Close(conn);
+        break;
+      }
+      case rpc::DIRECT_HELLO: {
+        rpc::DirectHello hello;
+        if (!hello.ParseFromString(f.body) || hello.token() != cluster_token_) {
+          PHALANX_LOG(Warning) << "refused a direct connection: wrong cluster token";
+          return Io()->Close(conn);
+        }
+        std::lock_guard<std::mutex> l(server_mu_);
+        callers_[conn] = hello.node_id() != node_id_;
+        break;
+      }
+      case rpc::DIRECT_CALL: {
+        {
+          std::lock_guard<std::mutex> l(server_mu_);
+          if (!callers_.count(conn)) return Io()->Close(conn);  // no hello first
+        }
+        f.header.request_id = conn;
+        calls.push_back(std::move(f));
+        break;
+      }
+      default:
+        PHALANX_LOG(Warning) << "unexpected frame type " << f.header.type << " on a direct connection";
+        return Io()->Close(conn);
+    }
+  }
+  if (!calls.empty()) conn_->InjectPush(calls);
+  if (!done.empty()) OnDirectDone(done);
+}
+
+void CoreWorker::OnDirectDone(std::vector<rpc::TaskDone>& done) {
+  std::vector<std::string> arg_refs;
+  {
+    std::lock_guard<std::mutex> l(routes_mu_);
+    for (auto d = done.begin(); d != done.end();) {
+      auto it = direct_calls_.find(d->task_id());
+      if (it == direct_calls_.end()) {  // handed to the raylet already
+        d = done.erase(d);
+        continue;
+      }
+      for (auto& a : it->second.arg_refs) arg_refs.push_back(std::move(a));
+      auto r = routes_.find(it->second.spec.actor_id());
+      if (r != routes_.end()) {
+        auto& q = r->second.inflight;
+        auto pos = std::find(q.begin(), q.end(), d->task_id());
+        if (pos != q.end()) q.erase(pos);
+      }
+      direct_calls_.erase(it);
+      ++d;
+    }
+  }
+  if (done.empty()) return;
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    // To the raylet first: a getter woken below may ask it for a store result.
+    if (!stopping_ && FlushLocked().ok()) {
+      bool was_empty = out_buf_.empty();
+      for (const auto& d : done) out_buf_ += EncodeFrame(rpc::DIRECT_RESULTS, 0, 0, d);
+      if (out_buf_.size() >= kOutBufferBytes) {
+        (void)WriteOutLocked();
+      } else if (was_empty) {
+        refs_cv_.notify_one();
+      }
+    }
+    for (auto& d : done) {
+      for (auto& r : *d.mutable_returns()) {
+        // Cached even when the ref is not adopted yet (the result can beat the
+        // submitter's bookkeeping), not when its last ref is gone already.
+        if (!r.in_store() && r.data().size() <= inline_threshold_ && direct_pending_.count(r.object_id())) {
+          local_values_[r.object_id()] = std::move(*r.mutable_data());
+        }
+        direct_pending_.erase(r.object_id());
+      }
+    }
+  }
+  direct_cv_.notify_all();
+  for (const auto& id : arg_refs) RemoveLocalRef(id);
+}
+
+void CoreWorker::OnDirectClose(uint64_t conn, const Status& why) {
+  {
+    std::lock_guard<std::mutex> l(server_mu_);
+    if (callers_.erase(conn)) return;  // a caller of this actor went away
+  }
+  std::vector<DirectCall> handed;
+  {
+    std::lock_guard<std::mutex> l(routes_mu_);
+    auto a = conn_actor_.find(conn);
+    if (a == conn_actor_.end()) return;
+    ActorRoute& r = routes_[a->second];
+    conn_actor_.erase(a);
+    r.direct = false;
+    r.conn = 0;
+    r.next_lookup = Clock::now() + std::chrono::milliseconds(5);
+    // The raylet decides what happens to the calls in flight: retried on the
+    // restarted actor (max_task_retries) or failed with ActorDiedError.
+    for (const auto& tid : r.inflight) {
+      auto it = direct_calls_.find(tid);
+      if (it == direct_calls_.end()) continue;
+      rpc::TaskSpec spec = it->second.spec;
+      spec.set_interrupted(true);
+      spec.set_incarnation(r.incarnation);
+      spec.set_returns_held(true);
+      (void)Send(rpc::SUBMIT_TASK, spec);
+      r.raylet_calls.push_back(tid);
+      handed.push_back(std::move(it->second));
+      direct_calls_.erase(it);
+    }
+    r.inflight.clear();
+    if (!handed.empty()) {
+      PHALANX_LOG(Debug) << handed.size() << " actor calls handed to the raylet: " << why.ToString();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(refs_mu_);
+    for (const auto& c : handed) {
+      for (int i = 1; i <= c.spec.num_returns(); ++i) {
+        direct_pending_.erase(MakeObjectId(c.spec.task_id(), static_cast<uint32_t>(i)));
+      }
+    }
+  }
+  direct_cv_.notify_all();
+  for (const auto& c : handed) {
+    for (const auto& id : c.arg_refs) RemoveLocalRef(id);
+  }
+}
 
 Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
   rpc::Empty m;

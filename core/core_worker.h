@@ -4,6 +4,18 @@
 // the process's side of reference counting: it counts ObjectRefs per id and
 // tells the raylet only when a count crosses zero, in batches that always go
 // out before the next message that could depend on them.
+//
+// Actor method calls go straight to the actor's worker once it is placed
+// (DirectIo), not through the raylet: the caller asks its raylet once where
+// the actor lives (ACTOR_ROUTE), connects, and from then on writes calls to
+// the worker and reads the results back itself. The raylet still keeps the
+// books: it is told which results to expect (EXPECT_RETURNS, so a ref may
+// leave this process at any time) and is handed each result as it arrives
+// (DIRECT_RESULTS). When the connection breaks (the actor died), the calls
+// in flight go to the raylet, which applies max_task_retries and restarts;
+// the caller switches back to the direct path once the actor is alive again
+// and the calls it made through the raylet have finished, so calls from one
+// caller keep their order.
 // Thread-safe: any thread may call any method; calls that wait release no
 // lock while waiting and honour a deadline and an interrupt check.
 #pragma once
@@ -16,9 +28,11 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/blocking_connection.h"
+#include "core/direct_io.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 
@@ -33,6 +47,9 @@ struct CoreWorkerOptions {
   // How long past a request's own timeout to wait for the raylet before
   // declaring it unresponsive.
   int64_t grace_ms = 10000;
+  // Actor method calls straight to the actor's worker (else through the raylet).
+  // PHALANX_DIRECT_ACTOR_CALLS=0 turns it off, to compare.
+  bool direct_actor_calls = true;
 };
 
 class CoreWorker {
@@ -60,7 +77,10 @@ class CoreWorker {
 
   // Submits a task. The raylet counts this process as holding the return
   // ids: the caller wraps each in exactly one adopted ref (AdoptLocalRef).
+  // Actor method calls go straight to the actor's worker when they can.
   Status SubmitTask(const rpc::TaskSpec& spec);
+  // How many method calls went straight to an actor's worker (for tests and stats).
+  uint64_t direct_calls_sent() const { return direct_calls_sent_.load(); }
 
   // A small value stored in raylet memory. With `hold`, the raylet counts this
   // process as holding it: the caller adopts one local ref (AdoptLocalRef).
@@ -91,9 +111,15 @@ class CoreWorker {
   // Sends pending reference changes and releases now.
   Status Flush();
 
-  // Worker side: the next task pushed by the raylet, and its result.
+  // Worker side: the next task pushed by the raylet or sent straight to this
+  // actor by a caller, and its result (which goes back the way it came).
   Result<rpc::PushTask> NextTask(int64_t timeout_ms);
-  Status TaskDone(const rpc::TaskDone& done);
+  Status TaskDone(rpc::TaskDone done);
+  // While a task runs: return values up to this size travel inline (callers
+  // on other nodes get everything inline), and whether store objects made for
+  // its returns are held by this process until the caller's raylet takes them.
+  uint64_t ReturnInlineLimit();
+  bool ReturnsHeld();
 
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
   // Named actors: NotFound when no live actor has the name.
@@ -114,8 +140,43 @@ class CoreWorker {
   void FlushLoop();
   static Status ReplyStatus(const rpc::Status& s);
 
+  // ---- direct actor calls ----
+  struct ActorRoute {
+    bool direct = false;
+    uint64_t conn = 0;
+    bool remote = false;        // the actor's worker is on another node
+    int32_t incarnation = 0;    // the actor's restarts when we connected
+    std::vector<std::string> raylet_calls;  // sent through the raylet since the last switch
+    Clock::time_point next_lookup{};
+    std::chrono::milliseconds backoff{1};
+    std::deque<std::string> inflight;       // task ids sent straight to the worker, oldest first
+  };
+  struct DirectCall {
+    rpc::TaskSpec spec;
+    std::vector<std::string> arg_refs;  // ref arguments kept alive until the result comes
+  };
+  struct RunningDirect {
+    uint64_t conn = 0;
+    bool remote = false;
+  };
+  Status SubmitActorCall(rpc::TaskSpec spec);
+  // Under routes_mu_: asks the raylet whether calls may go direct, and connects.
+  void MaybeGoDirect(const std::string& actor_id, ActorRoute& r);
+  Status SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec);
+  // For an actor on another node: ref arguments become inline values.
+  Status InlineRefArgs(rpc::TaskSpec* spec);
+  DirectIo* Io();
+  void FlushDirect();  // writes queued direct calls now
+  void OnDirectFrames(uint64_t conn, std::vector<Frame>& frames);
+  void OnDirectClose(uint64_t conn, const Status& why);
+  void OnDirectDone(std::vector<rpc::TaskDone>& done);
+  Status StartDirectServer(rpc::TaskDone* done);
+  Status ReleaseHeldReturns(const rpc::TaskDone& done);
+
   std::unique_ptr<BlockingConnection> conn_;
   CoreWorkerOptions options_;
+  std::string node_address_;
+  std::string cluster_token_;
   std::string client_id_;
   std::string node_id_;
   std::string session_dir_;
@@ -147,9 +208,28 @@ class CoreWorker {
     int64_t views = 0;
   };
   std::unordered_map<std::string, MappedObject> mapped_;
+  // Return ids of direct calls whose results have not come yet; guarded by refs_mu_.
+  std::unordered_set<std::string> direct_pending_;
+  std::condition_variable direct_cv_;                    // with refs_mu_: a direct result came
   bool stopping_ = false;                                // guarded by refs_mu_
   std::string out_buf_;                                  // encoded frames to write; guarded by refs_mu_
   std::thread flusher_;
+
+  std::mutex io_mu_;
+  std::unique_ptr<DirectIo> io_;  // started on first use; guarded by io_mu_ until then
+  // Lock order: routes_mu_ before refs_mu_.
+  std::mutex routes_mu_;
+  std::unordered_map<std::string, ActorRoute> routes_;        // actor id -> route; guarded by routes_mu_
+  std::unordered_map<uint64_t, std::string> conn_actor_;      // caller's connections; guarded by routes_mu_
+  std::unordered_map<std::string, DirectCall> direct_calls_;  // task id -> call; guarded by routes_mu_
+  std::atomic<uint64_t> direct_calls_sent_{0};
+  // Worker side (an actor's process).
+  std::mutex server_mu_;
+  std::unordered_map<uint64_t, bool> callers_;                // conn -> caller on another node; guarded
+  std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
+  std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
+  std::string current_task_;                                  // guarded by server_mu_
+  bool serving_ = false;                                      // guarded by server_mu_
 };
 
 }  // namespace phalanx

@@ -32,6 +32,11 @@ void ActorManager::Announce(const Actor& a) {
   info.set_function_id(a.creation.function_id());
   info.set_restarts(a.restarts);
   info.set_death_cause(a.death_cause);
+  if (a.state == rpc::ACTOR_ALIVE) {
+    info.set_worker_socket(a.worker_socket);
+    info.set_worker_host(a.worker_host);
+    info.set_worker_port(a.worker_port);
+  }
   for (const auto& [k, v] : a.need.amounts()) (*info.mutable_resources())[k] = v;
   on_event_(info);
 }
@@ -93,8 +98,64 @@ bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
                      Describe(a) + " is dead (" + a.death_cause + "); " + spec.method_name() + " was not run");
     return false;
   }
+  if (spec.interrupted() && !a.proxy && a.remote_node.empty()) {
+    // Sent straight to the worker, which died before answering: this is a
+    // retry, allowed max_task_retries times.
+    int retries = a.creation.max_task_retries();
+    if (retries >= 0 && spec.attempt() >= retries) {
+      tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
+                       Describe(a) + " died before " + spec.method_name() + " returned (max_task_retries=" +
+                           std::to_string(retries) + "; the actor " +
+                           (a.state == rpc::ACTOR_ALIVE && a.restarts == spec.incarnation() ? "is being restarted"
+                                                                                            : "was restarted") +
+                           ")");
+      return false;
+    }
+    if (rpc::TaskSpec* m = tasks_->MutableSpec(spec.task_id())) m->set_attempt(spec.attempt() + 1);
+  }
   a.queue.push_back(spec.task_id());
   return true;
+}
+
+void ActorManager::Route(const std::string& actor_id, std::function<void(rpc::ActorRouteReply)> reply) {
+  auto it = actors_.find(actor_id);
+  if (it != actors_.end() && !it->second.proxy && it->second.remote_node.empty()) {
+    const Actor& a = it->second;
+    rpc::ActorRouteReply r;
+    r.set_state(a.state);
+    r.set_node_id(node_id_);
+    r.set_incarnation(a.restarts);
+    if (a.state == rpc::ACTOR_ALIVE && a.worker != nullptr && !a.worker->conn->closed()) {
+      r.set_worker_socket(a.worker_socket);
+      r.set_worker_host(a.worker_host);
+      r.set_worker_port(a.worker_port);
+    } else if (a.state == rpc::ACTOR_ALIVE) {
+      r.set_state(rpc::ACTOR_RESTARTING);  // its worker is going; not a place to send calls
+    }
+    return reply(std::move(r));
+  }
+  if (!locate_) {
+    rpc::ActorRouteReply r;
+    r.mutable_status()->set_code(static_cast<int>(StatusCode::kNotFound));
+    r.mutable_status()->set_message("no actor " + ToHex(actor_id).substr(0, 12));
+    return reply(std::move(r));
+  }
+  locate_(actor_id, [reply = std::move(reply)](Result<rpc::ActorInfo> info) {
+    rpc::ActorRouteReply r;
+    if (!info.ok()) {
+      r.mutable_status()->set_code(static_cast<int>(info.status().code()));
+      r.mutable_status()->set_message(info.status().message());
+      return reply(std::move(r));
+    }
+    const rpc::ActorInfo& a = info.value();
+    r.set_state(a.state());
+    r.set_node_id(a.node_id());
+    r.set_incarnation(a.restarts());
+    r.set_worker_socket(a.worker_socket());
+    r.set_worker_host(a.worker_host());
+    r.set_worker_port(a.worker_port());
+    reply(std::move(r));
+  });
 }
 
 void ActorManager::OnTaskReady(const rpc::TaskSpec& spec) {
@@ -184,10 +245,11 @@ void ActorManager::Pump(Actor& a) {
   }
 }
 
-void ActorManager::OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const std::string& error) {
+void ActorManager::OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const rpc::TaskDone& done) {
   auto it = actors_.find(w->actor_id);
   if (it == actors_.end()) return;
   Actor& a = it->second;
+  const std::string& error = done.error();
   if (spec.kind() != rpc::TASK_ACTOR_CREATION) {
     tasks_->FinishTask(spec.task_id(), error.empty(), error);
     return;
@@ -196,6 +258,9 @@ void ActorManager::OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const std::s
     Die(a, "its constructor raised " + error);
     return;
   }
+  a.worker_socket = done.direct_socket();
+  a.worker_host = done.direct_host();
+  a.worker_port = done.direct_port();
   a.state = rpc::ACTOR_ALIVE;
   Announce(a);
   Pump(a);
@@ -206,6 +271,9 @@ void ActorManager::OnWorkerDied(Worker* w, const std::deque<std::string>& lost, 
   if (it == actors_.end()) return;
   Actor& a = it->second;
   a.worker = nullptr;
+  a.worker_socket.clear();
+  a.worker_host.clear();
+  a.worker_port = 0;
   int max = a.creation.max_restarts();
   bool stays_dead = a.state == rpc::ACTOR_DEAD || (max >= 0 && a.restarts >= max);
   std::string final_why = a.state == rpc::ACTOR_DEAD ? a.death_cause
@@ -220,6 +288,12 @@ void ActorManager::OnWorkerDied(Worker* w, const std::deque<std::string>& lost, 
     rpc::TaskSpec* spec = tasks_->MutableSpec(tid);
     if (spec == nullptr || spec->kind() == rpc::TASK_ACTOR_CREATION) {
       first = false;
+      continue;
+    }
+    if (spec->interrupted() && spec->incarnation() == a.restarts) {
+      // Handed back by a caller that saw this same death first: counted then.
+      first = false;
+      back.push_back(tid);
       continue;
     }
     if (first) {

@@ -42,8 +42,12 @@ class ActorManager {
   void OnTaskReady(const rpc::TaskSpec& spec);
   // Places pending actors on idle workers when their resources are free.
   void PlacePending();
-  // The actor's worker finished `spec` (creation or method); `error` set if it raised.
-  void OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const std::string& error);
+  // The actor's worker finished `spec` (creation or method): `done` is its report.
+  void OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const rpc::TaskDone& done);
+  // Where callers may send the actor's method calls directly (state, node,
+  // worker address), from this node's record or else the GCS. `reply` runs
+  // once, maybe later.
+  void Route(const std::string& actor_id, std::function<void(rpc::ActorRouteReply)> reply);
   // `lost` are the task ids the worker had been pushed, oldest first.
   void OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why);
   Status Kill(const std::string& actor_id, bool no_restart);
@@ -94,6 +98,9 @@ class ActorManager {
     std::deque<std::string> queue;      // method calls not pushed yet, in submission order
     std::unordered_set<std::string> ready;
     std::string death_cause;
+    // Where the live worker takes direct calls (set when its constructor returns).
+    std::string worker_socket, worker_host;
+    int worker_port = 0;
   };
   void Pump(Actor& a);
   void Die(Actor& a, const std::string& cause);

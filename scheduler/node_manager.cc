@@ -25,6 +25,8 @@ struct NodeManager::Client {
   std::unordered_set<std::string> holds;
   std::unordered_map<std::string, int64_t> pins;
   std::unordered_set<std::string> creating;
+  // Results of this client's direct actor calls, not handed in yet (EXPECT_RETURNS).
+  std::unordered_set<std::string> expected;
 };
 
 struct NodeManager::PendingGet {
@@ -375,6 +377,37 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       });
       return;
     }
+    case rpc::ACTOR_ROUTE: {
+      rpc::ActorRoute m;
+      if (!Parse(&m, body, len)) return bad("actor route");
+      std::weak_ptr<Client> weak = c;
+      uint64_t req = h.request_id;
+      std::vector<std::string> calls(m.task_ids().begin(), m.task_ids().end());
+      tasks_.actors().Route(m.actor_id(), [this, weak, req, calls](rpc::ActorRouteReply r) {
+        bool done = true;
+        for (const auto& tid : calls) done = done && !tasks_.HasTask(tid);
+        r.set_calls_done(done);
+        if (auto cl = weak.lock()) Reply(*cl, rpc::ACTOR_ROUTE, req, r);
+      });
+      return;
+    }
+    case rpc::EXPECT_RETURNS: {
+      rpc::ExpectReturns m;
+      if (!Parse(&m, body, len) || m.task_ids_size() != m.num_returns_size()) return bad("expected returns");
+      for (int i = 0; i < m.task_ids_size(); ++i) {
+        for (int k = 1; k <= m.num_returns(i); ++k) {
+          std::string id = MakeObjectId(m.task_ids(i), static_cast<uint32_t>(k));
+          Hold(*c, id);
+          c->expected.insert(id);
+        }
+      }
+      return;
+    }
+    case rpc::DIRECT_RESULTS: {
+      rpc::TaskDone m;
+      if (!Parse(&m, body, len)) return bad("direct results");
+      return HandleDirectResults(*c, std::move(m));
+    }
     case rpc::KILL_ACTOR: {
       rpc::KillActor m;
       if (!Parse(&m, body, len)) return bad("actor kill");
@@ -409,6 +442,9 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_session_dir(options_.session_dir);
   r.set_gcs_address(redis_.address());
   r.set_inline_threshold(options_.inline_threshold);
+  r.set_node_address(options_.node_ip);
+  r.set_cluster_token(options_.redis_password);
+  clients_by_id_[c->client_id] = c.get();
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {
     PHALANX_LOG(Warning) << st.ToString();
@@ -423,8 +459,42 @@ void NodeManager::Hold(Client& c, const std::string& id) {
 }
 
 void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
-  for (int i = 1; i <= spec.num_returns(); ++i) Hold(c, MakeObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+  for (int i = 1; i <= spec.num_returns(); ++i) {
+    std::string id = MakeObjectId(spec.task_id(), static_cast<uint32_t>(i));
+    // A direct actor call handed back after its connection broke: the caller
+    // already holds its returns; the task now produces them.
+    if (spec.returns_held()) {
+      c.expected.erase(id);
+    } else {
+      Hold(c, id);
+    }
+  }
   tasks_.Submit(std::move(spec));
+}
+
+void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
+  for (auto& r : *m.mutable_returns()) {
+    const std::string& id = r.object_id();
+    c.expected.erase(id);
+    if (r.in_store()) {
+      // Created and sealed here by the actor's worker, which held it until
+      // now: the caller's hold (EXPECT_RETURNS) keeps it from here on.
+      auto holder = clients_by_id_.find(m.release_holder());
+      if (holder != clients_by_id_.end() && holder->second->holds.erase(id)) objects_.RemoveRef(id);
+      if (holder == clients_by_id_.end() && !objects_.IsReady(id)) {
+        objects_.MarkLost(id, StatusCode::kObjectLost, "the actor's worker that made it exited before handing it over");
+      }
+      continue;
+    }
+    std::vector<std::string> contained(r.contained_ids().begin(), r.contained_ids().end());
+    if (r.data().size() <= options_.inline_threshold) {
+      objects_.PutInline(id, std::move(*r.mutable_data()), std::move(contained));
+      continue;
+    }
+    // A large result from an actor on another node came inline: it goes to the store.
+    Status st = objects_.PutInStore(id, r.data(), std::move(contained));
+    if (!st.ok()) objects_.MarkLost(id, st.code(), "cannot store the result of an actor call: " + st.message());
+  }
 }
 
 void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {
@@ -601,10 +671,20 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
   c->pins.clear();
   for (const auto& id : c->creating) objects_.AbortCreate(id);
   c->creating.clear();
+  // Results its direct actor calls would have brought: nobody else can bring them.
+  for (const auto& id : c->expected) {
+    if (!objects_.IsReady(id)) {
+      objects_.MarkLost(id, StatusCode::kObjectLost,
+                        "the process that called the actor exited before the call's result came back to it");
+    }
+  }
+  c->expected.clear();
   auto holds = std::move(c->holds);
   c->holds.clear();
   for (const auto& id : holds) objects_.RemoveRef(id);
   if (!stopped_) tasks_.actors().OnClientGone(c->client_id);
+  auto byid = clients_by_id_.find(c->client_id);
+  if (byid != clients_by_id_.end() && byid->second == c.get()) clients_by_id_.erase(byid);
   clients_.erase(c.get());
 }
 

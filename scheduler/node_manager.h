@@ -78,6 +78,7 @@ class NodeManager {
 
   void HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m);
   void HandleSubmit(Client& c, rpc::TaskSpec spec);
+  void HandleDirectResults(Client& c, rpc::TaskDone m);
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
   void CompleteGet(const std::shared_ptr<PendingGet>& g);
   void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
@@ -107,6 +108,7 @@ class NodeManager {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
+  std::unordered_map<std::string, Client*> clients_by_id_;  // registered clients by their client id
   std::unordered_map<std::string, Function> functions_;
   std::vector<rpc::TaskRecord> pending_records_;
   std::vector<std::string> pending_task_deletes_;

@@ -381,7 +381,7 @@ void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
     }
     if (!w->actor_id.empty()) {
       rpc::TaskSpec spec = it->second.spec;
-      actors_->OnTaskDone(w, spec, done.error());
+      actors_->OnTaskDone(w, spec, done);
       return;
     }
     Finish(tid, done.error().empty(), done.error());

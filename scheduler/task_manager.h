@@ -99,6 +99,7 @@ class TaskManager {
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
   void FinishTask(const std::string& task_id, bool ok, const std::string& error) { Finish(task_id, ok, error); }
   rpc::TaskSpec* MutableSpec(const std::string& task_id);
+  bool HasTask(const std::string& task_id) const { return tasks_.count(task_id) > 0; }
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out);
   void Redispatch() { Dispatch(); }
   const ResourceSet& available() const { return available_; }

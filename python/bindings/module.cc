@@ -328,6 +328,10 @@ PYBIND11_MODULE(_core, m) {
     auto core = Core();
     if (core) ThrowIfError(core->Flush());
   });
+  m.def("direct_calls_sent", [] {
+    auto core = Core();
+    return core ? core->direct_calls_sent() : 0;
+  }, "How many actor method calls this process sent straight to an actor's worker.");
   m.def("local_ref_count", [](pyb::bytes id) {
     auto core = Core();
     return core ? core->LocalRefCount(id) : 0;
@@ -378,7 +382,7 @@ PYBIND11_MODULE(_core, m) {
       for (auto c : t[2].cast<pyb::list>()) rv->add_contained_ids(c.cast<std::string>());
     }
     pyb::gil_scoped_release nogil;
-    ThrowIfError(core->TaskDone(d));
+    ThrowIfError(core->TaskDone(std::move(d)));
   });
 
   m.def("stats", [](int64_t timeout_ms) {

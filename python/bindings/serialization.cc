@@ -159,8 +159,10 @@ void BindSerialization(pyb::module_& m) {
                              pyb::list contained) -> pyb::object {
     auto core = RequireCore();
     Pieces p(meta, buffers);
-    if (p.TotalSize() <= core->inline_threshold()) return PackBytes(kind, p);
-    WriteToStore(core, std::string(id), kind, p, Ids(contained), false);
+    if (p.TotalSize() <= core->ReturnInlineLimit()) return PackBytes(kind, p);
+    // A direct actor call's store result stays held by this worker until the
+    // caller's raylet takes it over (see CoreWorker::TaskDone).
+    WriteToStore(core, std::string(id), kind, p, Ids(contained), core->ReturnsHeld());
     return pyb::none();
   });
 }

@@ -201,3 +201,97 @@ def test_bad_actor_options(cluster):
         Counter.options(num_gpu=1)
     with pytest.raises(ValueError, match="max_restarts"):
         Counter.options(max_restarts="a lot")
+
+
+@phalanx.remote
+class Sleeper:
+    def __init__(self):
+        self.calls = 0
+
+    def nap(self, seconds):
+        self.calls += 1
+        time.sleep(seconds)
+        return self.calls
+
+    def pid(self):
+        return os.getpid()
+
+    def array(self, n):
+        return np.arange(n, dtype=np.float64)
+
+
+def _until_direct(sleeper):
+    """Calls until one goes straight to the actor (the first ones may take the raylet)."""
+    from phalanx import _core
+    for _ in range(200):
+        sent = _core.direct_calls_sent()
+        phalanx.get(sleeper.pid.remote(), timeout=30)
+        if _core.direct_calls_sent() > sent:
+            return
+        time.sleep(0.005)
+    raise AssertionError("actor calls never went straight to the actor")
+
+
+@phalanx.remote
+def total(a):
+    return float(np.sum(a))
+
+
+def test_method_calls_go_straight_to_the_actor(cluster):
+    from phalanx import _core
+    c = Counter.remote()
+    # Calls made before the actor is placed go through the raylet; the switch
+    # to the direct path keeps them in order.
+    assert phalanx.get([c.add.remote() for _ in range(2000)], timeout=60) == list(range(1, 2001))
+    direct0, finished0 = _core.direct_calls_sent(), _core.stats(10000)["tasks_finished"]
+    assert phalanx.get([c.add.remote() for _ in range(300)], timeout=60)[-1] == 2300
+    for _ in range(50):
+        phalanx.get(c.add.remote())
+    # None of them passed through the raylet's task queue.
+    assert _core.direct_calls_sent() - direct0 == 350
+    assert _core.stats(10000)["tasks_finished"] - finished0 <= 2
+
+
+def test_direct_results_in_the_store_and_passed_on(cluster):
+    s = Sleeper.remote()
+    phalanx.get(s.pid.remote())
+    big = s.array.remote(1_000_000)  # 8 MB: made in the store by the actor's worker
+    assert phalanx.get(big, timeout=30)[-1] == 999_999.0
+    assert phalanx.get(total.remote(big), timeout=30) == float(np.arange(1_000_000).sum())
+    # A result passed to a task before it exists: the task waits for it.
+    later = s.nap.remote(0.5)
+    assert phalanx.get(total.remote(later), timeout=30) == 1.0
+    # Nested in a put, then read back by a task.
+    small = s.array.remote(10)
+    holder = phalanx.put([small])
+
+    @phalanx.remote
+    def first_of(lst):
+        return float(phalanx.get(lst[0])[3])
+    assert phalanx.get(first_of.remote(holder), timeout=30) == 3.0
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_calls_in_flight_when_the_actor_dies(cluster, retries):
+    s = Sleeper.options(max_restarts=1, max_task_retries=retries).remote()
+    pid = phalanx.get(s.pid.remote(), timeout=30)
+    _until_direct(s)
+    in_flight = [s.nap.remote(0.3) for _ in range(3)]
+    time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    t = time.monotonic()
+    if retries:
+        # All three run again on the restarted actor, in order.
+        assert phalanx.get(in_flight, timeout=60) == [1, 2, 3]
+    else:
+        for i, ref in enumerate(in_flight):
+            try:
+                got = phalanx.get(ref, timeout=60)
+            except phalanx.ActorDiedError as e:
+                assert "max_task_retries=0" in str(e)
+            else:
+                raise AssertionError(f"call {i} in flight returned {got!r} though its actor died")
+    assert time.monotonic() - t < 30
+    # Later calls reach the new process, directly again.
+    assert phalanx.get(s.pid.remote(), timeout=30) != pid
+    assert phalanx.get(s.nap.remote(0), timeout=30) == (4 if retries else 1)

@@ -154,6 +154,11 @@ def test_actor_placed_on_the_node_with_its_resource(sim_nodes):
     s = Sim.remote()
     assert phalanx.get([s.step.remote() for _ in range(50)], timeout=60)[-1] == 50
     assert phalanx.get(s.host.remote(), timeout=60) in raylets[1:]
+    # From another node, calls go straight to the actor's worker over TCP.
+    from phalanx import _core
+    sent = _core.direct_calls_sent()
+    assert phalanx.get([s.step.remote() for _ in range(20)], timeout=60)[-1] == 70
+    assert _core.direct_calls_sent() - sent == 20
     b = Sim.remote()  # the second sim node
     assert {phalanx.get(s.host.remote()), phalanx.get(b.host.remote(), timeout=60)} == set(raylets[1:])
     phalanx.kill(s)  # its node kills it; later calls fail there

@@ -1,0 +1,382 @@
+#include "core/direct_io.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/frame.h"
+#include "core/logging.h"
+
+namespace phalanx {
+
+namespace {
+constexpr int kWriteTimeoutSeconds = 30;  // a peer that stops reading this long is given up
+constexpr size_t kReadChunk = 1 << 16;
+constexpr size_t kQueuedBytes = 1 << 16;               // SendLater writes at once past this
+constexpr auto kQueueDelay = std::chrono::microseconds(200);  // ... or after this
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+void TuneTcp(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  int idle = 2, interval = 1, count = 3;  // a vanished peer is noticed in ~5 s
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+void SetWriteTimeout(int fd) {
+  timeval tv{kWriteTimeoutSeconds, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+}  // namespace
+
+DirectIo::DirectIo(FrameHandler on_frames, CloseHandler on_close)
+    : on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+DirectIo::~DirectIo() {
+  Stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void DirectIo::Stop() {
+  if (stopping_.exchange(true)) return;
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [id, c] : conns_) {
+    std::lock_guard<std::mutex> w(c->write_mu);
+    if (c->fd >= 0) ::close(c->fd);
+    c->fd = -1;
+  }
+  conns_.clear();
+}
+
+void DirectIo::Wake() {
+  uint64_t one = 1;
+  ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  (void)n;
+}
+
+uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer) {
+  auto c = std::make_shared<Conn>();
+  c->fd = fd;
+  c->listener = listener;
+  c->tcp = tcp;
+  c->peer = std::move(peer);
+  if (!listener) {
+    SetWriteTimeout(fd);
+    if (tcp) TuneTcp(fd);
+  }
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    id = next_id_++;
+    conns_[id] = std::move(c);
+  }
+  Wake();
+  return id;
+}
+
+Status DirectIo::ListenUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("socket path too long: " + path);
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ::unlink(path.c_str());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Unavailable(Errno("socket()"));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0) {
+    Status st = Status::Unavailable(Errno(("cannot listen on " + path).c_str()));
+    ::close(fd);
+    return st;
+  }
+  Add(fd, true, false, path);
+  return Status::OK();
+}
+
+Result<int> DirectIo::ListenTcp(const std::string& host) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return Status::InvalidArgument("not an IPv4 address: " + host);
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Unavailable(Errno("socket()"));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    Status st = Status::Unavailable(Errno(("cannot listen on " + host).c_str()));
+    ::close(fd);
+    return st;
+  }
+  Add(fd, true, true, host);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_ms) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("socket path too long: " + path);
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  Deadline deadline = DeadlineAfterMs(timeout_ms);
+  while (true) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::Unavailable(Errno("socket()"));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return Add(fd, false, false, path);
+    std::string err = std::strerror(errno);
+    ::close(fd);
+    if (Clock::now() >= deadline) return Status::Unavailable("cannot connect to " + path + ": " + err);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t timeout_ms) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return Status::InvalidArgument("not an IPv4 address: " + host);
+  }
+  std::string peer = host + ":" + std::to_string(port);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Status::Unavailable(Errno("socket()"));
+  int r = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  if (r != 0 && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
+    int err = ETIMEDOUT;
+    socklen_t len = sizeof(err);
+    if (r == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    r = err == 0 ? 0 : -1;
+    errno = err;
+  }
+  if (r != 0) {
+    std::string err = std::strerror(errno);
+    ::close(fd);
+    return Status::Unavailable("cannot connect to " + peer + ": " + err);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return Add(fd, false, true, peer);
+}
+
+Status DirectIo::Send(uint64_t conn, const std::string& bytes) {
+  std::shared_ptr<Conn> c;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = conns_.find(conn);
+    if (it == conns_.end()) return Status::Unavailable("direct connection " + std::to_string(conn) + " is closed");
+    c = it->second;
+  }
+  std::lock_guard<std::mutex> w(c->write_mu);
+  if (!c->out.empty()) {  // keep the order of what SendLater queued
+    c->out += bytes;
+    std::string all = std::move(c->out);
+    c->out.clear();
+    return WriteLocked(*c, all.data(), all.size());
+  }
+  return WriteLocked(*c, bytes.data(), bytes.size());
+}
+
+Status DirectIo::WriteLocked(Conn& c, const char* data, size_t size) {
+  size_t off = 0;
+  while (off < size) {
+    if (c.fd < 0) return Status::Unavailable(c.peer + " is closed");
+    ssize_t n = ::send(c.fd, data + off, size - off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string why = errno == EAGAIN ? "it stopped reading for " + std::to_string(kWriteTimeoutSeconds) + " s"
+                                        : std::string(std::strerror(errno));
+      ::shutdown(c.fd, SHUT_RDWR);  // the poll thread reports the close
+      return Status::Unavailable("cannot write to " + c.peer + ": " + why);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+void DirectIo::SendLater(uint64_t conn, const std::string& bytes) {
+  std::shared_ptr<Conn> c;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = conns_.find(conn);
+    if (it == conns_.end()) return;  // closed: its close handler deals with what was meant for it
+    c = it->second;
+  }
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> w(c->write_mu);
+    first = c->out.empty();
+    c->out += bytes;
+    if (c->out.size() >= kQueuedBytes) {
+      std::string all = std::move(c->out);
+      c->out.clear();
+      (void)WriteLocked(*c, all.data(), all.size());
+      return;
+    }
+  }
+  if (first) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      wake = queued_.empty();
+      if (wake) queued_since_ = Clock::now();
+      queued_.push_back(std::move(c));
+    }
+    if (wake) Wake();  // the poll thread writes it shortly
+  }
+}
+
+void DirectIo::Flush() {
+  std::vector<std::shared_ptr<Conn>> queued;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queued.swap(queued_);
+  }
+  for (auto& c : queued) {
+    std::lock_guard<std::mutex> w(c->write_mu);
+    if (c->out.empty()) continue;
+    std::string all = std::move(c->out);
+    c->out.clear();
+    (void)WriteLocked(*c, all.data(), all.size());
+  }
+}
+
+void DirectIo::Close(uint64_t conn) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  std::lock_guard<std::mutex> w(it->second->write_mu);
+  if (it->second->fd >= 0) ::shutdown(it->second->fd, SHUT_RDWR);
+}
+
+bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
+  if (c.rbuf.size() - c.filled < kReadChunk / 4) c.rbuf.resize(std::max(c.rbuf.size() * 2, kReadChunk));
+  ssize_t n = ::recv(c.fd, c.rbuf.data() + c.filled, c.rbuf.size() - c.filled, MSG_DONTWAIT);
+  if (n == 0) {
+    *why = Status::Unavailable(c.peer + " closed the connection");
+    return false;
+  }
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EINTR) return true;
+    *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
+    return false;
+  }
+  c.filled += static_cast<size_t>(n);
+  size_t pos = 0;
+  while (c.filled - pos >= kFrameHeaderSize) {
+    FrameHeader h = DecodeHeader(c.rbuf.data() + pos);
+    Status st = ValidateHeader(h);
+    if (!st.ok()) {
+      *why = Status::Unavailable(c.peer + " sent a malformed frame: " + st.message());
+      return false;
+    }
+    size_t total = kFrameHeaderSize + h.length;
+    if (c.filled - pos < total) {
+      if (c.rbuf.size() < total) c.rbuf.resize(total);
+      break;
+    }
+    out->push_back(Frame{h, std::string(c.rbuf.data() + pos + kFrameHeaderSize, h.length)});
+    pos += total;
+  }
+  if (pos > 0) {
+    std::memmove(c.rbuf.data(), c.rbuf.data() + pos, c.filled - pos);
+    c.filled -= pos;
+  }
+  if (c.rbuf.size() > (1u << 22) && c.filled < kReadChunk) c.rbuf.resize(kReadChunk);
+  return true;
+}
+
+void DirectIo::Loop() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;
+  std::vector<std::shared_ptr<Conn>> conns;
+  while (!stopping_) {
+    fds.clear();
+    ids.clear();
+    conns.clear();
+    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    ids.push_back(0);
+    conns.push_back(nullptr);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (auto& [id, c] : conns_) {
+        fds.push_back(pollfd{c->fd, POLLIN, 0});
+        ids.push_back(id);
+        conns.push_back(c);
+      }
+    }
+    bool queued;
+    Clock::time_point since;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queued = !queued_.empty();
+      since = queued_since_;
+    }
+    int r;
+    if (queued) {
+      // Let a burst of SendLater frames gather, then write each socket's in one go.
+      auto left = std::max(Clock::duration::zero(), since + kQueueDelay - Clock::now());
+      timespec ts{0, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()};
+      r = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+      if (Clock::now() >= since + kQueueDelay) Flush();
+    } else {
+      r = ::poll(fds.data(), fds.size(), -1);
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      PHALANX_LOG(Error) << "direct connections: poll failed: " << std::strerror(errno);
+      return;
+    }
+    if (stopping_) return;
+    if (fds[0].revents) {
+      uint64_t v;
+      while (::read(wake_fd_, &v, sizeof(v)) > 0) {
+      }
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Conn& c = *conns[i];
+      uint64_t id = ids[i];
+      if (c.listener) {
+        int fd = ::accept4(c.fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) Add(fd, false, c.tcp, "caller on " + c.peer);
+        continue;
+      }
+      std::vector<Frame> frames;
+      Status why;
+      bool open = ReadFrom(c, &frames, &why);
+      if (!frames.empty()) on_frame_(id, frames);
+      if (open) continue;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        conns_.erase(id);
+      }
+      {
+        std::lock_guard<std::mutex> w(c.write_mu);
+        ::close(c.fd);
+        c.fd = -1;
+      }
+      on_close_(id, why);
+    }
+  }
+}
+
+}  // namespace phalanx
