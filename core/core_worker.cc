@@ -487,6 +487,15 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     for (const auto& a : t.spec().args()) {
       if (!a.object_id().empty()) ref_ids.push_back(a.object_id());
     }
+    std::vector<std::string> fetched;
+    if (!ref_ids.empty() && !t.spec().origin_node().empty() && t.spec().origin_node() != node_id_) {
+      // Store objects of a caller on another node: this node's raylet copies them over.
+      rpc::FetchObjects m;
+      for (const auto& id : ref_ids) m.add_object_ids(id);
+      m.set_node_id(t.spec().origin_node());
+      PHALANX_RETURN_IF_ERROR(Send(rpc::FETCH_OBJECTS, m));
+      fetched = ref_ids;
+    }
     if (!ref_ids.empty()) {
       auto values = Get(ref_ids, -1);
       if (!values.ok()) {
@@ -504,7 +513,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     }
     std::lock_guard<std::mutex> l(server_mu_);
     auto c = callers_.find(conn);
-    running_direct_[t.spec().task_id()] = RunningDirect{conn, c != callers_.end() && c->second};
+    running_direct_[t.spec().task_id()] = RunningDirect{conn, c != callers_.end() && c->second, std::move(fetched)};
     current_task_ = t.spec().task_id();
     return t;
   }
@@ -535,6 +544,11 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     }
     is_creation = creations_.erase(done.task_id()) > 0;
     current_task_.clear();
+  }
+  if (!direct.fetched.empty()) {
+    rpc::UpdateRefs m;
+    for (const auto& id : direct.fetched) m.add_remove(id);
+    (void)Send(rpc::UPDATE_REFS, m);
   }
   if (!is_direct) {
     if (is_creation && done.error().empty()) {
@@ -617,7 +631,8 @@ Status CoreWorker::SubmitActorCall(rpc::TaskSpec spec) {
     inline_args = r.direct && r.remote && has_refs;
     if (!inline_args) return SendActorCallLocked(r, std::move(spec));
   }
-  // The actor's node cannot read this node's objects yet: send the values.
+  // The actor's node cannot read this node's objects by id: small values
+  // travel with the call, store objects are copied by the actor's raylet.
   // (Outside the lock: the values may be results that other direct calls bring.)
   PHALANX_RETURN_IF_ERROR(InlineRefArgs(&spec));
   std::lock_guard<std::mutex> l(routes_mu_);
@@ -645,11 +660,8 @@ Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
       a.set_data(v.data());
       a.clear_object_id();
     } else if (v.state() == rpc::OBJ_IN_STORE) {
-      Release(v.object_id());
-      st = Status::InvalidArgument("calling " + where + " with a store-sized ref argument (" +
-                                   std::to_string(v.size()) +
-                                   " bytes) is not supported yet: objects do not move between nodes before the "
-                                   "transfer layer lands");
+      Release(v.object_id());  // stays a ref: the actor's node copies it from this one
+      spec->set_origin_node(node_id_);
     } else {
       st = Status(static_cast<StatusCode>(v.error_code()), "an argument of " + where + " is lost: " + v.error());
     }
@@ -660,8 +672,10 @@ Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
 void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
   auto now = Clock::now();
   if (now < r.next_lookup) return;
-  auto later = [&] {
-    r.next_lookup = Clock::now() + r.backoff;
+  // Ask again soon while only the caller's own raylet-path calls hold the
+  // switch back (they finish at the actor's pace), slower while it is not alive.
+  auto later = [&](std::chrono::milliseconds cap = std::chrono::milliseconds(50)) {
+    r.next_lookup = Clock::now() + std::min(r.backoff, cap);
     r.backoff = std::min(r.backoff * 2, std::chrono::milliseconds(50));
   };
   rpc::ActorRoute q;
@@ -671,7 +685,8 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
   rpc::ActorRouteReply a;
   if (!f.ok() || !a.ParseFromString(f.value().body) || a.status().code() != 0) return later();
   if (a.state() == rpc::ACTOR_DEAD || a.calls_done()) r.raylet_calls.clear();
-  if (a.state() != rpc::ACTOR_ALIVE || !a.calls_done()) return later();
+  if (a.state() != rpc::ACTOR_ALIVE) return later();
+  if (!a.calls_done()) return later(std::chrono::milliseconds(4));
   bool same_node = a.node_id() == node_id_;
   Result<uint64_t> conn = Status::Unavailable("the actor's worker gave no address");
   if (same_node && !a.worker_socket().empty()) {

@@ -158,6 +158,7 @@ class CoreWorker {
   struct RunningDirect {
     uint64_t conn = 0;
     bool remote = false;
+    std::vector<std::string> fetched;  // ref arguments copied from the caller's node, held till done
   };
   Status SubmitActorCall(rpc::TaskSpec spec);
   // Under routes_mu_: asks the raylet whether calls may go direct, and connects.

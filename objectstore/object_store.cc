@@ -74,6 +74,13 @@ void ObjectStore::Delete(const std::string& id) {
   Free(it);
 }
 
+bool ObjectStore::Revive(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || !it->second.sealed || !it->second.delete_when_unpinned) return false;
+  it->second.delete_when_unpinned = false;
+  return true;
+}
+
 void ObjectStore::MarkEvictable(const std::string& id) {
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.evictable) return;

@@ -57,6 +57,9 @@ class ObjectStore {
   void Unpin(const std::string& id);
   // Deletes now, or at the last Unpin.
   void Delete(const std::string& id);
+  // Takes back a sealed object whose deletion waits for its last pin (its
+  // id is wanted again: ids name immutable values). False if there is none.
+  bool Revive(const std::string& id);
   // A secondary copy: may be evicted when space is needed.
   void MarkEvictable(const std::string& id);
 

@@ -106,6 +106,18 @@ Status ObjectTable::PutInStore(const std::string& id, const std::string& data, s
   return SealInStore(id);
 }
 
+bool ObjectTable::ReviveFromStore(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.state != State::kPending || it->second.creating) return false;
+  if (!store_->Revive(id)) return false;
+  Entry& e = it->second;
+  e.state = State::kInStore;
+  e.size = store_->Find(id)->size;
+  BecomeReady(e);
+  MaybeFree(id);
+  return true;
+}
+
 void ObjectTable::AbortCreate(const std::string& id) {
   auto it = entries_.find(id);
   if (it == entries_.end() || !it->second.creating) return;

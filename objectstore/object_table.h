@@ -45,11 +45,20 @@ class ObjectTable {
   // CreateInStore + copy `data` in + SealInStore, for values that arrive over the network.
   Status PutInStore(const std::string& id, const std::string& data, std::vector<std::string> contained);
   void AbortCreate(const std::string& id);
+  // A pending object whose earlier copy is still in the store (freed here,
+  // but pinned by a reader): that copy becomes its value. False if none.
+  bool ReviveFromStore(const std::string& id);
   void MarkLost(const std::string& id, StatusCode code, const std::string& why);
 
   // Runs `cb` when `id` is ready or lost (now, if it already is).
   void OnReady(const std::string& id, ReadyCallback cb);
   bool IsReady(const std::string& id) const;
+  bool Contains(const std::string& id) const { return entries_.count(id) > 0; }
+  // Whether the object's value holds references to other objects.
+  bool ContainsRefs(const std::string& id) const {
+    auto it = entries_.find(id);
+    return it != entries_.end() && !it->second.contained.empty();
+  }
   // Fills `out` with the object's current value. For a store object this
   // pins it; the caller must Unpin (ReleasePin) when the reader is done.
   void Describe(const std::string& id, rpc::ObjectValue* out, bool pin);

@@ -221,8 +221,9 @@ void ActorManager::Pump(Actor& a) {
       rpc::TaskSpec forward;
       if (!tasks_->BuildForwardSpec(tid, &forward)) {
         tasks_->FailTask(tid, StatusCode::kInvalidArgument,
-                         Describe(a) + " runs on another node; calling it with store-sized or nested ref "
-                                       "arguments is not supported yet: pass the values");
+                         Describe(a) + " runs on another node; calling it with refs nested inside arguments "
+                                       "(or with a lost argument) is not supported yet: pass them as top-level "
+                                       "arguments");
         continue;
       }
       a.remote_inflight.push_back(tid);
@@ -438,6 +439,30 @@ void ActorManager::OnClientGone(const std::string& client_id) {
   for (const auto& id : doomed) {
     Actor& a = actors_[id];
     a.death_cause = "the process that created it exited";
+    if (a.worker == nullptr) {
+      Die(a, a.death_cause);
+    } else {
+      a.state = rpc::ACTOR_DEAD;
+      if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
+    }
+  }
+}
+
+void ActorManager::OnNodeDead(const std::string& node_id, const std::string& why) {
+  std::vector<std::string> doomed;
+  for (auto& [id, a] : actors_) {
+    if (a.proxy || a.state == rpc::ACTOR_DEAD || a.creation.origin_node() != node_id) continue;
+    if (a.creation.detached()) {
+      // Nobody else will restart it now: this node is its home from here on.
+      a.creation.clear_origin_node();
+      PHALANX_LOG(Info) << "adopting detached " << Describe(a) << ": the node that created it is gone (" << why << ")";
+      continue;
+    }
+    doomed.push_back(id);
+  }
+  for (const auto& id : doomed) {
+    Actor& a = actors_[id];
+    a.death_cause = "the node that created it died (" + why + ")";
     if (a.worker == nullptr) {
       Die(a, a.death_cause);
     } else {

@@ -54,6 +54,9 @@ class ActorManager {
   // No node can hold the actor's resources: it dies with `why`.
   void FailInfeasible(const std::string& actor_id, const std::string& why);
   void OnClientGone(const std::string& client_id);
+  // Another node died. Actors it created and placed here die with it (they
+  // share their creator's fate), unless detached: those this node adopts.
+  void OnNodeDead(const std::string& node_id, const std::string& why);
   // NotFound when no live actor has that name.
   Result<rpc::GetActorReply> Lookup(const std::string& name) const;
 

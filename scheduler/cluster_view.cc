@@ -26,8 +26,18 @@ void ClusterView::Update(const std::vector<rpc::NodeInfo>& nodes, int64_t now_ms
       silent_.push_back(n);
       continue;
     }
+    auto s = suspects_.find(n.node_id());
+    if (s != suspects_.end()) {
+      if (n.heartbeat_ms() <= s->second) continue;  // not heard from since it failed us
+      suspects_.erase(s);
+    }
     nodes_[n.node_id()] = n;
   }
+}
+
+void ClusterView::Suspect(const std::string& node_id, int64_t now_ms) {
+  suspects_[node_id] = now_ms;
+  nodes_.erase(node_id);
 }
 
 const rpc::NodeInfo* ClusterView::PickNode(const ResourceSet& need) const {

@@ -32,6 +32,9 @@ class ClusterView {
   bool FitsSomewhere(const ResourceSet& need, const ResourceSet& self_total) const;
   // Books `need` against the node's free resources until the next Update.
   void Reserve(const std::string& node_id, const ResourceSet& need);
+  // A connection to the node failed: leave it out (of picks, Find, Others)
+  // until a heartbeat newer than now shows it is back.
+  void Suspect(const std::string& node_id, int64_t now_ms);
   // Nodes whose heartbeat was already too old at the last Update.
   const std::vector<rpc::NodeInfo>& Silent() const { return silent_; }
   size_t size() const { return nodes_.size(); }
@@ -45,6 +48,7 @@ class ClusterView {
   std::unordered_map<std::string, rpc::NodeInfo> nodes_;  // live others, by node id
   std::unordered_map<std::string, ResourceSet> reserved_;
   std::vector<rpc::NodeInfo> silent_;
+  std::unordered_map<std::string, int64_t> suspects_;  // node id -> when it failed us (wall clock ms)
 };
 
 }  // namespace phalanx::scheduler

@@ -14,6 +14,12 @@ namespace phalanx::scheduler {
 
 namespace asio = boost::asio;
 using asio::local::stream_protocol;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+// How long a function registered on another node may take to reach the GCS.
+constexpr auto kFunctionWait = std::chrono::seconds(5);
+}  // namespace
 
 struct NodeManager::Client {
   std::shared_ptr<FramedConnection> conn;
@@ -328,20 +334,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
         r.set_pickled(it->second.pickled);
         return Reply(*c, rpc::GET_FUNCTION, req, r);
       }
-      std::weak_ptr<Client> weak = c;
-      gcs_.GetFunction(m.function_id(), [this, weak, req](Result<rpc::RegisterFunction> f) {
-        rpc::GetFunctionReply r;
-        if (f.ok()) {
-          functions_[f.value().function_id()] = Function{f.value().name(), f.value().pickled()};
-          r.set_name(f.value().name());
-          r.set_pickled(f.value().pickled());
-        } else {
-          r.mutable_status()->set_code(static_cast<int>(f.status().code()));
-          r.mutable_status()->set_message(f.status().message());
-        }
-        if (auto cl = weak.lock()) Reply(*cl, rpc::GET_FUNCTION, req, r);
-      });
-      return;
+      return LookUpFunction(c, req, m.function_id(), Clock::now() + kFunctionWait);
     }
     case rpc::GET_STATS:
       return HandleStats(*c, h.request_id);
@@ -403,6 +396,14 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       }
       return;
     }
+    case rpc::FETCH_OBJECTS: {
+      rpc::FetchObjects m;
+      if (!Parse(&m, body, len)) return bad("fetch");
+      std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
+      for (const auto& id : ids) Hold(*c, id);  // until the client lets go (UPDATE_REFS)
+      if (m.node_id() != node_id_) peers_.Fetch(ids, m.node_id());
+      return;
+    }
     case rpc::DIRECT_RESULTS: {
       rpc::TaskDone m;
       if (!Parse(&m, body, len)) return bad("direct results");
@@ -456,6 +457,34 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
 
 void NodeManager::Hold(Client& c, const std::string& id) {
   if (c.holds.insert(id).second) objects_.AddRef(id);
+}
+
+void NodeManager::LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
+                                 Clock::time_point give_up) {
+  std::weak_ptr<Client> weak = c;
+  gcs_.GetFunction(function_id, [this, weak, req, function_id, give_up](Result<rpc::RegisterFunction> f) {
+    auto cl = weak.lock();
+    if (!cl) return;
+    // The node that registered it may not have written it to the GCS yet
+    // (its task can arrive here first): ask again for a few seconds.
+    if (!f.ok() && f.status().code() == StatusCode::kNotFound && Clock::now() < give_up && !stopped_) {
+      auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(20));
+      timer->async_wait([this, timer, weak, req, function_id, give_up](auto ec) {
+        if (auto again = weak.lock(); again && !ec) LookUpFunction(again, req, function_id, give_up);
+      });
+      return;
+    }
+    rpc::GetFunctionReply r;
+    if (f.ok()) {
+      functions_[f.value().function_id()] = Function{f.value().name(), f.value().pickled()};
+      r.set_name(f.value().name());
+      r.set_pickled(f.value().pickled());
+    } else {
+      r.mutable_status()->set_code(static_cast<int>(f.status().code()));
+      r.mutable_status()->set_message(f.status().message());
+    }
+    Reply(*cl, rpc::GET_FUNCTION, req, r);
+  });
 }
 
 void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {

@@ -79,6 +79,8 @@ class NodeManager {
   void HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m);
   void HandleSubmit(Client& c, rpc::TaskSpec spec);
   void HandleDirectResults(Client& c, rpc::TaskDone m);
+  void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
+                      std::chrono::steady_clock::time_point give_up);
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
   void CompleteGet(const std::shared_ptr<PendingGet>& g);
   void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);

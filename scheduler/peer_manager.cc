@@ -18,7 +18,20 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
       store_(store),
       gcs_(gcs),
       view_(node_id_, dead_after_ms),
-      acceptor_(io) {}
+      acceptor_(io),
+      transfer_(objects, store,
+                [this](const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+                  const rpc::NodeInfo* node = view_.Find(node_id);
+                  if (node == nullptr) return done(Status::Unavailable("the node is not alive"));
+                  WithClient(*node, [done](std::shared_ptr<RpcClient> c, const Status& st) {
+                    if (!c) return done(st);
+                    done(c);
+                  });
+                }) {}
+
+void PeerManager::Fetch(const std::vector<std::string>& ids, const std::string& node_id) {
+  for (const auto& id : ids) transfer_.Pull(id, node_id);
+}
 
 Status PeerManager::Listen() {
   boost::system::error_code ec;
@@ -51,6 +64,18 @@ void PeerManager::Accept() {
           [this, weak](const FrameHeader& h, const char* body, size_t len) {
             auto c = weak.lock();
             if (!c) return;
+            if (h.type == rpc::PULL_OBJECT) {
+              rpc::PullObject m;
+              if (!m.ParseFromArray(body, static_cast<int>(len))) {
+                c->Close();
+                return;
+              }
+              uint64_t req = h.request_id;
+              transfer_.Serve(m, [weak, req](const rpc::PullObjectReply& r) {
+                if (auto cl = weak.lock()) cl->Send(rpc::PULL_OBJECT, kReplyFlag, req, r);
+              });
+              return;
+            }
             if (h.type == rpc::KILL_ACTOR) {
               rpc::KillActor k;
               rpc::KillActorReply r;
@@ -83,6 +108,8 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
                                 rpc::ForwardTask m) {
   rpc::TaskSpec spec = std::move(*m.mutable_spec());
   spec.set_forwarded(true);
+  spec.set_origin_node(m.from_node());
+
   spec.set_caller_id("");
   std::vector<std::string> returns;
   for (int i = 1; i <= spec.num_returns(); ++i) {
@@ -111,7 +138,14 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
     if (auto c = weak.lock()) c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
     for (const auto& id : returns) objects_->RemoveRef(id);
   };
+  // Ref arguments still given by id are in the sending node's store: copy
+  // them here (after Submit, whose hold keeps what arrives).
+  std::vector<std::string> pulls;
+  for (const auto& a : spec.args()) {
+    if (!a.object_id().empty()) pulls.push_back(a.object_id());
+  }
   tasks_->Submit(std::move(spec));
+  for (const auto& id : pulls) transfer_.Pull(id, m.from_node());
   if (returns.empty()) return reply();
   for (const auto& id : returns) {
     objects_->OnReady(id, [waiting, reply] {
@@ -164,6 +198,12 @@ void PeerManager::WithClient(const rpc::NodeInfo& node,
     if (r.ok()) {
       clients_[id] = r.value();
       r.value()->Start();
+    } else {
+      // Send nothing more its way until it heartbeats again (or is declared dead).
+      auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+      view_.Suspect(id, now_ms);
     }
     for (auto& f : waiting) f(r.ok() ? r.value() : nullptr, r.status());
   });
@@ -220,11 +260,19 @@ void PeerManager::Refresh(int64_t now_ms) {
     if (!r.ok() || stopped_) return;
     view_.Update(r.value(), now_ms);
     tasks_->Redispatch();  // queued tasks may fit elsewhere now
+    // Nodes another raylet declared dead first: their actors' fate is ours to settle too.
+    for (const auto& n : r.value()) {
+      if (n.alive() || n.node_id() == node_id_ || !marked_dead_.insert(n.node_id()).second) continue;
+      tasks_->actors().OnNodeDead(n.node_id(), "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() +
+                                                   " died");
+    }
     for (const auto& n : view_.Silent()) {
       if (!marked_dead_.insert(n.node_id()).second) continue;
       PHALANX_LOG(Warning) << "node " << ToHex(n.node_id()).substr(0, 12) << " at " << n.address()
                            << " sent no heartbeat for " << (now_ms - n.heartbeat_ms()) / 1000 << " s: marking it dead";
       gcs_->MarkNodeDead(n);
+      tasks_->actors().OnNodeDead(n.node_id(), "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() +
+                                                   " died");
       auto c = clients_.find(n.node_id());
       if (c != clients_.end()) {
         c->second->Close(Status::Unavailable("node " + ToHex(n.node_id()).substr(0, 12) + " stopped heartbeating"));

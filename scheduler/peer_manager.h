@@ -19,6 +19,7 @@
 #include "core/rpc_client.h"
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
+#include "objectstore/object_transfer.h"
 #include "scheduler/cluster_view.h"
 #include "scheduler/task_manager.h"
 
@@ -44,6 +45,8 @@ class PeerManager {
   std::string SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need);
   // Asks the node hosting an actor to kill it (fire and forget; its table entry tells the outcome).
   void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
+  // Copies objects that live on `node_id` into this node (see ObjectTransfer).
+  void Fetch(const std::vector<std::string>& ids, const std::string& node_id);
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
   void Stop();
@@ -73,6 +76,7 @@ class PeerManager {
       connecting_;
   std::vector<std::shared_ptr<FramedConnection>> inbound_;
   std::unordered_set<std::string> marked_dead_;
+  objectstore::ObjectTransfer transfer_;
   uint64_t spread_counter_ = 0;
 };
 

@@ -187,7 +187,10 @@ bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
     if (a.object_id().empty()) continue;
     rpc::ObjectValue v;
     objects_->Describe(a.object_id(), &v, /*pin=*/false);
-    if (v.state() != rpc::OBJ_INLINE) return false;  // store-sized or lost: stays here
+    if (v.state() == rpc::OBJ_IN_STORE && !objects_->ContainsRefs(a.object_id())) {
+      continue;  // the other node copies it from here (ObjectTransfer); this task holds it meanwhile
+    }
+    if (v.state() != rpc::OBJ_INLINE) return false;  // holds refs, or lost: stays here
     a.set_data(v.data());
     a.clear_object_id();
   }

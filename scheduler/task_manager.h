@@ -120,7 +120,8 @@ class TaskManager {
   // Warns the caller now and fails the task after the infeasible timeout.
   void WatchInfeasible(const std::string& task_id);
   // The spec to send to another node: ref arguments resolved inline. False
-  // when the task cannot leave (store-sized arguments, nested refs).
+  // when the task cannot leave (nested refs, or arguments whose values hold
+  // refs). Store-sized arguments stay refs: the other node copies them.
   bool BuildForward(const Task& t, rpc::TaskSpec* out);
   bool TrySpill(const std::string& task_id);
   // SPREAD and node affinity: true when the task was sent elsewhere (or failed).

@@ -248,11 +248,22 @@ def bench_dask(duration, reps):
             return x.result()
         return client.gather(x)
 
+    # n:n as for the others: n actors, each driven by its own task with 500 async calls.
+    n = os.cpu_count()
+    actors = [client.submit(_Pinger, actor=True, pure=False).result() for _ in range(n)]
+
+    def drive(a):
+        return [f.result() for f in [a.ping() for _ in range(500)]] and None
+
+    def n_to_n():
+        client.gather([client.submit(drive, a, pure=False) for a in actors])
+
     try:
         return run_suite({"noop": lambda: client.submit(noop, pure=False), "get": get,
                           "put": lambda v: client.scatter(v, hash=False),
                           "actor": lambda: client.submit(_Pinger, actor=True).result(),
-                          "call": lambda a, m, *args: getattr(a, m)(*args)}, duration, reps)
+                          "call": lambda a, m, *args: getattr(a, m)(*args),
+                          "n_to_n": n_to_n, "n_to_n_calls": 500 * n}, duration, reps)
     finally:
         client.close()
         cluster.close()

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 
+import numpy as np
 import pytest
 
 import phalanx
@@ -141,6 +142,9 @@ class Sim:
     def __init__(self):
         self.steps = 0
 
+    def pid(self):
+        return os.getpid()
+
     def step(self, k=1):
         self.steps += k
         return self.steps
@@ -154,10 +158,19 @@ def test_actor_placed_on_the_node_with_its_resource(sim_nodes):
     s = Sim.remote()
     assert phalanx.get([s.step.remote() for _ in range(50)], timeout=60)[-1] == 50
     assert phalanx.get(s.host.remote(), timeout=60) in raylets[1:]
-    # From another node, calls go straight to the actor's worker over TCP.
+    # From another node, calls go straight to the actor's worker over TCP
+    # (once the calls sent through the raylet before it was placed are done).
     from phalanx import _core
+    steps = 50
+    for _ in range(100):
+        sent = _core.direct_calls_sent()
+        steps += 1
+        assert phalanx.get(s.step.remote(), timeout=60) == steps
+        if _core.direct_calls_sent() > sent:
+            break
+        time.sleep(0.005)
     sent = _core.direct_calls_sent()
-    assert phalanx.get([s.step.remote() for _ in range(20)], timeout=60)[-1] == 70
+    assert phalanx.get([s.step.remote() for _ in range(20)], timeout=60)[-1] == steps + 20
     assert _core.direct_calls_sent() - sent == 20
     b = Sim.remote()  # the second sim node
     assert {phalanx.get(s.host.remote()), phalanx.get(b.host.remote(), timeout=60)} == set(raylets[1:])
@@ -171,8 +184,18 @@ def test_actor_restarted_on_another_node_when_its_node_dies(sim_nodes):
     s = Sim.remote()
     assert phalanx.get(s.step.remote(5), timeout=60) == 5
     first_host = phalanx.get(s.host.remote(), timeout=60)
+    worker = phalanx.get(s.pid.remote(), timeout=60)
     procs[first_host].send_signal(signal.SIGKILL)
+    procs[first_host].wait()
     t = time.monotonic()
+    # Its worker dies with it a moment later (a call that reaches it before
+    # that may still be answered by it).
+    while time.monotonic() - t < 10:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
     # Restarted elsewhere: the constructor ran again (state starts over).
     assert phalanx.get(s.step.remote(1), timeout=60) == 1
     assert time.monotonic() - t < 30
@@ -208,3 +231,81 @@ def test_actor_called_from_a_task_on_another_node(three_nodes):
     phalanx.get(remote_killer.remote(), timeout=60)
     with pytest.raises(phalanx.ActorDiedError, match="killed"):
         phalanx.get(tally.add.remote(1), timeout=30)
+
+
+def test_actors_share_the_fate_of_the_node_that_created_them(sim_nodes):
+    # A fourth node, the only one with "maker": a task there creates two actors
+    # that need "sim", so they are placed on the sim nodes.
+    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
+    sim_nodes.start_raylet(sim_nodes.redis_address, num_cpus=1, extra_args=fast + ["--resources", '{"maker": 1}'])
+    maker = sim_nodes.procs[-1][1]
+    time.sleep(0.6)
+
+    @phalanx.remote(resources={"maker": 1})
+    def make():
+        owned = Sim.options(name="owned").remote()
+        kept = Sim.options(name="kept", lifetime="detached").remote()
+        phalanx.get([owned.step.remote(), kept.step.remote()], timeout=60)
+        return os.getppid()
+    assert phalanx.get(make.remote(), timeout=60) == maker.pid
+    owned, kept = phalanx.get_actor("owned"), phalanx.get_actor("kept")
+    assert phalanx.get(owned.step.remote(), timeout=30) == 2
+    maker.send_signal(signal.SIGKILL)
+    # Once the maker node is declared dead, the actor it owned dies with it;
+    # the detached one lives on, adopted by the node that hosts it.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            phalanx.get(owned.step.remote(), timeout=30)
+        except phalanx.ActorDiedError as e:
+            assert "the node that created it died" in str(e)
+            break
+        assert time.monotonic() < deadline, "the owned actor outlived the node that created it"
+        time.sleep(0.2)
+    assert phalanx.get(kept.step.remote(), timeout=30) == 2
+
+
+@phalanx.remote(resources={"sim": 1})
+class Summer:
+    def total(self, a):
+        return float(np.sum(a))
+
+    def host(self):
+        return os.getppid()
+
+
+def test_store_sized_arguments_follow_tasks_and_actors_to_other_nodes(sim_nodes):
+    sims = [p.pid for n, p in sim_nodes.procs if n == "raylet"][1:]
+    arr = np.arange(3_000_000, dtype=np.float64)  # 24 MB: copied in several chunks
+    ref = phalanx.put(arr)
+
+    @phalanx.remote(resources={"sim": 1})  # runs only on a sim node, not the driver's
+    def where_and_sum(a):
+        return os.getppid(), float(a.sum())
+    host, total = phalanx.get(where_and_sum.remote(ref), timeout=60)
+    assert host in sims and total == float(arr.sum())
+
+    s = Summer.remote()
+    assert phalanx.get(s.host.remote(), timeout=60) in sims
+    # A store object, a small value and a result still being computed, all by ref.
+    assert phalanx.get(s.total.remote(ref), timeout=60) == float(arr.sum())
+    assert phalanx.get(s.total.remote(phalanx.put(np.ones(10))), timeout=60) == 10.0
+
+    @phalanx.remote
+    def slow_array():
+        time.sleep(0.5)
+        return np.ones(1_000_000)
+    assert phalanx.get(s.total.remote(slow_array.remote()), timeout=60) == 1_000_000.0
+    del ref
+
+
+def test_an_object_copied_again_after_its_copy_was_freed(sim_nodes):
+    ref = phalanx.put(np.arange(500_000, dtype=np.float64))
+
+    @phalanx.remote(resources={"sim": 1})
+    def total(a):
+        return float(a.sum())
+    # Each run copies the object to a sim node and frees the copy after: the
+    # next copy to the same node must not be mistaken for one still there.
+    for _ in range(4):
+        assert phalanx.get(total.remote(ref), timeout=60) == float(np.arange(500_000).sum())
