@@ -752,7 +752,10 @@ void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
     switch (f.header.type) {
       case rpc::DIRECT_DONE: {
         done.emplace_back();
-        if (!done.back().ParseFromString(f.body)) return Io()->Close(conn);
+        if (!done.back().ParseFromString(f.body)) {
+          PHALANX_LOG(Warning) << "malformed result on a direct actor connection; closing it";
+          return Io()->Close(conn);
+        }
         break;
       }
       case rpc::DIRECT_HELLO: {
@@ -768,7 +771,10 @@ void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
       case rpc::DIRECT_CALL: {
         {
           std::lock_guard<std::mutex> l(server_mu_);
-          if (!callers_.count(conn)) return Io()->Close(conn);  // no hello first
+          if (!callers_.count(conn)) {
+            PHALANX_LOG(Warning) << "a direct call before the caller said hello; closing its connection";
+            return Io()->Close(conn);
+          }
         }
         f.header.request_id = conn;
         calls.push_back(std::move(f));
@@ -842,8 +848,9 @@ void CoreWorker::OnDirectClose(uint64_t conn, const Status& why) {
     std::lock_guard<std::mutex> l(routes_mu_);
     auto a = conn_actor_.find(conn);
     if (a == conn_actor_.end()) return;
-    ActorRoute& r = routes_[a->second];
+    std::string actor = a->second;
     conn_actor_.erase(a);
+    ActorRoute& r = routes_[actor];
     r.direct = false;
     r.conn = 0;
     r.next_lookup = Clock::now() + std::chrono::milliseconds(5);
@@ -863,7 +870,8 @@ void CoreWorker::OnDirectClose(uint64_t conn, const Status& why) {
     }
     r.inflight.clear();
     if (!handed.empty()) {
-      PHALANX_LOG(Debug) << handed.size() << " actor calls handed to the raylet: " << why.ToString();
+      PHALANX_LOG(Info) << "connection to actor " << ToHex(actor).substr(0, 12) << " closed ("
+                        << why.message() << "): " << handed.size() << " calls in flight handed to the raylet";
     }
   }
   {

@@ -20,7 +20,6 @@
 namespace phalanx {
 
 namespace {
-constexpr int kWriteTimeoutSeconds = 30;  // a peer that stops reading this long is given up
 constexpr size_t kReadChunk = 1 << 16;
 constexpr size_t kQueuedBytes = 1 << 16;               // SendLater writes at once past this
 constexpr auto kQueueDelay = std::chrono::microseconds(200);  // ... or after this
@@ -37,10 +36,7 @@ void TuneTcp(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
-void SetWriteTimeout(int fd) {
-  timeval tv{kWriteTimeoutSeconds, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 }  // namespace
 
 DirectIo::DirectIo(FrameHandler on_frames, CloseHandler on_close)
@@ -79,10 +75,8 @@ uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer) {
   c->listener = listener;
   c->tcp = tcp;
   c->peer = std::move(peer);
-  if (!listener) {
-    SetWriteTimeout(fd);
-    if (tcp) TuneTcp(fd);
-  }
+  SetNonBlocking(fd);
+  if (!listener && tcp) TuneTcp(fd);
   uint64_t id;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -173,7 +167,6 @@ Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t
     ::close(fd);
     return Status::Unavailable("cannot connect to " + peer + ": " + err);
   }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return Add(fd, false, true, peer);
 }
 
@@ -186,29 +179,31 @@ Status DirectIo::Send(uint64_t conn, const std::string& bytes) {
     c = it->second;
   }
   std::lock_guard<std::mutex> w(c->write_mu);
-  if (!c->out.empty()) {  // keep the order of what SendLater queued
-    c->out += bytes;
-    std::string all = std::move(c->out);
-    c->out.clear();
-    return WriteLocked(*c, all.data(), all.size());
-  }
-  return WriteLocked(*c, bytes.data(), bytes.size());
+  c->out += bytes;  // after what SendLater queued: order kept
+  return WriteOutLocked(*c);
 }
 
-Status DirectIo::WriteLocked(Conn& c, const char* data, size_t size) {
+Status DirectIo::WriteOutLocked(Conn& c) {
+  if (c.blocked) return Status::OK();  // the poll thread writes when the socket has room
   size_t off = 0;
-  while (off < size) {
+  while (off < c.out.size()) {
     if (c.fd < 0) return Status::Unavailable(c.peer + " is closed");
-    ssize_t n = ::send(c.fd, data + off, size - off, MSG_NOSIGNAL);
+    ssize_t n = ::send(c.fd, c.out.data() + off, c.out.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::string why = errno == EAGAIN ? "it stopped reading for " + std::to_string(kWriteTimeoutSeconds) + " s"
-                                        : std::string(std::strerror(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        c.blocked = true;
+        Wake();  // the poll thread adds POLLOUT for it
+        break;
+      }
+      std::string why = std::strerror(errno);
       ::shutdown(c.fd, SHUT_RDWR);  // the poll thread reports the close
+      c.out.clear();
       return Status::Unavailable("cannot write to " + c.peer + ": " + why);
     }
     off += static_cast<size_t>(n);
   }
+  c.out.erase(0, off);
   return Status::OK();
 }
 
@@ -226,9 +221,7 @@ void DirectIo::SendLater(uint64_t conn, const std::string& bytes) {
     first = c->out.empty();
     c->out += bytes;
     if (c->out.size() >= kQueuedBytes) {
-      std::string all = std::move(c->out);
-      c->out.clear();
-      (void)WriteLocked(*c, all.data(), all.size());
+      (void)WriteOutLocked(*c);
       return;
     }
   }
@@ -252,10 +245,7 @@ void DirectIo::Flush() {
   }
   for (auto& c : queued) {
     std::lock_guard<std::mutex> w(c->write_mu);
-    if (c->out.empty()) continue;
-    std::string all = std::move(c->out);
-    c->out.clear();
-    (void)WriteLocked(*c, all.data(), all.size());
+    (void)WriteOutLocked(*c);
   }
 }
 
@@ -318,7 +308,12 @@ void DirectIo::Loop() {
     {
       std::lock_guard<std::mutex> l(mu_);
       for (auto& [id, c] : conns_) {
-        fds.push_back(pollfd{c->fd, POLLIN, 0});
+        short events = POLLIN;
+        {
+          std::lock_guard<std::mutex> w(c->write_mu);
+          if (c->blocked) events |= POLLOUT;
+        }
+        fds.push_back(pollfd{c->fd, events, 0});
         ids.push_back(id);
         conns.push_back(c);
       }
@@ -355,8 +350,13 @@ void DirectIo::Loop() {
       if (fds[i].revents == 0) continue;
       Conn& c = *conns[i];
       uint64_t id = ids[i];
+      if (fds[i].revents & POLLOUT) {
+        std::lock_guard<std::mutex> w(c.write_mu);
+        c.blocked = false;
+        (void)WriteOutLocked(c);
+      }
       if (c.listener) {
-        int fd = ::accept4(c.fd, nullptr, nullptr, SOCK_CLOEXEC);
+        int fd = ::accept4(c.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd >= 0) Add(fd, false, c.tcp, "caller on " + c.peer);
         continue;
       }
@@ -365,6 +365,9 @@ void DirectIo::Loop() {
       bool open = ReadFrom(c, &frames, &why);
       if (!frames.empty()) on_frame_(id, frames);
       if (open) continue;
+      if (!why.message().empty() && why.message().find("closed the connection") == std::string::npos) {
+        PHALANX_LOG(Warning) << "direct connection lost: " << why.message();
+      }
       {
         std::lock_guard<std::mutex> l(mu_);
         conns_.erase(id);

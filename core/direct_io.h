@@ -4,10 +4,12 @@
 // One thread polls every socket of the process (listeners, accepted and
 // connected ones) and hands the whole frames each read brings to `on_frames`
 // (a batch, so the handler takes its locks once per batch), on that thread;
-// a closed or failed socket is reported once to `on_close`. Writes happen on
-// the calling thread, whole frames under a per-socket lock. TCP sockets use
-// TCP_NODELAY and keepalive probes, so a peer whose machine vanishes is
-// noticed within seconds instead of never; writes give up after a timeout.
+// a closed or failed socket is reported once to `on_close`. Writes never
+// block: the calling thread writes what the socket takes, the rest waits in
+// the socket's queue for the poll thread (POLLOUT), so two processes that
+// write to each other faster than they read cannot wedge each other. TCP
+// sockets use TCP_NODELAY and keepalive probes, so a peer whose machine
+// vanishes is noticed within seconds instead of never.
 // Idle, the thread sleeps in poll(): no CPU.
 // Thread-safe.
 #pragma once
@@ -61,7 +63,8 @@ class DirectIo {
     bool tcp = false;
     std::string peer;
     std::mutex write_mu;
-    std::string out;  // queued by SendLater; guarded by write_mu
+    std::string out;        // bytes not written yet, in order; guarded by write_mu
+    bool blocked = false;   // the socket took no more: the poll thread writes `out` (POLLOUT); guarded
     std::vector<char> rbuf;
     size_t filled = 0;
   };
@@ -70,8 +73,9 @@ class DirectIo {
   void Loop();
   // Reads what `c` has; false when it closed or failed (`why` says how).
   bool ReadFrom(Conn& c, std::vector<Frame>* out, Status* why);
-  // REQUIRES c.write_mu held.
-  Status WriteLocked(Conn& c, const char* data, size_t n);
+  // Writes `out` as far as the socket takes it without blocking; what is
+  // left stays queued for POLLOUT. REQUIRES c.write_mu held.
+  Status WriteOutLocked(Conn& c);
 
   FrameHandler on_frame_;
   CloseHandler on_close_;

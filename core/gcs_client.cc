@@ -66,6 +66,13 @@ void GcsClient::GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb) {
   });
 }
 
+void GcsClient::Claim(const std::string& key, Callback<bool> cb) {
+  redis_->Command({"SET", "claim:" + key, "1", "NX", "EX", "86400"}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    cb(r.value().type == RedisReply::kStatus);  // OK when set, nil when taken
+  });
+}
+
 void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb) {
   redis_->Command({"HGET", "actors", ToHex(actor_id)}, [cb, actor_id](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());

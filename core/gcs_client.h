@@ -43,6 +43,8 @@ class GcsClient {
   // Actor table: actors hash (actor id hex -> ActorInfo), announced on channel "actors".
   void PutActor(const rpc::ActorInfo& info);
   void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
+  // True for the first caller (of any node) to claim `key`: one winner per key.
+  void Claim(const std::string& key, Callback<bool> cb);
   void GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb);
 
   // Function table: functions hash (function id hex -> RegisterFunction), so

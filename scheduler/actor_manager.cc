@@ -38,6 +38,9 @@ void ActorManager::Announce(const Actor& a) {
     info.set_worker_port(a.worker_port);
   }
   for (const auto& [k, v] : a.need.amounts()) (*info.mutable_resources())[k] = v;
+  info.set_owner_node(a.creation.origin_node().empty() ? node_id_ : a.creation.origin_node());
+  info.set_detached(a.creation.detached());
+  if (a.creation.detached() && a.state != rpc::ACTOR_DEAD) info.set_creation_spec(a.creation.SerializeAsString());
   on_event_(info);
 }
 
@@ -448,6 +451,39 @@ void ActorManager::OnClientGone(const std::string& client_id) {
   }
 }
 
+void ActorManager::RestartOrphan(const rpc::ActorInfo& info, const std::string& why) {
+  rpc::TaskSpec spec;
+  if (actors_.count(info.actor_id()) || !spec.ParseFromString(info.creation_spec())) return;
+  spec.clear_forwarded();
+  spec.clear_origin_node();
+  int max = spec.max_restarts();
+  std::string cause;
+  if (max >= 0 && info.restarts() >= max) {
+    cause = why + " (restarted " + std::to_string(info.restarts()) + " times, max_restarts=" + std::to_string(max) +
+            ")";
+  }
+  for (const auto& a : spec.args()) {
+    if (!a.object_id().empty() && cause.empty()) {
+      cause = why + "; its constructor's arguments were objects on nodes that are gone";
+    }
+  }
+  if (!cause.empty()) {
+    rpc::ActorInfo dead = info;
+    dead.set_state(rpc::ACTOR_DEAD);
+    dead.set_death_cause(cause);
+    dead.clear_creation_spec();
+    if (on_event_) on_event_(dead);
+    return;
+  }
+  PHALANX_LOG(Warning) << "restarting detached actor " << spec.function_name() << " ("
+                       << ToHex(info.actor_id()).substr(0, 12) << ") here: " << why;
+  tasks_->Submit(spec);  // its creation, as if submitted here
+  auto it = actors_.find(info.actor_id());
+  if (it == actors_.end()) return;
+  it->second.restarts = info.restarts() + 1;
+  Announce(it->second);
+}
+
 void ActorManager::OnNodeDead(const std::string& node_id, const std::string& why) {
   std::vector<std::string> doomed;
   for (auto& [id, a] : actors_) {
@@ -456,6 +492,7 @@ void ActorManager::OnNodeDead(const std::string& node_id, const std::string& why
       // Nobody else will restart it now: this node is its home from here on.
       a.creation.clear_origin_node();
       PHALANX_LOG(Info) << "adopting detached " << Describe(a) << ": the node that created it is gone (" << why << ")";
+      Announce(a);  // the GCS now names this node its owner
       continue;
     }
     doomed.push_back(id);

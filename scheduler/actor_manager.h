@@ -57,6 +57,9 @@ class ActorManager {
   // Another node died. Actors it created and placed here die with it (they
   // share their creator's fate), unless detached: those this node adopts.
   void OnNodeDead(const std::string& node_id, const std::string& why);
+  // A detached actor whose host and owner are both gone (`info` from the GCS):
+  // re-created from this node, per max_restarts. The caller has claimed it.
+  void RestartOrphan(const rpc::ActorInfo& info, const std::string& why);
   // NotFound when no live actor has that name.
   Result<rpc::GetActorReply> Lookup(const std::string& name) const;
 

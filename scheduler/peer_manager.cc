@@ -263,16 +263,18 @@ void PeerManager::Refresh(int64_t now_ms) {
     // Nodes another raylet declared dead first: their actors' fate is ours to settle too.
     for (const auto& n : r.value()) {
       if (n.alive() || n.node_id() == node_id_ || !marked_dead_.insert(n.node_id()).second) continue;
-      tasks_->actors().OnNodeDead(n.node_id(), "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() +
-                                                   " died");
+      std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
+      tasks_->actors().OnNodeDead(n.node_id(), why);
+      RestartOrphans(n.node_id(), why);
     }
     for (const auto& n : view_.Silent()) {
       if (!marked_dead_.insert(n.node_id()).second) continue;
       PHALANX_LOG(Warning) << "node " << ToHex(n.node_id()).substr(0, 12) << " at " << n.address()
                            << " sent no heartbeat for " << (now_ms - n.heartbeat_ms()) / 1000 << " s: marking it dead";
       gcs_->MarkNodeDead(n);
-      tasks_->actors().OnNodeDead(n.node_id(), "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() +
-                                                   " died");
+      std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
+      tasks_->actors().OnNodeDead(n.node_id(), why);
+      RestartOrphans(n.node_id(), why);
       auto c = clients_.find(n.node_id());
       if (c != clients_.end()) {
         c->second->Close(Status::Unavailable("node " + ToHex(n.node_id()).substr(0, 12) + " stopped heartbeating"));
@@ -282,14 +284,36 @@ void PeerManager::Refresh(int64_t now_ms) {
   });
 }
 
+void PeerManager::RestartOrphans(const std::string& dead_node, const std::string& why) {
+  gcs_->GetAllActors([this, dead_node, why](Result<std::vector<rpc::ActorInfo>> all) {
+    if (!all.ok() || stopped_) return;
+    for (const auto& a : all.value()) {
+      // Only detached actors hosted and owned by the dead node: for the
+      // others, the owner restarts them (HostLost) or they die with it.
+      if (a.node_id() != dead_node || a.state() == rpc::ACTOR_DEAD || !a.detached() ||
+          a.owner_node() != dead_node || a.creation_spec().empty()) {
+        continue;
+      }
+      // Every live node sees it; one wins the claim and restarts it.
+      std::string key = "restart:" + ToHex(a.actor_id()) + ":" + std::to_string(a.restarts());
+      gcs_->Claim(key, [this, a, why](Result<bool> won) {
+        if (won.ok() && won.value() && !stopped_) tasks_->actors().RestartOrphan(a, why);
+      });
+    }
+  });
+}
+
 void PeerManager::Stop() {
   stopped_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
-  for (auto& [id, c] : clients_) c->Close(Status::Unavailable("this raylet is stopping"));
+  // Closing runs close handlers that edit these containers: iterate copies.
+  auto clients = std::move(clients_);
   clients_.clear();
-  for (auto& c : inbound_) c->Close();
+  for (auto& [id, c] : clients) c->Close(Status::Unavailable("this raylet is stopping"));
+  auto inbound = std::move(inbound_);
   inbound_.clear();
+  for (auto& c : inbound) c->Close();
 }
 
 }  // namespace phalanx::scheduler

@@ -53,6 +53,8 @@ class PeerManager {
 
  private:
   void Accept();
+  // Detached actors the dead node hosted and owned: one live node restarts each.
+  void RestartOrphans(const std::string& dead_node, const std::string& why);
   void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
   // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.

@@ -25,6 +25,8 @@ Metrics (the same definitions for every system):
   1:1 actor calls async          get([a.ping.remote() for _ in range(1000)])
   1:1 actor calls with args async  the same with a 1 KiB bytes argument echoed back
   n:n actor calls async          n = CPUs actors, each driven by its own task with 500 calls
+  ..., through the raylet        phalanx only: the 1:1 calls with PHALANX_DIRECT_ACTOR_CALLS=0
+                                 (caller -> raylet -> actor), to show what going direct buys
   multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
                                  with the SPREAD strategy; Ray: ray.cluster_utils.Cluster
 
@@ -54,6 +56,8 @@ METRICS = [
     ("1:1 actor calls async", "calls/s", 25000),
     ("1:1 actor calls with args async", "calls/s", None),
     ("n:n actor calls async", "calls/s", None),
+    ("1:1 actor calls sync, through the raylet", "calls/s", None),
+    ("1:1 actor calls async, through the raylet", "calls/s", None),
     ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
 ]
 PUT_BIG_ELEMS = 100 * 1024 * 1024  # int64: 800 MiB, as in Ray's benchmark
@@ -157,6 +161,23 @@ def bench_phalanx(duration, reps):
                           "actor": lambda: phalanx.remote(_Pinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),
                           "n_to_n": n_to_n, "n_to_n_calls": calls}, duration, reps)
+    finally:
+        phalanx.shutdown()
+
+
+def bench_phalanx_raylet_path(duration, reps):
+    """Actor calls with the direct path turned off: caller -> raylet -> actor, for comparison."""
+    os.environ["PHALANX_DIRECT_ACTOR_CALLS"] = "0"
+    import phalanx
+
+    phalanx.init(num_cpus=os.cpu_count())
+    try:
+        actor = phalanx.remote(_Pinger).remote()
+        get = phalanx.get
+        return {"1:1 actor calls sync, through the raylet": timed_rate(lambda: get(actor.ping.remote()), 1,
+                                                                      duration, reps),
+                "1:1 actor calls async, through the raylet": timed_rate(
+                    lambda: get([actor.ping.remote() for _ in range(1000)]), 1000, duration, reps)}
     finally:
         phalanx.shutdown()
 
@@ -313,7 +334,8 @@ def bench_dask_peers_script(duration, reps):
 
 RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask,
            "dask-peers": bench_dask_peers_script, "memcpy": bench_memcpy,
-           "phalanx-multinode": bench_phalanx_multinode, "ray-multinode": bench_ray_multinode}
+           "phalanx-multinode": bench_phalanx_multinode, "ray-multinode": bench_ray_multinode,
+           "phalanx-raylet-path": bench_phalanx_raylet_path}
 
 
 def run_in_subprocess(system, duration, reps, timeout):
@@ -394,7 +416,7 @@ def main(argv=None):
         return 0
     peers = [] if a.peers == "none" else [p.strip() for p in a.peers.split(",") if p.strip()]
     results, notes = {}, []
-    systems = ["phalanx", "phalanx-multinode"] + peers + (["ray-multinode"] if "ray" in peers else []) + ["memcpy"]
+    systems = ["phalanx", "phalanx-raylet-path", "phalanx-multinode"] + peers + (["ray-multinode"] if "ray" in peers else []) + ["memcpy"]
     for system in systems:
         print(f"measuring {system} ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
@@ -405,7 +427,7 @@ def main(argv=None):
                 print(err, file=sys.stderr)
                 return 1
             continue
-        key = system.replace("-multinode", "")
+        key = system.replace("-multinode", "").replace("-raylet-path", "")
         results.setdefault(key, {}).update(res)
         print(f"  done in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     notes.append(f"{os.cpu_count()} CPUs; median of {a.reps} windows of {a.duration} s; "

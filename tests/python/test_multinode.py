@@ -263,6 +263,22 @@ def test_actors_share_the_fate_of_the_node_that_created_them(sim_nodes):
         assert time.monotonic() < deadline, "the owned actor outlived the node that created it"
         time.sleep(0.2)
     assert phalanx.get(kept.step.remote(), timeout=30) == 2
+    # Its host dies too: nobody owns it now, so a live node restarts it
+    # (max_restarts=1), from the creation spec kept in the GCS.
+    raylets = {p.pid: p for n, p in sim_nodes.procs if n == "raylet"}
+    host = phalanx.get(kept.host.remote(), timeout=30)
+    raylets[host].send_signal(signal.SIGKILL)
+    raylets[host].wait()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if phalanx.get(kept.step.remote(), timeout=30) == 1:  # a fresh instance
+                break
+        except phalanx.ActorDiedError:
+            pass  # the call reached it while it was going
+        assert time.monotonic() < deadline, "the detached actor was not restarted"
+        time.sleep(0.2)
+    assert phalanx.get(kept.host.remote(), timeout=30) not in (host, maker.pid)
 
 
 @phalanx.remote(resources={"sim": 1})
