@@ -1,5 +1,8 @@
 #include "core/gcs_client.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "core/ids.h"
 
 namespace phalanx {
@@ -128,15 +131,72 @@ void GcsClient::GetTaskRecord(const std::string& task_id, Callback<rpc::TaskReco
   });
 }
 
+// An object's directory entry is one hash: "size"; per node holding a copy,
+// <node hex> -> ObjectLocation and cmp:<node hex> -> "1" complete / "0"
+// partial (what the Lua script below reads); srv:<node hex> -> readers
+// copying from that node now (deleted at 0).
 void GcsClient::AddObjectLocation(const std::string& object_id, uint64_t size, const rpc::ObjectLocation& loc) {
-  redis_->Command({"HSET", ObjKey(object_id), "size", std::to_string(size), ToHex(loc.node_id()),
-                   loc.SerializeAsString()});
+  std::string node = ToHex(loc.node_id());
+  redis_->Command({"HSET", ObjKey(object_id), "size", std::to_string(size), node, loc.SerializeAsString(),
+                   "cmp:" + node, loc.complete() ? "1" : "0"});
   AnnounceObject(object_id);
 }
 
 void GcsClient::RemoveObjectLocation(const std::string& object_id, const std::string& node_id) {
-  redis_->Command({"HDEL", ObjKey(object_id), ToHex(node_id)});
+  std::string node = ToHex(node_id);
+  redis_->Command({"HDEL", ObjKey(object_id), node, "cmp:" + node});
   AnnounceObject(object_id);
+}
+
+namespace {
+const char kAdjustServing[] = R"lua(
+local v = redis.call('HINCRBY', KEYS[1], ARGV[1], tonumber(ARGV[2]))
+if v <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return v
+)lua";
+
+// KEYS[1] the entry; ARGV: self, hint, resuming ("1"/"0"), then nodes to exclude.
+const char kPickSource[] = R"lua(
+local h = redis.call('HGETALL', KEYS[1])
+local srv, cmp = {}, {}
+for i = 1, #h, 2 do
+  local p = string.sub(h[i], 1, 4)
+  if p == 'srv:' then srv[string.sub(h[i], 5)] = tonumber(h[i + 1]) or 0
+  elseif p == 'cmp:' then cmp[string.sub(h[i], 5)] = h[i + 1] end
+end
+local ex = {}
+ex[ARGV[1]] = true
+for i = 4, #ARGV do ex[ARGV[i]] = true end
+local best, bs, bc = nil, 0, false
+for node, c in pairs(cmp) do
+  if not ex[node] and (ARGV[3] == '0' or c == '1') then
+    local s = srv[node] or 0
+    local complete = (c == '1')
+    if best == nil or s < bs or (s == bs and complete and not bc) then best, bs, bc = node, s, complete end
+  end
+end
+if best == nil and ARGV[2] ~= '' and not ex[ARGV[2]] then best = ARGV[2] end
+if best == nil then return '' end
+redis.call('HINCRBY', KEYS[1], 'srv:' .. best, 1)
+if cmp[ARGV[1]] == nil then redis.call('HSET', KEYS[1], 'cmp:' .. ARGV[1], '0') end
+return best
+)lua";
+}  // namespace
+
+void GcsClient::AdjustServing(const std::string& object_id, const std::string& node_id, int delta) {
+  redis_->Command({"EVAL", kAdjustServing, "1", ObjKey(object_id), "srv:" + ToHex(node_id), std::to_string(delta)});
+}
+
+void GcsClient::PickSource(const std::string& object_id, const std::string& self, const std::string& hint,
+                           bool resuming, const std::vector<std::string>& exclude, Callback<std::string> cb) {
+  std::vector<std::string> args = {"EVAL", kPickSource, "1", ObjKey(object_id), ToHex(self),
+                                   hint.empty() ? std::string() : ToHex(hint), resuming ? "1" : "0"};
+  for (const auto& n : exclude) args.push_back(ToHex(n));
+  redis_->Command(args, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    if (r.value().type == RedisReply::kError) return cb(Status::Internal(r.value().str));
+    cb(r.value().str.empty() ? std::string() : FromHex(r.value().str));
+  });
 }
 
 void GcsClient::RemoveObject(const std::string& object_id) { redis_->Command({"DEL", ObjKey(object_id)}); }
@@ -144,14 +204,23 @@ void GcsClient::RemoveObject(const std::string& object_id) { redis_->Command({"D
 static Result<rpc::ObjectDirectoryEntry> ParseEntry(const std::string& object_id, const RedisReply& r) {
   rpc::ObjectDirectoryEntry e;
   e.set_object_id(object_id);
+  std::unordered_map<std::string, int> serving;  // node hex -> readers
   for (size_t i = 0; i + 1 < r.elements.size(); i += 2) {
     const std::string& field = r.elements[i].str;
     if (field == "size") {
       e.set_size(std::stoull(r.elements[i + 1].str));
+    } else if (field.rfind("srv:", 0) == 0) {
+      serving[field.substr(4)] = std::atoi(r.elements[i + 1].str.c_str());
+    } else if (field.rfind("cmp:", 0) == 0) {
+      continue;  // mirrored in the ObjectLocation
     } else {
       rpc::ObjectLocation loc;
       if (loc.ParseFromString(r.elements[i + 1].str)) *e.add_locations() = std::move(loc);
     }
+  }
+  for (auto& loc : *e.mutable_locations()) {
+    auto s = serving.find(ToHex(loc.node_id()));
+    if (s != serving.end()) loc.set_serving(std::max(0, s->second));
   }
   return e;
 }

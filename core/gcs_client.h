@@ -56,6 +56,12 @@ class GcsClient {
   void AddObjectLocation(const std::string& object_id, uint64_t size, const rpc::ObjectLocation& loc);
   void RemoveObjectLocation(const std::string& object_id, const std::string& node_id);
   void RemoveObject(const std::string& object_id);
+  // A reader starts (+1) or stops (-1) copying the object from `node_id`.
+  void AdjustServing(const std::string& object_id, const std::string& node_id, int delta);
+  // Picks the node `self` should copy the object from and counts the reader
+  // on it, in one atomic step (a Lua script): see TransferDirectory::pick.
+  void PickSource(const std::string& object_id, const std::string& self, const std::string& hint, bool resuming,
+                  const std::vector<std::string>& exclude, Callback<std::string> cb);
   void GetObjectLocations(const std::string& object_id, Callback<rpc::ObjectDirectoryEntry> cb);
   void SubscribeObjectLocations(const std::string& object_id,
                                 std::function<void(const rpc::ObjectDirectoryEntry&)> cb);

@@ -8,10 +8,20 @@
 
 namespace phalanx::objectstore {
 
-ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options)
-    : objects_(objects), store_(store), connect_(std::move(connect)), options_(options) {}
+namespace {
+std::string Short(const std::string& node) { return ToHex(node).substr(0, 12); }
+}  // namespace
 
-void ObjectTransfer::Pull(const std::string& id, const std::string& node_id) {
+ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options,
+                               TransferDirectory directory, std::string self_id)
+    : objects_(objects),
+      store_(store),
+      connect_(std::move(connect)),
+      options_(options),
+      directory_(std::move(directory)),
+      self_(std::move(self_id)) {}
+
+void ObjectTransfer::Pull(const std::string& id, const std::string& hint_node) {
   // (A copy freed here earlier does not count: IsReady alone would say yes.)
   if (pulls_.count(id) || (objects_->Contains(id) && objects_->IsReady(id))) return;
   objects_->AddRef(id);  // the pull holds it until it is ready
@@ -20,98 +30,252 @@ void ObjectTransfer::Pull(const std::string& id, const std::string& node_id) {
     return;
   }
   PullState& p = pulls_[id];
-  p.node_id = node_id;
-  connect_(node_id, [this, id](Result<std::shared_ptr<RpcClient>> c) {
+  p.hint = hint_node;
+  ChooseSource(id);
+}
+
+void ObjectTransfer::ChooseSource(const std::string& id) {
+  PullState& p = pulls_[id];
+  bool resuming = !p.tried.empty();
+  auto give_up = [this, id] {
+    PullState& q = pulls_[id];
+    std::string tried;
+    for (const auto& n : q.tried) tried += (tried.empty() ? "" : ", ") + Short(n);
+    Fail(id, "no node has a copy left (tried " + (tried.empty() ? std::string("none") : tried) +
+                 (q.last_error.empty() ? "" : "; last: " + q.last_error) + ")");
+  };
+  if (!directory_.pick) {
+    if (p.hint.empty() || p.hint == self_ || p.tried.count(p.hint)) return give_up();
+    PHALANX_LOG(Debug) << "copying " << ToHex(id) << " from node " << Short(p.hint);
+    return UseSource(id, p.hint, /*counted=*/false);
+  }
+  std::vector<std::string> exclude(p.tried.begin(), p.tried.end());
+  std::string hint = p.tried.count(p.hint) ? std::string() : p.hint;
+  directory_.pick(id, hint, resuming, exclude, [this, id, give_up](Result<std::string> node) {
     auto it = pulls_.find(id);
-    if (it == pulls_.end()) return;
-    if (!c.ok()) return Fail(id, c.status().message());
-    it->second.client = c.value();
-    Request(id, 0);
+    if (it == pulls_.end()) {
+      // Finished or failed meanwhile: the directory counted us on that node.
+      if (node.ok() && !node.value().empty() && directory_.serving) directory_.serving(id, node.value(), -1);
+      return;
+    }
+    if (!node.ok()) {
+      it->second.last_error = "the object directory: " + node.status().message();
+      if (it->second.hint.empty() || it->second.tried.count(it->second.hint)) return give_up();
+      return UseSource(id, it->second.hint, /*counted=*/false);
+    }
+    if (node.value().empty() || node.value() == self_) return give_up();
+    PHALANX_LOG(Debug) << "copying " << ToHex(id) << " from node " << Short(node.value());
+    UseSource(id, node.value(), /*counted=*/true);
   });
 }
 
-void ObjectTransfer::Request(const std::string& id, uint64_t offset) {
+void ObjectTransfer::UseSource(const std::string& id, const std::string& node, bool counted) {
   PullState& p = pulls_[id];
-  rpc::PullObject m;
-  m.set_object_id(id);
-  m.set_offset(offset);
-  m.set_length(options_.chunk_bytes);
-  ++p.inflight;
-  p.next_offset = offset + options_.chunk_bytes;
-  p.client->Call(rpc::PULL_OBJECT, m, -1,
-                 [this, id, offset](Result<std::string> body) { OnReply(id, offset, std::move(body)); });
+  p.source = node;
+  p.client.reset();
+  ++p.epoch;
+  p.inflight = 0;
+  p.cursor = 0;
+  for (auto& c : p.chunks) {
+    if (c == kRequested) c = kMissing;
+  }
+  if (directory_.serving && !counted) directory_.serving(id, node, +1);
+  uint64_t epoch = p.epoch;
+  connect_(node, [this, id, epoch, node](Result<std::shared_ptr<RpcClient>> c) {
+    auto it = pulls_.find(id);
+    if (it == pulls_.end() || it->second.epoch != epoch) return;
+    if (!c.ok()) return SourceFailed(id, "node " + Short(node) + ": " + c.status().message());
+    it->second.client = c.value();
+    RequestMore(id);
+  });
 }
 
-void ObjectTransfer::OnReply(const std::string& id, uint64_t offset, Result<std::string> body) {
+void ObjectTransfer::RequestMore(const std::string& id) {
+  PullState& p = pulls_[id];
+  auto send = [&](uint64_t chunk) {
+    rpc::PullObject m;
+    m.set_object_id(id);
+    m.set_offset(chunk * options_.chunk_bytes);
+    m.set_length(options_.chunk_bytes);
+    ++p.inflight;
+    uint64_t epoch = p.epoch;
+    p.client->Call(rpc::PULL_OBJECT, m, -1, [this, id, epoch, chunk](Result<std::string> body) {
+      OnReply(id, epoch, chunk, std::move(body));
+    });
+  };
+  if (!p.sized) {  // the first range tells the size
+    if (p.inflight == 0) send(0);
+    return;
+  }
+  while (p.inflight < options_.window) {
+    while (p.cursor < p.chunks.size() && p.chunks[p.cursor] != kMissing) ++p.cursor;
+    if (p.cursor >= p.chunks.size()) return;
+    p.chunks[p.cursor] = kRequested;
+    send(p.cursor);
+  }
+}
+
+void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, Result<std::string> body) {
   auto it = pulls_.find(id);
-  if (it == pulls_.end()) return;
+  if (it == pulls_.end() || it->second.epoch != epoch) return;  // finished, or from a source we left
   PullState& p = it->second;
   --p.inflight;
-  if (p.failed) {
-    if (p.inflight == 0) pulls_.erase(it);
-    return;
-  }
+  const std::string from = "node " + Short(p.source);
+  if (!body.ok()) return SourceFailed(id, from + ": " + body.status().message());
   rpc::PullObjectReply r;
-  if (!body.ok()) return Fail(id, body.status().message());
-  if (!r.ParseFromString(body.value())) return Fail(id, "a malformed reply");
-  if (r.status().code() != 0) return Fail(id, r.status().message());
-  if (r.state() == rpc::OBJ_LOST) {
-    objects_->MarkLost(id, static_cast<StatusCode>(r.error_code()), r.error());
-    pulls_.erase(it);
-    objects_->RemoveRef(id);
-    return;
-  }
-  if (r.contains_refs()) {
-    return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
-  }
+  if (!r.ParseFromString(body.value())) return SourceFailed(id, from + " sent a malformed reply");
+  if (r.status().code() != 0) return SourceFailed(id, from + ": " + r.status().message());
+  if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, from + ": " + r.error());
+  if (r.contains_refs()) return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
   if (r.state() == rpc::OBJ_INLINE) {
     objects_->PutInline(id, std::move(*r.mutable_data()), {});
-    pulls_.erase(it);
-    objects_->RemoveRef(id);
-    return;
+    if (directory_.unlisted) directory_.unlisted(id);  // small values are not served from here
+    return Finish(id);
   }
-  if (offset == 0) {  // the first range: now the size is known
+  if (!p.sized) {
     p.size = r.size();
     auto off = objects_->CreateInStore(id, p.size, {});
     if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
+    p.sized = true;
+    size_t n = static_cast<size_t>((p.size + options_.chunk_bytes - 1) / options_.chunk_bytes);
+    p.chunks.assign(n, kMissing);
+    if (directory_.located) directory_.located(id, p.size, 0, false);  // readers may come to us now
+  } else if (r.size() != p.size) {
+    return SourceFailed(id, from + " has a different size for it");
   }
+  uint64_t off = chunk * options_.chunk_bytes;
+  uint64_t want = off >= p.size ? 0 : std::min(options_.chunk_bytes, p.size - off);
+  if (r.data().size() != want) return SourceFailed(id, from + " sent a short range");
   const auto* e = store_->Find(id);
-  if (e == nullptr || r.data().size() > p.size - std::min(offset, p.size)) return Fail(id, "a range out of bounds");
-  std::memcpy(store_->base() + e->offset + offset, r.data().data(), r.data().size());
-  p.received += r.data().size();
-  if (p.received >= p.size) {
-    Status st = objects_->SealInStore(id);
-    if (!st.ok()) PHALANX_LOG(Warning) << "sealing a pulled object: " << st.ToString();
-    pulls_.erase(it);
-    objects_->RemoveRef(id);
-    return;
+  if (e == nullptr) return Fail(id, "its store space here is gone");
+  std::memcpy(store_->base() + e->offset + off, r.data().data(), want);
+  if (chunk < p.chunks.size()) p.chunks[chunk] = kHave;
+  while (p.prefix < p.size) {
+    size_t c = static_cast<size_t>(p.prefix / options_.chunk_bytes);
+    if (p.chunks[c] != kHave) break;
+    p.prefix = std::min(p.size, (c + 1) * options_.chunk_bytes);
   }
-  while (p.inflight < options_.window && p.next_offset < p.size) Request(id, p.next_offset);
+  ServeWaiters(p, id);
+  if (p.prefix >= p.size) {
+    Status st = objects_->SealInStore(id);
+    if (!st.ok()) PHALANX_LOG(Warning) << "sealing a copied object: " << st.ToString();
+    copies_.insert(id);
+    if (directory_.located) directory_.located(id, p.size, p.size, true);
+    return Finish(id);
+  }
+  RequestMore(id);
+}
+
+void ObjectTransfer::SourceFailed(const std::string& id, const std::string& why) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end()) return;
+  PullState& p = it->second;
+  PHALANX_LOG(Info) << "copy of " << ToHex(id) << " goes on from another node: " << why;
+  if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
+  p.tried.insert(p.source);
+  p.last_error = why;
+  p.source.clear();
+  p.client.reset();
+  ++p.epoch;  // replies still on the way from the old source are dropped
+  ChooseSource(id);
+}
+
+void ObjectTransfer::Finish(const std::string& id) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end()) return;
+  PullState p = std::move(it->second);
+  pulls_.erase(it);
+  if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
+  for (auto& w : p.waiters) ServeReady(id, w.offset, w.length, std::move(w.reply));
+  objects_->RemoveRef(id);
 }
 
 void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   auto it = pulls_.find(id);
   if (it == pulls_.end()) return;
-  PullState& p = it->second;
-  p.failed = true;
-  std::string msg = "cannot copy object " + ToHex(id) + " from node " + ToHex(p.node_id).substr(0, 12) + ": " + why;
+  PullState p = std::move(it->second);
+  pulls_.erase(it);
+  std::string msg = "cannot copy object " + ToHex(id) + " to this node: " + why;
   PHALANX_LOG(Warning) << msg;
+  if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
+  rpc::PullObjectReply r;
+  r.mutable_status()->set_code(static_cast<int>(StatusCode::kUnavailable));
+  r.mutable_status()->set_message("the copy on node " + Short(self_) + " failed: " + why);
+  for (auto& w : p.waiters) w.reply(r);
+  if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);
   objects_->MarkLost(id, StatusCode::kObjectLost, msg);
-  bool done = p.inflight == 0;
-  if (done) pulls_.erase(it);
   objects_->RemoveRef(id);
 }
 
+void ObjectTransfer::ReplyRange(uint64_t size, uint64_t store_offset, const Waiter& w) {
+  rpc::PullObjectReply r;
+  r.set_state(rpc::OBJ_IN_STORE);
+  r.set_size(size);
+  uint64_t from = std::min(w.offset, size);
+  uint64_t n = std::min(w.length, size - from);
+  r.set_data(reinterpret_cast<const char*>(store_->base() + store_offset + from), n);
+  w.reply(r);
+}
+
+void ObjectTransfer::ServeWaiters(PullState& p, const std::string& id) {
+  if (p.waiters.empty()) return;
+  const auto* e = store_->Find(id);
+  if (e == nullptr) return;
+  std::vector<Waiter> later;
+  for (auto& w : p.waiters) {
+    uint64_t end = std::min(p.size, w.offset + w.length);
+    if (p.prefix >= end) {
+      ReplyRange(p.size, e->offset, w);
+    } else {
+      later.push_back(std::move(w));
+    }
+  }
+  p.waiters = std::move(later);
+}
+
+void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std::chrono::milliseconds linger) {
+  for (auto it = lingering_.begin(); it != lingering_.end();) {
+    if (now - it->second < linger) {
+      ++it;
+      continue;
+    }
+    std::string id = it->first;
+    it = lingering_.erase(it);
+    objects_->RemoveRef(id);
+  }
+}
+
 void ObjectTransfer::Serve(const rpc::PullObject& m, std::function<void(const rpc::PullObjectReply&)> reply) {
-  std::string id = m.object_id();
-  uint64_t offset = m.offset(), length = m.length();
+  if (objects_->Contains(m.object_id())) {
+    // Readers come back for the next range: keep the object for them even
+    // if this node's own holders let go meanwhile.
+    auto [l, fresh] = lingering_.try_emplace(m.object_id(), std::chrono::steady_clock::now());
+    if (fresh) {
+      objects_->AddRef(m.object_id());
+    } else {
+      l->second = std::chrono::steady_clock::now();
+    }
+  }
+  auto it = pulls_.find(m.object_id());
+  if (it != pulls_.end()) {  // still arriving here: serve what has come, wait for the rest
+    PullState& p = it->second;
+    Waiter w{m.offset(), m.length(), std::move(reply)};
+    const auto* e = p.sized ? store_->Find(m.object_id()) : nullptr;
+    if (e != nullptr && p.prefix >= std::min(p.size, w.offset + w.length)) return ReplyRange(p.size, e->offset, w);
+    p.waiters.push_back(std::move(w));
+    return;
+  }
+  ServeReady(m.object_id(), m.offset(), m.length(), std::move(reply));
+}
+
+void ObjectTransfer::ServeReady(const std::string& id, uint64_t offset, uint64_t length,
+                                std::function<void(const rpc::PullObjectReply&)> reply) {
   if (!objects_->Contains(id)) {
     rpc::PullObjectReply r;
     r.set_state(rpc::OBJ_LOST);
     r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
-    r.set_error(objects_->WasFreed(id) ? "it was freed on the node that had it"
-                                       : "the node asked for it does not have it");
+    r.set_error(objects_->WasFreed(id) ? "it was freed there" : "that node does not have it");
     return reply(r);
   }
   objects_->AddRef(id);  // kept while we wait for it

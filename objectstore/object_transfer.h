@@ -1,26 +1,35 @@
-// ObjectTransfer: copies objects between raylets over TCP, chunk by chunk.
+// ObjectTransfer: copies objects between raylets over TCP, chunk by chunk,
+// reading from whichever node has the bytes, even a node still receiving them.
 //
-// Pull(id, node) makes `id` ready in this node's object table with the value
-// the other node has (or will have: the server waits until it is ready
-// there). Small values come in one reply; a store object is created here at
-// its full size and filled by `chunk_bytes` requests with `window` of them in
-// flight, then sealed. A pull of an id already known here, or already being
-// pulled, does nothing. A failed pull (the node went away, the object is
-// lost there) marks the object lost with the reason, naming the node.
+// Pull(id, hint) makes `id` ready in this node's object table. The source is
+// chosen from the object directory (GCS): among the nodes that hold a copy,
+// complete or partial, the one serving the fewest readers, so that many
+// readers of one object form chains and trees instead of all reading the
+// first copy (receiver-driven broadcast). Without directory entries (a
+// value not sealed yet, or a small one) the hint node is asked; it answers
+// once the object is ready there. Small values come in one reply; a store
+// object is created here at full size and filled by `chunk_bytes` requests,
+// `window` of them in flight, then sealed.
 //
-// Serve answers another node's PULL_OBJECT from this node's table.
+// While a copy is arriving, this node registers itself in the directory as a
+// partial location and serves the bytes it already has: a request for a
+// range not here yet waits until it arrives.
 //
-// This is the first cut of the transfer layer of issue 4: the pulling node
-// reads from the one node it is told about; reading from partial copies and
-// choosing sources from the object directory come next.
+// A source that fails mid-copy (its node died, its own copy failed) is
+// replaced by another from the directory; the copy goes on from the chunks
+// it already has. With no source left the object is marked lost with a
+// reason that names the nodes tried.
 // Not thread-safe; lives on the raylet's main loop.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "core/proto/phalanx.pb.h"
 #include "core/rpc_client.h"
@@ -32,7 +41,24 @@ namespace phalanx::objectstore {
 struct TransferOptions {
   uint64_t chunk_bytes = 4 << 20;  // bytes per request
   int window = 4;                  // requests in flight per object
-  int64_t chunk_timeout_ms = 60000;
+};
+
+// The object directory as the transfer layer needs it (the GCS in a raylet;
+// absent in tests that give a hint node only).
+struct TransferDirectory {
+  // Picks the node to read `id` from, in one atomic step: the copy (complete
+  // or partial, not `exclude`d; complete only when `resuming`) with the
+  // fewest readers, else `hint`; counts this reader on it and lists this
+  // node as a partial copy, so the next reader may pick it. "" if none.
+  std::function<void(const std::string& id, const std::string& hint, bool resuming,
+                     const std::vector<std::string>& exclude, std::function<void(Result<std::string>)>)>
+      pick;
+  // A reader stops (-1) reading `id` from `node` (or starts, +1, when it chose without `pick`).
+  std::function<void(const std::string& id, const std::string& node, int delta)> serving;
+  // This node holds `bytes` of `id` (of `size`), complete or not.
+  std::function<void(const std::string& id, uint64_t size, uint64_t bytes, bool complete)> located;
+  // This node holds no copy after all (the copy failed, or the value was small).
+  std::function<void(const std::string& id)> unlisted;
 };
 
 class ObjectTransfer {
@@ -41,32 +67,67 @@ class ObjectTransfer {
   using Connect =
       std::function<void(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)>)>;
 
-  ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options = {});
+  ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options = {},
+                 TransferDirectory directory = {}, std::string self_id = "");
 
-  void Pull(const std::string& id, const std::string& node_id);
-  // Answers `m` (maybe later, when the object becomes ready) through `reply`.
+  void Pull(const std::string& id, const std::string& hint_node);
+  // Answers `m` (maybe later, when the bytes are here) through `reply`.
   void Serve(const rpc::PullObject& m, std::function<void(const rpc::PullObjectReply&)> reply);
+  // Whether `id` is a copy this node pulled (its directory entry is ours to
+  // remove when freed, not the whole object's). Forget drops the mark.
+  bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
+  void Forget(const std::string& id) { copies_.erase(id); }
+  // A node that serves an object keeps it while readers keep asking: each
+  // request holds it until `linger` after the last one. Call periodically.
+  void ReleaseIdle(std::chrono::steady_clock::time_point now, std::chrono::milliseconds linger);
   size_t num_pulling() const { return pulls_.size(); }
+  const TransferOptions& options() const { return options_; }
 
  private:
-  struct PullState {
-    std::string node_id;
-    std::shared_ptr<RpcClient> client;
-    uint64_t size = 0;
-    uint64_t next_offset = 0;  // of the next range to ask for
-    uint64_t received = 0;
-    int inflight = 0;
-    bool failed = false;
+  struct Waiter {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    std::function<void(const rpc::PullObjectReply&)> reply;
   };
-  void Request(const std::string& id, uint64_t offset);
-  void OnReply(const std::string& id, uint64_t offset, Result<std::string> body);
+  enum ChunkState : uint8_t { kMissing = 0, kRequested = 1, kHave = 2 };
+  struct PullState {
+    std::string hint;
+    std::string source;                       // node read from now ("" while choosing)
+    std::unordered_set<std::string> tried;    // sources that failed us
+    std::string last_error;
+    std::shared_ptr<RpcClient> client;
+    uint64_t epoch = 0;                       // bumps at each new source; older replies are dropped
+    bool sized = false;
+    uint64_t size = 0;
+    std::vector<uint8_t> chunks;              // ChunkState per chunk
+    uint64_t prefix = 0;                      // bytes [0, prefix) are here
+    size_t cursor = 0;                        // first chunk that may be missing
+    int inflight = 0;                         // requests of this epoch
+    std::vector<Waiter> waiters;              // Serve requests for bytes not here yet
+  };
+  void ChooseSource(const std::string& id);
+  // `counted`: the directory already counts this reader on `node`.
+  void UseSource(const std::string& id, const std::string& node, bool counted);
+  void RequestMore(const std::string& id);
+  void OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, Result<std::string> body);
+  // The current source failed: try another, or give up.
+  void SourceFailed(const std::string& id, const std::string& why);
+  void Finish(const std::string& id);
   void Fail(const std::string& id, const std::string& why);
+  void ServeWaiters(PullState& p, const std::string& id);
+  void ReplyRange(uint64_t size, uint64_t store_offset, const Waiter& w);
+  void ServeReady(const std::string& id, uint64_t offset, uint64_t length,
+                  std::function<void(const rpc::PullObjectReply&)> reply);
 
   ObjectTable* objects_;
   ObjectStore* store_;
   Connect connect_;
   TransferOptions options_;
+  TransferDirectory directory_;
+  std::string self_;
   std::unordered_map<std::string, PullState> pulls_;
+  std::unordered_set<std::string> copies_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> lingering_;  // id -> last request
 };
 
 }  // namespace phalanx::objectstore

@@ -137,6 +137,13 @@ Status NodeManager::Start() {
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
+    // A copy pulled from elsewhere takes only this node out of the directory;
+    // the object itself is freed by the node that owns it.
+    if (peers_.IsCopy(id)) {
+      peers_.ForgetCopy(id);
+      gcs_.RemoveObjectLocation(id, node_id_);
+      return;
+    }
     if (in_store) gcs_.RemoveObject(id);
     uint32_t index = 0;
     std::memcpy(&index, id.data() + kTaskIdSize, sizeof(index));

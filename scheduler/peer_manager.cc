@@ -7,6 +7,11 @@ namespace phalanx::scheduler {
 
 namespace asio = boost::asio;
 
+namespace {
+// A node keeps an object it serves this long after the last range asked of it.
+constexpr auto kServeLinger = std::chrono::milliseconds(1000);
+}  // namespace
+
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
                          TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
                          GcsClient* gcs)
@@ -27,7 +32,26 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
                     if (!c) return done(st);
                     done(c);
                   });
-                }) {}
+                },
+                objectstore::TransferOptions{},
+                objectstore::TransferDirectory{
+                    [gcs, self = node_id_](const std::string& id, const std::string& hint, bool resuming,
+                                           const std::vector<std::string>& exclude,
+                                           std::function<void(Result<std::string>)> cb) {
+                      gcs->PickSource(id, self, hint, resuming, exclude, std::move(cb));
+                    },
+                    [gcs](const std::string& id, const std::string& node, int delta) {
+                      gcs->AdjustServing(id, node, delta);
+                    },
+                    [gcs, self = node_id_](const std::string& id, uint64_t size, uint64_t bytes, bool complete) {
+                      rpc::ObjectLocation loc;
+                      loc.set_node_id(self);
+                      loc.set_complete(complete);
+                      loc.set_bytes_present(bytes);
+                      gcs->AddObjectLocation(id, size, loc);
+                    },
+                    [gcs, self = node_id_](const std::string& id) { gcs->RemoveObjectLocation(id, self); }},
+                node_id_) {}
 
 void PeerManager::Fetch(const std::vector<std::string>& ids, const std::string& node_id) {
   for (const auto& id : ids) transfer_.Pull(id, node_id);
@@ -256,6 +280,7 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
 }
 
 void PeerManager::Refresh(int64_t now_ms) {
+  transfer_.ReleaseIdle(std::chrono::steady_clock::now(), kServeLinger);
   gcs_->GetAllNodes([this, now_ms](Result<std::vector<rpc::NodeInfo>> r) {
     if (!r.ok() || stopped_) return;
     view_.Update(r.value(), now_ms);

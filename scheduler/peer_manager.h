@@ -47,6 +47,8 @@ class PeerManager {
   void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
   // Copies objects that live on `node_id` into this node (see ObjectTransfer).
   void Fetch(const std::vector<std::string>& ids, const std::string& node_id);
+  bool IsCopy(const std::string& id) const { return transfer_.IsCopy(id); }
+  void ForgetCopy(const std::string& id) { transfer_.Forget(id); }
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
   void Stop();

@@ -35,6 +35,13 @@ class PullServer {
   int port() const { return acceptor_.local_endpoint().port(); }
   int served = 0;
   int close_after = -1;  // closes every connection once this many ranges were served
+  int stall_after = -1;  // holds replies back once this many ranges were served, until Release()
+  void Release() {
+    stall_after = -1;
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& f : held) f();
+  }
 
  private:
   void Accept() {
@@ -51,11 +58,15 @@ class PullServer {
             ASSERT_TRUE(m.ParseFromArray(body, static_cast<int>(len)));
             uint64_t req = h.request_id;
             transfer_->Serve(m, [this, weak, req](const rpc::PullObjectReply& r) {
-              auto c = weak.lock();
-              if (!c) return;
-              if (close_after >= 0 && served >= close_after) return c->Close();
-              ++served;
-              c->Send(rpc::PULL_OBJECT, kReplyFlag, req, r);
+              auto send = [this, weak, req, r] {
+                auto c = weak.lock();
+                if (!c) return;
+                if (close_after >= 0 && served >= close_after) return c->Close();
+                ++served;
+                c->Send(rpc::PULL_OBJECT, kReplyFlag, req, r);
+              };
+              if (stall_after >= 0 && served >= stall_after) return held_.push_back(send);
+              send();
             });
           },
           [](const Status&) {});
@@ -66,6 +77,7 @@ class PullServer {
   ObjectTransfer* transfer_;
   asio::ip::tcp::acceptor acceptor_;
   std::vector<std::shared_ptr<FramedConnection>> conns_;
+  std::vector<std::function<void()>> held_;
 };
 
 class ObjectTransferTest : public ::testing::Test {
@@ -164,6 +176,117 @@ TEST_F(ObjectTransferTest, ServerGoingAwayMidCopyLosesTheObjectNamingTheNode) {
   Run([&] { return puller_->num_pulling() == 0; });
   EXPECT_EQ(puller_->num_pulling(), 0u);
   EXPECT_EQ(a_.store->Stats().objects, 0u);  // the partial copy was dropped
+}
+
+// Several nodes, each with a table, a transfer and a server, found by name.
+class TransferChainTest : public ::testing::Test {
+ protected:
+  struct Peer {
+    explicit Peer(const std::string& name) : node(name.c_str()) {}
+    Node node;
+    std::unique_ptr<ObjectTransfer> transfer;
+    std::unique_ptr<PullServer> server;
+  };
+  Peer& Add(const std::string& name, TransferDirectory dir = {}) {
+    auto p = std::make_unique<Peer>("chain-" + name);
+    TransferOptions o;
+    o.chunk_bytes = 1 << 20;
+    o.window = 2;
+    p->transfer = std::make_unique<ObjectTransfer>(
+        p->node.table.get(), p->node.store.get(),
+        [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+          auto it = peers_.find(node);
+          if (it == peers_.end()) return done(Status::Unavailable("no node " + node));
+          RpcClient::ConnectTcp(io_, "127.0.0.1", it->second->server->port(), 2000,
+                                [done](Result<std::shared_ptr<RpcClient>> r) {
+                                  if (r.ok()) r.value()->Start();
+                                  done(std::move(r));
+                                });
+        },
+        o, std::move(dir), name);
+    p->server = std::make_unique<PullServer>(io_, p->transfer.get());
+    Peer& ref = *p;
+    peers_[name] = std::move(p);
+    return ref;
+  }
+  void Put(Peer& p, const std::string& id, uint64_t size) {
+    p.node.table->AddRef(id);
+    auto off = p.node.table->CreateInStore(id, size, {});
+    ASSERT_TRUE(off.ok());
+    for (uint64_t i = 0; i < size; ++i) p.node.store->base()[off.value() + i] = static_cast<uint8_t>(i * 13 + 1);
+    ASSERT_TRUE(p.node.table->SealInStore(id).ok());
+  }
+  void ExpectCopy(Peer& p, const std::string& id, uint64_t size) {
+    rpc::ObjectValue v;
+    p.node.table->Describe(id, &v, false);
+    ASSERT_EQ(v.state(), rpc::OBJ_IN_STORE) << v.error();
+    ASSERT_EQ(v.size(), size);
+    const uint8_t* b = p.node.store->base() + v.offset();
+    for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(b[i], static_cast<uint8_t>(i * 13 + 1)) << "byte " << i;
+  }
+  void Run(const std::function<bool()>& until) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!until() && std::chrono::steady_clock::now() < deadline) io_.run_for(std::chrono::milliseconds(5));
+  }
+  asio::io_context io_;
+  std::unordered_map<std::string, std::unique_ptr<Peer>> peers_;
+};
+
+TEST_F(TransferChainTest, ANodeStillReceivingServesWhatItHas) {
+  const std::string id(20, 'c');
+  const uint64_t size = 6 << 20;
+  Peer& b = Add("b");
+  Peer& c = Add("c");
+  Peer& a = Add("a");
+  Put(b, id, size);
+  b.server->stall_after = 2;  // b sends two ranges, then holds the rest back
+  c.node.table->AddRef(id);
+  c.transfer->Pull(id, "b");
+  a.node.table->AddRef(id);
+  a.transfer->Pull(id, "c");  // a reads from c, which is itself still reading from b
+  Run([&] { return c.server->served >= 2; });
+  EXPECT_EQ(c.server->served, 2) << "c served the ranges it had before having the whole object";
+  EXPECT_FALSE(c.node.table->IsReady(id));
+  b.server->Release();
+  Run([&] { return a.node.table->IsReady(id); });
+  ExpectCopy(c, id, size);
+  ExpectCopy(a, id, size);
+  EXPECT_TRUE(c.transfer->IsCopy(id));
+}
+
+TEST_F(TransferChainTest, ACopyGoesOnFromAnotherSourceWhenItsSourceDies) {
+  const std::string id(20, 'r');
+  const uint64_t size = 6 << 20;
+  Peer& b = Add("b");
+  Peer& d = Add("d");
+  // The directory offers b first, then (b excluded) d, as a resumed copy
+  // asks for complete copies only.
+  TransferDirectory dir;
+  std::vector<std::string> asked;
+  dir.pick = [&](const std::string&, const std::string&, bool resuming, const std::vector<std::string>& exclude,
+                 std::function<void(Result<std::string>)> cb) {
+    asked.push_back(resuming ? "resume" : "first");
+    cb(exclude.empty() ? std::string("b") : std::string("d"));
+  };
+  std::vector<std::string> serving;
+  dir.serving = [&](const std::string&, const std::string& node, int delta) {
+    serving.push_back(node + (delta > 0 ? "+" : "-"));
+  };
+  Peer& a = Add("a", dir);
+  Put(b, id, size);
+  Put(d, id, size);
+  b.server->close_after = 2;  // b dies after two ranges
+  a.node.table->AddRef(id);
+  a.transfer->Pull(id, "");
+  Run([&] { return a.node.table->IsReady(id); });
+  ExpectCopy(a, id, size);
+  EXPECT_EQ(b.server->served, 2);
+  // b's second range may die with its connection; either way d sends only
+  // the ranges a does not have, not the whole object again.
+  EXPECT_GE(d.server->served, 4);
+  EXPECT_LE(d.server->served, 5);
+  EXPECT_EQ(asked, (std::vector<std::string>{"first", "resume"}));
+  EXPECT_EQ(serving, (std::vector<std::string>{"b-", "d-"}));  // picks count themselves; each reader is uncounted
 }
 
 }  // namespace phalanx::objectstore

@@ -325,3 +325,36 @@ def test_an_object_copied_again_after_its_copy_was_freed(sim_nodes):
     # next copy to the same node must not be mistaken for one still there.
     for _ in range(4):
         assert phalanx.get(total.remote(ref), timeout=60) == float(np.arange(500_000).sum())
+
+
+def test_many_readers_of_one_object_and_the_directory_cleans_up(sim_nodes):
+    from phalanx import _core
+    host, port = sim_nodes.redis_address.split(":")
+    arr = np.arange(4_000_000, dtype=np.float64)  # 32 MB
+    ref = phalanx.put(arr)
+    key = "objdir:" + ref.binary().hex()
+
+    @phalanx.remote(resources={"sim": 0.5})
+    def reader(a, pause):
+        time.sleep(pause)
+        return os.getppid(), float(a[-1]), float(a.sum())
+    # Four readers on the two sim nodes at once: each node copies the object
+    # once (from the driver's node or from the other sim node, even while that
+    # one is still receiving it) and every reader sees the whole array.
+    out = phalanx.get([reader.remote(ref, 0.3) for _ in range(4)], timeout=120)
+    sims = {p.pid for n, p in sim_nodes.procs if n == "raylet"} - {sim_nodes.procs[1][1].pid}
+    assert {o[0] for o in out} == sims
+    assert all(o[1] == 3_999_999.0 and o[2] == float(arr.sum()) for o in out)
+    # The copies were freed with their tasks: only the owner's location is left.
+    def locations():
+        raw = _core.redis_command(host, int(port), ["HKEYS", key], 2.0)
+        return {k.decode() for k in raw if k != b"size" and not k.startswith((b"srv:", b"cmp:"))}
+    deadline = time.monotonic() + 10
+    while len(locations()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(locations()) == 1
+    del ref
+    deadline = time.monotonic() + 10
+    while _core.redis_command(host, int(port), ["EXISTS", key], 2.0) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _core.redis_command(host, int(port), ["EXISTS", key], 2.0) == 0
