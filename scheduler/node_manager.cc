@@ -95,7 +95,8 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
       redis_(io, options_.redis_host, options_.redis_port, options_.redis_password),
       gcs_(&redis_),
-      peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_),
+      peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_,
+             options_.transfer),
       acceptor_(io),
       heartbeat_timer_(io) {}
 

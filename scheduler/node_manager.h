@@ -45,6 +45,7 @@ struct NodeManagerOptions {
   int heartbeat_ms = 1000;
   int prestart_workers = -1;            // -1: one per CPU
   int pipeline_depth = 8;
+  objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
 };
 
 class NodeManager {

@@ -14,7 +14,7 @@ constexpr auto kServeLinger = std::chrono::milliseconds(1000);
 
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
                          TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                         GcsClient* gcs)
+                         GcsClient* gcs, objectstore::TransferOptions transfer_options)
     : io_(io),
       node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
@@ -33,7 +33,7 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
                     done(c);
                   });
                 },
-                objectstore::TransferOptions{},
+                transfer_options,
                 objectstore::TransferDirectory{
                     [gcs, self = node_id_](const std::string& id, const std::string& hint, bool resuming,
                                            const std::vector<std::string>& exclude,

@@ -29,7 +29,7 @@ class PeerManager {
  public:
   PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
               TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-              GcsClient* gcs);
+              GcsClient* gcs, objectstore::TransferOptions transfer = {});
 
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();

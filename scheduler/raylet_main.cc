@@ -23,7 +23,7 @@ const char kUsage[] =
     "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
     "         [--inline-threshold BYTES] [--pipeline-depth N] [--num-gpus N]\n"
     "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n"
-    "         [--node-dead-after-ms MS]\n";
+    "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N]\n";
 
 // Parses a flat JSON object of numbers: {"sim": 8, "tpu": 0.5}.
 std::map<std::string, double> ParseResources(const std::string& text) {
@@ -105,6 +105,11 @@ int main(int argc, char** argv) {
     if (f.count("memory")) o.resources["memory"] = std::stod(f["memory"]);
     if (f.count("infeasible-timeout-ms")) o.infeasible_timeout_ms = std::stoll(f["infeasible-timeout-ms"]);
     if (f.count("node-dead-after-ms")) o.node_dead_after_ms = std::stoll(f["node-dead-after-ms"]);
+    if (f.count("transfer-chunk-bytes")) o.transfer.chunk_bytes = std::stoull(f["transfer-chunk-bytes"]);
+    if (f.count("transfer-window")) o.transfer.window = std::stoi(f["transfer-window"]);
+    if (o.transfer.chunk_bytes < 4096 || o.transfer.window < 1) {
+      throw std::invalid_argument("--transfer-chunk-bytes wants >= 4096 and --transfer-window >= 1");
+    }
   } catch (const std::exception& e) {
     std::cerr << "phalanx-raylet: bad flag value: " << e.what() << "\n" << kUsage;
     return 2;

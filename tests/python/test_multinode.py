@@ -121,7 +121,8 @@ def sim_nodes():
     """A head without "sim" that the driver uses, and two nodes with {"sim": 1} each."""
     phalanx.shutdown()
     node = NodeProcesses(new_session_dir())
-    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
+    # Small transfer chunks: the objects these tests copy go in many ranges.
+    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500", "--transfer-chunk-bytes", "262144"]
     try:
         redis = node.start_redis()
         head_socket = node.start_raylet(redis, num_cpus=1, extra_args=fast)
