@@ -110,7 +110,8 @@ class NodeProcesses:
         raise UnavailableError(f"redis-server did not start; its log {log} ends with:\n{_tail(log)}")
 
     def start_raylet(self, redis_address, num_cpus, object_store_memory=None, node_ip="127.0.0.1",
-                     tie_to_parent=True, extra_args=(), token=None):
+                     tie_to_parent=True, extra_args=(), token=None, netns=None):
+        """`netns`: run it in that network namespace (`ip netns exec`), as another host."""
         tag = os.urandom(4).hex()  # several raylets may share a session folder
         sock = os.path.join(self.session_dir, f"raylet-{tag}.sock")
         if len(sock) > 100:  # Unix socket paths are limited to 107 bytes
@@ -125,6 +126,8 @@ class NodeProcesses:
         if object_store_memory:
             cmd += ["--object-store-memory", str(int(object_store_memory))]
         cmd += list(extra_args)
+        if netns:
+            cmd = ["ip", "netns", "exec", netns] + cmd  # it execs: the pid stays the raylet's
         env = dict(os.environ)
         # Workers import what the driver can: its script folder and working directory.
         paths = [p for p in (os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else "",
