@@ -146,7 +146,10 @@ class CoreWorker {
     uint64_t conn = 0;
     bool remote = false;        // the actor's worker is on another node
     int32_t incarnation = 0;    // the actor's restarts when we connected
-    std::vector<std::string> raylet_calls;  // sent through the raylet since the last switch
+    // The last call sent through the raylet, not known to be finished. The
+    // actor runs one caller's calls in order, so when it is done, so are the
+    // ones before it.
+    std::string last_raylet_call;
     Clock::time_point next_lookup{};
     std::chrono::milliseconds backoff{1};
     std::deque<std::string> inflight;       // task ids sent straight to the worker, oldest first

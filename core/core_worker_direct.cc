@@ -128,11 +128,11 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
   };
   rpc::ActorRoute q;
   q.set_actor_id(actor_id);
-  for (const auto& tid : r.raylet_calls) q.add_task_ids(tid);
+  if (!r.last_raylet_call.empty()) q.add_task_ids(r.last_raylet_call);
   auto f = Call(rpc::ACTOR_ROUTE, q, 10000);
   rpc::ActorRouteReply a;
   if (!f.ok() || !a.ParseFromString(f.value().body) || a.status().code() != 0) return later();
-  if (a.state() == rpc::ACTOR_DEAD || a.calls_done()) r.raylet_calls.clear();
+  if (a.state() == rpc::ACTOR_DEAD || a.calls_done()) r.last_raylet_call.clear();
   if (a.state() != rpc::ACTOR_ALIVE) return later();
   if (!a.calls_done()) return later(std::chrono::milliseconds(4));
   bool same_node = a.node_id() == node_id_;
@@ -158,7 +158,7 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
 
 Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
   if (!r.direct) {
-    r.raylet_calls.push_back(spec.task_id());
+    r.last_raylet_call = spec.task_id();
     return Send(rpc::SUBMIT_TASK, spec);
   }
   const std::string tid = spec.task_id();
@@ -304,7 +304,7 @@ void CoreWorker::OnDirectClose(uint64_t conn, const Status& why) {
       spec.set_incarnation(r.incarnation);
       spec.set_returns_held(true);
       (void)Send(rpc::SUBMIT_TASK, spec);
-      r.raylet_calls.push_back(tid);
+      r.last_raylet_call = tid;
       handed.push_back(std::move(it->second));
       direct_calls_.erase(it);
     }
