@@ -10,7 +10,34 @@ namespace phalanx::objectstore {
 
 namespace {
 std::string Short(const std::string& node) { return ToHex(node).substr(0, 12); }
+
+std::string ReplyFrame(uint64_t request_id, const rpc::PullObjectReply& meta, const char* data, size_t n) {
+  std::string m = meta.SerializeAsString();
+  FrameHeader h;
+  h.length = static_cast<uint32_t>(4 + m.size() + n);
+  h.type = rpc::PULL_OBJECT;
+  h.flags = kReplyFlag;
+  h.request_id = request_id;
+  std::string out(kFrameHeaderSize + 4 + m.size() + n, '\0');
+  EncodeHeader(h, out.data());
+  uint32_t meta_len = static_cast<uint32_t>(m.size());
+  std::memcpy(out.data() + kFrameHeaderSize, &meta_len, 4);
+  std::memcpy(out.data() + kFrameHeaderSize + 4, m.data(), m.size());
+  if (n > 0) std::memcpy(out.data() + kFrameHeaderSize + 4 + m.size(), data, n);
+  return out;
+}
 }  // namespace
+
+bool ObjectTransfer::ParseReply(const std::string& body, rpc::PullObjectReply* meta, const char** data,
+                                size_t* size) {
+  if (body.size() < 4) return false;
+  uint32_t meta_len = 0;
+  std::memcpy(&meta_len, body.data(), 4);
+  if (body.size() - 4 < meta_len || !meta->ParseFromArray(body.data() + 4, static_cast<int>(meta_len))) return false;
+  *data = body.data() + 4 + meta_len;
+  *size = body.size() - 4 - meta_len;
+  return true;
+}
 
 ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options,
                                TransferDirectory directory, std::string self_id)
@@ -123,12 +150,14 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   const std::string from = "node " + Short(p.source);
   if (!body.ok()) return SourceFailed(id, from + ": " + body.status().message());
   rpc::PullObjectReply r;
-  if (!r.ParseFromString(body.value())) return SourceFailed(id, from + " sent a malformed reply");
+  const char* data = nullptr;
+  size_t data_size = 0;
+  if (!ParseReply(body.value(), &r, &data, &data_size)) return SourceFailed(id, from + " sent a malformed reply");
   if (r.status().code() != 0) return SourceFailed(id, from + ": " + r.status().message());
   if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, from + ": " + r.error());
   if (r.contains_refs()) return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
   if (r.state() == rpc::OBJ_INLINE) {
-    objects_->PutInline(id, std::move(*r.mutable_data()), {});
+    objects_->PutInline(id, std::string(data, data_size), {});
     if (directory_.unlisted) directory_.unlisted(id);  // small values are not served from here
     return Finish(id);
   }
@@ -145,10 +174,10 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   }
   uint64_t off = chunk * options_.chunk_bytes;
   uint64_t want = off >= p.size ? 0 : std::min(options_.chunk_bytes, p.size - off);
-  if (r.data().size() != want) return SourceFailed(id, from + " sent a short range");
+  if (data_size != want) return SourceFailed(id, from + " sent a short range");
   const auto* e = store_->Find(id);
   if (e == nullptr) return Fail(id, "its store space here is gone");
-  std::memcpy(store_->base() + e->offset + off, r.data().data(), want);
+  std::memcpy(store_->base() + e->offset + off, data, want);
   if (chunk < p.chunks.size()) p.chunks[chunk] = kHave;
   while (p.prefix < p.size) {
     size_t c = static_cast<size_t>(p.prefix / options_.chunk_bytes);
@@ -186,7 +215,7 @@ void ObjectTransfer::Finish(const std::string& id) {
   PullState p = std::move(it->second);
   pulls_.erase(it);
   if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
-  for (auto& w : p.waiters) ServeReady(id, w.offset, w.length, std::move(w.reply));
+  for (auto& w : p.waiters) ServeReady(id, std::move(w));
   objects_->RemoveRef(id);
 }
 
@@ -201,7 +230,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   rpc::PullObjectReply r;
   r.mutable_status()->set_code(static_cast<int>(StatusCode::kUnavailable));
   r.mutable_status()->set_message("the copy on node " + Short(self_) + " failed: " + why);
-  for (auto& w : p.waiters) w.reply(r);
+  for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, r, nullptr, 0));
   if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);
   objects_->MarkLost(id, StatusCode::kObjectLost, msg);
@@ -214,8 +243,7 @@ void ObjectTransfer::ReplyRange(uint64_t size, uint64_t store_offset, const Wait
   r.set_size(size);
   uint64_t from = std::min(w.offset, size);
   uint64_t n = std::min(w.length, size - from);
-  r.set_data(reinterpret_cast<const char*>(store_->base() + store_offset + from), n);
-  w.reply(r);
+  w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n));
 }
 
 void ObjectTransfer::ServeWaiters(PullState& p, const std::string& id) {
@@ -246,7 +274,7 @@ void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std:
   }
 }
 
-void ObjectTransfer::Serve(const rpc::PullObject& m, std::function<void(const rpc::PullObjectReply&)> reply) {
+void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send) {
   if (objects_->Contains(m.object_id())) {
     // Readers come back for the next range: keep the object for them even
     // if this node's own holders let go meanwhile.
@@ -260,26 +288,25 @@ void ObjectTransfer::Serve(const rpc::PullObject& m, std::function<void(const rp
   auto it = pulls_.find(m.object_id());
   if (it != pulls_.end()) {  // still arriving here: serve what has come, wait for the rest
     PullState& p = it->second;
-    Waiter w{m.offset(), m.length(), std::move(reply)};
+    Waiter w{m.offset(), m.length(), request_id, std::move(send)};
     const auto* e = p.sized ? store_->Find(m.object_id()) : nullptr;
     if (e != nullptr && p.prefix >= std::min(p.size, w.offset + w.length)) return ReplyRange(p.size, e->offset, w);
     p.waiters.push_back(std::move(w));
     return;
   }
-  ServeReady(m.object_id(), m.offset(), m.length(), std::move(reply));
+  ServeReady(m.object_id(), Waiter{m.offset(), m.length(), request_id, std::move(send)});
 }
 
-void ObjectTransfer::ServeReady(const std::string& id, uint64_t offset, uint64_t length,
-                                std::function<void(const rpc::PullObjectReply&)> reply) {
+void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
   if (!objects_->Contains(id)) {
     rpc::PullObjectReply r;
     r.set_state(rpc::OBJ_LOST);
     r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
     r.set_error(objects_->WasFreed(id) ? "it was freed there" : "that node does not have it");
-    return reply(r);
+    return w.send(ReplyFrame(w.request_id, r, nullptr, 0));
   }
   objects_->AddRef(id);  // kept while we wait for it
-  objects_->OnReady(id, [this, id, offset, length, reply = std::move(reply)] {
+  objects_->OnReady(id, [this, id, w = std::move(w)] {
     rpc::ObjectValue v;
     objects_->Describe(id, &v, /*pin=*/true);
     rpc::PullObjectReply r;
@@ -287,19 +314,16 @@ void ObjectTransfer::ServeReady(const std::string& id, uint64_t offset, uint64_t
     r.set_contains_refs(objects_->ContainsRefs(id));
     if (v.state() == rpc::OBJ_INLINE) {
       r.set_size(v.data().size());
-      r.set_data(v.data());
+      w.send(ReplyFrame(w.request_id, r, v.data().data(), v.data().size()));
     } else if (v.state() == rpc::OBJ_IN_STORE) {
-      r.set_size(v.size());
-      uint64_t from = std::min(offset, v.size());
-      uint64_t n = std::min(length, v.size() - from);
-      r.set_data(reinterpret_cast<const char*>(store_->base() + v.offset() + from), n);
+      ReplyRange(v.size(), v.offset(), w);
       objects_->ReleasePin(id);
     } else {
       r.set_state(rpc::OBJ_LOST);
       r.set_error(v.error());
       r.set_error_code(v.error_code());
+      w.send(ReplyFrame(w.request_id, r, nullptr, 0));
     }
-    reply(r);
     objects_->RemoveRef(id);
   });
 }

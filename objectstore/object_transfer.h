@@ -71,8 +71,14 @@ class ObjectTransfer {
                  TransferDirectory directory = {}, std::string self_id = "");
 
   void Pull(const std::string& id, const std::string& hint_node);
-  // Answers `m` (maybe later, when the bytes are here) through `reply`.
-  void Serve(const rpc::PullObject& m, std::function<void(const rpc::PullObjectReply&)> reply);
+  // Answers request `request_id` (maybe later, when the bytes are here):
+  // `send` gets the whole reply frame. Its body is a u32 length, a
+  // PullObjectReply without its data, then the bytes themselves, so a range
+  // is copied once on its way out (store -> frame) and once on its way in.
+  using SendFrame = std::function<void(std::string frame)>;
+  void Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send);
+  // The body of such a reply: `meta` and where its bytes are in `body`.
+  static bool ParseReply(const std::string& body, rpc::PullObjectReply* meta, const char** data, size_t* size);
   // Whether `id` is a copy this node pulled (its directory entry is ours to
   // remove when freed, not the whole object's). Forget drops the mark.
   bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
@@ -87,7 +93,8 @@ class ObjectTransfer {
   struct Waiter {
     uint64_t offset = 0;
     uint64_t length = 0;
-    std::function<void(const rpc::PullObjectReply&)> reply;
+    uint64_t request_id = 0;
+    SendFrame send;
   };
   enum ChunkState : uint8_t { kMissing = 0, kRequested = 1, kHave = 2 };
   struct PullState {
@@ -116,8 +123,7 @@ class ObjectTransfer {
   void Fail(const std::string& id, const std::string& why);
   void ServeWaiters(PullState& p, const std::string& id);
   void ReplyRange(uint64_t size, uint64_t store_offset, const Waiter& w);
-  void ServeReady(const std::string& id, uint64_t offset, uint64_t length,
-                  std::function<void(const rpc::PullObjectReply&)> reply);
+  void ServeReady(const std::string& id, Waiter w);
 
   ObjectTable* objects_;
   ObjectStore* store_;

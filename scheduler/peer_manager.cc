@@ -95,8 +95,8 @@ void PeerManager::Accept() {
                 return;
               }
               uint64_t req = h.request_id;
-              transfer_.Serve(m, [weak, req](const rpc::PullObjectReply& r) {
-                if (auto cl = weak.lock()) cl->Send(rpc::PULL_OBJECT, kReplyFlag, req, r);
+              transfer_.Serve(m, req, [weak](std::string frame) {
+                if (auto cl = weak.lock()) cl->Send(std::move(frame));
               });
               return;
             }

@@ -56,14 +56,14 @@ class PullServer {
           [this, weak](const FrameHeader& h, const char* body, size_t len) {
             rpc::PullObject m;
             ASSERT_TRUE(m.ParseFromArray(body, static_cast<int>(len)));
-            uint64_t req = h.request_id;
-            transfer_->Serve(m, [this, weak, req](const rpc::PullObjectReply& r) {
-              auto send = [this, weak, req, r] {
+            const uint64_t req = h.request_id;
+            transfer_->Serve(m, req, [this, weak](std::string frame) {
+              auto send = [this, weak, frame = std::move(frame)] {
                 auto c = weak.lock();
                 if (!c) return;
                 if (close_after >= 0 && served >= close_after) return c->Close();
                 ++served;
-                c->Send(rpc::PULL_OBJECT, kReplyFlag, req, r);
+                c->Send(frame);
               };
               if (stall_after >= 0 && served >= stall_after) return held_.push_back(send);
               send();
