@@ -3,8 +3,9 @@ read at once by actors on nodes 1..N-1 (each gets the ref as an argument, so
 each node's raylet copies it, choosing its source in the object directory).
 A repetition is timed from the calls to the last reader's answer.
 
-    # on loopback (all nodes share 127.0.0.1):
+    # on loopback (all nodes share 127.0.0.1), then Ray the same way:
     .venv/bin/python bench/collectives/broadcast.py --nodes 4
+    .venv/bin/python bench/collectives/broadcast.py --nodes 4 --peer ray
     # one node per network namespace with 1 Gbit/s links: bench/collectives/run_netns.sh
 
 Prints one CSV line per size (peer,op,world,bytes,median_s,min_s,max_s, as
@@ -32,6 +33,46 @@ def rate_bytes_per_s(rate):
     raise ValueError(f"--rate wants e.g. 1gbit, got {rate}")
 
 
+def run_ray(nodes, sizes, warmup, reps):
+    """The same broadcast with Ray (loopback only): ray.cluster_utils.Cluster
+    with `nodes` nodes, the array put by the driver on node 0, one actor per
+    other node reading it as an argument."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    for k in range(1, nodes):
+        cluster.add_node(num_cpus=1, resources={f"n{k}": 1})
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        cluster.wait_for_nodes()
+
+        @ray.remote
+        class Reader:
+            def read(self, x):
+                return x.nbytes
+
+        readers = [Reader.options(resources={f"n{k}": 1}).remote() for k in range(1, nodes)]
+        ray.get([r.read.remote(np.ones(1, np.float32)) for r in readers])
+        for size in sizes:
+            times = []
+            for rep in range(warmup + reps):
+                ref = ray.put(np.ones(size // 4, dtype=np.float32))
+                t = time.perf_counter()
+                got = ray.get([r.read.remote(ref) for r in readers], timeout=300)
+                dt = time.perf_counter() - t
+                assert got == [size] * (nodes - 1)
+                if rep >= warmup:
+                    times.append(dt)
+                del ref
+                time.sleep(0.3)
+            med = statistics.median(times)
+            print(f"ray,broadcast,{nodes},{size},{med:.6f},{min(times):.6f},{max(times):.6f}", flush=True)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=4)
@@ -42,7 +83,12 @@ def main():
     ap.add_argument("--rate", help="link rate (e.g. 1gbit) for the S/B column")
     ap.add_argument("--chunk-bytes", type=int, help="raylet --transfer-chunk-bytes")
     ap.add_argument("--window", type=int, help="raylet --transfer-window")
+    ap.add_argument("--peer", choices=["ray"], help="measure this peer instead (loopback only; pip extra 'bench')")
     a = ap.parse_args()
+    if a.peer == "ray":
+        if a.netns:
+            ap.error("--peer ray runs on loopback only")
+        return run_ray(a.nodes, [int(s) for s in a.sizes.split(",")], a.warmup, a.reps)
 
     node = NodeProcesses(new_session_dir())
     ip = (lambda k: f"10.77.0.{k + 1}") if a.netns else (lambda k: "127.0.0.1")
