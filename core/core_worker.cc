@@ -541,7 +541,9 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
   if (!is_direct) {
     if (is_creation && done.error().empty()) {
       Status st = StartDirectServer(&done);
-      if (!st.ok()) PHALANX_LOG(Warning) << "actor calls will go through the raylet: " << st.ToString();
+      if (!st.ok()) {
+        PHALANX_LOG(Warning) << "actor calls will go through the raylet: " << st.ToString();
+      }
     }
     return SendNow(rpc::TASK_DONE, done);
   }

@@ -142,8 +142,7 @@ class CoreWorker {
 
   // ---- direct actor calls ----
   struct ActorRoute {
-    bool direct = false;
-    uint64_t conn = 0;
+    uint64_t conn = 0;          // the connection to the actor's worker; 0: calls go through the raylet
     bool remote = false;        // the actor's worker is on another node
     int32_t incarnation = 0;    // the actor's restarts when we connected
     // The last call sent through the raylet, not known to be finished. The

@@ -23,7 +23,6 @@ bool CoreWorker::ReturnsHeld() {
   return running_direct_.count(current_task_) > 0;
 }
 
-
 void CoreWorker::FlushDirect() {
   std::lock_guard<std::mutex> l(io_mu_);
   if (io_) io_->Flush();
@@ -36,8 +35,6 @@ Status CoreWorker::ReleaseHeldReturns(const rpc::TaskDone& done) {
   }
   return Send(rpc::UPDATE_REFS, m);
 }
-
-// ---- direct actor calls ----
 
 DirectIo* CoreWorker::Io() {
   std::lock_guard<std::mutex> l(io_mu_);
@@ -73,10 +70,10 @@ Status CoreWorker::SubmitActorCall(rpc::TaskSpec spec) {
   {
     std::lock_guard<std::mutex> l(routes_mu_);
     ActorRoute& r = routes_[actor];
-    if (!r.direct && options_.direct_actor_calls) MaybeGoDirect(actor, r);
+    if (r.conn == 0 && options_.direct_actor_calls) MaybeGoDirect(actor, r);
     bool has_refs = spec.contained_ids_size() > 0;
     for (const auto& a : spec.args()) has_refs = has_refs || !a.object_id().empty();
-    inline_args = r.direct && r.remote && has_refs;
+    inline_args = r.conn != 0 && r.remote && has_refs;
     if (!inline_args) return SendActorCallLocked(r, std::move(spec));
   }
   // The actor's node cannot read this node's objects by id: small values
@@ -148,7 +145,6 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
   hello.set_caller_id(client_id_);
   hello.set_node_id(node_id_);
   if (!Io()->Send(conn.value(), EncodeFrame(rpc::DIRECT_HELLO, 0, 0, hello)).ok()) return later();
-  r.direct = true;
   r.conn = conn.value();
   r.remote = !same_node;
   r.incarnation = a.incarnation();
@@ -157,7 +153,7 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
 }
 
 Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
-  if (!r.direct) {
+  if (r.conn == 0) {
     r.last_raylet_call = spec.task_id();
     return Send(rpc::SUBMIT_TASK, spec);
   }
@@ -176,9 +172,9 @@ Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
   e.add_num_returns(spec.num_returns());
   PHALANX_RETURN_IF_ERROR(Send(rpc::EXPECT_RETURNS, e));
   rpc::PushTask push;
-  *push.mutable_spec() = spec;
-  call.spec = std::move(spec);
+  *push.mutable_spec() = std::move(spec);
   std::string frame = EncodeFrame(rpc::DIRECT_CALL, 0, 0, push);
+  call.spec = std::move(*push.mutable_spec());  // kept for a hand-over to the raylet
   direct_calls_[tid] = std::move(call);
   r.inflight.push_back(tid);
   ++direct_calls_sent_;
@@ -291,7 +287,6 @@ void CoreWorker::OnDirectClose(uint64_t conn, const Status& why) {
     std::string actor = a->second;
     conn_actor_.erase(a);
     ActorRoute& r = routes_[actor];
-    r.direct = false;
     r.conn = 0;
     r.next_lookup = Clock::now() + std::chrono::milliseconds(5);
     // The raylet decides what happens to the calls in flight: retried on the

@@ -305,8 +305,12 @@ void DirectIo::Loop() {
     fds.push_back(pollfd{wake_fd_, POLLIN, 0});
     ids.push_back(0);
     conns.push_back(nullptr);
+    bool queued;
+    Clock::time_point since;
     {
       std::lock_guard<std::mutex> l(mu_);
+      queued = !queued_.empty();
+      since = queued_since_;
       for (auto& [id, c] : conns_) {
         short events = POLLIN;
         {
@@ -317,13 +321,6 @@ void DirectIo::Loop() {
         ids.push_back(id);
         conns.push_back(c);
       }
-    }
-    bool queued;
-    Clock::time_point since;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      queued = !queued_.empty();
-      since = queued_since_;
     }
     int r;
     if (queued) {

@@ -72,7 +72,9 @@ void ObjectTable::PutInline(const std::string& id, std::string data, std::vector
 
 Result<uint64_t> ObjectTable::CreateInStore(const std::string& id, uint64_t size, std::vector<std::string> contained) {
   Entry& e = entries_[id];
-  if (e.state != State::kPending || e.creating) {
+  // A copy freed here but still mapped by a reader is this very value (ids
+  // name immutable values): it comes back instead of a second copy.
+  if (e.state != State::kPending || e.creating || ReviveFromStore(id)) {
     return Status::AlreadyExists("object " + ToHex(id) + " already has a value");
   }
   auto off = store_->Create(id, size);

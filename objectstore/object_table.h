@@ -40,6 +40,7 @@ class ObjectTable {
   // ready object is ignored (a retried task may finish twice).
   void PutInline(const std::string& id, std::string data, std::vector<std::string> contained);
   // Reserves store space for `id`; the caller seals later with SealInStore.
+  // AlreadyExists when it has a value (then ready: see ReviveFromStore).
   Result<uint64_t> CreateInStore(const std::string& id, uint64_t size, std::vector<std::string> contained);
   Status SealInStore(const std::string& id);
   // CreateInStore + copy `data` in + SealInStore, for values that arrive over the network.

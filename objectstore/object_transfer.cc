@@ -164,6 +164,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   if (!p.sized) {
     p.size = r.size();
     auto off = objects_->CreateInStore(id, p.size, {});
+    if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists) return Finish(id);  // revived here
     if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
     p.sized = true;
     size_t n = static_cast<size_t>((p.size + options_.chunk_bytes - 1) / options_.chunk_bytes);
@@ -187,7 +188,9 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   ServeWaiters(p, id);
   if (p.prefix >= p.size) {
     Status st = objects_->SealInStore(id);
-    if (!st.ok()) PHALANX_LOG(Warning) << "sealing a copied object: " << st.ToString();
+    if (!st.ok()) {
+      PHALANX_LOG(Warning) << "sealing a copied object: " << st.ToString();
+    }
     copies_.insert(id);
     if (directory_.located) directory_.located(id, p.size, p.size, true);
     return Finish(id);

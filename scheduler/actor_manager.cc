@@ -439,16 +439,14 @@ void ActorManager::OnClientGone(const std::string& client_id) {
       doomed.push_back(id);
     }
   }
-  for (const auto& id : doomed) {
-    Actor& a = actors_[id];
-    a.death_cause = "the process that created it exited";
-    if (a.worker == nullptr) {
-      Die(a, a.death_cause);
-    } else {
-      a.state = rpc::ACTOR_DEAD;
-      if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
-    }
-  }
+  for (const auto& id : doomed) DieWithOwner(actors_[id], "the process that created it exited");
+}
+
+void ActorManager::DieWithOwner(Actor& a, const std::string& cause) {
+  a.death_cause = cause;
+  if (a.worker == nullptr) return Die(a, cause);
+  a.state = rpc::ACTOR_DEAD;  // its process's death, reported later, finds it dead
+  if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
 }
 
 void ActorManager::RestartOrphan(const rpc::ActorInfo& info, const std::string& why) {
@@ -497,16 +495,7 @@ void ActorManager::OnNodeDead(const std::string& node_id, const std::string& why
     }
     doomed.push_back(id);
   }
-  for (const auto& id : doomed) {
-    Actor& a = actors_[id];
-    a.death_cause = "the node that created it died (" + why + ")";
-    if (a.worker == nullptr) {
-      Die(a, a.death_cause);
-    } else {
-      a.state = rpc::ACTOR_DEAD;
-      if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
-    }
-  }
+  for (const auto& id : doomed) DieWithOwner(actors_[id], "the node that created it died (" + why + ")");
 }
 
 Result<rpc::GetActorReply> ActorManager::Lookup(const std::string& name) const {

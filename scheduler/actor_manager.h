@@ -110,6 +110,8 @@ class ActorManager {
   };
   void Pump(Actor& a);
   void Die(Actor& a, const std::string& cause);
+  // Its creator (process or node) is gone: it dies too, its process killed.
+  void DieWithOwner(Actor& a, const std::string& cause);
   void Announce(const Actor& a);
   std::string Describe(const Actor& a) const;
 

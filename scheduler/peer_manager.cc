@@ -288,18 +288,14 @@ void PeerManager::Refresh(int64_t now_ms) {
     // Nodes another raylet declared dead first: their actors' fate is ours to settle too.
     for (const auto& n : r.value()) {
       if (n.alive() || n.node_id() == node_id_ || !marked_dead_.insert(n.node_id()).second) continue;
-      std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
-      tasks_->actors().OnNodeDead(n.node_id(), why);
-      RestartOrphans(n.node_id(), why);
+      SettleDeadNode(n);
     }
     for (const auto& n : view_.Silent()) {
       if (!marked_dead_.insert(n.node_id()).second) continue;
       PHALANX_LOG(Warning) << "node " << ToHex(n.node_id()).substr(0, 12) << " at " << n.address()
                            << " sent no heartbeat for " << (now_ms - n.heartbeat_ms()) / 1000 << " s: marking it dead";
       gcs_->MarkNodeDead(n);
-      std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
-      tasks_->actors().OnNodeDead(n.node_id(), why);
-      RestartOrphans(n.node_id(), why);
+      SettleDeadNode(n);
       auto c = clients_.find(n.node_id());
       if (c != clients_.end()) {
         c->second->Close(Status::Unavailable("node " + ToHex(n.node_id()).substr(0, 12) + " stopped heartbeating"));
@@ -307,6 +303,12 @@ void PeerManager::Refresh(int64_t now_ms) {
       }
     }
   });
+}
+
+void PeerManager::SettleDeadNode(const rpc::NodeInfo& n) {
+  std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
+  tasks_->actors().OnNodeDead(n.node_id(), why);
+  RestartOrphans(n.node_id(), why);
 }
 
 void PeerManager::RestartOrphans(const std::string& dead_node, const std::string& why) {

@@ -55,6 +55,8 @@ class PeerManager {
 
  private:
   void Accept();
+  // Once per dead node (whoever declared it): its actors' fate here, and its orphans.
+  void SettleDeadNode(const rpc::NodeInfo& n);
   // Detached actors the dead node hosted and owned: one live node restarts each.
   void RestartOrphans(const std::string& dead_node, const std::string& why);
   void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
