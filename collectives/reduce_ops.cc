@@ -92,16 +92,26 @@ Result<ReduceOp> ParseReduceOp(const std::string& name) {
   return Status::InvalidArgument("unknown reduce op '" + name + "' (expected sum, prod, min or max)");
 }
 
+namespace {
+const std::pair<const char*, DType> kDTypeNames[] = {
+    {"float16", DType::kFloat16}, {"float32", DType::kFloat32}, {"float64", DType::kFloat64},
+    {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"int32", DType::kInt32},
+    {"int64", DType::kInt64},     {"uint8", DType::kUInt8},     {"uint16", DType::kUInt16},
+    {"uint32", DType::kUInt32},   {"uint64", DType::kUInt64}};
+}  // namespace
+
 Result<DType> ParseDType(const std::string& name) {
-  static const std::pair<const char*, DType> kNames[] = {
-      {"float16", DType::kFloat16}, {"float32", DType::kFloat32}, {"float64", DType::kFloat64},
-      {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"int32", DType::kInt32},
-      {"int64", DType::kInt64},     {"uint8", DType::kUInt8},     {"uint16", DType::kUInt16},
-      {"uint32", DType::kUInt32},   {"uint64", DType::kUInt64}};
-  for (const auto& [n, t] : kNames) {
+  for (const auto& [n, t] : kDTypeNames) {
     if (name == n) return t;
   }
   return Status::InvalidArgument("dtype '" + name + "' cannot be reduced");
+}
+
+const char* DTypeName(DType t) {
+  for (const auto& [n, type] : kDTypeNames) {
+    if (type == t) return n;
+  }
+  return "?";
 }
 
 size_t DTypeSize(DType t) {

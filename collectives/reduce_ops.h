@@ -1,10 +1,10 @@
 // Element-wise reduce kernels (sum, prod, min, max) over the numeric dtypes
-// phalanx objects carry. The reduce trees of the collectives layer combine
-// chunks with these; exposed now so they are tested on their own. Pure
-// functions; thread-safe.
+// phalanx objects carry; the raylet's ReduceManager combines objects with
+// them. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -17,7 +17,14 @@ enum class DType { kFloat16, kFloat32, kFloat64, kInt8, kInt16, kInt32, kInt64, 
 Result<ReduceOp> ParseReduceOp(const std::string& name);
 // Names as numpy writes them ("float32", "int64", ...).
 Result<DType> ParseDType(const std::string& name);
+const char* DTypeName(DType t);
 size_t DTypeSize(DType t);
+// The element type numbered `code` in the object header (DType + 1; 0: none).
+inline bool DTypeFromCode(uint32_t code, DType* out) {
+  if (code == 0 || code > static_cast<uint32_t>(DType::kUInt64) + 1) return false;
+  *out = static_cast<DType>(code - 1);
+  return true;
+}
 
 // acc[i] = op(acc[i], in[i]) for i < count. REQUIRES: both hold `count`
 // elements of `type`; they may not overlap unless equal.

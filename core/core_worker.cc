@@ -566,6 +566,21 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
   return Status::OK();
 }
 
+Status CoreWorker::Reduce(const rpc::ReduceObjects& m) {
+  FlushDirect();  // direct calls producing the inputs go out first
+  return Send(rpc::REDUCE_OBJECTS, m);
+}
+
+Result<std::vector<std::string>> CoreWorker::ReducedInputs(const std::string& out_id, int64_t timeout_ms) {
+  rpc::ObjectIds m;
+  m.add_object_ids(out_id);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::REDUCED_INPUTS, m, timeout_ms));
+  rpc::ReducedInputsReply r;
+  if (!r.ParseFromString(f.body)) return Status::Internal("malformed reduced-inputs reply");
+  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  return std::vector<std::string>(r.input_ids().begin(), r.input_ids().end());
+}
+
 Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
   rpc::Empty m;
   PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_STATS, m, timeout_ms));

@@ -122,6 +122,12 @@ class CoreWorker {
   bool ReturnsHeld();
 
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
+
+  // Collectives (phalanx.collective): the raylet combines m.input_ids into
+  // m.out_id, held by this client from now on (adopt a ref to it).
+  Status Reduce(const rpc::ReduceObjects& m);
+  // The inputs that went into a reduce's result, once it is done.
+  Result<std::vector<std::string>> ReducedInputs(const std::string& out_id, int64_t timeout_ms);
   // Named actors: NotFound when no live actor has the name.
   Result<rpc::GetActorReply> GetActor(const std::string& name, int64_t timeout_ms);
   Status KillActor(const std::string& actor_id, bool no_restart, int64_t timeout_ms);

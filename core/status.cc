@@ -17,6 +17,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kActorDied: return "ActorDied";
     case StatusCode::kInfeasible: return "Infeasible";
+    case StatusCode::kCollectiveFailed: return "CollectiveFailed";
   }
   return "Unknown";
 }

@@ -27,6 +27,7 @@ enum class StatusCode : int {
   kInternal = 10,         // a bug: an invariant did not hold
   kActorDied = 11,        // the actor is dead (killed, crashed past max_restarts, constructor failed)
   kInfeasible = 12,       // no node can ever satisfy the resources asked for
+  kCollectiveFailed = 13, // a reduce cannot complete: inputs that do not match, too many failed
 };
 
 const char* StatusCodeName(StatusCode code);

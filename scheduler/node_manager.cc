@@ -97,6 +97,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       gcs_(&redis_),
       peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_,
              options_.transfer),
+      reduces_(io, &objects_, store_.get(), options_.inline_threshold),
       acceptor_(io),
       heartbeat_timer_(io) {}
 
@@ -137,7 +138,9 @@ Status NodeManager::Start() {
       [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.SpillCreation(f, need); },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
+  reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
+    reduces_.Forget(id);
     // A copy pulled from elsewhere takes only this node out of the directory;
     // the object itself is freed by the node that owns it.
     if (peers_.IsCopy(id)) {
@@ -412,6 +415,28 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       if (m.node_id() != node_id_) peers_.Fetch(ids, m.node_id());
       return;
     }
+    case rpc::REDUCE_OBJECTS: {
+      rpc::ReduceObjects m;
+      if (!Parse(&m, body, len)) return bad("reduce");
+      return HandleReduce(*c, m);
+    }
+    case rpc::REDUCED_INPUTS: {
+      rpc::ObjectIds m;
+      if (!Parse(&m, body, len) || m.object_ids_size() != 1) return bad("reduced inputs");
+      std::weak_ptr<Client> weak = c;
+      reduces_.InputsOf(m.object_ids(0), [this, weak, req = h.request_id](Result<std::vector<std::string>> r) {
+        auto cl = weak.lock();
+        if (!cl) return;
+        rpc::ReducedInputsReply reply;
+        reply.mutable_status()->set_code(static_cast<int>(r.status().code()));
+        reply.mutable_status()->set_message(r.status().message());
+        if (r.ok()) {
+          for (const auto& id : r.value()) reply.add_input_ids(id);
+        }
+        Reply(*cl, rpc::REDUCED_INPUTS, req, reply);
+      });
+      return;
+    }
     case rpc::DIRECT_RESULTS: {
       rpc::TaskDone m;
       if (!Parse(&m, body, len)) return bad("direct results");
@@ -637,12 +662,22 @@ void NodeManager::HandleSeal(Client& c, const std::string& id) {
     return;
   }
   const auto* e = store_->Find(id);
-  if (e == nullptr) return;  // freed at once: nobody held it
+  if (e != nullptr) ListInDirectory(id, e->size);  // else freed at once: nobody held it
+}
+
+void NodeManager::ListInDirectory(const std::string& id, uint64_t size) {
   rpc::ObjectLocation loc;
   loc.set_node_id(node_id_);
   loc.set_complete(true);
-  loc.set_bytes_present(e->size);
-  gcs_.AddObjectLocation(id, e->size, loc);
+  loc.set_bytes_present(size);
+  gcs_.AddObjectLocation(id, size, loc);
+}
+
+void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
+  Hold(c, m.out_id());
+  Status s = reduces_.Start(m);
+  // A request the client checked should not fail here: if it does, its get says why.
+  if (!s.ok()) objects_.MarkLost(m.out_id(), s.code(), "reduce refused: " + s.message());
 }
 
 void NodeManager::HandlePutInline(Client& c, rpc::PutInline m) {
@@ -739,6 +774,7 @@ void NodeManager::Stop(const std::string& why) {
     if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
   }
   pool_.KillAll(std::chrono::milliseconds(300));
+  reduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);
   peers_.Stop();
   if (redis_.connected()) {
     FlushGcs();

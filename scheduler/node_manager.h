@@ -16,6 +16,7 @@
 
 #include <boost/asio.hpp>
 
+#include "collectives/reduce_manager.h"
 #include "core/framed_connection.h"
 #include "core/gcs_client.h"
 #include "core/redis_client.h"
@@ -92,6 +93,9 @@ class NodeManager {
   void HandleRefs(Client& c, const rpc::UpdateRefs& m);
   void HandleRelease(Client& c, const rpc::ObjectIds& m);
   void HandleStats(Client& c, uint64_t req);
+  void HandleReduce(Client& c, const rpc::ReduceObjects& m);
+  // Lists this node's complete store copy of `id` in the GCS object directory.
+  void ListInDirectory(const std::string& id, uint64_t size);
   void Hold(Client& c, const std::string& id);
 
   rpc::NodeInfo NodeInfoNow() const;
@@ -108,6 +112,7 @@ class NodeManager {
   RedisClient redis_;
   GcsClient gcs_;
   PeerManager peers_;
+  collectives::ReduceManager reduces_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;

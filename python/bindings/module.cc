@@ -170,6 +170,7 @@ void RegisterExceptionTranslator() {
         case StatusCode::kObjectLost: name = "ObjectLostError"; break;
         case StatusCode::kActorDied: name = "ActorDiedError"; break;
         case StatusCode::kInfeasible: name = "InfeasibleError"; break;
+        case StatusCode::kCollectiveFailed: name = "CollectiveError"; break;
         case StatusCode::kNotFound: name = "NotFoundError"; break;
         default: break;
       }
@@ -328,6 +329,26 @@ PYBIND11_MODULE(_core, m) {
     auto core = Core();
     if (core) ThrowIfError(core->Flush());
   });
+  m.def("reduce", [](pyb::bytes out_id, std::vector<std::string> inputs, std::string op, int num_objects,
+                     int64_t timeout_ms) {
+    auto core = RequireCore();
+    rpc::ReduceObjects r;
+    r.set_out_id(out_id);
+    for (auto& id : inputs) r.add_input_ids(std::move(id));
+    r.set_op(std::move(op));
+    r.set_num_objects(num_objects);
+    r.set_timeout_ms(timeout_ms);
+    ThrowIfError(WithoutGil([&] { return core->Reduce(r); }));
+  }, "Asks the raylet to combine `inputs` into `out_id` (held by this process: adopt a ref to it).");
+  m.def("reduced_inputs", [](pyb::bytes out_id, int64_t timeout_ms) {
+    auto core = RequireCore();
+    auto r = WithoutGil([&] { return core->ReducedInputs(out_id, timeout_ms); });
+    ThrowIfError(r.status());
+    pyb::list out;
+    for (auto& id : r.value()) out.append(pyb::bytes(id));
+    return out;
+  });
+
   m.def("direct_calls_sent", [] {
     auto core = Core();
     return core ? core->direct_calls_sent() : 0;

@@ -1,13 +1,15 @@
 // The object format, written in C++ so large buffers are copied without the
 // GIL. A serialized value is
 //
-//   u32 magic "PHX1" | u32 kind | u32 nbuf | u32 0 | u64 meta_len | u64 len[nbuf]
+//   u32 magic "PHX1" | u32 kind | u32 nbuf | u32 dtype | u64 meta_len | u64 len[nbuf]
 //   | meta (pickle stream) | buffer 0 at 64-byte alignment | buffer 1 ... |
 //
 // where the buffers are pickle protocol 5 out-of-band buffers (numpy array
-// data). Store offsets are 64-byte aligned, so each buffer is too, and a
-// reader maps them as numpy arrays without copying. phalanx/_private/
-// serialization.py reads the same layout.
+// data). `dtype` is 0, or for a C-contiguous numpy array of a numeric type
+// its element type (collectives::DType + 1): raylets reduce those without
+// Python (collectives/reduce_manager.h). Store offsets are 64-byte aligned,
+// so each buffer is too, and a reader maps them as numpy arrays without
+// copying. phalanx/_private/serialization.py reads the same layout.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -56,9 +58,11 @@ class Pieces {
     for (const auto& b : bufs_) off = ((off + 63) & ~63ull) + b.size;
     return off;
   }
-  // Writes the whole value at `dst`. Safe without the GIL.
+  // Writes the whole value at `dst`. Safe without the GIL. `kind`'s low byte
+  // is the value's kind; the bits above it (an array's element type, see
+  // phalanx/_private/serialization.py kind_of) go to the header's last word.
   void WriteTo(uint8_t* dst, uint32_t kind) const {
-    uint32_t head[4] = {kMagic, kind, static_cast<uint32_t>(bufs_.size()), 0};
+    uint32_t head[4] = {kMagic, kind & 0xff, static_cast<uint32_t>(bufs_.size()), kind >> 8};
     std::memcpy(dst, head, 16);
     std::memcpy(dst + 16, &meta_.size, 8);
     for (size_t i = 0; i < bufs_.size(); ++i) std::memcpy(dst + 24 + 8 * i, &bufs_[i].size, 8);

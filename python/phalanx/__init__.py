@@ -11,8 +11,9 @@
 """
 from phalanx._core import ObjectRef
 from phalanx._private.api import cluster_stats, get, init, is_initialized, put, shutdown, wait
+from phalanx import collective
 from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
-from phalanx.exceptions import (ActorDiedError, GetTimeoutError, InfeasibleError, NotFoundError, ObjectLostError,
+from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError, ObjectLostError,
                                 ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
                                 UnavailableError, WorkerCrashedError)
 from phalanx.remote_function import NodeAffinitySchedulingStrategy, RemoteFunction
@@ -66,4 +67,4 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
-           "SerializationError"]
+           "SerializationError", "CollectiveError", "collective"]

@@ -40,6 +40,12 @@ class NotFoundError(PhalanxError, LookupError):
     """What was asked for (a named actor, ...) does not exist."""
 
 
+class CollectiveError(PhalanxError, ValueError):
+    """A reduce could not complete: its inputs differ in dtype or shape, one is
+    not a numeric numpy array, or too many of them failed. The message names
+    the inputs (their position in the list given and their ObjectRef)."""
+
+
 class SerializationError(PhalanxError, TypeError):
     """A value could not be pickled or unpickled."""
 
@@ -102,7 +108,7 @@ def _rebuild_task_error(function_name, traceback_str, cause):
 
 _CODE_TO_CLASS = {8: WorkerCrashedError, 9: ObjectLostError, 5: ObjectStoreFullError,
                   4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError,
-                  12: InfeasibleError}
+                  12: InfeasibleError, 13: CollectiveError}
 
 
 def error_for_code(code, message):

@@ -100,10 +100,10 @@ def encode_arg(value, keyword, position, fn_name, inline_limit, holders):
     if _core.packed_size(meta, bufs) > inline_limit:
         # Large arguments go through the store once instead of riding in the task.
         oid = _core.next_put_id()
-        _core.put_serialized(oid, ser.KIND_VALUE, meta, bufs, contained, True)
+        _core.put_serialized(oid, ser.kind_of(value), meta, bufs, contained, True)
         holders.append(_core.adopt_ref(oid))  # held until the task has been submitted
         return (keyword, oid, None), ()
-    return (keyword, None, _core.pack(ser.KIND_VALUE, meta, bufs)), contained
+    return (keyword, None, _core.pack(ser.kind_of(value), meta, bufs)), contained
 
 
 def encode_args(args, kwargs, fn_name, limit):

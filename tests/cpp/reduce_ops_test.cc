@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include "collectives/reduce_manager.h"
 
 namespace phalanx::collectives {
 
@@ -43,6 +46,37 @@ TEST(ReduceOpsTest, ZeroElementsAndBadNames) {
   EXPECT_FALSE(ParseReduceOp("mean").ok());
   EXPECT_FALSE(ParseDType("complex64").ok());
   EXPECT_EQ(DTypeSize(ParseDType("int16").value()), 2u);
+}
+
+// A value laid out as python/bindings/serialization.cc writes it: header,
+// one buffer length, `meta_len` bytes of pickle, the array 64-byte aligned.
+std::vector<uint8_t> Value(uint32_t kind, uint32_t nbuf, uint32_t dtype, uint64_t meta_len, uint64_t data_len) {
+  uint64_t data_off = (24 + 8 * nbuf + meta_len + 63) & ~63ull;
+  std::vector<uint8_t> v(data_off + data_len, 0);
+  uint32_t head[4] = {0x31584850, kind, nbuf, dtype};
+  std::memcpy(v.data(), head, 16);
+  std::memcpy(v.data() + 16, &meta_len, 8);
+  if (nbuf > 0) std::memcpy(v.data() + 24, &data_len, 8);
+  return v;
+}
+
+TEST(ReduceOpsTest, ParseArrayFindsTheDataOrSaysWhyNot) {
+  auto v = Value(0, 1, 2, 100, 40);  // float32, 10 elements
+  auto l = ParseArray(v.data(), v.size());
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l.value().dtype, DType::kFloat32);
+  EXPECT_EQ(l.value().data_offset, 192u);
+  EXPECT_EQ(l.value().data_bytes, 40u);
+  EXPECT_EQ(ParseArray(v.data(), v.size() - 1).status().code(), StatusCode::kInvalidArgument);  // truncated
+  auto err = Value(1, 0, 0, 10, 0);
+  EXPECT_EQ(ParseArray(err.data(), err.size()).status().code(), StatusCode::kTaskFailed);
+  auto plain = Value(0, 0, 0, 10, 0);  // a pickled Python value
+  EXPECT_NE(ParseArray(plain.data(), plain.size()).status().message().find("not a C-contiguous numpy array"),
+            std::string::npos);
+  auto odd = Value(0, 1, 7, 10, 12);  // int64 with 12 bytes
+  EXPECT_FALSE(ParseArray(odd.data(), odd.size()).ok());
+  v[0] = 0;
+  EXPECT_NE(ParseArray(v.data(), v.size()).status().message().find("magic"), std::string::npos);
 }
 
 }  // namespace phalanx::collectives

@@ -162,7 +162,7 @@ def put(value):
     except Exception as e:
         raise ser.SerializationError(f"put() of a {type(value).__name__} failed: it cannot be pickled: "
                                      f"{type(e).__name__}: {e}") from e
-    _core.put_serialized(oid, ser.KIND_VALUE, meta, bufs, contained, True)
+    _core.put_serialized(oid, ser.kind_of(value), meta, bufs, contained, True)
     return _core.adopt_ref(oid)
 
 

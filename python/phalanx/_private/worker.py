@@ -95,7 +95,7 @@ def run_task(task):
             except Exception as e:
                 raise SerializationError(f"return value {i} of {name} cannot be pickled: "
                                          f"{type(e).__name__}: {e}") from e
-            returns.append((oid, _core.prepare_return(oid, ser.KIND_VALUE, meta, bufs, contained), contained))
+            returns.append((oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained), contained))
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         # An argument's task failed: pass its error on unchanged.
         err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)

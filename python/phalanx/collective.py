@@ -1,0 +1,92 @@
+"""Collectives over objects: reduce, allreduce and gather of numpy arrays that
+may still be futures.
+
+    grads = [sim.gradient.remote(policy_ref) for sim in simulators]
+    total = phalanx.collective.reduce(grads, op="sum")          # a ref, at once
+    some = phalanx.collective.reduce(grads, op="sum", num_objects=4)
+    phalanx.collective.reduced_inputs(some)                     # the 4 that went in
+
+The raylet of the calling process combines the arrays itself (no Python, no
+pickling), in the order they become ready: each input is added as soon as it
+exists, so the reduce finishes shortly after the last input it needs.
+Inputs must be C-contiguous numpy arrays of one numeric dtype and shape
+(float16/32/64, int8/16/32/64, uint8/16/32/64); anything else fails the
+result with a CollectiveError naming the inputs. See docs/collectives.md.
+"""
+from phalanx import _core
+from phalanx._private.api import ensure_initialized, get, wait
+from phalanx.exceptions import GetTimeoutError
+
+OPS = ("sum", "prod", "min", "max")
+
+
+def _check_refs(refs, what):
+    if isinstance(refs, _core.ObjectRef) or not hasattr(refs, "__iter__"):
+        raise TypeError(f"{what}() takes a list of ObjectRefs, got {type(refs).__name__}")
+    refs = list(refs)
+    if not refs:
+        raise ValueError(f"{what}() of an empty list")
+    for i, r in enumerate(refs):
+        if not isinstance(r, _core.ObjectRef):
+            raise TypeError(f"{what}() input {i} is a {type(r).__name__}, not an ObjectRef "
+                            "(phalanx.put it, or pass the ref a task returned)")
+    return refs
+
+
+def _reduce_timeout_ms(timeout):
+    if timeout is None:
+        return 0
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive or None, got {timeout}")
+    return max(1, int(timeout * 1000))
+
+
+def reduce(refs, op="sum", num_objects=None, timeout=None):
+    """A ref to op(inputs) element-wise, returned at once.
+
+    `num_objects=k` combines the first k inputs to be ready and leaves the rest
+    alone (see `reduced_inputs`); an input whose task failed is skipped while
+    enough others remain. With `timeout` (seconds) the result fails with a
+    GetTimeoutError naming the inputs still missing; `get` of a failed result
+    raises CollectiveError (mismatched inputs, too many failures)."""
+    ensure_initialized()
+    refs = _check_refs(refs, "reduce")
+    if op not in OPS:
+        raise ValueError(f"unknown reduce op {op!r} (expected one of {', '.join(OPS)})")
+    k = len(refs) if num_objects is None else num_objects
+    if not isinstance(k, int) or not 1 <= k <= len(refs):
+        raise ValueError(f"num_objects must be between 1 and {len(refs)} (the number of inputs), got {num_objects}")
+    oid = _core.next_put_id()
+    _core.reduce(oid, [r.binary() for r in refs], op, k, _reduce_timeout_ms(timeout))
+    return _core.adopt_ref(oid)
+
+
+def reduced_inputs(ref, timeout=None):
+    """The input refs that went into a `reduce` result, in the order they were
+    combined. Waits for the reduce to finish (raises GetTimeoutError after
+    `timeout` s); works in the process that called reduce, or on its node."""
+    ensure_initialized()
+    if not isinstance(ref, _core.ObjectRef):
+        raise TypeError(f"reduced_inputs() takes the ObjectRef reduce returned, got {type(ref).__name__}")
+    ready, _ = wait([ref], timeout=timeout)
+    if not ready:
+        raise GetTimeoutError(f"reduced_inputs: the reduce {ref!r} did not finish within {timeout} s")
+    return [_core.ObjectRef(i) for i in _core.reduced_inputs(ref.binary(), 10000)]
+
+
+def allreduce(refs, op="sum", timeout=None):
+    """op(inputs) for every input: a list with one ref per input, each to the
+    reduced array. All entries name one object, reduced on the caller's node;
+    readers on other nodes copy it through the receiver-driven broadcast (many
+    readers form a chain of copies, not N reads of one)."""
+    refs = _check_refs(refs, "allreduce")
+    return [reduce(refs, op=op, timeout=timeout)] * len(refs)
+
+
+def gather(refs, timeout=None):
+    """The values of `refs`, fetched in parallel (one request for all)."""
+    refs = _check_refs(refs, "gather")
+    return get(refs, timeout=timeout)
+
+
+__all__ = ["reduce", "reduced_inputs", "allreduce", "gather", "OPS"]
