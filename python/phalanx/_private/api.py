@@ -1,7 +1,9 @@
 """The driver API behind phalanx.init/shutdown/get/put/wait."""
 import atexit
+import json
 import os
 import threading
+import time
 
 from phalanx import _core
 from phalanx._private import serialization as ser
@@ -41,7 +43,7 @@ def _find_raylet(address):
 
 
 def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
-         _system_config=None):
+         num_nodes=1, _system_config=None):
     """Connects this process to phalanx as a driver.
 
     With no address, starts an embedded local cluster (redis-server and one
@@ -49,8 +51,11 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     address="HOST:PORT" (the GCS) or "auto" (PHALANX_ADDRESS), joins a running
     cluster through the raylet on this machine. num_gpus (default: what the
     CUDA driver reports) and resources ({"name": amount}) declare what the
-    embedded node offers. Returns a dict with the node id, session folder and
-    GCS address."""
+    embedded node offers. num_nodes > 1 starts that many raylets on loopback
+    (one GCS), each with num_cpus, the given resources and {"node:K": 1000}
+    (K = 0 for the driver's node, 1, 2, ...), so actors and tasks can be
+    placed on node K with resources={"node:K": 1}. Returns a dict with the
+    node id, session folder and GCS address."""
     with _lock:
         if state.mode is not None:
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first")
@@ -63,20 +68,27 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
         if address is None:
             if num_cpus is not None and num_cpus < 0:
                 raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")
+            if not isinstance(num_nodes, int) or num_nodes < 1:
+                raise ValueError(f"num_nodes must be a positive int, got {num_nodes!r}")
             node = NodeProcesses(new_session_dir())
             try:
                 redis_addr = node.start_redis()
                 extra = []
                 if num_gpus is not None:
                     extra += ["--num-gpus", str(int(num_gpus))]
-                if resources:
-                    import json
-                    extra += ["--resources", json.dumps(resources)]
                 for k, v in (_system_config or {}).items():
                     extra += [f"--{k.replace('_', '-')}", str(v)]
-                sock = node.start_raylet(redis_addr, num_cpus if num_cpus is not None else os.cpu_count(),
-                                         object_store_memory, extra_args=extra)
-                _connect(sock)
+                cpus = num_cpus if num_cpus is not None else os.cpu_count()
+                socks = []
+                for k in range(num_nodes):
+                    res = dict(resources or {})
+                    if num_nodes > 1:
+                        res[f"node:{k}"] = 1000
+                    args = extra + (["--resources", json.dumps(res)] if res else [])
+                    socks.append(node.start_raylet(redis_addr, cpus, object_store_memory, extra_args=args))
+                _connect(socks[0])
+                if num_nodes > 1:
+                    _wait_for_nodes(num_nodes, node.session_dir)
             except BaseException:
                 node.stop()
                 raise
@@ -88,6 +100,18 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             _connect(_find_raylet(address))
         state.mode = "driver"
         return dict(state.info)
+
+
+def _wait_for_nodes(n, session_dir, timeout=30.0):
+    from phalanx.rpc_tables import alive_nodes
+    host, _, port = state.info["gcs_address"].rpartition(":")
+    deadline = time.monotonic() + timeout
+    while len(alive_nodes(host, int(port))) < n:
+        if time.monotonic() > deadline:
+            raise UnavailableError(f"only {len(alive_nodes(host, int(port)))} of {n} raylets registered "
+                                   f"within {timeout} s (logs in {session_dir}/logs)")
+        time.sleep(0.05)
+    time.sleep(1.2)  # each raylet reads the node table at its next heartbeat
 
 
 def shutdown():

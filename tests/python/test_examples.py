@@ -1,0 +1,27 @@
+"""The examples run as a newcomer would run them, and do what they say."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import phalanx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize("naive", [False, True])
+def test_async_pg_learns_cartpole_and_writes_its_curve(tmp_path, naive):
+    phalanx.shutdown()  # the example starts its own cluster
+    png = tmp_path / "curve.png"
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "rl", "async_pg.py"), "--seconds", "90",
+           "--png", str(png)] + (["--naive"] if naive else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert re.search(r"update +1 .* episodes +\d+ +reward .* samples/s", out.stdout)
+    done = re.search(r"reward ([\d.]+) \(first 5 updates\) -> ([\d.]+) \(last 5\)", out.stdout)
+    assert done, out.stdout[-2000:]
+    first, last = float(done.group(1)), float(done.group(2))
+    assert last > first + 100, f"the reward did not improve: {first} -> {last}"
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
