@@ -512,8 +512,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       }
     }
     std::lock_guard<std::mutex> l(server_mu_);
-    auto c = callers_.find(conn);
-    running_direct_[t.spec().task_id()] = RunningDirect{conn, c != callers_.end() && c->second, std::move(fetched)};
+    running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched)};
     current_task_ = t.spec().task_id();
     return t;
   }
@@ -553,6 +552,7 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
   for (const auto& r : done.returns()) held = held || r.in_store();
   if (held) {
     done.set_release_holder(client_id_);
+    done.set_holder_node(node_id_);
     PHALANX_RETURN_IF_ERROR(Flush());
   }
   if (held) {

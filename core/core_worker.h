@@ -165,7 +165,6 @@ class CoreWorker {
   };
   struct RunningDirect {
     uint64_t conn = 0;
-    bool remote = false;
     std::vector<std::string> fetched;  // ref arguments copied from the caller's node, held till done
   };
   Status SubmitActorCall(rpc::TaskSpec spec);

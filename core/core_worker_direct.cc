@@ -11,12 +11,10 @@
 
 namespace phalanx {
 
-uint64_t CoreWorker::ReturnInlineLimit() {
-  std::lock_guard<std::mutex> l(server_mu_);
-  auto it = running_direct_.find(current_task_);
-  if (it != running_direct_.end() && it->second.remote) return kMaxFrameBody / 2;
-  return inline_threshold_;
-}
+// Store-sized results stay in this node's store, held by this worker, for
+// callers on other nodes too: their raylet copies them in ranges (the
+// transfer layer) and then tells this node to let go (RELEASE_HELD).
+uint64_t CoreWorker::ReturnInlineLimit() { return inline_threshold_; }
 
 bool CoreWorker::ReturnsHeld() {
   std::lock_guard<std::mutex> l(server_mu_);

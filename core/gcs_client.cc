@@ -142,9 +142,21 @@ void GcsClient::AddObjectLocation(const std::string& object_id, uint64_t size, c
   AnnounceObject(object_id);
 }
 
+namespace {
+// KEYS[1] the entry; ARGV[1] the node. The last location to go takes the
+// entry with it (copies and their maker may go in any order).
+const char kRemoveLocation[] = R"lua(
+redis.call('HDEL', KEYS[1], ARGV[1], 'cmp:' .. ARGV[1], 'srv:' .. ARGV[1])
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(f, 1, 4) == 'cmp:' then return 1 end
+end
+redis.call('DEL', KEYS[1])
+return 0
+)lua";
+}  // namespace
+
 void GcsClient::RemoveObjectLocation(const std::string& object_id, const std::string& node_id) {
-  std::string node = ToHex(node_id);
-  redis_->Command({"HDEL", ObjKey(object_id), node, "cmp:" + node});
+  redis_->Command({"EVAL", kRemoveLocation, "1", ObjKey(object_id), ToHex(node_id)});
   AnnounceObject(object_id);
 }
 

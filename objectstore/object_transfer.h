@@ -83,6 +83,7 @@ class ObjectTransfer {
   // remove when freed, not the whole object's). Forget drops the mark.
   bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
   void Forget(const std::string& id) { copies_.erase(id); }
+  void MarkCopy(const std::string& id) { copies_.insert(id); }
   // A node that serves an object keeps it while readers keep asking: each
   // request holds it until `linger` after the last one. Call periodically.
   void ReleaseIdle(std::chrono::steady_clock::time_point now, std::chrono::milliseconds linger);

@@ -138,6 +138,13 @@ Status NodeManager::Start() {
       [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.SpillCreation(f, need); },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
+  peers_.SetReleaseHandler([this](const std::string& holder, const std::vector<std::string>& ids) {
+    auto h = clients_by_id_.find(holder);
+    if (h == clients_by_id_.end()) return;  // it exited: its holds went with it
+    for (const auto& id : ids) {
+      if (h->second->holds.erase(id)) objects_.RemoveRef(id);
+    }
+  });
   reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     reduces_.Forget(id);
@@ -535,9 +542,14 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
 }
 
 void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
+  std::vector<std::string> remote;  // store results made on another node: copied here, then let go there
   for (auto& r : *m.mutable_returns()) {
     const std::string& id = r.object_id();
     c.expected.erase(id);
+    if (r.in_store() && !m.holder_node().empty() && m.holder_node() != node_id_) {
+      remote.push_back(id);
+      continue;
+    }
     if (r.in_store()) {
       // Created and sealed here by the actor's worker, which held it until
       // now: the caller's hold (EXPECT_RETURNS) keeps it from here on.
@@ -557,6 +569,7 @@ void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
     Status st = objects_.PutInStore(id, r.data(), std::move(contained));
     if (!st.ok()) objects_.MarkLost(id, st.code(), "cannot store the result of an actor call: " + st.message());
   }
+  if (!remote.empty()) peers_.FetchAndRelease(remote, m.holder_node(), m.release_holder());
 }
 
 void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {

@@ -57,6 +57,28 @@ void PeerManager::Fetch(const std::vector<std::string>& ids, const std::string& 
   for (const auto& id : ids) transfer_.Pull(id, node_id);
 }
 
+void PeerManager::FetchAndRelease(const std::vector<std::string>& ids, const std::string& node_id,
+                                  const std::string& holder) {
+  Fetch(ids, node_id);
+  auto waiting = std::make_shared<size_t>(ids.size());
+  for (const auto& id : ids) {
+    objects_->OnReady(id, [this, waiting, ids, node_id, holder] {
+      if (--*waiting > 0) return;
+      // This node's copies own the objects now (their directory entries go
+      // when they are freed here); the maker's node holds them no longer.
+      for (const auto& i : ids) transfer_.Forget(i);
+      const rpc::NodeInfo* node = view_.Find(node_id);
+      if (node == nullptr) return;  // gone, and its holds with it
+      rpc::ReleaseHeld m;
+      m.set_holder(holder);
+      for (const auto& i : ids) m.add_object_ids(i);
+      WithClient(*node, [m](std::shared_ptr<RpcClient> c, const Status&) {
+        if (c) c->Call(rpc::RELEASE_HELD, m, 5000, [](Result<std::string>) {});
+      });
+    });
+  }
+}
+
 Status PeerManager::Listen() {
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(node_ip_, ec);
@@ -98,6 +120,17 @@ void PeerManager::Accept() {
               transfer_.Serve(m, req, [weak](std::string frame) {
                 if (auto cl = weak.lock()) cl->Send(std::move(frame));
               });
+              return;
+            }
+            if (h.type == rpc::RELEASE_HELD) {
+              rpc::ReleaseHeld m;
+              if (m.ParseFromArray(body, static_cast<int>(len))) {
+                // Our copies are no longer the object's own: freeing them
+                // takes only this node out of the directory.
+                for (const auto& id : m.object_ids()) transfer_.MarkCopy(id);
+                if (on_release_) on_release_(m.holder(), {m.object_ids().begin(), m.object_ids().end()});
+              }
+              c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
               return;
             }
             if (h.type == rpc::KILL_ACTOR) {

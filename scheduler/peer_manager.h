@@ -47,6 +47,12 @@ class PeerManager {
   void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
   // Copies objects that live on `node_id` into this node (see ObjectTransfer).
   void Fetch(const std::vector<std::string>& ids, const std::string& node_id);
+  // Fetch, then tells `node_id` that `holder` (a client there that held them
+  // for us) may let go; from then on this node's copies stand for them.
+  void FetchAndRelease(const std::vector<std::string>& ids, const std::string& node_id, const std::string& holder);
+  // Runs on RELEASE_HELD from another node: (holder, ids).
+  using ReleaseHandler = std::function<void(const std::string& holder, const std::vector<std::string>& ids)>;
+  void SetReleaseHandler(ReleaseHandler h) { on_release_ = std::move(h); }
   bool IsCopy(const std::string& id) const { return transfer_.IsCopy(id); }
   void ForgetCopy(const std::string& id) { transfer_.Forget(id); }
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
@@ -83,6 +89,7 @@ class PeerManager {
   std::vector<std::shared_ptr<FramedConnection>> inbound_;
   std::unordered_set<std::string> marked_dead_;
   objectstore::ObjectTransfer transfer_;
+  ReleaseHandler on_release_;
   uint64_t spread_counter_ = 0;
 };
 

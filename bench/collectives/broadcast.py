@@ -13,24 +13,13 @@ Prints one CSV line per size (peer,op,world,bytes,median_s,min_s,max_s, as
 and the ratio to it."""
 import argparse
 import os
-import statistics
 import sys
 import time
-import uuid
 
 import numpy as np
 
 import phalanx
-from phalanx._private import api, state
-from phalanx._private.node import NodeProcesses, new_session_dir
-
-
-def rate_bytes_per_s(rate):
-    units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
-    for u, f in units.items():
-        if rate.endswith(u):
-            return float(rate[: -len(u)]) * f / 8
-    raise ValueError(f"--rate wants e.g. 1gbit, got {rate}")
+from clusters import csv_line, start_phalanx, start_ray, stop_phalanx, stop_ray
 
 
 def run_ray(nodes, sizes, warmup, reps):
@@ -38,15 +27,8 @@ def run_ray(nodes, sizes, warmup, reps):
     with `nodes` nodes, the array put by the driver on node 0, one actor per
     other node reading it as an argument."""
     import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    for k in range(1, nodes):
-        cluster.add_node(num_cpus=1, resources={f"n{k}": 1})
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    cluster = start_ray(nodes)
     try:
-        cluster.wait_for_nodes()
-
         @ray.remote
         class Reader:
             def read(self, x):
@@ -66,11 +48,9 @@ def run_ray(nodes, sizes, warmup, reps):
                     times.append(dt)
                 del ref
                 time.sleep(0.3)
-            med = statistics.median(times)
-            print(f"ray,broadcast,{nodes},{size},{med:.6f},{min(times):.6f},{max(times):.6f}", flush=True)
+            print(csv_line("ray", "broadcast", nodes, size, times), flush=True)
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        stop_ray(cluster)
 
 
 def main():
@@ -90,25 +70,8 @@ def main():
             ap.error("--peer ray runs on loopback only")
         return run_ray(a.nodes, [int(s) for s in a.sizes.split(",")], a.warmup, a.reps)
 
-    node = NodeProcesses(new_session_dir())
-    ip = (lambda k: f"10.77.0.{k + 1}") if a.netns else (lambda k: "127.0.0.1")
-    extra = ["--heartbeat-ms", "200"]
-    if a.chunk_bytes:
-        extra += ["--transfer-chunk-bytes", str(a.chunk_bytes)]
-    if a.window:
-        extra += ["--transfer-window", str(a.window)]
-    token = uuid.uuid4().hex if a.netns else None
+    node = start_phalanx(a.nodes, a.netns, a.chunk_bytes, a.window)
     try:
-        redis = node.start_redis(host=ip(0), password=token)
-        head = node.start_raylet(redis, num_cpus=1, node_ip=ip(0), extra_args=extra, token=token)
-        for k in range(1, a.nodes):
-            node.start_raylet(redis, num_cpus=1, node_ip=ip(k), token=token,
-                              netns=f"pnode{k}" if a.netns else None,
-                              extra_args=extra + ["--resources", f'{{"n{k}": 1}}'])
-        api._connect(head)
-        state.mode = "driver"
-        time.sleep(1.0)  # every raylet has read the node table
-
         @phalanx.remote
         class Reader:
             def read(self, x):
@@ -132,15 +95,9 @@ def main():
                     times.append(dt)
                 del ref
                 time.sleep(0.3)
-            med = statistics.median(times)
-            line = f"phalanx,broadcast,{a.nodes},{size},{med:.6f},{min(times):.6f},{max(times):.6f}"
-            if a.rate:
-                limit = size / rate_bytes_per_s(a.rate)
-                line += f"  # S/B {limit * 1e3:.1f} ms, {med / limit:.2f} x S/B"
-            print(line, flush=True)
+            print(csv_line("phalanx", "broadcast", a.nodes, size, times, a.rate), flush=True)
     finally:
-        phalanx.shutdown()
-        node.stop()
+        stop_phalanx(node)
 
 
 if __name__ == "__main__":

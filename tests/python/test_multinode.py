@@ -359,3 +359,76 @@ def test_many_readers_of_one_object_and_the_directory_cleans_up(sim_nodes):
     while _core.redis_command(host, int(port), ["EXISTS", key], 2.0) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _core.redis_command(host, int(port), ["EXISTS", key], 2.0) == 0
+
+
+def test_large_actor_results_are_copied_from_the_actor_node_and_reduced(sim_nodes):
+    """Store-sized results of actors on other nodes stay in their node's store
+    until the caller's raylet has copied them in ranges; then that node lets
+    go. A reduce over them is right, and nothing is left behind."""
+    from phalanx import _core
+    host, port = sim_nodes.redis_address.split(":")
+
+    @phalanx.remote(resources={"sim": 0.5})
+    class Grad:
+        def __init__(self, k):
+            self.g = np.full(1_000_000, k, np.float32)  # 4 MB
+
+        def grad(self):
+            return self.g
+
+    actors = [Grad.remote(k) for k in (1, 2, 3, 4)]
+    for _ in range(3):
+        refs = [a.grad.remote() for a in actors]
+        total = phalanx.collective.reduce(refs, op="sum", timeout=60)
+        out = phalanx.get(total, timeout=60)
+        assert out.shape == (1_000_000,) and out[0] == 10 and out[-1] == 10
+        assert [float(phalanx.get(r, timeout=30)[7]) for r in refs] == [1, 2, 3, 4]
+        keys = ["objdir:" + r.binary().hex() for r in refs + [total]]
+        del refs, total, out
+        # Every copy is freed everywhere: the directory holds none of them.
+        deadline = time.monotonic() + 10
+        while any(_core.redis_command(host, int(port), ["EXISTS", k], 2.0) for k in keys):
+            left = {k: _core.redis_command(host, int(port), ["HGETALL", k], 2.0) for k in keys
+                    if _core.redis_command(host, int(port), ["EXISTS", k], 2.0)}
+            assert time.monotonic() < deadline, f"directory entries left behind: {left}"
+            time.sleep(0.1)
+
+
+@phalanx.remote(resources={"sim": 0.5})
+class SlowGrad:
+    def __init__(self, k):
+        self.k = k
+
+    def host(self):
+        return os.getppid()
+
+    def grad(self, delay):
+        time.sleep(delay)
+        return np.full(300_000, self.k, np.float32)  # store-sized
+
+
+def test_reduce_survives_a_raylet_killed_mid_reduce_with_a_spare(sim_nodes):
+    """Inputs come from actors on the two sim nodes; one node's raylet is
+    killed while its input is still being computed. With a spare input the
+    reduce completes with the right sum; without one it fails at once with
+    an error naming the lost input. Neither hangs."""
+    raylets = {p.pid: p for n, p in sim_nodes.procs if n == "raylet"}
+    actors = [SlowGrad.remote(k) for k in (1, 2, 3, 4)]
+    hosts = phalanx.get([a.host.remote() for a in actors], timeout=60)
+    assert len(set(hosts)) == 2, "the actors are spread over both sim nodes"
+    victim = hosts[0]
+    doomed = [i for i, h in enumerate(hosts) if h == victim]
+    alive = [i for i, h in enumerate(hosts) if h != victim]
+    refs = [a.grad.remote(3.0 if i in doomed else 0.2) for i, a in enumerate(actors)]
+    spare = phalanx.collective.reduce(refs, op="sum", num_objects=len(alive), timeout=60)
+    strict = phalanx.collective.reduce(refs, op="sum", timeout=60)
+    time.sleep(0.5)
+    raylets[victim].send_signal(signal.SIGKILL)
+    raylets[victim].wait()
+    start = time.monotonic()
+    out = phalanx.get(spare, timeout=60)
+    assert out[0] == sum(k + 1 for k in alive)
+    assert sorted(refs.index(r) for r in phalanx.collective.reduced_inputs(spare)) == alive
+    with pytest.raises(phalanx.CollectiveError, match=r"input %d \(ObjectRef\(%s\)\)" % (doomed[0], refs[doomed[0]].hex())):
+        phalanx.get(strict, timeout=60)
+    assert time.monotonic() - start < 30

@@ -1,0 +1,164 @@
+"""Reduce and allreduce of float32 arrays produced by one actor per node,
+through phalanx.collective, and the same with Ray (gradients summed by the
+driver), in one run.
+
+    .venv/bin/python bench/collectives/reduce.py --nodes 4                # loopback, phalanx then Ray
+    .venv/bin/python bench/collectives/reduce.py --nodes 4 --peers none   # phalanx only
+    N=8 bench/collectives/run_netns.sh reduce.py                          # one node per namespace, 1 Gbit/s
+
+Ops, each timed from the actor calls to the last byte where it is needed:
+  reduce     every actor returns its array (already in memory); the driver
+             gets the sum: phalanx.collective.reduce / Ray: get all + np.sum.
+  allreduce  the same, then every actor reads the sum (a ref passed to it).
+  staggered  reduce, with actor k answering k/(N-1) x 2 S/B late (the inputs
+             spread over twice the one-transfer time); the figure is the
+             completion time after the last input was ready (target: at most
+             0.5 x S/B), against a peer that waits for all inputs first.
+
+CSV lines as ../shared/bench/peers writes them (peer,op,world,bytes,median_s,
+min_s,max_s) with, given --rate (default 1gbit for the staggered spread), S/B."""
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from clusters import csv_line, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx, stop_ray
+
+
+class GradBody:
+    """One actor per node: holds its gradient, returns it when asked."""
+
+    def __init__(self, k):
+        self.k = k
+        self.grads = {}
+
+    def grad(self, size, delay=0.0):
+        if size not in self.grads:
+            self.grads[size] = np.full(size // 4, self.k + 1, np.float32)
+        if delay:
+            time.sleep(delay)
+        return self.grads[size]
+
+    def read(self, total):
+        return float(total[0]) + float(total[-1])
+
+
+def measure(run, warmup, reps):
+    times = []
+    for rep in range(warmup + reps):
+        t = time.perf_counter()
+        run()
+        if rep >= warmup:
+            times.append(time.perf_counter() - t)
+        time.sleep(0.2)
+    return times
+
+
+def expect_sum(nodes):
+    return float(nodes * (nodes + 1) // 2)
+
+
+def bench_phalanx(a, sizes, ops):
+    import phalanx
+    node = start_phalanx(a.nodes, a.netns, a.chunk_bytes, a.window)
+    try:
+        Grad = phalanx.remote(GradBody)
+        actors = [Grad.options(resources={f"n{k}": 1}).remote(k) for k in range(a.nodes)]
+        phalanx.get([g.read.remote(np.ones(1, np.float32)) for g in actors], timeout=120)
+        want = expect_sum(a.nodes)
+        for size in sizes:
+            phalanx.get([g.grad.remote(size) for g in actors], timeout=300)  # arrays made once, up front
+
+            def reduce_once():
+                out = phalanx.collective.reduce([g.grad.remote(size) for g in actors], timeout=300)
+                assert phalanx.get(out, timeout=300)[0] == want
+
+            def allreduce_once():
+                outs = phalanx.collective.allreduce([g.grad.remote(size) for g in actors], timeout=300)
+                got = phalanx.get([g.read.remote(o) for g, o in zip(actors, outs)], timeout=300)
+                assert got == [2 * want] * a.nodes
+
+            spread = 2 * size / rate_bytes_per_s(a.rate or "1gbit")
+
+            def staggered_once():
+                delays = [spread * k / max(1, a.nodes - 1) for k in range(a.nodes)]
+                t0 = time.perf_counter()
+                out = phalanx.collective.reduce([g.grad.remote(size, d) for g, d in zip(actors, delays)],
+                                                timeout=300)
+                assert phalanx.get(out, timeout=300)[0] == want
+                return time.perf_counter() - t0 - max(delays)
+
+            report(a, "phalanx", size, ops, reduce_once, allreduce_once, staggered_once)
+    finally:
+        stop_phalanx(node)
+
+
+def bench_ray(a, sizes, ops):
+    import ray
+    cluster = start_ray(a.nodes)
+    try:
+        Grad = ray.remote(GradBody)
+        actors = [Grad.options(resources={f"n{k}": 1}).remote(k) for k in range(a.nodes)]
+        ray.get([g.read.remote(np.ones(1, np.float32)) for g in actors], timeout=120)
+        want = expect_sum(a.nodes)
+        for size in sizes:
+            ray.get([g.grad.remote(size) for g in actors], timeout=300)
+
+            def reduce_once():
+                assert np.sum(ray.get([g.grad.remote(size) for g in actors], timeout=300), axis=0)[0] == want
+
+            def allreduce_once():
+                total = ray.put(np.sum(ray.get([g.grad.remote(size) for g in actors], timeout=300), axis=0))
+                assert ray.get([g.read.remote(total) for g in actors], timeout=300) == [2 * want] * a.nodes
+
+            spread = 2 * size / rate_bytes_per_s(a.rate or "1gbit")
+
+            def staggered_once():
+                delays = [spread * k / max(1, a.nodes - 1) for k in range(a.nodes)]
+                t0 = time.perf_counter()
+                refs = [g.grad.remote(size, d) for g, d in zip(actors, delays)]
+                assert np.sum(ray.get(refs, timeout=300), axis=0)[0] == want
+                return time.perf_counter() - t0 - max(delays)
+
+            report(a, "ray", size, ops, reduce_once, allreduce_once, staggered_once)
+    finally:
+        stop_ray(cluster)
+
+
+def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once):
+    if "reduce" in ops:
+        print(csv_line(peer, "reduce", a.nodes, size, measure(reduce_once, a.warmup, a.reps), a.rate), flush=True)
+    if "allreduce" in ops:
+        print(csv_line(peer, "allreduce", a.nodes, size, measure(allreduce_once, a.warmup, a.reps), a.rate),
+              flush=True)
+    if "staggered" in ops:
+        after = [staggered_once() for _ in range(a.warmup + a.reps)][a.warmup:]
+        limit = size / rate_bytes_per_s(a.rate or "1gbit")
+        print(csv_line(peer, "reduce_staggered_after_last", a.nodes, size, after, a.rate,
+                       extra=f"  # after the last input: {np.median(after) / limit:.2f} x S/B"), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=4)
+    ap.add_argument("--sizes", default="1024,1048576,33554432")
+    ap.add_argument("--ops", default="reduce,allreduce,staggered")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--netns", action="store_true", help="node k runs in namespace pnodeK at 10.77.0.K+1")
+    ap.add_argument("--rate", help="link rate (e.g. 1gbit) for the S/B column")
+    ap.add_argument("--chunk-bytes", type=int, help="raylet --transfer-chunk-bytes")
+    ap.add_argument("--window", type=int, help="raylet --transfer-window")
+    ap.add_argument("--peers", default="ray", help="'ray' (loopback only) or 'none'")
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    ops = set(a.ops.split(","))
+    bench_phalanx(a, sizes, ops)
+    if a.peers == "ray" and not a.netns:
+        bench_ray(a, sizes, ops)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
