@@ -432,3 +432,27 @@ def test_reduce_survives_a_raylet_killed_mid_reduce_with_a_spare(sim_nodes):
     with pytest.raises(phalanx.CollectiveError, match=r"input %d \(ObjectRef\(%s\)\)" % (doomed[0], refs[doomed[0]].hex())):
         phalanx.get(strict, timeout=60)
     assert time.monotonic() - start < 30
+
+
+def test_broadcast_survives_a_raylet_killed_mid_copy(sim_nodes):
+    """Readers on both sim nodes copy one 96 MB object at once (the second
+    may read from the first while that one is still receiving it); the first
+    sim node's raylet is killed during the copy. The other reader goes on from
+    another copy, the killed node's reader is retried on the surviving node;
+    both see the whole array, and nothing hangs."""
+    raylets = [p for n, p in sim_nodes.procs if n == "raylet"][1:]
+    arr = np.arange(12_000_000, dtype=np.float64)
+    ref = phalanx.put(arr)
+
+    @phalanx.remote(resources={"sim": 1}, max_retries=2)
+    def reader(a):
+        return os.getppid(), float(a[-1]), float(a[::1000].sum())
+
+    start = time.monotonic()
+    refs = [reader.remote(ref) for _ in range(2)]
+    time.sleep(0.05)
+    raylets[0].send_signal(signal.SIGKILL)
+    raylets[0].wait()
+    out = phalanx.get(refs, timeout=90)
+    assert all(o[1] == 11_999_999.0 and o[2] == float(arr[::1000].sum()) for o in out)
+    assert time.monotonic() - start < 60
