@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import phalanx
-from clusters import csv_line, start_phalanx, start_ray, stop_phalanx, stop_ray
+from clusters import add_cluster_args, csv_line, start_phalanx, start_ray, stop_phalanx, stop_ray
 
 
 def run_ray(nodes, sizes, warmup, reps):
@@ -55,14 +55,7 @@ def run_ray(nodes, sizes, warmup, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=4)
-    ap.add_argument("--sizes", default="1024,1048576,33554432")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--netns", action="store_true", help="node k runs in namespace pnodeK at 10.77.0.K+1")
-    ap.add_argument("--rate", help="link rate (e.g. 1gbit) for the S/B column")
-    ap.add_argument("--chunk-bytes", type=int, help="raylet --transfer-chunk-bytes")
-    ap.add_argument("--window", type=int, help="raylet --transfer-window")
+    add_cluster_args(ap)
     ap.add_argument("--peer", choices=["ray"], help="measure this peer instead (loopback only; pip extra 'bench')")
     a = ap.parse_args()
     if a.peer == "ray":

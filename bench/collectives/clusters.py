@@ -19,6 +19,18 @@ def rate_bytes_per_s(rate):
     raise ValueError(f"--rate wants e.g. 1gbit, got {rate}")
 
 
+def add_cluster_args(ap):
+    """The flags every collectives benchmark takes: nodes, sizes, repetitions, network."""
+    ap.add_argument("--nodes", type=int, default=4)
+    ap.add_argument("--sizes", default="1024,1048576,33554432")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--netns", action="store_true", help="node k runs in namespace pnodeK at 10.77.0.K+1")
+    ap.add_argument("--rate", help="link rate (e.g. 1gbit) for the S/B column")
+    ap.add_argument("--chunk-bytes", type=int, help="raylet --transfer-chunk-bytes")
+    ap.add_argument("--window", type=int, help="raylet --transfer-window")
+
+
 def start_phalanx(nodes, netns=False, chunk_bytes=None, window=None):
     """Starts redis and `nodes` raylets (1 CPU each) and connects this
     process as the driver on node 0. Returns the NodeProcesses to stop."""

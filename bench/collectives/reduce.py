@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from clusters import csv_line, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx, stop_ray
+from clusters import add_cluster_args, csv_line, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx, stop_ray
 
 
 class GradBody:
@@ -141,15 +141,8 @@ def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=4)
-    ap.add_argument("--sizes", default="1024,1048576,33554432")
+    add_cluster_args(ap)
     ap.add_argument("--ops", default="reduce,allreduce,staggered")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--netns", action="store_true", help="node k runs in namespace pnodeK at 10.77.0.K+1")
-    ap.add_argument("--rate", help="link rate (e.g. 1gbit) for the S/B column")
-    ap.add_argument("--chunk-bytes", type=int, help="raylet --transfer-chunk-bytes")
-    ap.add_argument("--window", type=int, help="raylet --transfer-window")
     ap.add_argument("--peers", default="ray", help="'ray' (loopback only) or 'none'")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
