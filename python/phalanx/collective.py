@@ -12,8 +12,17 @@ exists, so the reduce finishes shortly after the last input it needs.
 Inputs must be C-contiguous numpy arrays of one numeric dtype and shape
 (float16/32/64, int8/16/32/64, uint8/16/32/64); anything else fails the
 result with a CollectiveError naming the inputs. See docs/collectives.md.
+
+Actors that know their peers can form a static group instead, as with Ray's
+collective library: `init_group(world_size, rank, group_name)`, then in-place
+`allreduce(array)`, `broadcast(array, src_rank)`, `allgather(list, array)`,
+`reducescatter(array, list)`, `barrier()`.
 """
+import numpy as np
+
 from phalanx import _core
+from phalanx._private import collective_group as _group
+from phalanx._private.collective_group import destroy_group, init_group
 from phalanx._private.api import ensure_initialized, get, wait
 from phalanx.exceptions import GetTimeoutError
 
@@ -74,11 +83,16 @@ def reduced_inputs(ref, timeout=None):
     return [_core.ObjectRef(i) for i in _core.reduced_inputs(ref.binary(), 10000)]
 
 
-def allreduce(refs, op="sum", timeout=None):
+def allreduce(refs, op="sum", timeout=None, group_name="default"):
     """op(inputs) for every input: a list with one ref per input, each to the
     reduced array. All entries name one object, reduced on the caller's node;
     readers on other nodes copy it through the receiver-driven broadcast (many
-    readers form a chain of copies, not N reads of one)."""
+    readers form a chain of copies, not N reads of one).
+
+    Given a numpy array instead (a member of a static group, see
+    init_group): reduces it in place with the same array of every rank."""
+    if isinstance(refs, np.ndarray):
+        return _group.group_allreduce(refs, op, group_name, timeout)
     refs = _check_refs(refs, "allreduce")
     return [reduce(refs, op=op, timeout=timeout)] * len(refs)
 
@@ -89,4 +103,11 @@ def gather(refs, timeout=None):
     return get(refs, timeout=timeout)
 
 
-__all__ = ["reduce", "reduced_inputs", "allreduce", "gather", "OPS"]
+# Static groups (see init_group): in place, on numpy arrays.
+broadcast = _group.group_broadcast
+allgather = _group.group_allgather
+reducescatter = _group.group_reducescatter
+barrier = _group.group_barrier
+
+__all__ = ["reduce", "reduced_inputs", "allreduce", "gather", "OPS", "init_group", "destroy_group", "broadcast",
+           "allgather", "reducescatter", "barrier"]

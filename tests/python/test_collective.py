@@ -139,3 +139,49 @@ def test_reduce_holds_nothing_once_done(cluster):
     del refs, out
     wait_until(lambda: phalanx.cluster_stats()["store_objects"] == before["store_objects"],
                timeout=10, what="inputs and result to be freed")
+
+
+@phalanx.remote
+class Member:
+    def __init__(self, world, rank, group):
+        self.rank, self.group = rank, group
+        phalanx.collective.init_group(world, rank, group, timeout=30)
+
+    def run(self):
+        r, g = self.rank, self.group
+        a = np.full(6, r + 1, np.float32)
+        phalanx.collective.allreduce(a, op="sum", group_name=g, timeout=30)
+        b = np.full(3, r, np.int64) if r == 1 else np.zeros(3, np.int64)
+        phalanx.collective.broadcast(b, src_rank=1, group_name=g, timeout=30)
+        gathered = [np.zeros(2, np.float64) for _ in range(3)]
+        phalanx.collective.allgather(gathered, np.full(2, r * 10.0), group_name=g, timeout=30)
+        part = np.zeros(2, np.float32)
+        phalanx.collective.reducescatter(part, [np.full(2, r + 1, np.float32) for _ in range(3)], op="max",
+                                         group_name=g, timeout=30)
+        phalanx.collective.barrier(group_name=g, timeout=30)
+        return a.tolist(), b.tolist(), [x.tolist() for x in gathered], part.tolist()
+
+
+def test_static_group_collectives_in_place(cluster):
+    members = [Member.remote(3, r, "g1") for r in range(3)]
+    out = phalanx.get([m.run.remote() for m in members], timeout=120)
+    for a, b, gathered, part in out:
+        assert a == [6.0] * 6
+        assert b == [1, 1, 1]
+        assert gathered == [[0.0, 0.0], [10.0, 10.0], [20.0, 20.0]]
+        assert part == [3.0, 3.0]
+
+
+def test_static_group_errors(cluster):
+    with pytest.raises(ValueError, match="not in group 'nope'"):
+        phalanx.collective.barrier(group_name="nope")
+    with pytest.raises(ValueError, match="rank must be between 0 and 1"):
+        phalanx.collective.init_group(2, 5, "bad")
+    with pytest.raises(phalanx.GetTimeoutError, match="rank 0 did not create it"):
+        phalanx.collective.init_group(2, 1, "nobody-made-this", timeout=0.3)
+    phalanx.collective.init_group(2, 0, "lonely")
+    try:
+        with pytest.raises(phalanx.GetTimeoutError, match="only 1 of 2 ranks joined"):
+            phalanx.collective.allreduce(np.ones(2), group_name="lonely", timeout=0.5)
+    finally:
+        phalanx.collective.destroy_group("lonely")
