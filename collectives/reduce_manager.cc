@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/ids.h"
+#include "core/value_format.h"
 
 namespace phalanx::collectives {
 
@@ -11,9 +12,7 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr uint32_t kMagic = 0x31584850;  // "PHX1", python/bindings/serialization.cc
-constexpr uint32_t kKindError = 1;
-constexpr size_t kMissingNamed = 5;      // a timeout names this many missing inputs
+constexpr size_t kMissingNamed = 5;  // a timeout names this many missing inputs
 }  // namespace
 
 Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size) {
@@ -22,17 +21,17 @@ Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size) {
   if (size < 24) return Status::InvalidArgument("is not a phalanx value (" + std::to_string(size) + " bytes)");
   std::memcpy(head, data, 16);
   std::memcpy(&meta_len, data + 16, 8);
-  if (head[0] != kMagic) return Status::InvalidArgument("is corrupt (bad magic number)");
-  if (head[1] == kKindError) return Status(StatusCode::kTaskFailed, "holds an error: its task raised");
+  if (head[0] != value_format::kMagic) return Status::InvalidArgument("is corrupt (bad magic number)");
+  if (head[1] == value_format::kKindError) return Status(StatusCode::kTaskFailed, "holds an error: its task raised");
   ArrayLayout l;
   if (!DTypeFromCode(head[3], &l.dtype) || head[2] != 1) {
     return Status::InvalidArgument(
         "is not a C-contiguous numpy array of a numeric dtype (float16/32/64, int8/16/32/64, uint8/16/32/64); "
         "numpy.ascontiguousarray makes one");
   }
-  if (size < 32) return Status::InvalidArgument("is corrupt (truncated header)");
-  std::memcpy(&l.data_bytes, data + 24, 8);
-  l.data_offset = (32 + meta_len + 63) & ~63ull;
+  if (size < value_format::HeaderSize(1)) return Status::InvalidArgument("is corrupt (truncated header)");
+  std::memcpy(&l.data_bytes, data + value_format::HeaderSize(0), 8);
+  l.data_offset = value_format::AlignBuffer(value_format::HeaderSize(1) + meta_len);
   if (meta_len > size || l.data_offset + l.data_bytes > size || l.data_bytes % DTypeSize(l.dtype) != 0) {
     return Status::InvalidArgument("is corrupt (its array runs past its " + std::to_string(size) + " bytes)");
   }
@@ -49,8 +48,7 @@ struct ReduceManager::Reduce {
   std::vector<uint8_t> held;      // input i is still held by this reduce
   std::vector<uint8_t> pinned;    // input i's store copy is pinned by this reduce
   std::deque<int> queue;          // ready, not taken yet
-  int failed = 0;
-  std::vector<std::string> failures;
+  std::vector<std::string> failures;  // inputs that failed, with why
   bool combining = false;         // the helper thread is writing the result
   bool ended = false;
   Status deferred;                // a failure that came while combining
@@ -143,7 +141,7 @@ void ReduceManager::Pump(const std::shared_ptr<Reduce>& r) {
   }
 }
 
-bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
+void ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
   rpc::ObjectValue v;
   objects_->Describe(r->inputs[i], &v, /*pin=*/true);
   const uint8_t* data = nullptr;
@@ -158,7 +156,7 @@ bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
     size = r->input_bytes.size();
   } else {
     InputFailed(r, i, v.state() == rpc::OBJ_LOST ? v.error() : "it is not ready");
-    return !r->ended;
+    return;
   }
   auto layout = ParseArray(data, size);
   if (!layout.ok()) {
@@ -167,7 +165,7 @@ bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
     } else {
       Fail(r, StatusCode::kCollectiveFailed, Name(*r, i) + " " + layout.status().message());
     }
-    return !r->ended;
+    return;
   }
   const ArrayLayout& l = layout.value();
   std::function<void()> work;
@@ -180,7 +178,7 @@ bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
       auto off = objects_->CreateInStore(r->out, size, {});
       if (!off.ok()) {
         Fail(r, off.status().code(), "no room for the reduce's result: " + off.status().message());
-        return false;
+        return;
       }
       r->in_store = true;
       r->acc = store_->base() + off.value();
@@ -202,7 +200,7 @@ bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
         why << " is " << DTypeName(l.dtype) << " with " << l.data_bytes << " bytes of data";
       }
       Fail(r, StatusCode::kCollectiveFailed, why.str());
-      return false;
+      return;
     }
     work = [acc = r->acc + l.data_offset, in = data + l.data_offset, op = r->op, l] {
       (void)ReduceInto(op, l.dtype, acc, in, l.data_bytes / DTypeSize(l.dtype));
@@ -211,7 +209,7 @@ bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
   if (size < kThreadedBytes) {
     work();
     Combined(r, i);
-    return !r->ended;
+    return;
   }
   r->combining = true;
   asio::post(helper_, [this, r, i, work = std::move(work)] {
@@ -223,7 +221,6 @@ bool ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
       Pump(r);
     });
   });
-  return false;
 }
 
 void ReduceManager::Combined(const std::shared_ptr<Reduce>& r, int index) {
@@ -234,12 +231,11 @@ void ReduceManager::Combined(const std::shared_ptr<Reduce>& r, int index) {
 
 void ReduceManager::InputFailed(const std::shared_ptr<Reduce>& r, int index, const std::string& why) {
   Release(*r, index);
-  r->failed++;
   r->failures.push_back(Name(*r, index) + ": " + why);
-  int n = static_cast<int>(r->inputs.size());
-  if (n - r->failed >= r->want) return;  // a spare input can stand in
+  size_t n = r->inputs.size();
+  if (n - r->failures.size() >= static_cast<size_t>(r->want)) return;  // a spare input can stand in
   std::ostringstream msg;
-  msg << "reduce needs " << r->want << " of its " << n << " inputs, but " << r->failed << " failed: ";
+  msg << "reduce needs " << r->want << " of its " << n << " inputs, but " << r->failures.size() << " failed: ";
   for (size_t k = 0; k < r->failures.size(); ++k) msg << (k ? "; " : "") << r->failures[k];
   Fail(r, StatusCode::kCollectiveFailed, msg.str());
 }
@@ -257,9 +253,13 @@ void ReduceManager::Release(Reduce& r, int index) {
 }
 
 void ReduceManager::Finish(const std::shared_ptr<Reduce>& r) {
-  Status s = r->in_store ? objects_->SealInStore(r->out) : Status::OK();
-  if (!r->in_store) objects_->PutInline(r->out, std::move(r->small), {});
-  if (r->in_store && s.ok() && on_stored_) on_stored_(r->out, r->size);
+  Status s;
+  if (r->in_store) {
+    s = objects_->SealInStore(r->out);
+    if (s.ok() && on_stored_) on_stored_(r->out, r->size);
+  } else {
+    objects_->PutInline(r->out, std::move(r->small), {});
+  }
   r->in_store = false;
   End(r, s);
 }

@@ -73,8 +73,8 @@ class ReduceManager {
   struct Reduce;
   void Arrived(const std::shared_ptr<Reduce>& r, int index);
   void Pump(const std::shared_ptr<Reduce>& r);
-  // Takes input `index` (ready) into the result; false when the reduce ended.
-  bool Take(const std::shared_ptr<Reduce>& r, int index);
+  // Takes input `index` (ready) into the result, or starts doing so on the helper thread.
+  void Take(const std::shared_ptr<Reduce>& r, int index);
   void Combined(const std::shared_ptr<Reduce>& r, int index);
   void InputFailed(const std::shared_ptr<Reduce>& r, int index, const std::string& why);
   void Release(Reduce& r, int index);

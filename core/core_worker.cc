@@ -8,6 +8,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/status_proto.h"
 
 namespace phalanx {
 
@@ -19,11 +20,6 @@ constexpr auto kSendDelay = std::chrono::microseconds(200);   // one-way message
 constexpr size_t kOutBufferBytes = 64 * 1024;                 // ... or until this many bytes
 constexpr auto kFullStoreRetry = std::chrono::seconds(1);     // creates retry this long on a full store
 }  // namespace
-
-Status CoreWorker::ReplyStatus(const rpc::Status& s) {
-  if (s.code() == 0) return Status::OK();
-  return Status(static_cast<StatusCode>(s.code()), s.message());
-}
 
 Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions& options) {
   auto conn = BlockingConnection::ConnectUnix(options.socket_path, options.connect_timeout_ms);
@@ -42,7 +38,7 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   if (!frame.ok()) return frame.status();
   rpc::RegisterClientReply r;
   if (!r.ParseFromString(frame.value().body)) return Status::Internal("malformed registration reply");
-  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
   if (fd < 0) return Status::Internal("the raylet sent no object store descriptor");
   void* base = ::mmap(nullptr, r.store_capacity(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   if (base == MAP_FAILED) {
@@ -181,10 +177,8 @@ Status CoreWorker::RegisterFunction(const std::string& id, const std::string& na
 Result<rpc::GetFunctionReply> CoreWorker::GetFunction(const std::string& id, int64_t timeout_ms) {
   rpc::GetFunction m;
   m.set_function_id(id);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_FUNCTION, m, timeout_ms));
-  rpc::GetFunctionReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed function reply");
-  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::GetFunctionReply>(rpc::GET_FUNCTION, m, timeout_ms, "function"));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
   return r;
 }
 
@@ -196,10 +190,8 @@ Status CoreWorker::SubmitTask(const rpc::TaskSpec& spec) {
 Result<rpc::GetActorReply> CoreWorker::GetActor(const std::string& name, int64_t timeout_ms) {
   rpc::GetActor m;
   m.set_name(name);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_ACTOR, m, timeout_ms));
-  rpc::GetActorReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed actor reply");
-  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::GetActorReply>(rpc::GET_ACTOR, m, timeout_ms, "actor"));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
   return r;
 }
 
@@ -207,10 +199,8 @@ Status CoreWorker::KillActor(const std::string& actor_id, bool no_restart, int64
   rpc::KillActor m;
   m.set_actor_id(actor_id);
   m.set_no_restart(no_restart);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::KILL_ACTOR, m, timeout_ms));
-  rpc::KillActorReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed kill reply");
-  return ReplyStatus(r.status());
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::KillActorReply>(rpc::KILL_ACTOR, m, timeout_ms, "kill"));
+  return FromProto(r.status());
 }
 
 Status CoreWorker::PutInline(const std::string& id, const std::string& data, const std::vector<std::string>& contained,
@@ -239,10 +229,8 @@ Result<uint64_t> CoreWorker::CreateObject(const std::string& id, uint64_t size,
   auto give_up = Clock::now() + kFullStoreRetry;
   auto backoff = std::chrono::milliseconds(2);
   while (true) {
-    PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::CREATE_OBJECT, m, 60000));
-    rpc::CreateObjectReply r;
-    if (!r.ParseFromString(f.body)) return Status::Internal("malformed create reply");
-    Status st = ReplyStatus(r.status());
+    PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::CreateObjectReply>(rpc::CREATE_OBJECT, m, 60000, "create"));
+    Status st = FromProto(r.status());
     if (st.ok()) return r.offset();
     if (st.code() != StatusCode::kOutOfMemory || size > store_capacity_ || Clock::now() >= give_up) return st;
     std::this_thread::sleep_for(backoff);
@@ -328,7 +316,7 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
   if (!r.ParseFromString(f.body) || static_cast<size_t>(r.objects_size()) != asked.size()) {
     return Status::Internal("malformed get reply");
   }
-  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
   std::lock_guard<std::mutex> l(refs_mu_);
   for (size_t k = 0; k < asked.size(); ++k) {
     rpc::ObjectValue& v = *r.mutable_objects(static_cast<int>(k));
@@ -359,9 +347,7 @@ Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>
   for (const auto& id : ids) m.add_object_ids(id);
   m.set_num_returns(num_returns);
   m.set_timeout_ms(timeout_ms);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::WAIT_OBJECTS, m, timeout_ms));
-  rpc::WaitObjectsReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed wait reply");
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::WaitObjectsReply>(rpc::WAIT_OBJECTS, m, timeout_ms, "wait"));
   return std::vector<std::string>(r.ready_ids().begin(), r.ready_ids().end());
 }
 
@@ -574,18 +560,15 @@ Status CoreWorker::Reduce(const rpc::ReduceObjects& m) {
 Result<std::vector<std::string>> CoreWorker::ReducedInputs(const std::string& out_id, int64_t timeout_ms) {
   rpc::ObjectIds m;
   m.add_object_ids(out_id);
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::REDUCED_INPUTS, m, timeout_ms));
-  rpc::ReducedInputsReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed reduced-inputs reply");
-  PHALANX_RETURN_IF_ERROR(ReplyStatus(r.status()));
+  PHALANX_ASSIGN_OR_RETURN(auto r,
+                           CallFor<rpc::ReducedInputsReply>(rpc::REDUCED_INPUTS, m, timeout_ms, "reduced-inputs"));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
   return std::vector<std::string>(r.input_ids().begin(), r.input_ids().end());
 }
 
 Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
   rpc::Empty m;
-  PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_STATS, m, timeout_ms));
-  rpc::StatsReply r;
-  if (!r.ParseFromString(f.body)) return Status::Internal("malformed stats reply");
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::StatsReply>(rpc::GET_STATS, m, timeout_ms, "stats"));
   return r;
 }
 

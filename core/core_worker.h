@@ -144,7 +144,14 @@ class CoreWorker {
   Result<Frame> Call(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms);
   Status FlushLocked();
   void FlushLoop();
-  static Status ReplyStatus(const rpc::Status& s);
+  // Call, with the reply parsed as `Reply` ("malformed <what> reply" if it is not one).
+  template <typename Reply>
+  Result<Reply> CallFor(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms, const char* what) {
+    PHALANX_ASSIGN_OR_RETURN(Frame f, Call(type, m, timeout_ms));
+    Reply r;
+    if (!r.ParseFromString(f.body)) return Status::Internal(std::string("malformed ") + what + " reply");
+    return r;
+  }
 
   // ---- direct actor calls ----
   struct ActorRoute {
@@ -233,7 +240,7 @@ class CoreWorker {
   std::atomic<uint64_t> direct_calls_sent_{0};
   // Worker side (an actor's process).
   std::mutex server_mu_;
-  std::unordered_map<uint64_t, bool> callers_;                // conn -> caller on another node; guarded
+  std::unordered_set<uint64_t> callers_;                      // connections that said hello; guarded by server_mu_
   std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
   std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
   std::string current_task_;                                  // guarded by server_mu_

@@ -207,7 +207,7 @@ void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
           return Io()->Close(conn);
         }
         std::lock_guard<std::mutex> l(server_mu_);
-        callers_[conn] = hello.node_id() != node_id_;
+        callers_.insert(conn);
         break;
       }
       case rpc::DIRECT_CALL: {

@@ -13,6 +13,20 @@ const char kTasks[] = "tasks";
 std::string ObjKey(const std::string& id) { return "objdir:" + ToHex(id); }
 std::string ObjChannel(const std::string& id) { return "objloc:" + ToHex(id); }
 
+// HGET hash field as a message of type M; NotFound(`absent`) when there is none.
+template <typename M>
+void GetMessage(RedisClient* redis, const char* hash, const std::string& field, std::string absent,
+                GcsClient::Callback<M> cb) {
+  redis->Command({"HGET", hash, field}, [cb, absent = std::move(absent)](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    M m;
+    if (r.value().type != RedisReply::kString || !m.ParseFromString(r.value().str)) {
+      return cb(Status::NotFound(absent));
+    }
+    cb(std::move(m));
+  });
+}
+
 }  // namespace
 
 void GcsClient::RegisterNode(const rpc::NodeInfo& info) {
@@ -77,14 +91,7 @@ void GcsClient::Claim(const std::string& key, Callback<bool> cb) {
 }
 
 void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb) {
-  redis_->Command({"HGET", "actors", ToHex(actor_id)}, [cb, actor_id](Result<RedisReply> r) {
-    if (!r.ok()) return cb(r.status());
-    rpc::ActorInfo a;
-    if (r.value().type != RedisReply::kString || !a.ParseFromString(r.value().str)) {
-      return cb(Status::NotFound("no actor " + ToHex(actor_id) + " in the GCS"));
-    }
-    cb(std::move(a));
-  });
+  GetMessage(redis_, "actors", ToHex(actor_id), "no actor " + ToHex(actor_id) + " in the GCS", std::move(cb));
 }
 
 void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
@@ -92,14 +99,8 @@ void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
 }
 
 void GcsClient::GetFunction(const std::string& function_id, Callback<rpc::RegisterFunction> cb) {
-  redis_->Command({"HGET", "functions", ToHex(function_id)}, [cb, function_id](Result<RedisReply> r) {
-    if (!r.ok()) return cb(r.status());
-    rpc::RegisterFunction f;
-    if (r.value().type != RedisReply::kString || !f.ParseFromString(r.value().str)) {
-      return cb(Status::NotFound("function " + ToHex(function_id) + " was never registered"));
-    }
-    cb(std::move(f));
-  });
+  GetMessage(redis_, "functions", ToHex(function_id), "function " + ToHex(function_id) + " was never registered",
+             std::move(cb));
 }
 
 void GcsClient::PutTaskRecords(const std::vector<rpc::TaskRecord>& records) {
@@ -121,14 +122,7 @@ void GcsClient::DeleteTaskRecords(const std::vector<std::string>& task_ids) {
 }
 
 void GcsClient::GetTaskRecord(const std::string& task_id, Callback<rpc::TaskRecord> cb) {
-  redis_->Command({"HGET", kTasks, ToHex(task_id)}, [cb, task_id](Result<RedisReply> r) {
-    if (!r.ok()) return cb(r.status());
-    rpc::TaskRecord rec;
-    if (r.value().type != RedisReply::kString || !rec.ParseFromString(r.value().str)) {
-      return cb(Status::NotFound("no task record for " + ToHex(task_id)));
-    }
-    cb(std::move(rec));
-  });
+  GetMessage(redis_, kTasks, ToHex(task_id), "no task record for " + ToHex(task_id), std::move(cb));
 }
 
 // An object's directory entry is one hash: "size"; per node holding a copy,
@@ -211,7 +205,6 @@ void GcsClient::PickSource(const std::string& object_id, const std::string& self
   });
 }
 
-void GcsClient::RemoveObject(const std::string& object_id) { redis_->Command({"DEL", ObjKey(object_id)}); }
 
 static Result<rpc::ObjectDirectoryEntry> ParseEntry(const std::string& object_id, const RedisReply& r) {
   rpc::ObjectDirectoryEntry e;

@@ -54,8 +54,8 @@ class GcsClient {
 
   // Object directory.
   void AddObjectLocation(const std::string& object_id, uint64_t size, const rpc::ObjectLocation& loc);
+  // Takes `node_id` out of the entry; the entry goes with its last location.
   void RemoveObjectLocation(const std::string& object_id, const std::string& node_id);
-  void RemoveObject(const std::string& object_id);
   // A reader starts (+1) or stops (-1) copying the object from `node_id`.
   void AdjustServing(const std::string& object_id, const std::string& node_id, int delta);
   // Picks the node `self` should copy the object from and counts the reader

@@ -5,6 +5,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/status_proto.h"
 
 namespace phalanx::objectstore {
 
@@ -231,8 +232,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   PHALANX_LOG(Warning) << msg;
   if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
   rpc::PullObjectReply r;
-  r.mutable_status()->set_code(static_cast<int>(StatusCode::kUnavailable));
-  r.mutable_status()->set_message("the copy on node " + Short(self_) + " failed: " + why);
+  *r.mutable_status() = ToProto(Status::Unavailable("the copy on node " + Short(self_) + " failed: " + why));
   for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, r, nullptr, 0));
   if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);

@@ -79,11 +79,10 @@ class ObjectTransfer {
   void Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send);
   // The body of such a reply: `meta` and where its bytes are in `body`.
   static bool ParseReply(const std::string& body, rpc::PullObjectReply* meta, const char** data, size_t* size);
-  // Whether `id` is a copy this node pulled (its directory entry is ours to
-  // remove when freed, not the whole object's). Forget drops the mark.
+  // Whether `id` is a copy this node pulled (the task that made it, if any,
+  // is another node's record). Forget drops the mark.
   bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
   void Forget(const std::string& id) { copies_.erase(id); }
-  void MarkCopy(const std::string& id) { copies_.insert(id); }
   // A node that serves an object keeps it while readers keep asking: each
   // request holds it until `linger` after the last one. Call periodically.
   void ReleaseIdle(std::chrono::steady_clock::time_point now, std::chrono::milliseconds linger);

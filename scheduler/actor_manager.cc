@@ -6,6 +6,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/status_proto.h"
 #include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
@@ -139,15 +140,13 @@ void ActorManager::Route(const std::string& actor_id, std::function<void(rpc::Ac
   }
   if (!locate_) {
     rpc::ActorRouteReply r;
-    r.mutable_status()->set_code(static_cast<int>(StatusCode::kNotFound));
-    r.mutable_status()->set_message("no actor " + ToHex(actor_id).substr(0, 12));
+    *r.mutable_status() = ToProto(Status::NotFound("no actor " + ToHex(actor_id).substr(0, 12)));
     return reply(std::move(r));
   }
   locate_(actor_id, [reply = std::move(reply)](Result<rpc::ActorInfo> info) {
     rpc::ActorRouteReply r;
     if (!info.ok()) {
-      r.mutable_status()->set_code(static_cast<int>(info.status().code()));
-      r.mutable_status()->set_message(info.status().message());
+      *r.mutable_status() = ToProto(info.status());
       return reply(std::move(r));
     }
     const rpc::ActorInfo& a = info.value();

@@ -8,6 +8,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/status_proto.h"
 #include "scheduler/gpu_allocator.h"
 
 namespace phalanx::scheduler {
@@ -148,14 +149,14 @@ Status NodeManager::Start() {
   reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     reduces_.Forget(id);
-    // A copy pulled from elsewhere takes only this node out of the directory;
-    // the object itself is freed by the node that owns it.
-    if (peers_.IsCopy(id)) {
+    // Only this node leaves the directory: the entry goes with its last
+    // location, whether the copies or the maker go first.
+    bool copy = peers_.IsCopy(id);
+    if (in_store || copy) gcs_.RemoveObjectLocation(id, node_id_);
+    if (copy) {  // the task that made it is another node's to forget
       peers_.ForgetCopy(id);
-      gcs_.RemoveObjectLocation(id, node_id_);
       return;
     }
-    if (in_store) gcs_.RemoveObject(id);
     uint32_t index = 0;
     std::memcpy(&index, id.data() + kTaskIdSize, sizeof(index));
     if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
@@ -169,9 +170,7 @@ Status NodeManager::Start() {
   pool_.SetDeathHandler([this](Worker* w, const std::string& why) { tasks_.OnWorkerDied(w, why); });
   tasks_.actors().SetActorEventHandler([this](const rpc::ActorInfo& info) { gcs_.PutActor(info); });
   tasks_.SetWarningHandler([this](const std::string& caller_id, const std::string& message) {
-    rpc::Status s;
-    s.set_code(static_cast<int>(StatusCode::kInfeasible));
-    s.set_message(message);
+    rpc::Status s = ToProto(Status(StatusCode::kInfeasible, message));
     for (auto& [p, c] : clients_) {
       if (c->client_id == caller_id) c->conn->Send(rpc::CLIENT_WARNING, 0, 0, s);
     }
@@ -381,8 +380,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
           }
         }
         if (!found) {
-          reply.mutable_status()->set_code(static_cast<int>(StatusCode::kNotFound));
-          reply.mutable_status()->set_message("no live actor named '" + name + "'");
+          *reply.mutable_status() = ToProto(Status::NotFound("no live actor named '" + name + "'"));
         }
         if (auto cl = weak.lock()) Reply(*cl, rpc::GET_ACTOR, req, reply);
       });
@@ -435,8 +433,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
         auto cl = weak.lock();
         if (!cl) return;
         rpc::ReducedInputsReply reply;
-        reply.mutable_status()->set_code(static_cast<int>(r.status().code()));
-        reply.mutable_status()->set_message(r.status().message());
+        *reply.mutable_status() = ToProto(r.status());
         if (r.ok()) {
           for (const auto& id : r.value()) reply.add_input_ids(id);
         }
@@ -454,8 +451,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       if (!Parse(&m, body, len)) return bad("actor kill");
       Status st = tasks_.actors().Kill(m.actor_id(), m.no_restart());
       rpc::KillActorReply reply;
-      reply.mutable_status()->set_code(static_cast<int>(st.code()));
-      reply.mutable_status()->set_message(st.message());
+      *reply.mutable_status() = ToProto(st);
       return Reply(*c, rpc::KILL_ACTOR, h.request_id, reply);
     }
     default:
@@ -471,8 +467,8 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   if (m.is_worker()) {
     c->worker = pool_.Register(m.worker_token(), m.pid(), c->conn);
     if (c->worker == nullptr) {
-      r.mutable_status()->set_code(static_cast<int>(StatusCode::kInvalidArgument));
-      r.mutable_status()->set_message("unknown worker token: this raylet did not start that worker");
+      *r.mutable_status() =
+          ToProto(Status::InvalidArgument("unknown worker token: this raylet did not start that worker"));
       Reply(*c, rpc::REGISTER_CLIENT, req, r);
       return;
     }
@@ -520,8 +516,7 @@ void NodeManager::LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req,
       r.set_name(f.value().name());
       r.set_pickled(f.value().pickled());
     } else {
-      r.mutable_status()->set_code(static_cast<int>(f.status().code()));
-      r.mutable_status()->set_message(f.status().message());
+      *r.mutable_status() = ToProto(f.status());
     }
     Reply(*cl, rpc::GET_FUNCTION, req, r);
   });
@@ -657,8 +652,7 @@ void NodeManager::HandleCreate(Client& c, uint64_t req, const rpc::CreateObject&
   std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
   auto off = objects_.CreateInStore(m.object_id(), m.size(), std::move(contained));
   if (!off.ok()) {
-    r.mutable_status()->set_code(static_cast<int>(off.status().code()));
-    r.mutable_status()->set_message(off.status().message());
+    *r.mutable_status() = ToProto(off.status());
   } else {
     r.set_offset(off.value());
     c.creating.insert(m.object_id());
@@ -780,9 +774,7 @@ void NodeManager::Stop(const std::string& why) {
   boost::system::error_code ec;
   acceptor_.close(ec);
   heartbeat_timer_.cancel();
-  rpc::Status s;
-  s.set_code(static_cast<int>(StatusCode::kUnavailable));
-  s.set_message("raylet " + options_.socket_path + " stopped: " + why);
+  rpc::Status s = ToProto(Status::Unavailable("raylet " + options_.socket_path + " stopped: " + why));
   for (auto& [p, c] : clients_) {
     if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
   }

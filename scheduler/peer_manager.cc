@@ -2,6 +2,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/status_proto.h"
 
 namespace phalanx::scheduler {
 
@@ -64,9 +65,6 @@ void PeerManager::FetchAndRelease(const std::vector<std::string>& ids, const std
   for (const auto& id : ids) {
     objects_->OnReady(id, [this, waiting, ids, node_id, holder] {
       if (--*waiting > 0) return;
-      // This node's copies own the objects now (their directory entries go
-      // when they are freed here); the maker's node holds them no longer.
-      for (const auto& i : ids) transfer_.Forget(i);
       const rpc::NodeInfo* node = view_.Find(node_id);
       if (node == nullptr) return;  // gone, and its holds with it
       rpc::ReleaseHeld m;
@@ -124,11 +122,8 @@ void PeerManager::Accept() {
             }
             if (h.type == rpc::RELEASE_HELD) {
               rpc::ReleaseHeld m;
-              if (m.ParseFromArray(body, static_cast<int>(len))) {
-                // Our copies are no longer the object's own: freeing them
-                // takes only this node out of the directory.
-                for (const auto& id : m.object_ids()) transfer_.MarkCopy(id);
-                if (on_release_) on_release_(m.holder(), {m.object_ids().begin(), m.object_ids().end()});
+              if (m.ParseFromArray(body, static_cast<int>(len)) && on_release_) {
+                on_release_(m.holder(), {m.object_ids().begin(), m.object_ids().end()});
               }
               c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
               return;
@@ -139,8 +134,7 @@ void PeerManager::Accept() {
               Status st = k.ParseFromArray(body, static_cast<int>(len))
                               ? tasks_->actors().Kill(k.actor_id(), k.no_restart())
                               : Status::InvalidArgument("malformed kill");
-              r.mutable_status()->set_code(static_cast<int>(st.code()));
-              r.mutable_status()->set_message(st.message());
+              *r.mutable_status() = ToProto(st);
               c->Send(rpc::KILL_ACTOR, kReplyFlag, h.request_id, r);
               return;
             }

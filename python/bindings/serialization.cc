@@ -1,15 +1,9 @@
-// The object format, written in C++ so large buffers are copied without the
-// GIL. A serialized value is
-//
-//   u32 magic "PHX1" | u32 kind | u32 nbuf | u32 dtype | u64 meta_len | u64 len[nbuf]
-//   | meta (pickle stream) | buffer 0 at 64-byte alignment | buffer 1 ... |
-//
-// where the buffers are pickle protocol 5 out-of-band buffers (numpy array
-// data). `dtype` is 0, or for a C-contiguous numpy array of a numeric type
-// its element type (collectives::DType + 1): raylets reduce those without
-// Python (collectives/reduce_manager.h). Store offsets are 64-byte aligned,
+// Writes values in the object format (core/value_format.h), in C++ so large
+// buffers are copied without the GIL. The buffers are pickle protocol 5
+// out-of-band buffers (numpy array data); store offsets are 64-byte aligned,
 // so each buffer is too, and a reader maps them as numpy arrays without
-// copying. phalanx/_private/serialization.py reads the same layout.
+// copying. Arrays carry their element type, so raylets reduce them without
+// Python (collectives/reduce_manager.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -17,13 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/value_format.h"
 #include "python/bindings/py_core.h"
 
 namespace phalanx::py {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x31584850;  // "PHX1"
 constexpr uint64_t kParallelCopyBytes = 16ull << 20;
 
 struct Piece {
@@ -52,17 +46,17 @@ class Pieces {
   ~Pieces() {
     for (auto& v : views_) PyBuffer_Release(&v);
   }
-  uint64_t HeaderSize() const { return 24 + 8 * bufs_.size(); }
+  uint64_t HeaderSize() const { return value_format::HeaderSize(bufs_.size()); }
   uint64_t TotalSize() const {
     uint64_t off = HeaderSize() + meta_.size;
-    for (const auto& b : bufs_) off = ((off + 63) & ~63ull) + b.size;
+    for (const auto& b : bufs_) off = value_format::AlignBuffer(off) + b.size;
     return off;
   }
   // Writes the whole value at `dst`. Safe without the GIL. `kind`'s low byte
   // is the value's kind; the bits above it (an array's element type, see
   // phalanx/_private/serialization.py kind_of) go to the header's last word.
   void WriteTo(uint8_t* dst, uint32_t kind) const {
-    uint32_t head[4] = {kMagic, kind & 0xff, static_cast<uint32_t>(bufs_.size()), kind >> 8};
+    uint32_t head[4] = {value_format::kMagic, kind & 0xff, static_cast<uint32_t>(bufs_.size()), kind >> 8};
     std::memcpy(dst, head, 16);
     std::memcpy(dst + 16, &meta_.size, 8);
     for (size_t i = 0; i < bufs_.size(); ++i) std::memcpy(dst + 24 + 8 * i, &bufs_[i].size, 8);
@@ -70,7 +64,7 @@ class Pieces {
     std::memcpy(dst + off, meta_.data, meta_.size);
     off += meta_.size;
     for (const auto& b : bufs_) {
-      uint64_t start = (off + 63) & ~63ull;
+      uint64_t start = value_format::AlignBuffer(off);
       std::memset(dst + off, 0, start - off);
       Copy(dst + start, b.data, b.size);
       off = start + b.size;

@@ -26,7 +26,7 @@ from phalanx._private.collective_group import destroy_group, init_group
 from phalanx._private.api import ensure_initialized, get, wait
 from phalanx.exceptions import GetTimeoutError
 
-OPS = ("sum", "prod", "min", "max")
+OPS = _group.OPS
 
 
 def _check_refs(refs, what):
@@ -60,8 +60,7 @@ def reduce(refs, op="sum", num_objects=None, timeout=None):
     raises CollectiveError (mismatched inputs, too many failures)."""
     ensure_initialized()
     refs = _check_refs(refs, "reduce")
-    if op not in OPS:
-        raise ValueError(f"unknown reduce op {op!r} (expected one of {', '.join(OPS)})")
+    _group.check_op(op)
     k = len(refs) if num_objects is None else num_objects
     if not isinstance(k, int) or not 1 <= k <= len(refs):
         raise ValueError(f"num_objects must be between 1 and {len(refs)} (the number of inputs), got {num_objects}")

@@ -185,19 +185,9 @@ def bench_phalanx_raylet_path(duration, reps):
 def bench_phalanx_multinode(duration, reps):
     """Three raylets on this machine sharing one GCS; tasks spread over them."""
     import phalanx
-    from phalanx._private import api, state
-    from phalanx._private.node import NodeProcesses, new_session_dir
 
-    node = NodeProcesses(new_session_dir())
+    phalanx.init(num_nodes=3, num_cpus=1)  # returns once every raylet has read the node table
     try:
-        redis = node.start_redis()
-        head = node.start_raylet(redis, num_cpus=1)
-        node.start_raylet(redis, num_cpus=1)
-        node.start_raylet(redis, num_cpus=1)
-        api._connect(head)
-        state.mode = "driver"
-        time.sleep(1.5)  # every raylet has read the node table
-
         @phalanx.remote(scheduling_strategy="SPREAD")
         def noop():
             return None
@@ -205,7 +195,6 @@ def bench_phalanx_multinode(duration, reps):
         return {"multi-node tasks async (3 raylets, SPREAD)": rate}
     finally:
         phalanx.shutdown()
-        node.stop()
 
 
 def bench_ray_multinode(duration, reps):

@@ -87,7 +87,7 @@ TEST_F(GcsClientTest, ObjectDirectoryAnnouncesLocationsAndForgetsFreedObjects) {
   ASSERT_EQ(seen[0].locations_size(), 1);
   EXPECT_EQ(seen[0].size(), 1024u);
   EXPECT_EQ(seen[0].locations(0).bytes_present(), 512u);
-  gcs_->RemoveObject(oid);
+  gcs_->RemoveObjectLocation(oid, "node-1");
   bool got = false;
   rpc::ObjectDirectoryEntry after;
   gcs_->GetObjectLocations(oid, [&](Result<rpc::ObjectDirectoryEntry> r) {

@@ -19,6 +19,12 @@ from phalanx.exceptions import CollectiveError, GetTimeoutError, NotFoundError
 _groups = {}
 _lock = threading.Lock()
 _NP_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+OPS = tuple(_NP_OPS)  # the reduce ops every collective takes
+
+
+def check_op(op):
+    if op not in _NP_OPS:
+        raise ValueError(f"unknown reduce op {op!r} (expected one of {', '.join(OPS)})")
 
 
 class _Coordinator:
@@ -153,8 +159,7 @@ def _check_array(array, what):
 def group_allreduce(array, op="sum", group_name="default", timeout=None):
     """array[...] = op over every rank's array (in place)."""
     _check_array(array, "allreduce")
-    if op not in _NP_OPS:
-        raise ValueError(f"unknown reduce op {op!r} (expected one of {', '.join(_NP_OPS)})")
+    check_op(op)
     array[...] = _group(group_name).call("allreduce", op, array, timeout)
 
 

@@ -1,0 +1,25 @@
+// The layout of a serialized value, shared by its writer
+// (python/bindings/serialization.cc), the raylet's reduce
+// (collectives/reduce_manager.cc) and phalanx/_private/serialization.py:
+//
+//   u32 magic "PHX1" | u32 kind | u32 nbuf | u32 dtype | u64 meta_len | u64 len[nbuf]
+//   | meta (pickle stream) | buffer 0 at 64-byte alignment | buffer 1 ... |
+//
+// `dtype` is 0, or for a C-contiguous numpy array of a numeric type its
+// element type (collectives::DType + 1).
+#pragma once
+
+#include <cstdint>
+
+namespace phalanx::value_format {
+
+constexpr uint32_t kMagic = 0x31584850;  // "PHX1"
+constexpr uint32_t kKindValue = 0;
+constexpr uint32_t kKindError = 1;       // the value is an exception its task raised
+
+// Bytes before the pickle stream.
+constexpr uint64_t HeaderSize(uint64_t nbuf) { return 24 + 8 * nbuf; }
+// Where a buffer starts after `offset` (store offsets are 64-byte aligned too).
+constexpr uint64_t AlignBuffer(uint64_t offset) { return (offset + 63) & ~63ull; }
+
+}  // namespace phalanx::value_format
