@@ -1,9 +1,12 @@
 #include "collectives/reduce_manager.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
+#include "collectives/reduce_step.h"
 #include "core/ids.h"
+#include "core/logging.h"
 #include "core/value_format.h"
 
 namespace phalanx::collectives {
@@ -62,7 +65,34 @@ struct ReduceManager::Reduce {
   std::string input_bytes;        // an inline input being taken
   std::unique_ptr<asio::steady_timer> timer;
   std::vector<InputsCallback> waiters;
+  // The chain (see the header).
+  enum class Mode { kUndecided, kLocal, kChain } mode = Mode::kUndecided;
+  std::deque<std::pair<int, std::string>> located;  // (input, its node), not placed yet
+  bool placing = false;                             // a step was sent; its answer is awaited
+  bool final_running = false;                       // this node copies the last partial into out
+  std::string prev_id, prev_node, prev_name;        // what the next step reads
+  std::vector<std::pair<std::string, std::string>> partials;  // (id, node) of the steps so far
 };
+
+namespace {
+std::string PartialName(const std::vector<int>& used) {
+  std::string s = "the partial result of inputs ";
+  for (size_t k = 0; k < used.size(); ++k) {
+    if (k == 8) return s + ", ... (" + std::to_string(used.size()) + " inputs)";
+    s += (k ? ", " : "") + std::to_string(used[k]);
+  }
+  return s;
+}
+}  // namespace
+
+bool ReduceManager::ChainPays(uint64_t size, size_t n, double bytes_per_s, double hop_s, uint64_t chunk_bytes) {
+  if (n < 2 || bytes_per_s <= 0) return false;
+  double one = static_cast<double>(size) / bytes_per_s;
+  double fan_in = static_cast<double>(n - 1) * one;  // every other input through this node's link
+  double per_hop = hop_s + static_cast<double>(std::min<uint64_t>(size, chunk_bytes)) / bytes_per_s;
+  double chain = one + static_cast<double>(n) * per_hop;
+  return chain < fan_in;
+}
 
 ReduceManager::ReduceManager(asio::io_context& io, objectstore::ObjectTable* objects,
                              objectstore::ObjectStore* store, uint64_t inline_threshold)
@@ -105,7 +135,7 @@ Status ReduceManager::Start(const rpc::ReduceObjects& m) {
           << " inputs combined; still waiting for ";
       size_t named = 0;
       for (size_t i = 0; i < r->inputs.size(); ++i) {
-        if (!r->held[i]) continue;
+        if (!r->held[i] || std::count(r->used.begin(), r->used.end(), static_cast<int>(i))) continue;
         if (named++ == kMissingNamed) {
           why << ", ...";
           break;
@@ -115,16 +145,179 @@ Status ReduceManager::Start(const rpc::ReduceObjects& m) {
       Fail(r, StatusCode::kTimedOut, why.str());
     });
   }
+  if (chain_.steps == nullptr) {
+    GoLocal(r);
+    return Status::OK();
+  }
   std::weak_ptr<Reduce> weak = r;
   for (int i = 0; i < n && !r->ended; ++i) {
     // Taken on the next turn of the loop, not inside the table's own callback.
-    objects_->OnReady(r->inputs[i], [this, weak, i] {
+    objects_->OnLocated(r->inputs[i], [this, weak, i] {
       asio::post(io_, [this, weak, i] {
-        if (auto r = weak.lock()) Arrived(r, i);
+        if (auto r = weak.lock()) Located(r, i);
       });
     });
   }
   return Status::OK();
+}
+
+void ReduceManager::GoLocal(const std::shared_ptr<Reduce>& r) {
+  r->mode = Reduce::Mode::kLocal;
+  r->located.clear();
+  std::weak_ptr<Reduce> weak = r;
+  for (size_t i = 0; i < r->inputs.size() && !r->ended; ++i) {
+    if (!r->held[i]) continue;
+    objects_->OnReady(r->inputs[i], [this, weak, i] {  // (copies remote inputs here)
+      asio::post(io_, [this, weak, i] {
+        if (auto r = weak.lock()) Arrived(r, static_cast<int>(i));
+      });
+    });
+  }
+}
+
+void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
+  if (r->ended || !r->held[i] || r->mode == Reduce::Mode::kLocal) return;
+  const std::string& id = r->inputs[i];
+  std::string node = objects_->RemoteNode(id);
+  uint64_t size = objects_->RemoteSize(id);
+  rpc::ObjectValue v;
+  if (node.empty()) {
+    objects_->Describe(id, &v, /*pin=*/false);
+    if (v.state() == rpc::OBJ_IN_STORE) {
+      node = chain_.self;
+      size = v.size();
+    }
+  }
+  if (r->mode == Reduce::Mode::kUndecided) {
+    if (node.empty() || size <= inline_threshold_) return GoLocal(r);
+    if (node == chain_.self) {  // large, and here: the first input on another node decides
+      r->located.emplace_back(i, node);
+      if (r->located.size() == r->inputs.size()) GoLocal(r);  // all here
+      return;
+    }
+    auto [rate, hop] = chain_.link(node);
+    if (!ChainPays(size, r->inputs.size(), rate, hop, chain_.chunk_bytes)) return GoLocal(r);
+    r->mode = Reduce::Mode::kChain;
+    ++num_chains_;
+  }
+  if (node.empty()) {  // small, failed or lost: no link of a chain of store objects
+    if (v.state() == rpc::OBJ_INLINE) {
+      auto layout = ParseArray(reinterpret_cast<const uint8_t*>(v.data().data()), v.data().size());
+      if (!layout.ok() && layout.status().code() == StatusCode::kTaskFailed) {
+        return InputFailed(r, i, layout.status().message() + " (get it for the error)");
+      }
+      return Fail(r, StatusCode::kCollectiveFailed,
+                  "reduce inputs do not match: " + Name(*r, i) + " is a value of " + std::to_string(v.data().size()) +
+                      " bytes, the others are store objects of more than " + std::to_string(inline_threshold_));
+    }
+    return InputFailed(r, i, v.state() == rpc::OBJ_LOST ? v.error() : "it is not ready");
+  }
+  r->located.emplace_back(i, node);
+  PlaceNext(r);
+}
+
+void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
+  while (!r->ended && !r->placing && !r->located.empty() && static_cast<int>(r->used.size()) < r->want) {
+    auto [i, node] = r->located.front();
+    r->located.pop_front();
+    if (!r->held[i]) continue;
+    if (r->used.empty()) {  // the first input is the chain's start as it is
+      r->prev_id = r->inputs[i];
+      r->prev_node = node;
+      r->prev_name = Name(*r, i);
+      r->used.push_back(i);
+      continue;
+    }
+    rpc::ReduceStep m;
+    m.set_out_id(MakeObjectId(RandomBytes(kTaskIdSize), 0));
+    m.set_prev_id(r->prev_id);
+    m.set_prev_node(r->prev_node);
+    m.set_prev_name(r->prev_name);
+    m.set_input_id(r->inputs[i]);
+    m.set_input_name(Name(*r, i));
+    m.set_op(ReduceOpName(r->op));
+    m.set_reduce_node(chain_.self);
+    r->placing = true;
+    std::weak_ptr<Reduce> weak = r;
+    auto started = [this, weak, i, node = node, out = m.out_id()](const Status& st) {
+      auto r = weak.lock();
+      if (!r || r->ended || r->mode != Reduce::Mode::kChain) {  // over meanwhile: drop what it made
+        if (!st.ok()) return;
+        if (node == chain_.self) return chain_.steps->Drop({out});
+        return chain_.drop(node, {out});
+      }
+      r->placing = false;
+      if (st.ok()) {
+        r->partials.emplace_back(out, node);
+        r->used.push_back(i);
+        r->prev_id = out;
+        r->prev_node = node;
+        r->prev_name = PartialName(r->used);
+      } else if (st.code() == StatusCode::kCollectiveFailed) {
+        return Fail(r, StatusCode::kCollectiveFailed, st.message());
+      } else {
+        InputFailed(r, i, st.message());
+      }
+      PlaceNext(r);
+    };
+    if (node == chain_.self) {
+      chain_.steps->Run(m, started, nullptr);
+    } else {
+      chain_.send_step(node, m, started);
+    }
+    return;
+  }
+  if (!r->ended && !r->placing && !r->final_running && r->mode == Reduce::Mode::kChain &&
+      static_cast<int>(r->used.size()) == r->want) {
+    RunFinal(r);
+  }
+}
+
+void ReduceManager::RunFinal(const std::shared_ptr<Reduce>& r) {
+  r->final_running = true;
+  rpc::ReduceStep m;
+  m.set_out_id(r->out);
+  m.set_prev_id(r->prev_id);
+  m.set_prev_node(r->prev_node);
+  m.set_prev_name(r->prev_name);
+  m.set_op(ReduceOpName(r->op));
+  m.set_reduce_node(chain_.self);
+  std::weak_ptr<Reduce> weak = r;
+  auto finished = [this, weak](const Status& st) {
+    auto r = weak.lock();
+    if (!r || !r->final_running) return;
+    r->final_running = false;
+    if (st.ok()) return End(r, Status::OK());
+    ChainFailed(r, st);
+  };
+  chain_.steps->Run(m, [finished](const Status& st) {
+    if (!st.ok()) finished(st);
+  }, finished);
+}
+
+void ReduceManager::ChainFailed(const std::shared_ptr<Reduce>& r, const Status& why) {
+  if (r->ended) return;
+  PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": the chain failed (" << why.message()
+                    << "); reducing on this node instead";
+  ++num_fallbacks_;
+  DropPartials(*r);
+  r->located.clear();
+  r->used.clear();
+  r->placing = false;
+  GoLocal(r);
+}
+
+void ReduceManager::DropPartials(Reduce& r) {
+  std::unordered_map<std::string, std::vector<std::string>> by_node;
+  for (auto& [id, node] : r.partials) by_node[node].push_back(id);
+  r.partials.clear();
+  for (auto& [node, ids] : by_node) {
+    if (node == chain_.self) {
+      chain_.steps->Drop(ids);
+    } else {
+      chain_.drop(node, ids);
+    }
+  }
 }
 
 void ReduceManager::Arrived(const std::shared_ptr<Reduce>& r, int index) {
@@ -272,6 +465,10 @@ void ReduceManager::Fail(const std::shared_ptr<Reduce>& r, StatusCode code, cons
   }
   if (r->in_store) objects_->AbortCreate(r->out);
   r->in_store = false;
+  if (r->final_running) {  // the chain's last copy into out stops (and drops out's space)
+    r->final_running = false;
+    chain_.steps->Drop({r->out});
+  }
   objects_->MarkLost(r->out, code, why);
   End(r, Status(code, why));
 }
@@ -279,6 +476,7 @@ void ReduceManager::Fail(const std::shared_ptr<Reduce>& r, StatusCode code, cons
 void ReduceManager::End(const std::shared_ptr<Reduce>& r, const Status& outcome) {
   r->ended = true;
   if (r->timer) r->timer->cancel();
+  DropPartials(*r);
   for (size_t i = 0; i < r->inputs.size(); ++i) Release(*r, static_cast<int>(i));
   r->queue.clear();
   std::vector<std::string> used;

@@ -11,9 +11,24 @@
 //     with a CollectiveFailed error naming both inputs;
 //   - a timeout fails the result naming the inputs still missing.
 //
-// The result is an ordinary object: inline when small, else in the store,
-// created at full size when the first input arrives. Large combines run on a
-// helper thread, so the raylet's loop keeps serving while they run.
+// Two ways to combine, chosen when the first input is located:
+//
+//   - here (local): every input is copied to this node (the caller's) and
+//     added into the result as it arrives. Small objects, and inputs that are
+//     all here, go this way. Large combines run on a helper thread, so the
+//     raylet's loop keeps serving while they run.
+//   - chain: inputs stay where they were made (ObjectTable::SetRemote). The
+//     node of the 2nd input to be located reads the 1st as it streams in and
+//     adds its own (a ReduceStep), the node of the 3rd reads that partial
+//     result while it grows, and so on; this node copies the last partial
+//     into the result. Each link carries the object once, so the whole reduce
+//     costs about one transfer plus a chunk per hop, where the local way
+//     costs one transfer per input into this node. Chosen when the cost model
+//     over the measured link (ObjectTransfer::LinkTo) says it is faster. If a
+//     link fails (a node died mid-chain), the reduce starts over the local
+//     way with the inputs left (spares stand in for lost ones).
+//
+// The result is an ordinary object: inline when small, else in the store.
 // Everything else is on the raylet's main loop (not thread-safe).
 #pragma once
 
@@ -44,6 +59,22 @@ struct ArrayLayout {
 // (InvalidArgument) or holds an error value (TaskFailed).
 Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size);
 
+class ReduceSteps;
+
+// What the chain needs from the raylet: its peers, its own steps, its links.
+struct ChainHooks {
+  ReduceSteps* steps = nullptr;
+  std::string self;
+  // Runs a ReduceStep on another node; `started` gets its answer.
+  std::function<void(const std::string& node, const rpc::ReduceStep& m, std::function<void(const Status&)> started)>
+      send_step;
+  // Frees partial results on another node (one-way).
+  std::function<void(const std::string& node, const std::vector<std::string>& ids)> drop;
+  // Measured bandwidth (bytes/s) and per-hop delay (s) to a node.
+  std::function<std::pair<double, double>(const std::string& node)> link;
+  uint64_t chunk_bytes = 256 << 10;
+};
+
 class ReduceManager {
  public:
   using InputsCallback = std::function<void(Result<std::vector<std::string>>)>;
@@ -67,10 +98,25 @@ class ReduceManager {
   void Stop(const std::string& why);
   // Told about each result sealed in the store (to list it in the object directory).
   void SetStoredHandler(std::function<void(const std::string& id, uint64_t size)> h) { on_stored_ = std::move(h); }
+  // Enables the chain (without hooks every reduce is local).
+  void SetChain(ChainHooks hooks) { chain_ = std::move(hooks); }
+  // Whether a chain over `n` inputs of `size` bytes beats copying them all
+  // here, over a link of `bytes_per_s` with `hop_s` of delay per link.
+  static bool ChainPays(uint64_t size, size_t n, double bytes_per_s, double hop_s, uint64_t chunk_bytes);
+  // How the reduces so far went: chains started, and chains that fell back.
+  uint64_t num_chains() const { return num_chains_; }
+  uint64_t num_fallbacks() const { return num_fallbacks_; }
   size_t num_active() const { return active_.size(); }
 
  private:
   struct Reduce;
+  // Chain mode (see above).
+  void Located(const std::shared_ptr<Reduce>& r, int index);
+  void GoLocal(const std::shared_ptr<Reduce>& r);
+  void PlaceNext(const std::shared_ptr<Reduce>& r);
+  void RunFinal(const std::shared_ptr<Reduce>& r);
+  void ChainFailed(const std::shared_ptr<Reduce>& r, const Status& why);
+  void DropPartials(Reduce& r);
   void Arrived(const std::shared_ptr<Reduce>& r, int index);
   void Pump(const std::shared_ptr<Reduce>& r);
   // Takes input `index` (ready) into the result, or starts doing so on the helper thread.
@@ -88,6 +134,9 @@ class ReduceManager {
   objectstore::ObjectStore* store_;
   uint64_t inline_threshold_;
   std::function<void(const std::string& id, uint64_t size)> on_stored_;
+  ChainHooks chain_;
+  uint64_t num_chains_ = 0;
+  uint64_t num_fallbacks_ = 0;
   boost::asio::thread_pool helper_{1};
   std::unordered_map<std::string, std::shared_ptr<Reduce>> active_;   // by result id
   std::unordered_map<std::string, std::vector<std::string>> inputs_;  // finished: result id -> inputs used

@@ -92,6 +92,16 @@ Result<ReduceOp> ParseReduceOp(const std::string& name) {
   return Status::InvalidArgument("unknown reduce op '" + name + "' (expected sum, prod, min or max)");
 }
 
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kProd: return "prod";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+  }
+  return "?";
+}
+
 namespace {
 const std::pair<const char*, DType> kDTypeNames[] = {
     {"float16", DType::kFloat16}, {"float32", DType::kFloat32}, {"float64", DType::kFloat64},

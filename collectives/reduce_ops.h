@@ -15,6 +15,7 @@ enum class ReduceOp { kSum, kProd, kMin, kMax };
 enum class DType { kFloat16, kFloat32, kFloat64, kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64 };
 
 Result<ReduceOp> ParseReduceOp(const std::string& name);
+const char* ReduceOpName(ReduceOp op);
 // Names as numpy writes them ("float32", "int64", ...).
 Result<DType> ParseDType(const std::string& name);
 const char* DTypeName(DType t);

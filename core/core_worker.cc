@@ -231,7 +231,14 @@ Result<uint64_t> CoreWorker::CreateObject(const std::string& id, uint64_t size,
   while (true) {
     PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::CreateObjectReply>(rpc::CREATE_OBJECT, m, 60000, "create"));
     Status st = FromProto(r.status());
-    if (st.ok()) return r.offset();
+    if (st.ok()) {
+      std::lock_guard<std::mutex> l(server_mu_);
+      // A return of the task running now: its size goes with the results.
+      if (!current_task_.empty() && id.size() == kObjectIdSize && TaskIdOf(id) == current_task_) {
+        return_sizes_[id] = size;
+      }
+      return r.offset();
+    }
     if (st.code() != StatusCode::kOutOfMemory || size > store_capacity_ || Clock::now() >= give_up) return st;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
@@ -517,6 +524,13 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     }
     is_creation = creations_.erase(done.task_id()) > 0;
     current_task_.clear();
+    for (auto& r : *done.mutable_returns()) {
+      auto sz = return_sizes_.find(r.object_id());
+      if (sz == return_sizes_.end()) continue;
+      if (r.in_store()) r.set_size(sz->second);
+      return_sizes_.erase(sz);
+    }
+    return_sizes_.clear();  // (none should be left: a task's creates come before its done)
   }
   if (!direct.fetched.empty()) {
     rpc::UpdateRefs m;

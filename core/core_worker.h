@@ -244,6 +244,7 @@ class CoreWorker {
   std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
   std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
   std::string current_task_;                                  // guarded by server_mu_
+  std::unordered_map<std::string, uint64_t> return_sizes_;    // store returns of current_task_; guarded by server_mu_
   bool serving_ = false;                                      // guarded by server_mu_
 };
 

@@ -26,9 +26,10 @@ void ObjectTable::MaybeFree(const std::string& id) {
   // A pending object nobody holds is freed once its value arrives (or now, if
   // no one waits for it); a store object being written is freed at seal.
   if (e.creating) return;
-  if (e.state == State::kPending && !e.waiters.empty()) return;
+  if (e.state == State::kPending && (!e.waiters.empty() || !e.locators.empty())) return;
   bool in_store = e.state == State::kInStore;
   if (in_store) store_->Delete(id);
+  std::string remote = e.state == State::kPending ? e.remote_node : std::string();
   if (e.state == State::kInline) {
     --num_inline_;
     inline_bytes_ -= e.data.size();
@@ -39,6 +40,10 @@ void ObjectTable::MaybeFree(const std::string& id) {
   if (had_value) {
     RememberFreed(id);
     if (on_free_) on_free_(id, in_store);
+  }
+  if (!remote.empty()) {
+    RememberFreed(id);
+    if (on_drop_) on_drop_(id, remote);
   }
   for (const auto& c : contained) RemoveRef(c);
 }
@@ -51,10 +56,56 @@ void ObjectTable::RememberFreed(const std::string& id) {
   }
 }
 
-void ObjectTable::BecomeReady(Entry& e) {
+void ObjectTable::BecomeReady(const std::string& id, Entry& e) {
+  if (!e.remote_node.empty()) {  // here now (or lost): the node holding it for us may let go
+    std::string node = std::move(e.remote_node);
+    e.remote_node.clear();
+    if (on_drop_) on_drop_(id, node);
+  }
   auto waiters = std::move(e.waiters);
   e.waiters.clear();
+  auto locators = std::move(e.locators);
+  e.locators.clear();
   for (auto& w : waiters) w();
+  for (auto& w : locators) w();
+}
+
+void ObjectTable::SetRemote(const std::string& id, const std::string& node, uint64_t size) {
+  Entry& e = entries_[id];
+  if (e.state != State::kPending || e.creating || !e.remote_node.empty()) return;
+  e.remote_node = node;
+  e.remote_size = size;
+  auto locators = std::move(e.locators);
+  e.locators.clear();
+  if (!e.waiters.empty()) Demand(id, e);
+  for (auto& w : locators) w();  // (may free the entry)
+  MaybeFree(id);
+}
+
+void ObjectTable::Demand(const std::string& id, Entry& e) {
+  if (e.demanded || e.remote_node.empty()) return;
+  e.demanded = true;
+  if (on_demand_) on_demand_(id, e.remote_node);
+}
+
+void ObjectTable::OnLocated(const std::string& id, ReadyCallback cb) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    if (WasFreed(id)) return cb();
+    it = entries_.emplace(id, Entry{}).first;
+  }
+  if (it->second.state != State::kPending || !it->second.remote_node.empty()) return cb();
+  it->second.locators.push_back(std::move(cb));
+}
+
+std::string ObjectTable::RemoteNode(const std::string& id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() || it->second.state != State::kPending ? std::string() : it->second.remote_node;
+}
+
+uint64_t ObjectTable::RemoteSize(const std::string& id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? 0 : it->second.remote_size;
 }
 
 void ObjectTable::PutInline(const std::string& id, std::string data, std::vector<std::string> contained) {
@@ -66,7 +117,7 @@ void ObjectTable::PutInline(const std::string& id, std::string data, std::vector
   ++num_inline_;
   e.data = std::move(data);
   e.contained = std::move(contained);
-  BecomeReady(e);
+  BecomeReady(id, e);
   MaybeFree(id);
 }
 
@@ -96,7 +147,7 @@ Status ObjectTable::SealInStore(const std::string& id) {
   Entry& e = it->second;
   e.creating = false;
   e.state = State::kInStore;
-  BecomeReady(e);
+  BecomeReady(id, e);
   MaybeFree(id);
   return Status::OK();
 }
@@ -115,7 +166,7 @@ bool ObjectTable::ReviveFromStore(const std::string& id) {
   Entry& e = it->second;
   e.state = State::kInStore;
   e.size = store_->Find(id)->size;
-  BecomeReady(e);
+  BecomeReady(id, e);
   MaybeFree(id);
   return true;
 }
@@ -137,7 +188,7 @@ void ObjectTable::MarkLost(const std::string& id, StatusCode code, const std::st
   e.state = State::kLost;
   e.lost_code = code;
   e.data = why;
-  BecomeReady(e);
+  BecomeReady(id, e);
   MaybeFree(id);
 }
 
@@ -149,6 +200,7 @@ void ObjectTable::OnReady(const std::string& id, ReadyCallback cb) {
   }
   if (it->second.state != State::kPending) return cb();
   it->second.waiters.push_back(std::move(cb));
+  Demand(id, it->second);
 }
 
 bool ObjectTable::IsReady(const std::string& id) const {

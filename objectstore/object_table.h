@@ -51,6 +51,23 @@ class ObjectTable {
   bool ReviveFromStore(const std::string& id);
   void MarkLost(const std::string& id, StatusCode code, const std::string& why);
 
+  // Remote values: a store value made on another node (a direct actor call's
+  // result) stays there until someone here needs its bytes. SetRemote records
+  // where it is (the object stays pending here); the first OnReady waiter, now
+  // or later, calls the demand handler, which copies it here. OnLocated runs
+  // when the object is ready, lost or known to be remote, without demanding
+  // it (a reduce reads inputs where they are). When a remote object is
+  // freed, copied here (by whatever path) or lost, the drop handler is told,
+  // so that the node holding it for us lets go.
+  void SetRemote(const std::string& id, const std::string& node, uint64_t size);
+  void OnLocated(const std::string& id, ReadyCallback cb);
+  // The node holding a pending remote object, else "".
+  std::string RemoteNode(const std::string& id) const;
+  uint64_t RemoteSize(const std::string& id) const;
+  using RemoteHandler = std::function<void(const std::string& id, const std::string& node)>;
+  void SetDemandHandler(RemoteHandler h) { on_demand_ = std::move(h); }
+  void SetDropHandler(RemoteHandler h) { on_drop_ = std::move(h); }
+
   // Runs `cb` when `id` is ready or lost (now, if it already is).
   void OnReady(const std::string& id, ReadyCallback cb);
   bool IsReady(const std::string& id) const;
@@ -83,8 +100,13 @@ class ObjectTable {
     bool creating = false;
     std::vector<std::string> contained;
     std::vector<ReadyCallback> waiters;
+    std::vector<ReadyCallback> locators;  // OnLocated
+    std::string remote_node;              // SetRemote: where the value is, until it is here
+    uint64_t remote_size = 0;
+    bool demanded = false;
   };
-  void BecomeReady(Entry& e);
+  void Demand(const std::string& id, Entry& e);
+  void BecomeReady(const std::string& id, Entry& e);
   void MaybeFree(const std::string& id);
   void RememberFreed(const std::string& id);
 
@@ -93,6 +115,8 @@ class ObjectTable {
   size_t num_inline_ = 0;
   uint64_t inline_bytes_ = 0;
   FreeHandler on_free_;
+  RemoteHandler on_demand_;
+  RemoteHandler on_drop_;
   std::deque<std::string> freed_order_;
   std::unordered_set<std::string> freed_set_;
 };

@@ -127,7 +127,11 @@ void ObjectTransfer::RequestMore(const std::string& id) {
     m.set_length(options_.chunk_bytes);
     ++p.inflight;
     uint64_t epoch = p.epoch;
-    p.client->Call(rpc::PULL_OBJECT, m, -1, [this, id, epoch, chunk](Result<std::string> body) {
+    auto sent = std::chrono::steady_clock::now();
+    p.client->Call(rpc::PULL_OBJECT, m, -1, [this, id, epoch, chunk, sent, node = p.source](Result<std::string> body) {
+      if (body.ok()) {
+        Measure(node, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count(), 0);
+      }
       OnReply(id, epoch, chunk, std::move(body));
     });
   };
@@ -170,6 +174,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     p.sized = true;
     size_t n = static_cast<size_t>((p.size + options_.chunk_bytes - 1) / options_.chunk_bytes);
     p.chunks.assign(n, kMissing);
+    p.started = std::chrono::steady_clock::now();
     if (directory_.located) directory_.located(id, p.size, 0, false);  // readers may come to us now
   } else if (r.size() != p.size) {
     return SourceFailed(id, from + " has a different size for it");
@@ -194,9 +199,112 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     }
     copies_.insert(id);
     if (directory_.located) directory_.located(id, p.size, p.size, true);
+    if (p.size >= (1 << 20)) {
+      Measure(p.source, std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count(), p.size);
+    }
     return Finish(id);
   }
   RequestMore(id);
+  auto again = pulls_.find(id);  // (RequestMore may have failed it)
+  if (again != pulls_.end()) Notify(id, again->second.size, again->second.prefix, Status::OK());
+}
+
+void ObjectTransfer::Notify(const std::string& id, uint64_t size, uint64_t bytes, const Status& st) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end() || it->second.watchers.empty()) return;
+  auto watchers = it->second.watchers;  // a watcher may change pulls_
+  for (auto& w : watchers) w(size, bytes, st);
+}
+
+void ObjectTransfer::Measure(const std::string& node, double seconds, uint64_t bytes) {
+  Link& l = links_[node];
+  if (bytes == 0) {  // one chunk's round trip (with others in flight): an upper bound of the latency
+    if (!l.measured || seconds < l.rtt_s) l.rtt_s = seconds;
+    return;
+  }
+  double rate = static_cast<double>(bytes) / std::max(seconds, 1e-6);
+  l.bytes_per_s = l.measured ? 0.7 * l.bytes_per_s + 0.3 * rate : rate;
+  l.measured = true;
+}
+
+ObjectTransfer::Link ObjectTransfer::LinkTo(const std::string& node) const {
+  auto it = links_.find(node);
+  return it == links_.end() ? Link{} : it->second;
+}
+
+Result<uint8_t*> ObjectTransfer::Produce(const std::string& id, uint64_t size) {
+  if (pulls_.count(id)) return Status::AlreadyExists("object " + ToHex(id) + " is already arriving here");
+  auto off = objects_->CreateInStore(id, size, {});
+  if (!off.ok()) return off.status();
+  objects_->AddRef(id);  // held while it is made (as a pull holds its copy)
+  PullState& p = pulls_[id];
+  p.produced = true;
+  p.sized = true;
+  p.size = size;
+  auto early = early_.find(id);
+  if (early != early_.end()) {  // readers that asked before it existed
+    p.waiters = std::move(early->second);
+    early_.erase(early);
+  }
+  if (directory_.located) directory_.located(id, size, 0, false);
+  return store_->base() + off.value();
+}
+
+void ObjectTransfer::Advance(const std::string& id, uint64_t bytes) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end() || !it->second.produced || bytes <= it->second.prefix) return;
+  PullState& p = it->second;
+  p.prefix = std::min(bytes, p.size);
+  ServeWaiters(p, id);
+  Notify(id, p.size, p.prefix, Status::OK());
+}
+
+void ObjectTransfer::Complete(const std::string& id) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end() || !it->second.produced) return;
+  it->second.prefix = it->second.size;
+  uint64_t size = it->second.size;
+  Status st = objects_->SealInStore(id);
+  if (!st.ok()) PHALANX_LOG(Warning) << "sealing a produced object: " << st.ToString();
+  if (directory_.located) directory_.located(id, size, size, true);
+  Finish(id);
+}
+
+void ObjectTransfer::Abort(const std::string& id, const std::string& why, bool mark_lost) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end() || !it->second.produced) return;
+  PullState p = std::move(it->second);
+  pulls_.erase(it);
+  rpc::PullObjectReply r;
+  r.set_state(rpc::OBJ_LOST);
+  r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
+  r.set_error(why);
+  for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, r, nullptr, 0));
+  if (directory_.unlisted) directory_.unlisted(id);
+  objects_->AbortCreate(id);
+  if (mark_lost) objects_->MarkLost(id, StatusCode::kObjectLost, why);
+  for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, why));
+  objects_->RemoveRef(id);
+}
+
+void ObjectTransfer::Watch(const std::string& id, Progress cb) {
+  auto it = pulls_.find(id);
+  if (it != pulls_.end()) {
+    it->second.watchers.push_back(cb);
+    if (it->second.sized && it->second.prefix > 0) cb(it->second.size, it->second.prefix, Status::OK());
+    return;
+  }
+  objects_->OnReady(id, [this, id, cb = std::move(cb)] {
+    auto again = pulls_.find(id);  // became a copy or product meanwhile
+    if (again != pulls_.end()) return Watch(id, cb);
+    rpc::ObjectValue v;
+    objects_->Describe(id, &v, /*pin=*/false);
+    if (v.state() == rpc::OBJ_IN_STORE) return cb(v.size(), v.size(), Status::OK());
+    if (v.state() == rpc::OBJ_INLINE) {
+      return cb(0, 0, Status::InvalidArgument("is a small value kept inline, not a store object"));
+    }
+    cb(0, 0, Status(StatusCode::kObjectLost, v.state() == rpc::OBJ_LOST ? v.error() : "it is not here"));
+  });
 }
 
 void ObjectTransfer::SourceFailed(const std::string& id, const std::string& why) {
@@ -220,6 +328,13 @@ void ObjectTransfer::Finish(const std::string& id) {
   pulls_.erase(it);
   if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
   for (auto& w : p.waiters) ServeReady(id, std::move(w));
+  for (auto& w : p.watchers) {
+    if (p.sized) {
+      w(p.size, p.size, Status::OK());
+    } else {
+      Watch(id, w);  // a small value: Watch says what it is
+    }
+  }
   objects_->RemoveRef(id);
 }
 
@@ -237,6 +352,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);
   objects_->MarkLost(id, StatusCode::kObjectLost, msg);
+  for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, msg));
   objects_->RemoveRef(id);
 }
 
@@ -308,7 +424,22 @@ void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
     r.set_error(objects_->WasFreed(id) ? "it was freed there" : "that node does not have it");
     return w.send(ReplyFrame(w.request_id, r, nullptr, 0));
   }
-  objects_->AddRef(id);  // kept while we wait for it
+  if (!objects_->IsReady(id)) {
+    // Not ready, not arriving: it may be made here range by range soon
+    // (Produce takes these requests over), else it is served once ready.
+    auto& early = early_[id];
+    early.push_back(std::move(w));
+    if (early.size() > 1) return;
+    objects_->AddRef(id);  // kept while we wait for it
+    objects_->OnReady(id, [this, id] {
+      auto list = std::move(early_[id]);
+      early_.erase(id);
+      for (auto& e : list) ServeReady(id, std::move(e));
+      objects_->RemoveRef(id);
+    });
+    return;
+  }
+  objects_->AddRef(id);  // kept while we reply
   objects_->OnReady(id, [this, id, w = std::move(w)] {
     rpc::ObjectValue v;
     objects_->Describe(id, &v, /*pin=*/true);

@@ -79,6 +79,32 @@ class ObjectTransfer {
   void Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send);
   // The body of such a reply: `meta` and where its bytes are in `body`.
   static bool ParseReply(const std::string& body, rpc::PullObjectReply* meta, const char** data, size_t* size);
+  // Objects made here range by range (a reduce step's partial result):
+  // other nodes read the bytes made so far and wait for the rest, as from a
+  // copy still arriving. Produce creates `id` in the store at `size` and lists
+  // this node as a partial location; Advance says bytes [0, bytes) are final;
+  // Complete seals it; Abort drops the space and fails its readers with `why`
+  // (and marks it lost here when `mark_lost`).
+  Result<uint8_t*> Produce(const std::string& id, uint64_t size);
+  void Advance(const std::string& id, uint64_t bytes);
+  void Complete(const std::string& id);
+  void Abort(const std::string& id, const std::string& why, bool mark_lost);
+  // Progress of an object here (arriving, being made, or ready): `cb(size,
+  // bytes, st)` runs whenever more bytes are final, last with bytes == size,
+  // or once with a failed `st`. REQUIRES: the caller holds `id`.
+  using Progress = std::function<void(uint64_t size, uint64_t bytes, const Status& st)>;
+  void Watch(const std::string& id, Progress cb);
+
+  // What this node measured of its links to each node: the time a full chunk
+  // takes to arrive (with `window` of them in flight) and the shortest round
+  // trip seen. Defaults (1 Gbit/s, 0.5 ms) until measured.
+  struct Link {
+    double bytes_per_s = 125e6;
+    double rtt_s = 0.5e-3;
+    bool measured = false;
+  };
+  Link LinkTo(const std::string& node) const;
+
   // Whether `id` is a copy this node pulled (the task that made it, if any,
   // is another node's record). Forget drops the mark.
   bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
@@ -111,7 +137,13 @@ class ObjectTransfer {
     size_t cursor = 0;                        // first chunk that may be missing
     int inflight = 0;                         // requests of this epoch
     std::vector<Waiter> waiters;              // Serve requests for bytes not here yet
+    std::vector<Progress> watchers;
+    bool produced = false;                    // made here (Produce), not copied
+    std::chrono::steady_clock::time_point started;
   };
+  // Tells the watchers of `id` where it stands (st: failed).
+  void Notify(const std::string& id, uint64_t size, uint64_t bytes, const Status& st);
+  void Measure(const std::string& node, double seconds, uint64_t bytes);
   void ChooseSource(const std::string& id);
   // `counted`: the directory already counts this reader on `node`.
   void UseSource(const std::string& id, const std::string& node, bool counted);
@@ -134,6 +166,8 @@ class ObjectTransfer {
   std::unordered_map<std::string, PullState> pulls_;
   std::unordered_set<std::string> copies_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> lingering_;  // id -> last request
+  std::unordered_map<std::string, std::vector<Waiter>> early_;  // requests for objects not ready, nor arriving yet
+  std::unordered_map<std::string, Link> links_;                 // node id -> measured
 };
 
 }  // namespace phalanx::objectstore

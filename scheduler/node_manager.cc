@@ -99,6 +99,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_,
              options_.transfer),
       reduces_(io, &objects_, store_.get(), options_.inline_threshold),
+      steps_(&objects_, store_.get(), &peers_.transfer(), node_id_),
       acceptor_(io),
       heartbeat_timer_(io) {}
 
@@ -146,6 +147,11 @@ Status NodeManager::Start() {
       if (h->second->holds.erase(id)) objects_.RemoveRef(id);
     }
   });
+  objects_.SetDemandHandler([this](const std::string& id, const std::string& node) {
+    peers_.Fetch({id}, node);  // (once here, the drop handler lets the node go)
+  });
+  objects_.SetDropHandler([this](const std::string& id, const std::string& node) { peers_.Release(node, {id}); });
+  SetUpCollectives();
   reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     reduces_.Forget(id);
@@ -537,7 +543,9 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
 }
 
 void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
-  std::vector<std::string> remote;  // store results made on another node: copied here, then let go there
+  // Store results made on another node stay there, held for this node, until
+  // their bytes are needed here (ObjectTable::SetRemote).
+  std::vector<std::string> remote;
   for (auto& r : *m.mutable_returns()) {
     const std::string& id = r.object_id();
     c.expected.erase(id);
@@ -564,7 +572,11 @@ void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
     Status st = objects_.PutInStore(id, r.data(), std::move(contained));
     if (!st.ok()) objects_.MarkLost(id, st.code(), "cannot store the result of an actor call: " + st.message());
   }
-  if (!remote.empty()) peers_.FetchAndRelease(remote, m.holder_node(), m.release_holder());
+  if (remote.empty()) return;
+  peers_.Adopt(m.holder_node(), m.release_holder(), remote);
+  for (const auto& r : m.returns()) {
+    if (r.in_store()) objects_.SetRemote(r.object_id(), m.holder_node(), r.size());
+  }
 }
 
 void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {
@@ -728,6 +740,9 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_tasks_finished(t.finished);
   r.set_workers(pool_.size());
   r.set_ref_entries(objects_.num_entries());
+  r.set_reduce_chains(reduces_.num_chains());
+  r.set_reduce_fallbacks(reduces_.num_fallbacks());
+  r.set_reduce_steps(steps_.num_steps());
   Reply(c, rpc::GET_STATS, req, r);
 }
 

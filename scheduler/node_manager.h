@@ -17,6 +17,7 @@
 #include <boost/asio.hpp>
 
 #include "collectives/reduce_manager.h"
+#include "collectives/reduce_step.h"
 #include "core/framed_connection.h"
 #include "core/gcs_client.h"
 #include "core/redis_client.h"
@@ -100,6 +101,8 @@ class NodeManager {
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
+  // Connects the reduce chain: ReduceManager <-> peers, steps, measured links (node_collectives.cc).
+  void SetUpCollectives();
   void FlushGcs();
 
   boost::asio::io_context& io_;
@@ -113,6 +116,7 @@ class NodeManager {
   GcsClient gcs_;
   PeerManager peers_;
   collectives::ReduceManager reduces_;
+  collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;

@@ -58,23 +58,60 @@ void PeerManager::Fetch(const std::vector<std::string>& ids, const std::string& 
   for (const auto& id : ids) transfer_.Pull(id, node_id);
 }
 
-void PeerManager::FetchAndRelease(const std::vector<std::string>& ids, const std::string& node_id,
-                                  const std::string& holder) {
-  Fetch(ids, node_id);
-  auto waiting = std::make_shared<size_t>(ids.size());
-  for (const auto& id : ids) {
-    objects_->OnReady(id, [this, waiting, ids, node_id, holder] {
-      if (--*waiting > 0) return;
-      const rpc::NodeInfo* node = view_.Find(node_id);
-      if (node == nullptr) return;  // gone, and its holds with it
-      rpc::ReleaseHeld m;
-      m.set_holder(holder);
-      for (const auto& i : ids) m.add_object_ids(i);
-      WithClient(*node, [m](std::shared_ptr<RpcClient> c, const Status&) {
-        if (c) c->Call(rpc::RELEASE_HELD, m, 5000, [](Result<std::string>) {});
-      });
-    });
+void PeerManager::Adopt(const std::string& node_id, const std::string& holder, const std::vector<std::string>& ids) {
+  rpc::ReleaseHeld m;
+  m.set_holder(holder);
+  m.set_adopt(true);
+  m.set_from_node(node_id_);
+  for (const auto& i : ids) m.add_object_ids(i);
+  CallNode(node_id, rpc::RELEASE_HELD, m, 5000, nullptr);
+}
+
+void PeerManager::Release(const std::string& node_id, const std::vector<std::string>& ids) {
+  rpc::ReleaseHeld m;
+  m.set_from_node(node_id_);
+  for (const auto& i : ids) m.add_object_ids(i);
+  CallNode(node_id, rpc::RELEASE_HELD, m, 5000, nullptr);
+}
+
+void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
+                           int64_t timeout_ms, std::function<void(Result<std::string>)> done) {
+  const rpc::NodeInfo* node = view_.Find(node_id);
+  if (node == nullptr) {  // gone, and what it held for us with it
+    if (done) done(Status::Unavailable("node " + ToHex(node_id).substr(0, 12) + " is not alive"));
+    return;
   }
+  std::shared_ptr<google::protobuf::Message> copy(m.New());
+  copy->CopyFrom(m);
+  WithClient(*node, [type, copy, timeout_ms, done](std::shared_ptr<RpcClient> c, const Status& st) {
+    if (!c) {
+      if (done) done(st);
+      return;
+    }
+    c->Call(type, *copy, timeout_ms, [done](Result<std::string> r) {
+      if (done) done(std::move(r));
+    });
+  });
+}
+
+void PeerManager::HandleReleaseHeld(const rpc::ReleaseHeld& m) {
+  std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
+  if (!m.adopt()) {
+    auto held = held_for_.find(m.from_node());
+    if (held == held_for_.end()) return;
+    for (const auto& id : ids) {
+      if (held->second.erase(id)) objects_->RemoveRef(id);
+    }
+    if (held->second.empty()) held_for_.erase(held);
+    return;
+  }
+  // Only what is still here (its maker may have exited already: then a
+  // reader finds it gone and says so).
+  auto& held = held_for_[m.from_node()];
+  for (const auto& id : ids) {
+    if (objects_->Contains(id) && objects_->IsReady(id) && held.insert(id).second) objects_->AddRef(id);
+  }
+  if (on_release_) on_release_(m.holder(), ids);
 }
 
 Status PeerManager::Listen() {
@@ -122,10 +159,18 @@ void PeerManager::Accept() {
             }
             if (h.type == rpc::RELEASE_HELD) {
               rpc::ReleaseHeld m;
-              if (m.ParseFromArray(body, static_cast<int>(len)) && on_release_) {
-                on_release_(m.holder(), {m.object_ids().begin(), m.object_ids().end()});
-              }
+              if (m.ParseFromArray(body, static_cast<int>(len))) HandleReleaseHeld(m);
               c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
+              return;
+            }
+            if (h.type == rpc::REDUCE_STEP || h.type == rpc::DROP_PARTIALS) {
+              uint16_t type = h.type;
+              uint64_t req = h.request_id;
+              auto reply = [weak, type, req](const Status& st) {
+                if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, ToProto(st));
+              };
+              if (!on_collective_) return reply(Status::Unavailable("this node takes no collective steps"));
+              on_collective_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
               return;
             }
             if (h.type == rpc::KILL_ACTOR) {
@@ -334,6 +379,12 @@ void PeerManager::Refresh(int64_t now_ms) {
 
 void PeerManager::SettleDeadNode(const rpc::NodeInfo& n) {
   std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
+  auto held = held_for_.find(n.node_id());
+  if (held != held_for_.end()) {  // nobody is left to ask for them
+    auto ids = std::move(held->second);
+    held_for_.erase(held);
+    for (const auto& id : ids) objects_->RemoveRef(id);
+  }
   tasks_->actors().OnNodeDead(n.node_id(), why);
   RestartOrphans(n.node_id(), why);
 }

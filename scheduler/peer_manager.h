@@ -47,12 +47,22 @@ class PeerManager {
   void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
   // Copies objects that live on `node_id` into this node (see ObjectTransfer).
   void Fetch(const std::vector<std::string>& ids, const std::string& node_id);
-  // Fetch, then tells `node_id` that `holder` (a client there that held them
-  // for us) may let go; from then on this node's copies stand for them.
-  void FetchAndRelease(const std::vector<std::string>& ids, const std::string& node_id, const std::string& holder);
-  // Runs on RELEASE_HELD from another node: (holder, ids).
+  // Asks `node_id` to hold `ids` for this node from now on, instead of
+  // `holder` (the actor worker there that made them and may exit): they stay
+  // there until this node Releases them (or dies).
+  void Adopt(const std::string& node_id, const std::string& holder, const std::vector<std::string>& ids);
+  void Release(const std::string& node_id, const std::vector<std::string>& ids);
+  // Runs on an adopting RELEASE_HELD from another node: (holder, ids) let go.
   using ReleaseHandler = std::function<void(const std::string& holder, const std::vector<std::string>& ids)>;
   void SetReleaseHandler(ReleaseHandler h) { on_release_ = std::move(h); }
+  // Sends a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
+  void CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
+                int64_t timeout_ms, std::function<void(Result<std::string>)> done);
+  // Handles REDUCE_STEP and DROP_PARTIALS from other nodes: (type, body, reply).
+  using CollectiveHandler = std::function<void(rpc::MessageType type, const std::string& from_body,
+                                               std::function<void(const Status&)> reply)>;
+  void SetCollectiveHandler(CollectiveHandler h) { on_collective_ = std::move(h); }
+  objectstore::ObjectTransfer& transfer() { return transfer_; }
   bool IsCopy(const std::string& id) const { return transfer_.IsCopy(id); }
   void ForgetCopy(const std::string& id) { transfer_.Forget(id); }
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
@@ -65,6 +75,7 @@ class PeerManager {
   void SettleDeadNode(const rpc::NodeInfo& n);
   // Detached actors the dead node hosted and owned: one live node restarts each.
   void RestartOrphans(const std::string& dead_node, const std::string& why);
+  void HandleReleaseHeld(const rpc::ReleaseHeld& m);
   void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
   // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.
@@ -90,6 +101,9 @@ class PeerManager {
   std::unordered_set<std::string> marked_dead_;
   objectstore::ObjectTransfer transfer_;
   ReleaseHandler on_release_;
+  CollectiveHandler on_collective_;
+  // node id -> objects this node holds for it (Adopt), until it Releases them or dies
+  std::unordered_map<std::string, std::unordered_set<std::string>> held_for_;
   uint64_t spread_counter_ = 0;
 };
 

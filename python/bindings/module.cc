@@ -415,7 +415,10 @@ PYBIND11_MODULE(_core, m) {
                      pyb::arg("store_objects") = s.store_objects(), pyb::arg("inline_objects") = s.inline_objects(),
                      pyb::arg("inline_bytes") = s.inline_bytes(), pyb::arg("tasks_queued") = s.tasks_queued(),
                      pyb::arg("tasks_running") = s.tasks_running(), pyb::arg("tasks_finished") = s.tasks_finished(),
-                     pyb::arg("workers") = s.workers(), pyb::arg("ref_entries") = s.ref_entries());
+                     pyb::arg("workers") = s.workers(), pyb::arg("ref_entries") = s.ref_entries(),
+                     pyb::arg("reduce_chains") = s.reduce_chains(),
+                     pyb::arg("reduce_fallbacks") = s.reduce_fallbacks(),
+                     pyb::arg("reduce_steps") = s.reduce_steps());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).

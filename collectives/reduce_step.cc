@@ -1,0 +1,181 @@
+#include "collectives/reduce_step.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "collectives/reduce_manager.h"
+#include "core/ids.h"
+#include "core/logging.h"
+
+namespace phalanx::collectives {
+
+struct ReduceSteps::Step {
+  rpc::ReduceStep m;
+  ReduceOp op = ReduceOp::kSum;
+  Done done;
+  bool has_input = false;
+  const uint8_t* input = nullptr;  // pinned in the store while the step runs
+  uint64_t input_size = 0;
+  ArrayLayout layout;              // the input's
+  bool holds_input = false;
+  bool holds_prev = false;
+  bool begun = false;              // out exists (Produce)
+  bool ended = false;
+  bool head_checked = false;
+  uint8_t* out = nullptr;
+  uint64_t size = 0;
+  uint64_t made = 0;               // out's bytes [0, made) are final
+};
+
+ReduceSteps::ReduceSteps(objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
+                         objectstore::ObjectTransfer* transfer, std::string self_node)
+    : objects_(objects), store_(store), transfer_(transfer), self_(std::move(self_node)) {}
+
+void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
+  auto op = ParseReduceOp(m.op());
+  if (!op.ok()) return started(op.status());
+  if (steps_.count(m.out_id())) return started(Status::AlreadyExists("reduce step " + ToHex(m.out_id()) + " exists"));
+  auto s = std::make_shared<Step>();
+  s->m = m;
+  s->op = op.value();
+  s->done = std::move(done);
+  s->has_input = !m.input_id().empty();
+  if (s->has_input) {
+    rpc::ObjectValue v;
+    objects_->Describe(m.input_id(), &v, /*pin=*/true);
+    if (v.state() != rpc::OBJ_IN_STORE) {
+      return started(Status(v.state() == rpc::OBJ_LOST ? StatusCode::kObjectLost : StatusCode::kNotFound,
+                            m.input_name() + " is not in the store of node " + ToHex(self_).substr(0, 12) +
+                                (v.state() == rpc::OBJ_LOST ? ": " + v.error() : "")));
+    }
+    s->input = store_->base() + v.offset();
+    s->input_size = v.size();
+    auto layout = ParseArray(s->input, s->input_size);
+    if (!layout.ok()) {
+      objects_->ReleasePin(m.input_id());
+      StatusCode code = layout.status().code() == StatusCode::kTaskFailed ? StatusCode::kTaskFailed
+                                                                           : StatusCode::kCollectiveFailed;
+      return started(Status(code, m.input_name() + " " + layout.status().message()));
+    }
+    s->layout = layout.value();
+    objects_->AddRef(m.input_id());
+    s->holds_input = true;
+  }
+  steps_[m.out_id()] = s;
+  objects_->AddRef(m.prev_id());  // read while it grows, here or copied from prev_node
+  s->holds_prev = true;
+  if (m.prev_node() != self_) transfer_->Pull(m.prev_id(), m.prev_node());
+  if (s->has_input && !Begin(s, s->input_size)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
+  started(Status::OK());
+  std::weak_ptr<Step> weak = s;
+  transfer_->Watch(m.prev_id(), [this, weak](uint64_t size, uint64_t bytes, const Status& st) {
+    if (auto s = weak.lock()) Progress(s, size, bytes, st);
+  });
+}
+
+bool ReduceSteps::Begin(const std::shared_ptr<Step>& s, uint64_t size) {
+  auto out = transfer_->Produce(s->m.out_id(), size);
+  if (!out.ok()) {
+    Fail(s, "no room for the reduce's partial result here: " + out.status().message());
+    return false;
+  }
+  s->out = out.value();
+  s->size = size;
+  s->begun = true;
+  if (s->has_input) objects_->AddRef(s->m.out_id());  // a partial result: kept until Drop
+  return true;
+}
+
+void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st) {
+  if (s->ended) return;
+  const rpc::ReduceStep& m = s->m;
+  if (!st.ok()) return Fail(s, m.prev_name() + ": " + st.message());
+  if (!s->begun && !Begin(s, size)) return;
+  if (size != s->size) {
+    std::ostringstream why;
+    why << "reduce inputs do not match: " << m.prev_name() << " has " << size << " bytes, " << m.input_name()
+        << " has " << s->size;
+    return Fail(s, why.str());
+  }
+  uint64_t hi = bytes >= size ? size : bytes & ~uint64_t{7};  // whole elements only
+  if (hi <= s->made) return;
+  const auto* e = store_->Find(m.prev_id());
+  if (e == nullptr) return Fail(s, m.prev_name() + " is gone from this node's store");
+  const uint8_t* prev = store_->base() + e->offset;
+  if (!s->head_checked && hi >= std::min<uint64_t>(size, 24 + 8)) {
+    // Whatever the step, prev must be a numeric array (a copy step checks the last link).
+    auto pl = ParseArray(prev, size);
+    bool ok = pl.ok();
+    if (ok && s->has_input && hi >= s->layout.data_offset) {
+      ok = std::memcmp(prev, s->input, s->layout.data_offset) == 0;
+      if (!ok) {
+        std::ostringstream why;
+        why << "reduce inputs do not match: " << m.prev_name() << " is " << DTypeName(pl.value().dtype) << " with "
+            << pl.value().data_bytes << " bytes of data, " << m.input_name();
+        if (pl.value().dtype == s->layout.dtype && pl.value().data_bytes == s->layout.data_bytes) {
+          why << " has the same dtype and size but a different shape";
+        } else {
+          why << " is " << DTypeName(s->layout.dtype) << " with " << s->layout.data_bytes << " bytes of data";
+        }
+        return Fail(s, why.str());
+      }
+      s->head_checked = true;
+    } else if (!ok) {
+      return Fail(s, m.prev_name() + " " + pl.status().message());
+    } else if (!s->has_input) {
+      s->head_checked = true;
+    }
+  }
+  uint64_t lo = s->made;
+  std::memcpy(s->out + lo, prev + lo, hi - lo);
+  if (s->has_input) {
+    uint64_t begin = std::max(lo, s->layout.data_offset);
+    uint64_t end = std::min(hi, s->layout.data_offset + s->layout.data_bytes);
+    if (begin < end) {
+      size_t width = DTypeSize(s->layout.dtype);
+      (void)ReduceInto(s->op, s->layout.dtype, s->out + begin, s->input + begin, (end - begin) / width);
+    }
+  }
+  s->made = hi;
+  if (hi < size) return transfer_->Advance(m.out_id(), hi);
+  transfer_->Complete(m.out_id());
+  End(s, Status::OK());
+}
+
+void ReduceSteps::Fail(const std::shared_ptr<Step>& s, const std::string& why) {
+  if (s->ended) return;
+  PHALANX_LOG(Info) << "reduce step " << ToHex(s->m.out_id()).substr(0, 12) << " failed: " << why;
+  if (s->begun) transfer_->Abort(s->m.out_id(), why, /*mark_lost=*/s->has_input);
+  End(s, Status(StatusCode::kCollectiveFailed, why));
+}
+
+void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
+  s->ended = true;
+  const rpc::ReduceStep& m = s->m;
+  if (s->holds_input) {
+    s->holds_input = false;
+    objects_->ReleasePin(m.input_id());
+    objects_->RemoveRef(m.input_id());
+  }
+  if (s->holds_prev) {
+    s->holds_prev = false;
+    objects_->RemoveRef(m.prev_id());
+  }
+  if (!s->has_input) steps_.erase(m.out_id());  // the final copy: its out is its holders'
+  Done done = std::move(s->done);
+  if (done) done(outcome);
+}
+
+void ReduceSteps::Drop(const std::vector<std::string>& outs) {
+  for (const auto& id : outs) {
+    auto it = steps_.find(id);
+    if (it == steps_.end()) continue;
+    auto s = it->second;
+    Fail(s, "the reduce it belongs to is over");
+    steps_.erase(id);
+    if (s->has_input && s->begun) objects_->RemoveRef(id);
+  }
+}
+
+}  // namespace phalanx::collectives

@@ -1,0 +1,67 @@
+// ReduceSteps: the links of a reduce chain that run on this node (see
+// ReduceManager for who places them). A step reads `prev` (the first input,
+// or the partial result of the steps before it) as it grows, here or from
+// another node through the transfer layer, adds this node's input range by
+// range, and makes `out` range by range, served to the next step while it is
+// still being made. A chain of them carries each object once per link, so a
+// reduce over n nodes costs about one object transfer plus a chunk per hop,
+// instead of n transfers into the caller's node.
+//
+// A step without an input copies prev into out: the caller's node ends every
+// chain with one, into the reduce's result.
+//
+// Errors: an input that is not a numeric array, or whose dtype, size or shape
+// differ from prev's, fails the step naming both; so does a prev that cannot
+// be read. A failed step's out fails its readers with the reason, so the
+// chain fails all the way to the caller's node, which decides what next.
+// Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "collectives/reduce_ops.h"
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+#include "objectstore/object_store.h"
+#include "objectstore/object_table.h"
+#include "objectstore/object_transfer.h"
+
+namespace phalanx::collectives {
+
+class ReduceSteps {
+ public:
+  using Done = std::function<void(const Status&)>;
+
+  ReduceSteps(objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
+              objectstore::ObjectTransfer* transfer, std::string self_node);
+
+  // Starts a step. `started` runs once out exists here and can be read (or
+  // with why the step cannot start); `done` when out is complete or failed.
+  // A step with an input keeps out until Drop; one without (the caller's
+  // final copy) leaves its out to its holders, and on failure drops it
+  // without marking it lost (the caller decides).
+  void Run(const rpc::ReduceStep& m, Done started, Done done);
+  // The reduce is over: frees these partial results (failing the steps still making them).
+  void Drop(const std::vector<std::string>& outs);
+  size_t num_steps() const { return steps_.size(); }
+
+ private:
+  struct Step;
+  void Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st);
+  // Creates out once its size is known; false if the step failed.
+  bool Begin(const std::shared_ptr<Step>& s, uint64_t size);
+  void Fail(const std::shared_ptr<Step>& s, const std::string& why);
+  void End(const std::shared_ptr<Step>& s, const Status& outcome);
+
+  objectstore::ObjectTable* objects_;
+  objectstore::ObjectStore* store_;
+  objectstore::ObjectTransfer* transfer_;
+  std::string self_;
+  std::unordered_map<std::string, std::shared_ptr<Step>> steps_;  // by out id, until dropped (or done, without input)
+};
+
+}  // namespace phalanx::collectives

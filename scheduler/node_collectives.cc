@@ -1,0 +1,47 @@
+// The raylet's part in reduce chains (collectives/reduce_manager.h,
+// collectives/reduce_step.h): steps other nodes place here arrive through
+// the PeerManager; the steps this node places elsewhere leave through it.
+#include "core/status_proto.h"
+#include "scheduler/node_manager.h"
+
+namespace phalanx::scheduler {
+
+void NodeManager::SetUpCollectives() {
+  collectives::ChainHooks hooks;
+  hooks.steps = &steps_;
+  hooks.self = node_id_;
+  hooks.chunk_bytes = peers_.transfer().options().chunk_bytes;
+  hooks.send_step = [this](const std::string& node, const rpc::ReduceStep& m,
+                           std::function<void(const Status&)> started) {
+    peers_.CallNode(node, rpc::REDUCE_STEP, m, 30000, [started](Result<std::string> body) {
+      if (!body.ok()) return started(body.status());
+      rpc::Status s;
+      if (!s.ParseFromString(body.value())) return started(Status::Unavailable("malformed reduce step reply"));
+      started(FromProto(s));
+    });
+  };
+  hooks.drop = [this](const std::string& node, const std::vector<std::string>& ids) {
+    rpc::ObjectIds m;
+    for (const auto& id : ids) m.add_object_ids(id);
+    peers_.CallNode(node, rpc::DROP_PARTIALS, m, 5000, nullptr);
+  };
+  hooks.link = [this](const std::string& node) {
+    auto l = peers_.transfer().LinkTo(node);
+    return std::make_pair(l.bytes_per_s, l.rtt_s);
+  };
+  reduces_.SetChain(std::move(hooks));
+  peers_.SetCollectiveHandler(
+      [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
+        if (type == rpc::REDUCE_STEP) {
+          rpc::ReduceStep m;
+          if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed reduce step"));
+          return steps_.Run(m, reply, nullptr);
+        }
+        rpc::ObjectIds m;
+        if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed drop"));
+        steps_.Drop({m.object_ids().begin(), m.object_ids().end()});
+        reply(Status::OK());
+      });
+}
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,138 @@
+"""Reduce chains across nodes (collectives/reduce_manager.h): large inputs stay
+on the nodes that made them, each node adds its input to the partial result
+streaming past it, and the caller's node copies the last link. These tests
+run four raylets on loopback and check the result, which inputs went in, that
+the inputs were not copied to the caller's node, what a mismatch or a dead
+node does, and that nothing is left behind."""
+import json
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import phalanx
+from phalanx._private.node import NodeProcesses, new_session_dir
+
+N = 1_000_000  # float32 elements: 4 MB, a store object well above the chain's threshold
+
+
+@pytest.fixture
+def four_nodes():
+    """The driver's node (resource n0) and three more (n1, n2, n3)."""
+    phalanx.shutdown()
+    node = NodeProcesses(new_session_dir())
+    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500", "--transfer-chunk-bytes", "262144"]
+    try:
+        redis = node.start_redis()
+        head = node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", '{"n0": 1}'])
+        for k in (1, 2, 3):
+            node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", json.dumps({f"n{k}": 1})])
+        from phalanx._private import api, state
+        api._connect(head)
+        state.mode = "driver"
+        time.sleep(0.6)
+        yield node
+    finally:
+        phalanx.shutdown()
+        node.stop()
+
+
+@phalanx.remote
+class Grad:
+    def __init__(self, k):
+        self.k = k
+
+    def host(self):
+        import os
+        return os.getppid()
+
+    def grad(self, delay=0.0, shape=(N,)):
+        time.sleep(delay)
+        return np.full(shape, self.k + 1, np.float32)
+
+
+def actors_on(nodes):
+    return [Grad.options(resources={f"n{k}": 1}).remote(k) for k in nodes]
+
+
+def directory_keys(node):
+    from phalanx import _core
+    host, port = node.redis_address.split(":")
+    return set(_core.redis_command(host, int(port), ["KEYS", "objdir:*"], 2.0))
+
+
+def wait_until(cond, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_large_inputs_are_reduced_along_a_chain_of_their_nodes(four_nodes):
+    actors = actors_on([1, 2, 3])
+    phalanx.get([a.host.remote() for a in actors], timeout=60)
+    before = phalanx.cluster_stats()
+    keys_before = directory_keys(four_nodes)
+    refs = [a.grad.remote() for a in actors]
+    total = phalanx.collective.reduce(refs, op="sum", timeout=60)
+    out = phalanx.get(total, timeout=60)
+    assert out.shape == (N,) and out.dtype == np.float32 and out[0] == 9 and out[-1] == 9
+    assert set(phalanx.collective.reduced_inputs(total)) == set(refs)
+    after = phalanx.cluster_stats()
+    assert after["reduce_chains"] == before["reduce_chains"] + 1
+    assert after["reduce_fallbacks"] == before["reduce_fallbacks"]
+    # The inputs stayed where they were made: this node's store holds the
+    # result only (the last partial result, copied into it, is freed).
+    assert after["store_objects"] == before["store_objects"] + 1
+    # They are still there for anyone who asks.
+    assert [float(phalanx.get(r, timeout=30)[5]) for r in refs] == [2, 3, 4]
+
+    # The first two to arrive, by max: which went in is what reduced_inputs says.
+    refs2 = [a.grad.remote(0.4 * (i > 1)) for i, a in enumerate(actors + actors_on([0]))]
+    two = phalanx.collective.reduce(refs2, op="max", num_objects=2, timeout=60)
+    used = phalanx.collective.reduced_inputs(two, timeout=60)
+    assert set(used) == set(refs2[:2])
+    assert float(phalanx.get(two, timeout=60)[0]) == 3
+
+    del refs, refs2, total, two, out, used
+    # Every partial result, copy and input is freed on every node.
+    wait_until(lambda: directory_keys(four_nodes) == keys_before, "the directory to forget them all")
+    wait_until(lambda: phalanx.cluster_stats()["reduce_steps"] == 0, "the steps to be dropped")
+
+
+def test_a_mismatch_along_the_chain_names_both_inputs(four_nodes):
+    actors = actors_on([1, 2, 3])
+    refs = [actors[0].grad.remote(), actors[1].grad.remote(0.3, (1000, 1000)), actors[2].grad.remote(0.6)]
+    total = phalanx.collective.reduce(refs, timeout=60)
+    with pytest.raises(phalanx.CollectiveError, match=r"input 1 \(ObjectRef\(%s\)\) has the same dtype and size but "
+                       r"a different shape" % refs[1].hex()):
+        phalanx.get(total, timeout=60)
+
+
+def test_a_node_killed_after_its_link_the_reduce_redoes_it_without_that_input(four_nodes):
+    """Inputs on n1 and n2 arrive first (the chain's first link is on n2);
+    n2's raylet is killed before the slow inputs arrive. The link reading n2's
+    partial result fails, and the reduce starts over on the caller's node:
+    with a spare it completes with the right sum, without one it fails naming
+    the lost input. Neither hangs."""
+    raylets = {p.pid: p for n, p in four_nodes.procs if n == "raylet"}
+    actors = actors_on([1, 2, 3, 0])
+    hosts = phalanx.get([a.host.remote() for a in actors], timeout=60)
+    delays = [0.0, 0.1, 1.5, 1.5]
+    before = phalanx.cluster_stats()
+    refs = [a.grad.remote(d) for a, d in zip(actors, delays)]
+    spare = phalanx.collective.reduce(refs, num_objects=3, timeout=60)
+    strict = phalanx.collective.reduce(refs, timeout=60)
+    time.sleep(0.8)
+    raylets[hosts[1]].send_signal(signal.SIGKILL)
+    raylets[hosts[1]].wait()
+    start = time.monotonic()
+    assert float(phalanx.get(spare, timeout=60)[0]) == 2 + 4 + 1  # actor k returns k + 1
+    assert sorted(refs.index(r) for r in phalanx.collective.reduced_inputs(spare)) == [0, 2, 3]
+    with pytest.raises(phalanx.CollectiveError, match=r"input 1 \(ObjectRef\(%s\)\)" % refs[1].hex()):
+        phalanx.get(strict, timeout=60)
+    assert time.monotonic() - start < 30
+    after = phalanx.cluster_stats()
+    assert after["reduce_chains"] == before["reduce_chains"] + 2
+    assert after["reduce_fallbacks"] == before["reduce_fallbacks"] + 2
