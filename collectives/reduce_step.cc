@@ -20,6 +20,7 @@ struct ReduceSteps::Step {
   ArrayLayout layout;              // the input's
   bool holds_input = false;
   bool holds_prev = false;
+  bool direct = false;             // prev comes from another node straight into out
   bool begun = false;              // out exists (Produce)
   bool ended = false;
   bool head_checked = false;
@@ -63,16 +64,37 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
     s->holds_input = true;
   }
   steps_[m.out_id()] = s;
-  objects_->AddRef(m.prev_id());  // read while it grows, here or copied from prev_node
-  s->holds_prev = true;
-  if (m.prev_node() != self_) transfer_->Pull(m.prev_id(), m.prev_node());
+  s->direct = m.prev_node() != self_;
+  if (!s->direct) {
+    objects_->AddRef(m.prev_id());  // read here while it grows
+    s->holds_prev = true;
+  }
   if (s->has_input && !Begin(s, s->input_size)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
   started(Status::OK());
   std::weak_ptr<Step> weak = s;
-  transfer_->Watch(m.prev_id(), [this, weak](uint64_t size, uint64_t bytes, const Status& st) {
+  auto progress = [this, weak](uint64_t size, uint64_t bytes, const Status& st) {
     if (auto s = weak.lock()) Progress(s, size, bytes, st);
-  });
+  };
+  if (!s->direct) return transfer_->Watch(m.prev_id(), progress);
+  // prev's bytes land in out, where the input is added to them in place.
+  transfer_->PullInto(CopyKey(m.out_id()), m.prev_id(), m.prev_node(),
+                      [this, weak](uint64_t size) -> Result<uint8_t*> {
+                        auto s = weak.lock();
+                        if (!s || s->ended) return Status::Unavailable("the reduce step ended");
+                        if (!s->begun && !Begin(s, size)) return Status::Unavailable("the reduce step failed");
+                        if (size != s->size) {
+                          std::ostringstream why;
+                          why << "reduce inputs do not match: " << s->m.prev_name() << " has " << size << " bytes, "
+                              << s->m.input_name() << " has " << s->size;
+                          Fail(s, why.str());
+                          return Status(StatusCode::kCollectiveFailed, why.str());
+                        }
+                        return s->out;
+                      },
+                      progress);
 }
+
+std::string ReduceSteps::CopyKey(const std::string& out) { return "reduce-step-input:" + out; }
 
 bool ReduceSteps::Begin(const std::shared_ptr<Step>& s, uint64_t size) {
   auto out = transfer_->Produce(s->m.out_id(), size);
@@ -100,9 +122,12 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
   }
   uint64_t hi = bytes >= size ? size : bytes & ~uint64_t{7};  // whole elements only
   if (hi <= s->made) return;
-  const auto* e = store_->Find(m.prev_id());
-  if (e == nullptr) return Fail(s, m.prev_name() + " is gone from this node's store");
-  const uint8_t* prev = store_->base() + e->offset;
+  const uint8_t* prev = s->out;  // direct: prev's bytes are in out already
+  if (!s->direct) {
+    const auto* e = store_->Find(m.prev_id());
+    if (e == nullptr) return Fail(s, m.prev_name() + " is gone from this node's store");
+    prev = store_->base() + e->offset;
+  }
   if (!s->head_checked && hi >= std::min<uint64_t>(size, 24 + 8)) {
     // Whatever the step, prev must be a numeric array (a copy step checks the last link).
     auto pl = ParseArray(prev, size);
@@ -128,7 +153,7 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
     }
   }
   uint64_t lo = s->made;
-  std::memcpy(s->out + lo, prev + lo, hi - lo);
+  if (!s->direct) std::memcpy(s->out + lo, prev + lo, hi - lo);
   if (s->has_input) {
     uint64_t begin = std::max(lo, s->layout.data_offset);
     uint64_t end = std::min(hi, s->layout.data_offset + s->layout.data_bytes);
@@ -146,6 +171,7 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
 void ReduceSteps::Fail(const std::shared_ptr<Step>& s, const std::string& why) {
   if (s->ended) return;
   PHALANX_LOG(Info) << "reduce step " << ToHex(s->m.out_id()).substr(0, 12) << " failed: " << why;
+  if (s->direct) transfer_->Cancel(CopyKey(s->m.out_id()));  // before out's space goes
   if (s->begun) transfer_->Abort(s->m.out_id(), why, /*mark_lost=*/s->has_input);
   End(s, Status(StatusCode::kCollectiveFailed, why));
 }

@@ -8,7 +8,8 @@
 // instead of n transfers into the caller's node.
 //
 // A step without an input copies prev into out: the caller's node ends every
-// chain with one, into the reduce's result.
+// chain with one, into the reduce's result. prev from another node is copied
+// straight into out (ObjectTransfer::PullInto), the input added in place.
 //
 // Errors: an input that is not a numeric array, or whose dtype, size or shape
 // differ from prev's, fails the step naming both; so does a prev that cannot
@@ -56,6 +57,8 @@ class ReduceSteps {
   bool Begin(const std::shared_ptr<Step>& s, uint64_t size);
   void Fail(const std::shared_ptr<Step>& s, const std::string& why);
   void End(const std::shared_ptr<Step>& s, const Status& outcome);
+  // The transfer key of the copy of prev into `out`.
+  static std::string CopyKey(const std::string& out);
 
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;

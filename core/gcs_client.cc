@@ -161,7 +161,7 @@ if v <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
 return v
 )lua";
 
-// KEYS[1] the entry; ARGV: self, hint, resuming ("1"/"0"), then nodes to exclude.
+// KEYS[1] the entry; ARGV: self, hint, resuming ("1"/"0"), list self ("1"/"0"), then nodes to exclude.
 const char kPickSource[] = R"lua(
 local h = redis.call('HGETALL', KEYS[1])
 local srv, cmp = {}, {}
@@ -172,7 +172,7 @@ for i = 1, #h, 2 do
 end
 local ex = {}
 ex[ARGV[1]] = true
-for i = 4, #ARGV do ex[ARGV[i]] = true end
+for i = 5, #ARGV do ex[ARGV[i]] = true end
 local best, bs, bc = nil, 0, false
 for node, c in pairs(cmp) do
   if not ex[node] and (ARGV[3] == '0' or c == '1') then
@@ -184,7 +184,7 @@ end
 if best == nil and ARGV[2] ~= '' and not ex[ARGV[2]] then best = ARGV[2] end
 if best == nil then return '' end
 redis.call('HINCRBY', KEYS[1], 'srv:' .. best, 1)
-if cmp[ARGV[1]] == nil then redis.call('HSET', KEYS[1], 'cmp:' .. ARGV[1], '0') end
+if ARGV[4] == '1' and cmp[ARGV[1]] == nil then redis.call('HSET', KEYS[1], 'cmp:' .. ARGV[1], '0') end
 return best
 )lua";
 }  // namespace
@@ -194,9 +194,11 @@ void GcsClient::AdjustServing(const std::string& object_id, const std::string& n
 }
 
 void GcsClient::PickSource(const std::string& object_id, const std::string& self, const std::string& hint,
-                           bool resuming, const std::vector<std::string>& exclude, Callback<std::string> cb) {
+                           bool resuming, bool list_self, const std::vector<std::string>& exclude,
+                           Callback<std::string> cb) {
   std::vector<std::string> args = {"EVAL", kPickSource, "1", ObjKey(object_id), ToHex(self),
-                                   hint.empty() ? std::string() : ToHex(hint), resuming ? "1" : "0"};
+                                   hint.empty() ? std::string() : ToHex(hint), resuming ? "1" : "0",
+                                   list_self ? "1" : "0"};
   for (const auto& n : exclude) args.push_back(ToHex(n));
   redis_->Command(args, [cb](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());

@@ -60,8 +60,9 @@ class GcsClient {
   void AdjustServing(const std::string& object_id, const std::string& node_id, int delta);
   // Picks the node `self` should copy the object from and counts the reader
   // on it, in one atomic step (a Lua script): see TransferDirectory::pick.
+  // `list_self`: list `self` as a partial copy (not when the bytes go elsewhere).
   void PickSource(const std::string& object_id, const std::string& self, const std::string& hint, bool resuming,
-                  const std::vector<std::string>& exclude, Callback<std::string> cb);
+                  bool list_self, const std::vector<std::string>& exclude, Callback<std::string> cb);
   void GetObjectLocations(const std::string& object_id, Callback<rpc::ObjectDirectoryEntry> cb);
   void SubscribeObjectLocations(const std::string& object_id,
                                 std::function<void(const rpc::ObjectDirectoryEntry&)> cb);

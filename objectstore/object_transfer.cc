@@ -58,8 +58,27 @@ void ObjectTransfer::Pull(const std::string& id, const std::string& hint_node) {
     return;
   }
   PullState& p = pulls_[id];
+  p.object = id;
   p.hint = hint_node;
   ChooseSource(id);
+}
+
+void ObjectTransfer::PullInto(const std::string& key, const std::string& id, const std::string& hint_node, Sink sink,
+                              Progress progress) {
+  PullState& p = pulls_[key];
+  p.object = id;
+  p.hint = hint_node;
+  p.sink = std::move(sink);
+  p.watchers.push_back(std::move(progress));
+  ChooseSource(key);
+}
+
+void ObjectTransfer::Cancel(const std::string& key) {
+  auto it = pulls_.find(key);
+  if (it == pulls_.end() || !it->second.sink) return;
+  PullState p = std::move(it->second);
+  pulls_.erase(it);  // replies still on the way find nothing
+  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
 }
 
 void ObjectTransfer::ChooseSource(const std::string& id) {
@@ -79,11 +98,11 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
   }
   std::vector<std::string> exclude(p.tried.begin(), p.tried.end());
   std::string hint = p.tried.count(p.hint) ? std::string() : p.hint;
-  directory_.pick(id, hint, resuming, exclude, [this, id, give_up](Result<std::string> node) {
+  directory_.pick(p.object, hint, resuming, /*list=*/!p.sink, exclude, [this, id, object = p.object, give_up](Result<std::string> node) {
     auto it = pulls_.find(id);
     if (it == pulls_.end()) {
       // Finished or failed meanwhile: the directory counted us on that node.
-      if (node.ok() && !node.value().empty() && directory_.serving) directory_.serving(id, node.value(), -1);
+      if (node.ok() && !node.value().empty() && directory_.serving) directory_.serving(object, node.value(), -1);
       return;
     }
     if (!node.ok()) {
@@ -107,7 +126,7 @@ void ObjectTransfer::UseSource(const std::string& id, const std::string& node, b
   for (auto& c : p.chunks) {
     if (c == kRequested) c = kMissing;
   }
-  if (directory_.serving && !counted) directory_.serving(id, node, +1);
+  if (directory_.serving && !counted) directory_.serving(p.object, node, +1);
   uint64_t epoch = p.epoch;
   connect_(node, [this, id, epoch, node](Result<std::shared_ptr<RpcClient>> c) {
     auto it = pulls_.find(id);
@@ -122,7 +141,7 @@ void ObjectTransfer::RequestMore(const std::string& id) {
   PullState& p = pulls_[id];
   auto send = [&](uint64_t chunk) {
     rpc::PullObject m;
-    m.set_object_id(id);
+    m.set_object_id(p.object);
     m.set_offset(chunk * options_.chunk_bytes);
     m.set_length(options_.chunk_bytes);
     ++p.inflight;
@@ -162,29 +181,47 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, from + ": " + r.error());
   if (r.contains_refs()) return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
   if (r.state() == rpc::OBJ_INLINE) {
+    if (p.sink) return Fail(id, "it is a small value kept inline, not a store object");
     objects_->PutInline(id, std::string(data, data_size), {});
     if (directory_.unlisted) directory_.unlisted(id);  // small values are not served from here
     return Finish(id);
   }
+  if (!p.sized && p.sink && p.dest == nullptr) {
+    Sink sink = p.sink;
+    auto dest = sink(r.size());  // (may change pulls_, even cancel this copy: look again)
+    auto again = pulls_.find(id);
+    if (again == pulls_.end() || again->second.epoch != epoch) return;
+    if (!dest.ok()) return Fail(id, dest.status().message());
+    again->second.dest = dest.value();
+    ++again->second.inflight;  // this reply again, now with somewhere to go
+    return OnReply(id, epoch, chunk, std::move(body));
+  }
   if (!p.sized) {
     p.size = r.size();
-    auto off = objects_->CreateInStore(id, p.size, {});
-    if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists) return Finish(id);  // revived here
-    if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
+    if (!p.sink) {
+      auto off = objects_->CreateInStore(id, p.size, {});
+      if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists) return Finish(id);  // revived here
+      if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
+    }
     p.sized = true;
     size_t n = static_cast<size_t>((p.size + options_.chunk_bytes - 1) / options_.chunk_bytes);
     p.chunks.assign(n, kMissing);
     p.started = std::chrono::steady_clock::now();
-    if (directory_.located) directory_.located(id, p.size, 0, false);  // readers may come to us now
+    // Readers may come to us now (not for a sink: its bytes become another object).
+    if (directory_.located && !p.sink) directory_.located(id, p.size, 0, false);
   } else if (r.size() != p.size) {
     return SourceFailed(id, from + " has a different size for it");
   }
   uint64_t off = chunk * options_.chunk_bytes;
   uint64_t want = off >= p.size ? 0 : std::min(options_.chunk_bytes, p.size - off);
   if (data_size != want) return SourceFailed(id, from + " sent a short range");
-  const auto* e = store_->Find(id);
-  if (e == nullptr) return Fail(id, "its store space here is gone");
-  std::memcpy(store_->base() + e->offset + off, data, want);
+  uint8_t* dest = p.dest;
+  if (!p.sink) {
+    const auto* e = store_->Find(id);
+    if (e == nullptr) return Fail(id, "its store space here is gone");
+    dest = store_->base() + e->offset;
+  }
+  std::memcpy(dest + off, data, want);
   if (chunk < p.chunks.size()) p.chunks[chunk] = kHave;
   while (p.prefix < p.size) {
     size_t c = static_cast<size_t>(p.prefix / options_.chunk_bytes);
@@ -192,6 +229,10 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     p.prefix = std::min(p.size, (c + 1) * options_.chunk_bytes);
   }
   ServeWaiters(p, id);
+  if (p.prefix >= p.size && p.sink) {
+    Measure(p.source, std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count(), p.size);
+    return Finish(id);
+  }
   if (p.prefix >= p.size) {
     Status st = objects_->SealInStore(id);
     if (!st.ok()) {
@@ -311,8 +352,8 @@ void ObjectTransfer::SourceFailed(const std::string& id, const std::string& why)
   auto it = pulls_.find(id);
   if (it == pulls_.end()) return;
   PullState& p = it->second;
-  PHALANX_LOG(Info) << "copy of " << ToHex(id) << " goes on from another node: " << why;
-  if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
+  PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
+  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
   p.tried.insert(p.source);
   p.last_error = why;
   p.source.clear();
@@ -326,7 +367,11 @@ void ObjectTransfer::Finish(const std::string& id) {
   if (it == pulls_.end()) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);
-  if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
+  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  if (p.sink) {
+    for (auto& w : p.watchers) w(p.size, p.size, Status::OK());
+    return;
+  }
   for (auto& w : p.waiters) ServeReady(id, std::move(w));
   for (auto& w : p.watchers) {
     if (p.sized) {
@@ -343,9 +388,13 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   if (it == pulls_.end()) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);
-  std::string msg = "cannot copy object " + ToHex(id) + " to this node: " + why;
+  std::string msg = "cannot copy object " + ToHex(p.object) + " to this node: " + why;
   PHALANX_LOG(Warning) << msg;
-  if (directory_.serving && !p.source.empty()) directory_.serving(id, p.source, -1);
+  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  if (p.sink) {
+    for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, msg));
+    return;
+  }
   rpc::PullObjectReply r;
   *r.mutable_status() = ToProto(Status::Unavailable("the copy on node " + Short(self_) + " failed: " + why));
   for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, r, nullptr, 0));

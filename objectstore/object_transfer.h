@@ -48,9 +48,9 @@ struct TransferOptions {
 struct TransferDirectory {
   // Picks the node to read `id` from, in one atomic step: the copy (complete
   // or partial, not `exclude`d; complete only when `resuming`) with the
-  // fewest readers, else `hint`; counts this reader on it and lists this
-  // node as a partial copy, so the next reader may pick it. "" if none.
-  std::function<void(const std::string& id, const std::string& hint, bool resuming,
+  // fewest readers, else `hint`; counts this reader on it and (with `list`)
+  // lists this node as a partial copy, so the next reader may pick it. "" if none.
+  std::function<void(const std::string& id, const std::string& hint, bool resuming, bool list,
                      const std::vector<std::string>& exclude, std::function<void(Result<std::string>)>)>
       pick;
   // A reader stops (-1) reading `id` from `node` (or starts, +1, when it chose without `pick`).
@@ -89,10 +89,21 @@ class ObjectTransfer {
   void Advance(const std::string& id, uint64_t bytes);
   void Complete(const std::string& id);
   void Abort(const std::string& id, const std::string& why, bool mark_lost);
+  // Copies `id` from another node (chosen as for Pull) into memory the
+  // caller gives, not into an object of its own: `sink(size)` is asked for
+  // the destination when the size is known; `progress` runs as for Watch.
+  // Nothing is listed in the directory or served from here. `key` names the
+  // copy (for Cancel); it must differ from any object id pulled here.
+  using Sink = std::function<Result<uint8_t*>(uint64_t size)>;
+  using Progress = std::function<void(uint64_t size, uint64_t bytes, const Status& st)>;
+  void PullInto(const std::string& key, const std::string& id, const std::string& hint_node, Sink sink,
+                Progress progress);
+  // Stops a PullInto (before its destination goes away).
+  void Cancel(const std::string& key);
+
   // Progress of an object here (arriving, being made, or ready): `cb(size,
   // bytes, st)` runs whenever more bytes are final, last with bytes == size,
   // or once with a failed `st`. REQUIRES: the caller holds `id`.
-  using Progress = std::function<void(uint64_t size, uint64_t bytes, const Status& st)>;
   void Watch(const std::string& id, Progress cb);
 
   // What this node measured of its links to each node: the time a full chunk
@@ -139,6 +150,9 @@ class ObjectTransfer {
     std::vector<Waiter> waiters;              // Serve requests for bytes not here yet
     std::vector<Progress> watchers;
     bool produced = false;                    // made here (Produce), not copied
+    std::string object;                       // the object copied (the key is the object, but for a sink)
+    Sink sink;                                // PullInto: where the bytes go
+    uint8_t* dest = nullptr;
     std::chrono::steady_clock::time_point started;
   };
   // Tells the watchers of `id` where it stands (st: failed).

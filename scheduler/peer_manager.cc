@@ -37,9 +37,9 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
                 transfer_options,
                 objectstore::TransferDirectory{
                     [gcs, self = node_id_](const std::string& id, const std::string& hint, bool resuming,
-                                           const std::vector<std::string>& exclude,
+                                           bool list, const std::vector<std::string>& exclude,
                                            std::function<void(Result<std::string>)> cb) {
-                      gcs->PickSource(id, self, hint, resuming, exclude, std::move(cb));
+                      gcs->PickSource(id, self, hint, resuming, list, exclude, std::move(cb));
                     },
                     [gcs](const std::string& id, const std::string& node, int delta) {
                       gcs->AdjustServing(id, node, delta);

@@ -263,7 +263,7 @@ TEST_F(TransferChainTest, ACopyGoesOnFromAnotherSourceWhenItsSourceDies) {
   // asks for complete copies only.
   TransferDirectory dir;
   std::vector<std::string> asked;
-  dir.pick = [&](const std::string&, const std::string&, bool resuming, const std::vector<std::string>& exclude,
+  dir.pick = [&](const std::string&, const std::string&, bool resuming, bool, const std::vector<std::string>& exclude,
                  std::function<void(Result<std::string>)> cb) {
     asked.push_back(resuming ? "resume" : "first");
     cb(exclude.empty() ? std::string("b") : std::string("d"));
