@@ -204,4 +204,12 @@ void ReduceSteps::Drop(const std::vector<std::string>& outs) {
   }
 }
 
+void ReduceSteps::DropFrom(const std::string& node) {
+  std::vector<std::string> orphans;
+  for (const auto& [id, s] : steps_) {
+    if (s->m.reduce_node() == node) orphans.push_back(id);
+  }
+  Drop(orphans);
+}
+
 }  // namespace phalanx::collectives

@@ -48,6 +48,8 @@ class ReduceSteps {
   void Run(const rpc::ReduceStep& m, Done started, Done done);
   // The reduce is over: frees these partial results (failing the steps still making them).
   void Drop(const std::vector<std::string>& outs);
+  // `node` died: drops the steps of the reduces it placed (nobody is left to).
+  void DropFrom(const std::string& node);
   size_t num_steps() const { return steps_.size(); }
 
  private:

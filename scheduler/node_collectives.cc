@@ -30,6 +30,7 @@ void NodeManager::SetUpCollectives() {
     return std::make_pair(l.bytes_per_s, l.rtt_s);
   };
   reduces_.SetChain(std::move(hooks));
+  peers_.SetDeadNodeHandler([this](const std::string& node) { steps_.DropFrom(node); });
   peers_.SetCollectiveHandler(
       [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
         if (type == rpc::REDUCE_STEP) {

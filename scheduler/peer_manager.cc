@@ -385,6 +385,7 @@ void PeerManager::SettleDeadNode(const rpc::NodeInfo& n) {
     held_for_.erase(held);
     for (const auto& id : ids) objects_->RemoveRef(id);
   }
+  if (on_dead_node_) on_dead_node_(n.node_id());
   tasks_->actors().OnNodeDead(n.node_id(), why);
   RestartOrphans(n.node_id(), why);
 }

@@ -63,6 +63,8 @@ class PeerManager {
                                                std::function<void(const Status&)> reply)>;
   void SetCollectiveHandler(CollectiveHandler h) { on_collective_ = std::move(h); }
   objectstore::ObjectTransfer& transfer() { return transfer_; }
+  // Told once about each node declared dead (after this node settled its actors and holds).
+  void SetDeadNodeHandler(std::function<void(const std::string& node_id)> h) { on_dead_node_ = std::move(h); }
   bool IsCopy(const std::string& id) const { return transfer_.IsCopy(id); }
   void ForgetCopy(const std::string& id) { transfer_.Forget(id); }
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
@@ -102,6 +104,7 @@ class PeerManager {
   objectstore::ObjectTransfer transfer_;
   ReleaseHandler on_release_;
   CollectiveHandler on_collective_;
+  std::function<void(const std::string& node_id)> on_dead_node_;
   // node id -> objects this node holds for it (Adopt), until it Releases them or dies
   std::unordered_map<std::string, std::unordered_set<std::string>> held_for_;
   uint64_t spread_counter_ = 0;

@@ -89,7 +89,12 @@ def bench_phalanx(a, sizes, ops):
                 assert phalanx.get(out, timeout=300)[0] == want
                 return time.perf_counter() - t0 - max(delays)
 
+            before = phalanx.cluster_stats()
             report(a, "phalanx", size, ops, reduce_once, allreduce_once, staggered_once)
+            after = phalanx.cluster_stats()
+            print(f"# phalanx {size} bytes: {after['reduce_chains'] - before['reduce_chains']} reduces ran as a chain "
+                  f"over the inputs' nodes, {after['reduce_fallbacks'] - before['reduce_fallbacks']} fell back",
+                  flush=True)
     finally:
         stop_phalanx(node)
 
