@@ -1,6 +1,7 @@
-// The raylet's part in reduce chains (collectives/reduce_manager.h,
-// collectives/reduce_step.h): steps other nodes place here arrive through
-// the PeerManager; the steps this node places elsewhere leave through it.
+// The raylet's part in collectives (collectives/reduce_manager.h,
+// collectives/reduce_step.h): its clients' reduces, and the links of reduce
+// chains: steps other nodes place here arrive through the PeerManager; the
+// steps this node places elsewhere leave through it.
 #include "core/status_proto.h"
 #include "scheduler/node_manager.h"
 
@@ -43,6 +44,28 @@ void NodeManager::SetUpCollectives() {
         steps_.Drop({m.object_ids().begin(), m.object_ids().end()});
         reply(Status::OK());
       });
+}
+
+void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
+  Hold(c, m.out_id());
+  Status s = reduces_.Start(m);
+  // A request the client checked should not fail here: if it does, its get says why.
+  if (!s.ok()) objects_.MarkLost(m.out_id(), s.code(), "reduce refused: " + s.message());
+}
+
+void NodeManager::HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id,
+                                      const std::string& out_id) {
+  std::weak_ptr<Client> weak = c;
+  reduces_.InputsOf(out_id, [this, weak, request_id](Result<std::vector<std::string>> r) {
+    auto cl = weak.lock();
+    if (!cl) return;
+    rpc::ReducedInputsReply reply;
+    *reply.mutable_status() = ToProto(r.status());
+    if (r.ok()) {
+      for (const auto& id : r.value()) reply.add_input_ids(id);
+    }
+    Reply(*cl, rpc::REDUCED_INPUTS, request_id, reply);
+  });
 }
 
 }  // namespace phalanx::scheduler

@@ -434,18 +434,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     case rpc::REDUCED_INPUTS: {
       rpc::ObjectIds m;
       if (!Parse(&m, body, len) || m.object_ids_size() != 1) return bad("reduced inputs");
-      std::weak_ptr<Client> weak = c;
-      reduces_.InputsOf(m.object_ids(0), [this, weak, req = h.request_id](Result<std::vector<std::string>> r) {
-        auto cl = weak.lock();
-        if (!cl) return;
-        rpc::ReducedInputsReply reply;
-        *reply.mutable_status() = ToProto(r.status());
-        if (r.ok()) {
-          for (const auto& id : r.value()) reply.add_input_ids(id);
-        }
-        Reply(*cl, rpc::REDUCED_INPUTS, req, reply);
-      });
-      return;
+      return HandleReducedInputs(c, h.request_id, m.object_ids(0));
     }
     case rpc::DIRECT_RESULTS: {
       rpc::TaskDone m;
@@ -690,13 +679,6 @@ void NodeManager::ListInDirectory(const std::string& id, uint64_t size) {
   loc.set_complete(true);
   loc.set_bytes_present(size);
   gcs_.AddObjectLocation(id, size, loc);
-}
-
-void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
-  Hold(c, m.out_id());
-  Status s = reduces_.Start(m);
-  // A request the client checked should not fail here: if it does, its get says why.
-  if (!s.ok()) objects_.MarkLost(m.out_id(), s.code(), "reduce refused: " + s.message());
 }
 
 void NodeManager::HandlePutInline(Client& c, rpc::PutInline m) {

@@ -94,7 +94,9 @@ class NodeManager {
   void HandleRefs(Client& c, const rpc::UpdateRefs& m);
   void HandleRelease(Client& c, const rpc::ObjectIds& m);
   void HandleStats(Client& c, uint64_t req);
+  // Collectives (node_collectives.cc).
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
+  void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
   // Lists this node's complete store copy of `id` in the GCS object directory.
   void ListInDirectory(const std::string& id, uint64_t size);
   void Hold(Client& c, const std::string& id);
