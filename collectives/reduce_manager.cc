@@ -41,6 +41,19 @@ Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size) {
   return l;
 }
 
+std::string MismatchMessage(const std::string& a, const ArrayLayout& la, const std::string& b,
+                            const ArrayLayout& lb) {
+  std::ostringstream why;
+  why << "reduce inputs do not match: " << a << " is " << DTypeName(la.dtype) << " with " << la.data_bytes
+      << " bytes of data, " << b;
+  if (la.dtype == lb.dtype && la.data_bytes == lb.data_bytes) {
+    why << " has the same dtype and size but a different shape";
+  } else {
+    why << " is " << DTypeName(lb.dtype) << " with " << lb.data_bytes << " bytes of data";
+  }
+  return why.str();
+}
+
 struct ReduceManager::Reduce {
   std::string out;
   std::vector<std::string> inputs;
@@ -228,23 +241,16 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       r->used.push_back(i);
       continue;
     }
-    rpc::ReduceStep m;
-    m.set_out_id(MakeObjectId(RandomBytes(kTaskIdSize), 0));
-    m.set_prev_id(r->prev_id);
-    m.set_prev_node(r->prev_node);
-    m.set_prev_name(r->prev_name);
+    rpc::ReduceStep m = NextStep(*r, MakeObjectId(RandomBytes(kTaskIdSize), 0));
     m.set_input_id(r->inputs[i]);
     m.set_input_name(Name(*r, i));
-    m.set_op(ReduceOpName(r->op));
-    m.set_reduce_node(chain_.self);
     r->placing = true;
     std::weak_ptr<Reduce> weak = r;
     auto started = [this, weak, i, node = node, out = m.out_id()](const Status& st) {
       auto r = weak.lock();
       if (!r || r->ended || r->mode != Reduce::Mode::kChain) {  // over meanwhile: drop what it made
-        if (!st.ok()) return;
-        if (node == chain_.self) return chain_.steps->Drop({out});
-        return chain_.drop(node, {out});
+        if (st.ok()) chain_.drop(node, {out});
+        return;
       }
       r->placing = false;
       if (st.ok()) {
@@ -260,11 +266,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       }
       PlaceNext(r);
     };
-    if (node == chain_.self) {
-      chain_.steps->Run(m, started, nullptr);
-    } else {
-      chain_.send_step(node, m, started);
-    }
+    chain_.send_step(node, m, started);
     return;
   }
   if (!r->ended && !r->placing && !r->final_running && r->mode == Reduce::Mode::kChain &&
@@ -275,13 +277,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
 
 void ReduceManager::RunFinal(const std::shared_ptr<Reduce>& r) {
   r->final_running = true;
-  rpc::ReduceStep m;
-  m.set_out_id(r->out);
-  m.set_prev_id(r->prev_id);
-  m.set_prev_node(r->prev_node);
-  m.set_prev_name(r->prev_name);
-  m.set_op(ReduceOpName(r->op));
-  m.set_reduce_node(chain_.self);
+  rpc::ReduceStep m = NextStep(*r, r->out);  // no input: a copy of the last link into the result
   std::weak_ptr<Reduce> weak = r;
   auto finished = [this, weak](const Status& st) {
     auto r = weak.lock();
@@ -311,13 +307,18 @@ void ReduceManager::DropPartials(Reduce& r) {
   std::unordered_map<std::string, std::vector<std::string>> by_node;
   for (auto& [id, node] : r.partials) by_node[node].push_back(id);
   r.partials.clear();
-  for (auto& [node, ids] : by_node) {
-    if (node == chain_.self) {
-      chain_.steps->Drop(ids);
-    } else {
-      chain_.drop(node, ids);
-    }
-  }
+  for (auto& [node, ids] : by_node) chain_.drop(node, ids);
+}
+
+rpc::ReduceStep ReduceManager::NextStep(const Reduce& r, const std::string& out) const {
+  rpc::ReduceStep m;
+  m.set_out_id(out);
+  m.set_prev_id(r.prev_id);
+  m.set_prev_node(r.prev_node);
+  m.set_prev_name(r.prev_name);
+  m.set_op(ReduceOpName(r.op));
+  m.set_reduce_node(chain_.self);
+  return m;
 }
 
 void ReduceManager::Arrived(const std::shared_ptr<Reduce>& r, int index) {
@@ -384,15 +385,7 @@ void ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
     bool same_shape = size == r->size && l.dtype == r->layout.dtype &&
                       std::memcmp(data, r->head.data(), r->head.size()) == 0;
     if (!same_shape) {
-      std::ostringstream why;
-      why << "reduce inputs do not match: " << Name(*r, r->first) << " is " << DTypeName(r->layout.dtype) << " with "
-          << r->layout.data_bytes << " bytes of data, " << Name(*r, i);
-      if (l.dtype == r->layout.dtype && l.data_bytes == r->layout.data_bytes) {
-        why << " has the same dtype and size but a different shape";
-      } else {
-        why << " is " << DTypeName(l.dtype) << " with " << l.data_bytes << " bytes of data";
-      }
-      Fail(r, StatusCode::kCollectiveFailed, why.str());
+      Fail(r, StatusCode::kCollectiveFailed, MismatchMessage(Name(*r, r->first), r->layout, Name(*r, i), l));
       return;
     }
     work = [acc = r->acc + l.data_offset, in = data + l.data_offset, op = r->op, l] {

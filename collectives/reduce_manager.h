@@ -58,17 +58,20 @@ struct ArrayLayout {
 // The layout of a serialized numpy array, or why `data` is not one
 // (InvalidArgument) or holds an error value (TaskFailed).
 Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size);
+// "reduce inputs do not match: ..." for inputs named `a` and `b` whose
+// headers differ: their dtypes and sizes, or that only the shape differs.
+std::string MismatchMessage(const std::string& a, const ArrayLayout& la, const std::string& b, const ArrayLayout& lb);
 
 class ReduceSteps;
 
 // What the chain needs from the raylet: its peers, its own steps, its links.
 struct ChainHooks {
-  ReduceSteps* steps = nullptr;
+  ReduceSteps* steps = nullptr;  // this node's (the final copy into the result runs here)
   std::string self;
-  // Runs a ReduceStep on another node; `started` gets its answer.
+  // Runs a ReduceStep on `node` (this one or another); `started` gets its answer.
   std::function<void(const std::string& node, const rpc::ReduceStep& m, std::function<void(const Status&)> started)>
       send_step;
-  // Frees partial results on another node (one-way).
+  // Frees partial results on `node` (this one or another; one-way).
   std::function<void(const std::string& node, const std::vector<std::string>& ids)> drop;
   // Measured bandwidth (bytes/s) and per-hop delay (s) to a node.
   std::function<std::pair<double, double>(const std::string& node)> link;
@@ -117,6 +120,8 @@ class ReduceManager {
   void RunFinal(const std::shared_ptr<Reduce>& r);
   void ChainFailed(const std::shared_ptr<Reduce>& r, const Status& why);
   void DropPartials(Reduce& r);
+  // A step reading what the chain made so far into `out` (its input to be set).
+  rpc::ReduceStep NextStep(const Reduce& r, const std::string& out) const;
   void Arrived(const std::shared_ptr<Reduce>& r, int index);
   void Pump(const std::shared_ptr<Reduce>& r);
   // Takes input `index` (ready) into the result, or starts doing so on the helper thread.

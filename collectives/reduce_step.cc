@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <sstream>
 
 #include "collectives/reduce_manager.h"
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/value_format.h"
 
 namespace phalanx::collectives {
 
@@ -18,8 +18,6 @@ struct ReduceSteps::Step {
   const uint8_t* input = nullptr;  // pinned in the store while the step runs
   uint64_t input_size = 0;
   ArrayLayout layout;              // the input's
-  bool holds_input = false;
-  bool holds_prev = false;
   bool direct = false;             // prev comes from another node straight into out
   bool begun = false;              // out exists (Produce)
   bool ended = false;
@@ -28,6 +26,13 @@ struct ReduceSteps::Step {
   uint64_t size = 0;
   uint64_t made = 0;               // out's bytes [0, made) are final
 };
+
+namespace {
+std::string SizeMismatch(const rpc::ReduceStep& m, uint64_t prev_size, uint64_t input_size) {
+  return "reduce inputs do not match: " + m.prev_name() + " has " + std::to_string(prev_size) + " bytes, " +
+         m.input_name() + " has " + std::to_string(input_size);
+}
+}  // namespace
 
 ReduceSteps::ReduceSteps(objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
                          objectstore::ObjectTransfer* transfer, std::string self_node)
@@ -60,15 +65,11 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
       return started(Status(code, m.input_name() + " " + layout.status().message()));
     }
     s->layout = layout.value();
-    objects_->AddRef(m.input_id());
-    s->holds_input = true;
+    objects_->AddRef(m.input_id());  // (and pinned) until End
   }
   steps_[m.out_id()] = s;
   s->direct = m.prev_node() != self_;
-  if (!s->direct) {
-    objects_->AddRef(m.prev_id());  // read here while it grows
-    s->holds_prev = true;
-  }
+  if (!s->direct) objects_->AddRef(m.prev_id());  // read here while it grows, until End
   if (s->has_input && !Begin(s, s->input_size)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
   started(Status::OK());
   std::weak_ptr<Step> weak = s;
@@ -83,11 +84,9 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
                         if (!s || s->ended) return Status::Unavailable("the reduce step ended");
                         if (!s->begun && !Begin(s, size)) return Status::Unavailable("the reduce step failed");
                         if (size != s->size) {
-                          std::ostringstream why;
-                          why << "reduce inputs do not match: " << s->m.prev_name() << " has " << size << " bytes, "
-                              << s->m.input_name() << " has " << s->size;
-                          Fail(s, why.str());
-                          return Status(StatusCode::kCollectiveFailed, why.str());
+                          std::string why = SizeMismatch(s->m, size, s->size);
+                          Fail(s, why);
+                          return Status(StatusCode::kCollectiveFailed, why);
                         }
                         return s->out;
                       },
@@ -114,12 +113,7 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
   const rpc::ReduceStep& m = s->m;
   if (!st.ok()) return Fail(s, m.prev_name() + ": " + st.message());
   if (!s->begun && !Begin(s, size)) return;
-  if (size != s->size) {
-    std::ostringstream why;
-    why << "reduce inputs do not match: " << m.prev_name() << " has " << size << " bytes, " << m.input_name()
-        << " has " << s->size;
-    return Fail(s, why.str());
-  }
+  if (size != s->size) return Fail(s, SizeMismatch(m, size, s->size));
   uint64_t hi = bytes >= size ? size : bytes & ~uint64_t{7};  // whole elements only
   if (hi <= s->made) return;
   const uint8_t* prev = s->out;  // direct: prev's bytes are in out already
@@ -128,27 +122,16 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
     if (e == nullptr) return Fail(s, m.prev_name() + " is gone from this node's store");
     prev = store_->base() + e->offset;
   }
-  if (!s->head_checked && hi >= std::min<uint64_t>(size, 24 + 8)) {
-    // Whatever the step, prev must be a numeric array (a copy step checks the last link).
+  if (!s->head_checked && hi >= std::min(size, value_format::HeaderSize(1))) {
+    // prev must be a numeric array like the input (a copy step checks the last link).
     auto pl = ParseArray(prev, size);
-    bool ok = pl.ok();
-    if (ok && s->has_input && hi >= s->layout.data_offset) {
-      ok = std::memcmp(prev, s->input, s->layout.data_offset) == 0;
-      if (!ok) {
-        std::ostringstream why;
-        why << "reduce inputs do not match: " << m.prev_name() << " is " << DTypeName(pl.value().dtype) << " with "
-            << pl.value().data_bytes << " bytes of data, " << m.input_name();
-        if (pl.value().dtype == s->layout.dtype && pl.value().data_bytes == s->layout.data_bytes) {
-          why << " has the same dtype and size but a different shape";
-        } else {
-          why << " is " << DTypeName(s->layout.dtype) << " with " << s->layout.data_bytes << " bytes of data";
-        }
-        return Fail(s, why.str());
-      }
+    if (!pl.ok()) return Fail(s, m.prev_name() + " " + pl.status().message());
+    if (!s->has_input) {
       s->head_checked = true;
-    } else if (!ok) {
-      return Fail(s, m.prev_name() + " " + pl.status().message());
-    } else if (!s->has_input) {
+    } else if (hi >= s->layout.data_offset) {
+      if (std::memcmp(prev, s->input, s->layout.data_offset) != 0) {
+        return Fail(s, MismatchMessage(m.prev_name(), pl.value(), m.input_name(), s->layout));
+      }
       s->head_checked = true;
     }
   }
@@ -179,15 +162,11 @@ void ReduceSteps::Fail(const std::shared_ptr<Step>& s, const std::string& why) {
 void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
   s->ended = true;
   const rpc::ReduceStep& m = s->m;
-  if (s->holds_input) {
-    s->holds_input = false;
+  if (s->has_input) {
     objects_->ReleasePin(m.input_id());
     objects_->RemoveRef(m.input_id());
   }
-  if (s->holds_prev) {
-    s->holds_prev = false;
-    objects_->RemoveRef(m.prev_id());
-  }
+  if (!s->direct) objects_->RemoveRef(m.prev_id());
   if (!s->has_input) steps_.erase(m.out_id());  // the final copy: its out is its holders'
   Done done = std::move(s->done);
   if (done) done(outcome);

@@ -526,11 +526,9 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     current_task_.clear();
     for (auto& r : *done.mutable_returns()) {
       auto sz = return_sizes_.find(r.object_id());
-      if (sz == return_sizes_.end()) continue;
-      if (r.in_store()) r.set_size(sz->second);
-      return_sizes_.erase(sz);
+      if (sz != return_sizes_.end() && r.in_store()) r.set_size(sz->second);
     }
-    return_sizes_.clear();  // (none should be left: a task's creates come before its done)
+    return_sizes_.clear();
   }
   if (!direct.fetched.empty()) {
     rpc::UpdateRefs m;

@@ -37,14 +37,9 @@ void ObjectTable::MaybeFree(const std::string& id) {
   bool had_value = e.state != State::kPending;
   std::vector<std::string> contained = std::move(e.contained);
   entries_.erase(it);
-  if (had_value) {
-    RememberFreed(id);
-    if (on_free_) on_free_(id, in_store);
-  }
-  if (!remote.empty()) {
-    RememberFreed(id);
-    if (on_drop_) on_drop_(id, remote);
-  }
+  if (had_value || !remote.empty()) RememberFreed(id);
+  if (had_value && on_free_) on_free_(id, in_store);
+  if (!remote.empty() && on_drop_) on_drop_(id, remote);
   for (const auto& c : contained) RemoveRef(c);
 }
 

@@ -93,12 +93,12 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
   };
   if (!directory_.pick) {
     if (p.hint.empty() || p.hint == self_ || p.tried.count(p.hint)) return give_up();
-    PHALANX_LOG(Debug) << "copying " << ToHex(id) << " from node " << Short(p.hint);
+    PHALANX_LOG(Debug) << "copying " << ToHex(p.object) << " from node " << Short(p.hint);
     return UseSource(id, p.hint, /*counted=*/false);
   }
   std::vector<std::string> exclude(p.tried.begin(), p.tried.end());
   std::string hint = p.tried.count(p.hint) ? std::string() : p.hint;
-  directory_.pick(p.object, hint, resuming, /*list=*/!p.sink, exclude, [this, id, object = p.object, give_up](Result<std::string> node) {
+  auto chosen = [this, id, object = p.object, give_up](Result<std::string> node) {
     auto it = pulls_.find(id);
     if (it == pulls_.end()) {
       // Finished or failed meanwhile: the directory counted us on that node.
@@ -111,9 +111,10 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
       return UseSource(id, it->second.hint, /*counted=*/false);
     }
     if (node.value().empty() || node.value() == self_) return give_up();
-    PHALANX_LOG(Debug) << "copying " << ToHex(id) << " from node " << Short(node.value());
+    PHALANX_LOG(Debug) << "copying " << ToHex(object) << " from node " << Short(node.value());
     UseSource(id, node.value(), /*counted=*/true);
-  });
+  };
+  directory_.pick(p.object, hint, resuming, /*list=*/!p.sink, exclude, chosen);
 }
 
 void ObjectTransfer::UseSource(const std::string& id, const std::string& node, bool counted) {
@@ -229,20 +230,18 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     p.prefix = std::min(p.size, (c + 1) * options_.chunk_bytes);
   }
   ServeWaiters(p, id);
-  if (p.prefix >= p.size && p.sink) {
-    Measure(p.source, std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count(), p.size);
-    return Finish(id);
-  }
   if (p.prefix >= p.size) {
+    // Throughput from large copies only (a sink is a reduce link: large by choice).
+    if (p.sink || p.size >= (1 << 20)) {
+      Measure(p.source, std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count(), p.size);
+    }
+    if (p.sink) return Finish(id);
     Status st = objects_->SealInStore(id);
     if (!st.ok()) {
       PHALANX_LOG(Warning) << "sealing a copied object: " << st.ToString();
     }
     copies_.insert(id);
     if (directory_.located) directory_.located(id, p.size, p.size, true);
-    if (p.size >= (1 << 20)) {
-      Measure(p.source, std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count(), p.size);
-    }
     return Finish(id);
   }
   RequestMore(id);
@@ -320,7 +319,12 @@ void ObjectTransfer::Abort(const std::string& id, const std::string& why, bool m
   r.set_state(rpc::OBJ_LOST);
   r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
   r.set_error(why);
-  for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, r, nullptr, 0));
+  Discard(id, p, r, why, mark_lost);
+}
+
+void ObjectTransfer::Discard(const std::string& id, PullState& p, const rpc::PullObjectReply& reply,
+                             const std::string& why, bool mark_lost) {
+  for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, reply, nullptr, 0));
   if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);
   if (mark_lost) objects_->MarkLost(id, StatusCode::kObjectLost, why);
@@ -397,12 +401,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   }
   rpc::PullObjectReply r;
   *r.mutable_status() = ToProto(Status::Unavailable("the copy on node " + Short(self_) + " failed: " + why));
-  for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, r, nullptr, 0));
-  if (directory_.unlisted) directory_.unlisted(id);
-  objects_->AbortCreate(id);
-  objects_->MarkLost(id, StatusCode::kObjectLost, msg);
-  for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, msg));
-  objects_->RemoveRef(id);
+  Discard(id, p, r, msg, /*mark_lost=*/true);
 }
 
 void ObjectTransfer::ReplyRange(uint64_t size, uint64_t store_offset, const Waiter& w) {

@@ -157,6 +157,10 @@ class ObjectTransfer {
   };
   // Tells the watchers of `id` where it stands (st: failed).
   void Notify(const std::string& id, uint64_t size, uint64_t bytes, const Status& st);
+  // A copy or product that failed: its readers get `reply`, its space goes,
+  // its watchers hear `why`; marked lost here when `mark_lost`.
+  void Discard(const std::string& id, PullState& p, const rpc::PullObjectReply& reply, const std::string& why,
+               bool mark_lost);
   void Measure(const std::string& node, double seconds, uint64_t bytes);
   void ChooseSource(const std::string& id);
   // `counted`: the directory already counts this reader on `node`.

@@ -535,11 +535,13 @@ void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
   // Store results made on another node stay there, held for this node, until
   // their bytes are needed here (ObjectTable::SetRemote).
   std::vector<std::string> remote;
+  std::vector<uint64_t> sizes;
   for (auto& r : *m.mutable_returns()) {
     const std::string& id = r.object_id();
     c.expected.erase(id);
     if (r.in_store() && !m.holder_node().empty() && m.holder_node() != node_id_) {
       remote.push_back(id);
+      sizes.push_back(r.size());
       continue;
     }
     if (r.in_store()) {
@@ -563,9 +565,7 @@ void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
   }
   if (remote.empty()) return;
   peers_.Adopt(m.holder_node(), m.release_holder(), remote);
-  for (const auto& r : m.returns()) {
-    if (r.in_store()) objects_.SetRemote(r.object_id(), m.holder_node(), r.size());
-  }
+  for (size_t i = 0; i < remote.size(); ++i) objects_.SetRemote(remote[i], m.holder_node(), sizes[i]);
 }
 
 void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {

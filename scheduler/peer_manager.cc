@@ -77,7 +77,7 @@ void PeerManager::Release(const std::string& node_id, const std::vector<std::str
 void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                            int64_t timeout_ms, std::function<void(Result<std::string>)> done) {
   const rpc::NodeInfo* node = view_.Find(node_id);
-  if (node == nullptr) {  // gone, and what it held for us with it
+  if (node == nullptr) {  // gone (and so is whatever it held for us)
     if (done) done(Status::Unavailable("node " + ToHex(node_id).substr(0, 12) + " is not alive"));
     return;
   }
@@ -318,15 +318,10 @@ void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
 }
 
 void PeerManager::KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart) {
-  const rpc::NodeInfo* node = view_.Find(node_id);
-  if (node == nullptr) return;  // that node is gone: so is the actor
-  WithClient(*node, [actor_id, no_restart](std::shared_ptr<RpcClient> c, const Status&) {
-    if (!c) return;
-    rpc::KillActor m;
-    m.set_actor_id(actor_id);
-    m.set_no_restart(no_restart);
-    c->Call(rpc::KILL_ACTOR, m, 5000, [](Result<std::string>) {});
-  });
+  rpc::KillActor m;  // (if that node is gone, so is the actor)
+  m.set_actor_id(actor_id);
+  m.set_no_restart(no_restart);
+  CallNode(node_id, rpc::KILL_ACTOR, m, 5000, nullptr);
 }
 
 void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc,

@@ -1,5 +1,7 @@
 """Fixtures: every test talks to a real redis-server and a real raylet,
 started on free ports by phalanx.init() and stopped afterwards."""
+import contextlib
+import json
 import os
 import time
 
@@ -31,6 +33,31 @@ def fresh_cluster():
 
     yield start
     phalanx.shutdown()
+
+
+@contextlib.contextmanager
+def loopback_nodes(node_resources, extra_args=()):
+    """A redis-server and one 1-CPU raylet per entry of `node_resources` (its
+    custom resources, or None) on loopback, with fast heartbeats (a node is
+    dead after 1.5 s); the driver uses the first. Yields the NodeProcesses."""
+    from phalanx._private import api, state
+    from phalanx._private.node import NodeProcesses, new_session_dir
+    phalanx.shutdown()
+    node = NodeProcesses(new_session_dir())
+    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500", *extra_args]
+    try:
+        redis = node.start_redis()
+        sockets = [node.start_raylet(redis, num_cpus=1,
+                                     extra_args=fast + (["--resources", json.dumps(r)] if r else []))
+                   for r in node_resources]
+        node.raylet_socket = sockets[0]
+        api._connect(sockets[0])
+        state.mode = "driver"
+        time.sleep(0.6)  # every raylet has read the node table once
+        yield node
+    finally:
+        phalanx.shutdown()
+        node.stop()
 
 
 def pytest_sessionfinish(session, exitstatus):

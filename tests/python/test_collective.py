@@ -75,7 +75,8 @@ def test_a_failed_input_is_replaced_by_a_spare_or_named(cluster):
     out = phalanx.collective.reduce(refs, op="sum", num_objects=2)
     np.testing.assert_array_equal(phalanx.get(out, timeout=10), np.full(4, 5, np.float32))
     refs = [fail.remote(), make.remote(2, 4)]
-    with pytest.raises(phalanx.CollectiveError, match=r"needs 2 of its 2 inputs, but 1 failed: input 0 .*its task raised"):
+    with pytest.raises(phalanx.CollectiveError,
+                       match=r"needs 2 of its 2 inputs, but 1 failed: input 0 .*its task raised"):
         phalanx.get(phalanx.collective.reduce(refs), timeout=10)
 
 

@@ -10,31 +10,14 @@ import numpy as np
 import pytest
 
 import phalanx
-from phalanx._private.node import NodeProcesses, new_session_dir
+from conftest import loopback_nodes
 
 
 @pytest.fixture
 def three_nodes():
     """A head (1 CPU) that the driver uses, plus two 1-CPU nodes, one with {"sim": 1}."""
-    phalanx.shutdown()
-    node = NodeProcesses(new_session_dir())
-    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
-    try:
-        redis = node.start_redis()
-        node.start_raylet(redis, num_cpus=1, extra_args=fast)
-        head_socket = node.raylet_socket
-        node.start_raylet(redis, num_cpus=1, extra_args=fast)
-        node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", '{"sim": 1}'])
-        node.raylet_socket = head_socket
-        from phalanx._private import api
-        api._connect(head_socket)
-        from phalanx._private import state
-        state.mode = "driver"
-        time.sleep(0.6)  # every raylet has read the node table once
+    with loopback_nodes([None, None, {"sim": 1}]) as node:
         yield node
-    finally:
-        phalanx.shutdown()
-        node.stop()
 
 
 @phalanx.remote
@@ -119,23 +102,9 @@ def test_node_affinity_runs_there_or_fails_clearly(three_nodes):
 @pytest.fixture
 def sim_nodes():
     """A head without "sim" that the driver uses, and two nodes with {"sim": 1} each."""
-    phalanx.shutdown()
-    node = NodeProcesses(new_session_dir())
     # Small transfer chunks: the objects these tests copy go in many ranges.
-    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500", "--transfer-chunk-bytes", "262144"]
-    try:
-        redis = node.start_redis()
-        head_socket = node.start_raylet(redis, num_cpus=1, extra_args=fast)
-        for _ in range(2):
-            node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", '{"sim": 1}'])
-        from phalanx._private import api, state
-        api._connect(head_socket)
-        state.mode = "driver"
-        time.sleep(0.6)
+    with loopback_nodes([None, {"sim": 1}, {"sim": 1}], ["--transfer-chunk-bytes", "262144"]) as node:
         yield node
-    finally:
-        phalanx.shutdown()
-        node.stop()
 
 
 @phalanx.remote(resources={"sim": 1}, max_restarts=1, max_task_retries=1)

@@ -4,7 +4,6 @@ streaming past it, and the caller's node copies the last link. These tests
 run four raylets on loopback and check the result, which inputs went in, that
 the inputs were not copied to the caller's node, what a mismatch or a dead
 node does, and that nothing is left behind."""
-import json
 import signal
 import time
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 import phalanx
-from phalanx._private.node import NodeProcesses, new_session_dir
+from conftest import loopback_nodes, wait_until
 
 N = 1_000_000  # float32 elements: 4 MB, a store object well above the chain's threshold
 
@@ -20,22 +19,8 @@ N = 1_000_000  # float32 elements: 4 MB, a store object well above the chain's t
 @pytest.fixture
 def four_nodes():
     """The driver's node (resource n0) and three more (n1, n2, n3)."""
-    phalanx.shutdown()
-    node = NodeProcesses(new_session_dir())
-    fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500", "--transfer-chunk-bytes", "262144"]
-    try:
-        redis = node.start_redis()
-        head = node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", '{"n0": 1}'])
-        for k in (1, 2, 3):
-            node.start_raylet(redis, num_cpus=1, extra_args=fast + ["--resources", json.dumps({f"n{k}": 1})])
-        from phalanx._private import api, state
-        api._connect(head)
-        state.mode = "driver"
-        time.sleep(0.6)
+    with loopback_nodes([{f"n{k}": 1} for k in range(4)], ["--transfer-chunk-bytes", "262144"]) as node:
         yield node
-    finally:
-        phalanx.shutdown()
-        node.stop()
 
 
 @phalanx.remote
@@ -60,13 +45,6 @@ def directory_keys(node):
     from phalanx import _core
     host, port = node.redis_address.split(":")
     return set(_core.redis_command(host, int(port), ["KEYS", "objdir:*"], 2.0))
-
-
-def wait_until(cond, what, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_large_inputs_are_reduced_along_a_chain_of_their_nodes(four_nodes):
@@ -97,8 +75,9 @@ def test_large_inputs_are_reduced_along_a_chain_of_their_nodes(four_nodes):
 
     del refs, refs2, total, two, out, used
     # Every partial result, copy and input is freed on every node.
-    wait_until(lambda: directory_keys(four_nodes) == keys_before, "the directory to forget them all")
-    wait_until(lambda: phalanx.cluster_stats()["reduce_steps"] == 0, "the steps to be dropped")
+    wait_until(lambda: directory_keys(four_nodes) == keys_before, timeout=10.0,
+               what="the directory to forget them all")
+    wait_until(lambda: phalanx.cluster_stats()["reduce_steps"] == 0, timeout=10.0, what="the steps to be dropped")
 
 
 def test_a_mismatch_along_the_chain_names_both_inputs(four_nodes):
