@@ -23,11 +23,20 @@ void FramedConnection::Start(FrameHandler on_frame, CloseHandler on_close) {
   ReadMore();
 }
 
+size_t FramedConnection::ReadSpace() const {
+  size_t space = rbuf_.size() - rbuf_filled_;
+  if (rbuf_filled_ < kFrameHeaderSize) return space;
+  size_t total = kFrameHeaderSize + DecodeHeader(rbuf_.data()).length;
+  // (A frame in rbuf_ is incomplete here: DispatchFrames took the whole ones.)
+  if (total < (64u << 10) || total <= rbuf_filled_) return space;
+  return std::min(space, total - rbuf_filled_);
+}
+
 void FramedConnection::ReadMore() {
   if (rbuf_.size() - rbuf_filled_ < 4096) rbuf_.resize(rbuf_.size() * 2);
   auto self = shared_from_this();
   socket_.async_read_some(
-      asio::buffer(rbuf_.data() + rbuf_filled_, rbuf_.size() - rbuf_filled_),
+      asio::buffer(rbuf_.data() + rbuf_filled_, ReadSpace()),
       [this, self](const boost::system::error_code& ec, size_t n) {
         if (closed_) return;
         if (ec) {
@@ -70,7 +79,7 @@ bool FramedConnection::DispatchFrames() {
   return true;
 }
 
-void FramedConnection::Send(std::string frame) {
+void FramedConnection::Send(OutFrame frame) {
   if (closed_) return;
   queued_bytes_ += frame.size();
   queue_.push_back(std::move(frame));
@@ -91,8 +100,10 @@ void FramedConnection::WriteMore() {
   while (!queue_.empty() && bufs.size() < 256 && total < (8u << 20)) {
     writing_.push_back(std::move(queue_.front()));
     queue_.pop_front();
-    total += writing_.back().size();
-    bufs.emplace_back(asio::buffer(writing_.back()));
+    const OutFrame& f = writing_.back();
+    total += f.size();
+    bufs.emplace_back(asio::buffer(f.bytes));
+    if (f.tail_len > 0) bufs.emplace_back(asio::buffer(f.tail, f.tail_len));
   }
   auto self = shared_from_this();
   asio::async_write(socket_, bufs, [this, self, total](const boost::system::error_code& ec, size_t) {
@@ -128,7 +139,7 @@ Status FramedConnection::SendWithFd(const std::string& frame, int fd) {
   ssize_t n = ::sendmsg(native, &msg, MSG_NOSIGNAL);
   if (n < 0) return Status::Unavailable(peer_name_ + ": sendmsg failed: " + std::strerror(errno));
   if (static_cast<size_t>(n) < frame.size()) {
-    Send(frame.substr(n));  // the rest as ordinary bytes
+    Send(OutFrame{frame.substr(n)});  // the rest as ordinary bytes
   }
   return Status::OK();
 }

@@ -20,6 +20,20 @@
 
 namespace phalanx {
 
+// A frame to write: `bytes` (header and start of the body), then `tail_len`
+// bytes at `tail` that belong to someone else (a range of the object store),
+// kept valid by `keep` until the write is done. Large ranges go out this way
+// without being copied into a string first.
+struct OutFrame {
+  OutFrame() = default;
+  explicit OutFrame(std::string b) : bytes(std::move(b)) {}
+  std::string bytes;
+  const char* tail = nullptr;
+  size_t tail_len = 0;
+  std::shared_ptr<const void> keep;
+  size_t size() const { return bytes.size() + tail_len; }
+};
+
 class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
  public:
   using Socket = boost::asio::generic::stream_protocol::socket;
@@ -34,7 +48,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // Starts reading. REQUIRES: called once.
   void Start(FrameHandler on_frame, CloseHandler on_close);
   // Queues one encoded frame (header included).
-  void Send(std::string frame);
+  void Send(std::string frame) { Send(OutFrame{std::move(frame)}); }
+  void Send(OutFrame frame);
   void Send(uint16_t type, uint16_t flags, uint64_t request_id, const google::protobuf::MessageLite& m) {
     Send(EncodeFrame(type, flags, request_id, m));
   }
@@ -51,6 +66,9 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   void ReadMore();
   // Hands every whole frame in rbuf_ to the handler; false if the connection closed.
   bool DispatchFrames();
+  // Bytes the next read may take: the rest of a large frame only, so that
+  // its end lands at the end of the buffer and nothing is moved after it.
+  size_t ReadSpace() const;
   void WriteMore();
   void Fail(const Status& why);
 
@@ -61,8 +79,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::vector<char> rbuf_;
   size_t rbuf_filled_ = 0;
   bool write_scheduled_ = false;
-  std::deque<std::string> queue_;     // frames waiting to be written
-  std::vector<std::string> writing_;  // frames in the current gathered write
+  std::deque<OutFrame> queue_;     // frames waiting to be written
+  std::vector<OutFrame> writing_;  // frames in the current gathered write
   size_t queued_bytes_ = 0;
   bool closed_ = false;
 };

@@ -53,7 +53,7 @@ void RpcClient::Start(PushHandler on_push) {
         auto self = weak.lock();
         if (!self) return;
         if (h.flags & kReplyFlag) {
-          self->Finish(h.request_id, std::string(body ? body : "", len));
+          self->Finish(h.request_id, Status::OK(), body, len);
         } else if (self->on_push_) {
           self->on_push_(h, body, len);
         }
@@ -68,8 +68,18 @@ void RpcClient::Start(PushHandler on_push) {
 
 void RpcClient::Call(uint16_t type, const google::protobuf::MessageLite& request, int64_t timeout_ms,
                      ReplyCallback cb) {
+  CallView(type, request, timeout_ms, [cb = std::move(cb)](const Status& st, const char* body, size_t len) {
+    if (!st.ok()) return cb(st);
+    cb(std::string(body ? body : "", len));
+  });
+}
+
+void RpcClient::CallView(uint16_t type, const google::protobuf::MessageLite& request, int64_t timeout_ms,
+                         ViewCallback cb) {
   if (conn_->closed()) {
-    asio::post(io_, [cb, peer = conn_->peer_name()] { cb(Status::Unavailable(peer + " is not connected")); });
+    asio::post(io_, [cb, peer = conn_->peer_name()] {
+      cb(Status::Unavailable(peer + " is not connected"), nullptr, 0);
+    });
     return;
   }
   uint64_t id = next_id_++;
@@ -81,20 +91,22 @@ void RpcClient::Call(uint16_t type, const google::protobuf::MessageLite& request
     p.timer->async_wait([weak, id, timeout_ms](const boost::system::error_code& ec) {
       auto self = weak.lock();
       if (ec || !self) return;
-      self->Finish(id, Status::TimedOut(self->conn_->peer_name() + " did not reply within " +
-                                        std::to_string(timeout_ms) + " ms"));
+      self->Finish(id,
+                   Status::TimedOut(self->conn_->peer_name() + " did not reply within " +
+                                    std::to_string(timeout_ms) + " ms"),
+                   nullptr, 0);
     });
   }
   conn_->Send(type, 0, id, request);
 }
 
-void RpcClient::Finish(uint64_t id, Result<std::string> result) {
+void RpcClient::Finish(uint64_t id, const Status& st, const char* body, size_t len) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;  // already timed out: a late reply is dropped
-  ReplyCallback cb = std::move(it->second.cb);
+  ViewCallback cb = std::move(it->second.cb);
   if (it->second.timer) it->second.timer->cancel();
   pending_.erase(it);
-  cb(std::move(result));
+  cb(st, body, len);
 }
 
 void RpcClient::FailAll(const Status& why) {
@@ -102,7 +114,7 @@ void RpcClient::FailAll(const Status& why) {
   pending_.clear();
   for (auto& [id, p] : pending) {
     if (p.timer) p.timer->cancel();
-    p.cb(why);
+    p.cb(why, nullptr, 0);
   }
 }
 

@@ -21,6 +21,9 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
  public:
   // Called with the reply body, or with the error that ended the call.
   using ReplyCallback = std::function<void(Result<std::string> body)>;
+  // Called with the reply body in the connection's read buffer (valid only
+  // during the call: no copy), or with the error and no body.
+  using ViewCallback = std::function<void(const Status& st, const char* body, size_t len)>;
   using PushHandler = std::function<void(const FrameHeader&, const char* body, size_t len)>;
 
   // Connects over TCP to host:port within `timeout_ms`; `done` runs on `io`.
@@ -31,6 +34,8 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
 
   void Start(PushHandler on_push = nullptr);
   void Call(uint16_t type, const google::protobuf::MessageLite& request, int64_t timeout_ms, ReplyCallback cb);
+  // As Call, for large replies read in place (object ranges).
+  void CallView(uint16_t type, const google::protobuf::MessageLite& request, int64_t timeout_ms, ViewCallback cb);
   // Fails every pending call with `why` and closes the connection.
   void Close(const Status& why);
   size_t pending() const { return pending_.size(); }
@@ -39,10 +44,10 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
 
  private:
   struct Pending {
-    ReplyCallback cb;
+    ViewCallback cb;
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
-  void Finish(uint64_t id, Result<std::string> result);
+  void Finish(uint64_t id, const Status& st, const char* body, size_t len);
   void FailAll(const Status& why);
 
   boost::asio::io_context& io_;

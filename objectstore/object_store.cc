@@ -101,8 +101,31 @@ void ObjectStore::Free(std::unordered_map<std::string, StoreEntry>::iterator it)
     evictable_bytes_ -= e.size;
   }
   if (e.pins > 0) --pinned_objects_;
-  allocator_.Free(e.offset);
+  if (leases_.count(e.offset)) {
+    freed_leased_.insert(e.offset);  // the space goes when the last lease ends
+  } else {
+    allocator_.Free(e.offset);
+  }
   objects_.erase(it);
+}
+
+std::shared_ptr<const void> ObjectStore::Lease(const std::string& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return nullptr;
+  uint64_t offset = it->second.offset;
+  ++leases_[offset];
+  std::weak_ptr<bool> alive = alive_;
+  return std::shared_ptr<const void>(region_->base() + offset, [this, alive, offset](const void*) {
+    auto a = alive.lock();
+    if (a && *a) EndLease(offset);
+  });
+}
+
+void ObjectStore::EndLease(uint64_t offset) {
+  auto it = leases_.find(offset);
+  if (it == leases_.end() || --it->second > 0) return;
+  leases_.erase(it);
+  if (freed_leased_.erase(offset)) allocator_.Free(offset);
 }
 
 bool ObjectStore::EvictFor(uint64_t size) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/status.h"
 #include "objectstore/allocator.h"
@@ -44,6 +45,7 @@ class ObjectStore {
   using EvictHandler = std::function<void(const std::string& id)>;
 
   explicit ObjectStore(std::unique_ptr<ShmRegion> region);
+  ~ObjectStore() { *alive_ = false; }
 
   // Reserves `size` bytes for `id`. OutOfMemory (with capacity, use and pins
   // in the message) when no room can be made; AlreadyExists for a known id.
@@ -62,6 +64,11 @@ class ObjectStore {
   bool Revive(const std::string& id);
   // A secondary copy: may be evicted when space is needed.
   void MarkEvictable(const std::string& id);
+  // Keeps the space of `id` (sealed or not) from being reused while the
+  // returned token lives: a socket write straight from the store holds one
+  // until the kernel has the bytes. Deleting or aborting the object meanwhile
+  // still removes it; only its space waits. Null if `id` is not here.
+  std::shared_ptr<const void> Lease(const std::string& id);
 
   const StoreEntry* Find(const std::string& id) const;
   uint8_t* base() const { return region_->base(); }
@@ -72,6 +79,7 @@ class ObjectStore {
  private:
   void Free(std::unordered_map<std::string, StoreEntry>::iterator it);
   bool EvictFor(uint64_t size);
+  void EndLease(uint64_t offset);
 
   std::unique_ptr<ShmRegion> region_;
   OffsetAllocator allocator_;
@@ -80,6 +88,9 @@ class ObjectStore {
   uint64_t evictable_bytes_ = 0;
   uint64_t pinned_objects_ = 0;
   EvictHandler on_evict_;
+  std::unordered_map<uint64_t, int64_t> leases_;  // offset -> live tokens
+  std::unordered_set<uint64_t> freed_leased_;     // offsets whose object went while leased
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // tokens outliving the store do nothing
 };
 
 }  // namespace phalanx::objectstore

@@ -12,31 +12,42 @@ namespace phalanx::objectstore {
 namespace {
 std::string Short(const std::string& node) { return ToHex(node).substr(0, 12); }
 
-std::string ReplyFrame(uint64_t request_id, const rpc::PullObjectReply& meta, const char* data, size_t n) {
+// A reply: header, u32 meta length, meta, then `n` bytes: copied in when
+// small, else written from `data` (a store range kept by `keep`).
+OutFrame ReplyFrame(uint64_t request_id, const rpc::PullObjectReply& meta, const char* data, size_t n,
+                    std::shared_ptr<const void> keep = nullptr) {
   std::string m = meta.SerializeAsString();
   FrameHeader h;
   h.length = static_cast<uint32_t>(4 + m.size() + n);
   h.type = rpc::PULL_OBJECT;
   h.flags = kReplyFlag;
   h.request_id = request_id;
-  std::string out(kFrameHeaderSize + 4 + m.size() + n, '\0');
-  EncodeHeader(h, out.data());
+  bool inline_data = !keep || n < (16u << 10);
+  OutFrame out;
+  out.bytes.assign(kFrameHeaderSize + 4 + m.size() + (inline_data ? n : 0), '\0');
+  EncodeHeader(h, out.bytes.data());
   uint32_t meta_len = static_cast<uint32_t>(m.size());
-  std::memcpy(out.data() + kFrameHeaderSize, &meta_len, 4);
-  std::memcpy(out.data() + kFrameHeaderSize + 4, m.data(), m.size());
-  if (n > 0) std::memcpy(out.data() + kFrameHeaderSize + 4 + m.size(), data, n);
+  std::memcpy(out.bytes.data() + kFrameHeaderSize, &meta_len, 4);
+  std::memcpy(out.bytes.data() + kFrameHeaderSize + 4, m.data(), m.size());
+  if (n > 0 && inline_data) {
+    std::memcpy(out.bytes.data() + kFrameHeaderSize + 4 + m.size(), data, n);
+  } else if (n > 0) {
+    out.tail = data;
+    out.tail_len = n;
+    out.keep = std::move(keep);
+  }
   return out;
 }
 }  // namespace
 
-bool ObjectTransfer::ParseReply(const std::string& body, rpc::PullObjectReply* meta, const char** data,
+bool ObjectTransfer::ParseReply(const char* body, size_t len, rpc::PullObjectReply* meta, const char** data,
                                 size_t* size) {
-  if (body.size() < 4) return false;
+  if (body == nullptr || len < 4) return false;
   uint32_t meta_len = 0;
-  std::memcpy(&meta_len, body.data(), 4);
-  if (body.size() - 4 < meta_len || !meta->ParseFromArray(body.data() + 4, static_cast<int>(meta_len))) return false;
-  *data = body.data() + 4 + meta_len;
-  *size = body.size() - 4 - meta_len;
+  std::memcpy(&meta_len, body, 4);
+  if (len - 4 < meta_len || !meta->ParseFromArray(body + 4, static_cast<int>(meta_len))) return false;
+  *data = body + 4 + meta_len;
+  *size = len - 4 - meta_len;
   return true;
 }
 
@@ -148,12 +159,14 @@ void ObjectTransfer::RequestMore(const std::string& id) {
     ++p.inflight;
     uint64_t epoch = p.epoch;
     auto sent = std::chrono::steady_clock::now();
-    p.client->Call(rpc::PULL_OBJECT, m, -1, [this, id, epoch, chunk, sent, node = p.source](Result<std::string> body) {
-      if (body.ok()) {
-        Measure(node, std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count(), 0);
-      }
-      OnReply(id, epoch, chunk, std::move(body));
-    });
+    p.client->CallView(rpc::PULL_OBJECT, m, -1,
+                       [this, id, epoch, chunk, sent, node = p.source](const Status& st, const char* body, size_t len) {
+                         if (st.ok()) {
+                           auto took = std::chrono::steady_clock::now() - sent;
+                           Measure(node, std::chrono::duration<double>(took).count(), 0);
+                         }
+                         OnReply(id, epoch, chunk, st, body, len);
+                       });
   };
   if (!p.sized) {  // the first range tells the size
     if (p.inflight == 0) send(0);
@@ -167,17 +180,18 @@ void ObjectTransfer::RequestMore(const std::string& id) {
   }
 }
 
-void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, Result<std::string> body) {
+void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, const Status& st,
+                             const char* body, size_t len) {
   auto it = pulls_.find(id);
   if (it == pulls_.end() || it->second.epoch != epoch) return;  // finished, or from a source we left
   PullState& p = it->second;
   --p.inflight;
   const std::string from = "node " + Short(p.source);
-  if (!body.ok()) return SourceFailed(id, from + ": " + body.status().message());
+  if (!st.ok()) return SourceFailed(id, from + ": " + st.message());
   rpc::PullObjectReply r;
   const char* data = nullptr;
   size_t data_size = 0;
-  if (!ParseReply(body.value(), &r, &data, &data_size)) return SourceFailed(id, from + " sent a malformed reply");
+  if (!ParseReply(body, len, &r, &data, &data_size)) return SourceFailed(id, from + " sent a malformed reply");
   if (r.status().code() != 0) return SourceFailed(id, from + ": " + r.status().message());
   if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, from + ": " + r.error());
   if (r.contains_refs()) return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
@@ -195,7 +209,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     if (!dest.ok()) return Fail(id, dest.status().message());
     again->second.dest = dest.value();
     ++again->second.inflight;  // this reply again, now with somewhere to go
-    return OnReply(id, epoch, chunk, std::move(body));
+    return OnReply(id, epoch, chunk, st, body, len);
   }
   if (!p.sized) {
     p.size = r.size();
@@ -305,7 +319,9 @@ void ObjectTransfer::Complete(const std::string& id) {
   it->second.prefix = it->second.size;
   uint64_t size = it->second.size;
   Status st = objects_->SealInStore(id);
-  if (!st.ok()) PHALANX_LOG(Warning) << "sealing a produced object: " << st.ToString();
+  if (!st.ok()) {
+    PHALANX_LOG(Warning) << "sealing a produced object: " << st.ToString();
+  }
   if (directory_.located) directory_.located(id, size, size, true);
   Finish(id);
 }
@@ -404,13 +420,14 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   Discard(id, p, r, msg, /*mark_lost=*/true);
 }
 
-void ObjectTransfer::ReplyRange(uint64_t size, uint64_t store_offset, const Waiter& w) {
+void ObjectTransfer::ReplyRange(const std::string& id, uint64_t size, uint64_t store_offset, const Waiter& w) {
   rpc::PullObjectReply r;
   r.set_state(rpc::OBJ_IN_STORE);
   r.set_size(size);
   uint64_t from = std::min(w.offset, size);
   uint64_t n = std::min(w.length, size - from);
-  w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n));
+  w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n,
+                    store_->Lease(id)));
 }
 
 void ObjectTransfer::ServeWaiters(PullState& p, const std::string& id) {
@@ -421,7 +438,7 @@ void ObjectTransfer::ServeWaiters(PullState& p, const std::string& id) {
   for (auto& w : p.waiters) {
     uint64_t end = std::min(p.size, w.offset + w.length);
     if (p.prefix >= end) {
-      ReplyRange(p.size, e->offset, w);
+      ReplyRange(id, p.size, e->offset, w);
     } else {
       later.push_back(std::move(w));
     }
@@ -457,7 +474,9 @@ void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFr
     PullState& p = it->second;
     Waiter w{m.offset(), m.length(), request_id, std::move(send)};
     const auto* e = p.sized ? store_->Find(m.object_id()) : nullptr;
-    if (e != nullptr && p.prefix >= std::min(p.size, w.offset + w.length)) return ReplyRange(p.size, e->offset, w);
+    if (e != nullptr && p.prefix >= std::min(p.size, w.offset + w.length)) {
+      return ReplyRange(m.object_id(), p.size, e->offset, w);
+    }
     p.waiters.push_back(std::move(w));
     return;
   }
@@ -498,7 +517,7 @@ void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
       r.set_size(v.data().size());
       w.send(ReplyFrame(w.request_id, r, v.data().data(), v.data().size()));
     } else if (v.state() == rpc::OBJ_IN_STORE) {
-      ReplyRange(v.size(), v.offset(), w);
+      ReplyRange(id, v.size(), v.offset(), w);
       objects_->ReleasePin(id);
     } else {
       r.set_state(rpc::OBJ_LOST);

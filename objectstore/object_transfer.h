@@ -73,12 +73,13 @@ class ObjectTransfer {
   void Pull(const std::string& id, const std::string& hint_node);
   // Answers request `request_id` (maybe later, when the bytes are here):
   // `send` gets the whole reply frame. Its body is a u32 length, a
-  // PullObjectReply without its data, then the bytes themselves, so a range
-  // is copied once on its way out (store -> frame) and once on its way in.
-  using SendFrame = std::function<void(std::string frame)>;
+  // PullObjectReply without its data, then the bytes themselves: a range is
+  // written from the store (the frame holds a lease on its space) and copied
+  // once on its way in, from the connection's buffer into the store.
+  using SendFrame = std::function<void(OutFrame frame)>;
   void Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send);
   // The body of such a reply: `meta` and where its bytes are in `body`.
-  static bool ParseReply(const std::string& body, rpc::PullObjectReply* meta, const char** data, size_t* size);
+  static bool ParseReply(const char* body, size_t len, rpc::PullObjectReply* meta, const char** data, size_t* size);
   // Objects made here range by range (a reduce step's partial result):
   // other nodes read the bytes made so far and wait for the rest, as from a
   // copy still arriving. Produce creates `id` in the store at `size` and lists
@@ -166,13 +167,14 @@ class ObjectTransfer {
   // `counted`: the directory already counts this reader on `node`.
   void UseSource(const std::string& id, const std::string& node, bool counted);
   void RequestMore(const std::string& id);
-  void OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, Result<std::string> body);
+  void OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, const Status& st, const char* body,
+               size_t len);
   // The current source failed: try another, or give up.
   void SourceFailed(const std::string& id, const std::string& why);
   void Finish(const std::string& id);
   void Fail(const std::string& id, const std::string& why);
   void ServeWaiters(PullState& p, const std::string& id);
-  void ReplyRange(uint64_t size, uint64_t store_offset, const Waiter& w);
+  void ReplyRange(const std::string& id, uint64_t size, uint64_t store_offset, const Waiter& w);
   void ServeReady(const std::string& id, Waiter w);
 
   ObjectTable* objects_;

@@ -152,7 +152,7 @@ void PeerManager::Accept() {
                 return;
               }
               uint64_t req = h.request_id;
-              transfer_.Serve(m, req, [weak](std::string frame) {
+              transfer_.Serve(m, req, [weak](OutFrame frame) {
                 if (auto cl = weak.lock()) cl->Send(std::move(frame));
               });
               return;

@@ -36,6 +36,33 @@ TEST(ObjectStoreTest, DuplicateCreateIsAlreadyExists) {
   EXPECT_EQ(store->Create(Id('a'), 10).status().code(), StatusCode::kAlreadyExists);
 }
 
+TEST(ObjectStoreTest, LeasedSpaceOutlivesAnAbortedObject) {
+  auto store = MakeStore(1 << 20);
+  auto off = store->Create(Id('a'), 600 << 10);
+  ASSERT_TRUE(off.ok());
+  std::memset(store->base() + off.value(), 5, 600 << 10);
+  auto lease = store->Lease(Id('a'));  // a write from this space is in flight
+  ASSERT_NE(lease, nullptr);
+  store->Abort(Id('a'));
+  EXPECT_EQ(store->Find(Id('a')), nullptr) << "the object goes at once";
+  EXPECT_EQ(store->Create(Id('b'), 600 << 10).status().code(), StatusCode::kOutOfMemory)
+      << "its space must not be handed out while leased";
+  EXPECT_EQ(store->base()[off.value() + 1000], 5);
+  ASSERT_TRUE(store->Create(Id('a'), 10).ok()) << "the id itself is free again";
+  store->Abort(Id('a'));
+  lease.reset();
+  EXPECT_TRUE(store->Create(Id('b'), 600 << 10).ok()) << "the space comes back with the last lease";
+  EXPECT_EQ(store->Lease(Id('z')), nullptr);
+}
+
+TEST(ObjectStoreTest, LeaseOutlivingTheStoreIsHarmless) {
+  auto store = MakeStore(1 << 20);
+  ASSERT_TRUE(store->Create(Id('a'), 10).ok());
+  auto lease = store->Lease(Id('a'));
+  store.reset();
+  lease.reset();  // must not touch the destroyed store
+}
+
 TEST(ObjectStoreTest, FullStoreExplainsItself) {
   auto store = MakeStore(1 << 20);
   auto too_big = store->Create(Id('z'), 2 << 20);

@@ -57,7 +57,7 @@ class PullServer {
             rpc::PullObject m;
             ASSERT_TRUE(m.ParseFromArray(body, static_cast<int>(len)));
             const uint64_t req = h.request_id;
-            transfer_->Serve(m, req, [this, weak](std::string frame) {
+            transfer_->Serve(m, req, [this, weak](OutFrame frame) {
               auto send = [this, weak, frame = std::move(frame)] {
                 auto c = weak.lock();
                 if (!c) return;

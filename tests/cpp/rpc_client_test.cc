@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/proto/phalanx.pb.h"
 
 namespace phalanx {
@@ -10,14 +12,19 @@ namespace phalanx {
 namespace asio = boost::asio;
 
 // A TCP server on the test's io_context: answers GET_STATS, ignores
-// GET_FUNCTION (so calls time out), pushes a PUSH_TASK on SEAL_OBJECT and
-// closes on CREATE_OBJECT.
+// GET_FUNCTION (so calls time out), pushes a PUSH_TASK on SEAL_OBJECT,
+// closes on CREATE_OBJECT and answers PULL_OBJECT with a large frame whose
+// body is written from `big` (OutFrame tail), counting the released keeps.
 class TcpServer {
  public:
   explicit TcpServer(asio::io_context& io) : io_(io), acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
+    big.resize(300 << 10);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
     Accept();
   }
   int port() const { return acceptor_.local_endpoint().port(); }
+  std::string big;
+  int keeps_released = 0;
 
  private:
   void Accept() {
@@ -29,7 +36,7 @@ class TcpServer {
       conns_.push_back(c);
       FramedConnection* raw = c.get();
       c->Start(
-          [raw](const FrameHeader& h, const char*, size_t) {
+          [this, raw](const FrameHeader& h, const char*, size_t) {
             if (h.type == rpc::GET_STATS) {
               rpc::StatsReply r;
               r.set_workers(7);
@@ -37,6 +44,18 @@ class TcpServer {
             }
             if (h.type == rpc::SEAL_OBJECT) raw->Send(rpc::PUSH_TASK, 0, 0, rpc::PushTask());
             if (h.type == rpc::CREATE_OBJECT) raw->Close();
+            if (h.type == rpc::PULL_OBJECT) {
+              // Body: the request id as 8 bytes, then `big` from its own memory.
+              OutFrame f;
+              FrameHeader rh{static_cast<uint32_t>(8 + big.size()), rpc::PULL_OBJECT, kReplyFlag, h.request_id};
+              f.bytes.resize(kFrameHeaderSize + 8);
+              EncodeHeader(rh, f.bytes.data());
+              std::memcpy(f.bytes.data() + kFrameHeaderSize, &h.request_id, 8);
+              f.tail = big.data();
+              f.tail_len = big.size();
+              f.keep = std::shared_ptr<const void>(nullptr, [this](const void*) { ++keeps_released; });
+              raw->Send(std::move(f));
+            }
           },
           [](const Status&) {});
       Accept();
@@ -81,6 +100,24 @@ TEST_F(RpcClientTest, ManyCallsEachGetTheirReply) {
   Run([&] { return ok == 100; });
   EXPECT_EQ(ok, 100);
   EXPECT_EQ(client_->pending(), 0u);
+}
+
+TEST_F(RpcClientTest, LargeRepliesWrittenFromForeignMemoryArriveWholeAndInOrder) {
+  // Large frames mixed with small ones: each large body is read in place
+  // (CallView) and must be byte-exact; every keep is released once written.
+  int good = 0, small = 0;
+  const int kLarge = 20;
+  for (int i = 0; i < kLarge; ++i) {
+    client_->CallView(rpc::PULL_OBJECT, rpc::PullObject(), 5000, [&](const Status& st, const char* body, size_t len) {
+      if (!st.ok() || len != 8 + server_->big.size()) return;
+      if (std::memcmp(body + 8, server_->big.data(), server_->big.size()) == 0) ++good;
+    });
+    client_->Call(rpc::GET_STATS, rpc::Empty(), 5000, [&](Result<std::string> r) { small += r.ok(); });
+  }
+  Run([&] { return good + small == 2 * kLarge && server_->keeps_released == kLarge; });
+  EXPECT_EQ(good, kLarge);
+  EXPECT_EQ(small, kLarge);
+  EXPECT_EQ(server_->keeps_released, kLarge);
 }
 
 TEST_F(RpcClientTest, UnansweredCallTimesOutNamingThePeer) {
