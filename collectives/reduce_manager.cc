@@ -85,6 +85,8 @@ struct ReduceManager::Reduce {
   bool final_running = false;                       // this node copies the last partial into out
   std::string prev_id, prev_node, prev_name;        // what the next step reads
   std::vector<std::pair<std::string, std::string>> partials;  // (id, node) of the steps so far
+  std::string start_node;                           // where the chain's first input is
+  int rewinds = 0;
 };
 
 namespace {
@@ -237,6 +239,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
     if (r->used.empty()) {  // the first input is the chain's start as it is
       r->prev_id = r->inputs[i];
       r->prev_node = node;
+      r->start_node = node;
       r->prev_name = Name(*r, i);
       r->used.push_back(i);
       continue;
@@ -293,6 +296,75 @@ void ReduceManager::RunFinal(const std::shared_ptr<Reduce>& r) {
 
 void ReduceManager::ChainFailed(const std::shared_ptr<Reduce>& r, const Status& why) {
   if (r->ended) return;
+  if (!chain_.probe || r->rewinds > 0 || r->partials.empty()) return FallBack(r, why);
+  // Which of the chain's nodes still answer decides where it can go on from.
+  r->placing = true;  // nothing is placed meanwhile
+  std::vector<std::string> nodes = {r->start_node};
+  for (const auto& [id, node] : r->partials) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  }
+  auto alive = std::make_shared<std::unordered_map<std::string, bool>>();
+  auto left = std::make_shared<size_t>(nodes.size());
+  std::weak_ptr<Reduce> weak = r;
+  for (const auto& node : nodes) {
+    chain_.probe(node, [this, weak, why, alive, left, node](bool up) {
+      (*alive)[node] = up;
+      if (--*left > 0) return;
+      if (auto r = weak.lock()) Rewind(r, why, *alive);
+    });
+  }
+}
+
+void ReduceManager::Rewind(const std::shared_ptr<Reduce>& r, const Status& why,
+                           const std::unordered_map<std::string, bool>& alive) {
+  if (r->ended) return;
+  r->placing = false;
+  size_t m = r->partials.size();  // the first partial result on a dead node
+  for (size_t k = 0; k < r->partials.size(); ++k) {
+    if (!alive.at(r->partials[k].second)) {
+      m = k;
+      break;
+    }
+  }
+  if (!alive.at(r->start_node) || m == r->partials.size()) return FallBack(r, why);
+  ++r->rewinds;
+  ++num_rewinds_;
+  const std::string dead = r->partials[m].second;
+  PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": node " << ToHex(dead).substr(0, 12)
+                    << " died mid-chain; going on from the " << m << " link(s) before it";
+  // The links from the dead one on go; their inputs are placed again, in
+  // their order, ahead of those not placed yet, but for the dead nodes' own.
+  std::vector<std::pair<std::string, std::string>> dropped(r->partials.begin() + static_cast<long>(m),
+                                                           r->partials.end());
+  r->partials.resize(m);
+  std::unordered_map<std::string, std::vector<std::string>> by_node;
+  for (const auto& [id, node] : dropped) {
+    if (alive.at(node)) by_node[node].push_back(id);
+  }
+  for (auto& [node, ids] : by_node) chain_.drop(node, ids);
+  std::vector<int> again(r->used.begin() + static_cast<long>(m) + 1, r->used.end());
+  r->used.resize(m + 1);
+  if (m == 0) {
+    r->prev_id = r->inputs[r->used[0]];
+    r->prev_node = r->start_node;
+    r->prev_name = Name(*r, r->used[0]);
+  } else {
+    r->prev_id = r->partials[m - 1].first;
+    r->prev_node = r->partials[m - 1].second;
+    r->prev_name = PartialName(r->used);
+  }
+  for (size_t k = again.size(); k-- > 0;) {
+    if (alive.at(dropped[k].second)) r->located.emplace_front(again[k], dropped[k].second);
+  }
+  for (size_t k = 0; k < again.size() && !r->ended; ++k) {
+    if (!alive.at(dropped[k].second)) {
+      InputFailed(r, again[k], "its node " + ToHex(dropped[k].second).substr(0, 12) + " died during the reduce");
+    }
+  }
+  if (!r->ended) PlaceNext(r);
+}
+
+void ReduceManager::FallBack(const std::shared_ptr<Reduce>& r, const Status& why) {
   PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": the chain failed (" << why.message()
                     << "); reducing on this node instead";
   ++num_fallbacks_;

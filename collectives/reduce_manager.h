@@ -25,8 +25,12 @@
 //     costs about one transfer plus a chunk per hop, where the local way
 //     costs one transfer per input into this node. Chosen when the cost model
 //     over the measured link (ObjectTransfer::LinkTo) says it is faster. If a
-//     link fails (a node died mid-chain), the reduce starts over the local
-//     way with the inputs left (spares stand in for lost ones).
+//     link fails because a node died mid-chain, the chain goes on from the
+//     last partial result before that node (the links before it are not
+//     redone): the dead node's input is lost (a spare stands in, or the
+//     result fails naming it) and the inputs after it are placed again. Any
+//     other failure (or a second one) starts the reduce over the local way
+//     with the inputs left.
 //
 // The result is an ordinary object: inline when small, else in the store.
 // Everything else is on the raylet's main loop (not thread-safe).
@@ -75,6 +79,8 @@ struct ChainHooks {
   std::function<void(const std::string& node, const std::vector<std::string>& ids)> drop;
   // Measured bandwidth (bytes/s) and per-hop delay (s) to a node.
   std::function<std::pair<double, double>(const std::string& node)> link;
+  // Whether `node`'s raylet answers (within a short timeout).
+  std::function<void(const std::string& node, std::function<void(bool alive)>)> probe;
   uint64_t chunk_bytes = 256 << 10;
 };
 
@@ -109,6 +115,7 @@ class ReduceManager {
   // How the reduces so far went: chains started, and chains that fell back.
   uint64_t num_chains() const { return num_chains_; }
   uint64_t num_fallbacks() const { return num_fallbacks_; }
+  uint64_t num_rewinds() const { return num_rewinds_; }
   size_t num_active() const { return active_.size(); }
 
  private:
@@ -119,6 +126,10 @@ class ReduceManager {
   void PlaceNext(const std::shared_ptr<Reduce>& r);
   void RunFinal(const std::shared_ptr<Reduce>& r);
   void ChainFailed(const std::shared_ptr<Reduce>& r, const Status& why);
+  // After probing the chain's nodes: goes on from the last partial result
+  // before the first dead node, or over the local way.
+  void Rewind(const std::shared_ptr<Reduce>& r, const Status& why, const std::unordered_map<std::string, bool>& alive);
+  void FallBack(const std::shared_ptr<Reduce>& r, const Status& why);
   void DropPartials(Reduce& r);
   // A step reading what the chain made so far into `out` (its input to be set).
   rpc::ReduceStep NextStep(const Reduce& r, const std::string& out) const;
@@ -142,6 +153,7 @@ class ReduceManager {
   ChainHooks chain_;
   uint64_t num_chains_ = 0;
   uint64_t num_fallbacks_ = 0;
+  uint64_t num_rewinds_ = 0;
   boost::asio::thread_pool helper_{1};
   std::unordered_map<std::string, std::shared_ptr<Reduce>> active_;   // by result id
   std::unordered_map<std::string, std::vector<std::string>> inputs_;  // finished: result id -> inputs used

@@ -32,6 +32,12 @@ void NodeManager::SetUpCollectives() {
     auto l = peers_.transfer().LinkTo(node);
     return std::make_pair(l.bytes_per_s, l.rtt_s);
   };
+  hooks.probe = [this](const std::string& node, std::function<void(bool)> done) {
+    if (node == node_id_) return done(true);
+    // An empty drop: answered by any live raylet, refused or timed out otherwise.
+    peers_.CallNode(node, rpc::DROP_PARTIALS, rpc::ObjectIds(), 3000,
+                    [done](Result<std::string> r) { done(r.ok()); });
+  };
   reduces_.SetChain(std::move(hooks));
   peers_.SetDeadNodeHandler([this](const std::string& node) { steps_.DropFrom(node); });
   peers_.SetCollectiveHandler(

@@ -724,6 +724,7 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_ref_entries(objects_.num_entries());
   r.set_reduce_chains(reduces_.num_chains());
   r.set_reduce_fallbacks(reduces_.num_fallbacks());
+  r.set_reduce_rewinds(reduces_.num_rewinds());
   r.set_reduce_steps(steps_.num_steps());
   Reply(c, rpc::GET_STATS, req, r);
 }

@@ -418,7 +418,7 @@ PYBIND11_MODULE(_core, m) {
                      pyb::arg("workers") = s.workers(), pyb::arg("ref_entries") = s.ref_entries(),
                      pyb::arg("reduce_chains") = s.reduce_chains(),
                      pyb::arg("reduce_fallbacks") = s.reduce_fallbacks(),
-                     pyb::arg("reduce_steps") = s.reduce_steps());
+                     pyb::arg("reduce_steps") = s.reduce_steps(), pyb::arg("reduce_rewinds") = s.reduce_rewinds());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).
