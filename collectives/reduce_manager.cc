@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 #include "collectives/reduce_step.h"
 #include "core/ids.h"
@@ -87,6 +88,7 @@ struct ReduceManager::Reduce {
   std::vector<std::pair<std::string, std::string>> partials;  // (id, node) of the steps so far
   std::string start_node;                           // where the chain's first input is
   int rewinds = 0;
+  int local_last = -1;  // an input on this node, kept for the chain's last link (the result is made here)
 };
 
 namespace {
@@ -214,6 +216,12 @@ void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
     if (!ChainPays(size, r->inputs.size(), rate, hop, chain_.chunk_bytes)) return GoLocal(r);
     r->mode = Reduce::Mode::kChain;
     ++num_chains_;
+    for (auto it = r->located.begin(); it != r->located.end(); ++it) {  // one waiting here goes last
+      if (it->second != chain_.self) continue;
+      r->local_last = it->first;
+      r->located.erase(it);
+      break;
+    }
   }
   if (node.empty()) {  // small, failed or lost: no link of a chain of store objects
     if (v.state() == rpc::OBJ_INLINE) {
@@ -227,14 +235,33 @@ void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
     }
     return InputFailed(r, i, v.state() == rpc::OBJ_LOST ? v.error() : "it is not ready");
   }
-  r->located.emplace_back(i, node);
+  if (node == chain_.self && r->local_last < 0) {
+    // Its link goes last: the final copy into the result is then a local one,
+    // and this node's link carries the object once, not twice (in, then the
+    // last partial result in again).
+    r->local_last = i;
+  } else {
+    r->located.emplace_back(i, node);
+  }
   PlaceNext(r);
 }
 
 void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
-  while (!r->ended && !r->placing && !r->located.empty() && static_cast<int>(r->used.size()) < r->want) {
-    auto [i, node] = r->located.front();
-    r->located.pop_front();
+  for (;;) {
+    if (r->ended || r->placing) return;
+    int room = r->want - static_cast<int>(r->used.size()) - (r->local_last >= 0 ? 1 : 0);
+    int i;
+    std::string node;
+    if (room > 0 && !r->located.empty()) {
+      std::tie(i, node) = r->located.front();
+      r->located.pop_front();
+    } else if (room == 0 && r->local_last >= 0) {
+      i = r->local_last;  // the last link, on this node
+      node = chain_.self;
+      r->local_last = -1;
+    } else {
+      break;
+    }
     if (!r->held[i]) continue;
     if (r->used.empty()) {  // the first input is the chain's start as it is
       r->prev_id = r->inputs[i];
@@ -371,6 +398,7 @@ void ReduceManager::FallBack(const std::shared_ptr<Reduce>& r, const Status& why
   DropPartials(*r);
   r->located.clear();
   r->used.clear();
+  r->local_last = -1;
   r->placing = false;
   GoLocal(r);
 }

@@ -160,6 +160,10 @@ void ReduceSteps::Fail(const std::shared_ptr<Step>& s, const std::string& why) {
 }
 
 void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
+  // Once: completing out may end the reduce at once (a reader on this node
+  // finishes, the caller drops the partials, failing this step) before the
+  // step's own End runs.
+  if (s->ended) return;
   s->ended = true;
   const rpc::ReduceStep& m = s->m;
   if (s->has_input) {
@@ -177,7 +181,11 @@ void ReduceSteps::Drop(const std::vector<std::string>& outs) {
     auto it = steps_.find(id);
     if (it == steps_.end()) continue;
     auto s = it->second;
-    Fail(s, "the reduce it belongs to is over");
+    if (s->begun && s->made >= s->size) {
+      End(s, Status::OK());  // complete (its own End is yet to run)
+    } else {
+      Fail(s, "the reduce it belongs to is over");
+    }
     steps_.erase(id);
     if (s->has_input && s->begun) objects_->RemoveRef(id);
   }

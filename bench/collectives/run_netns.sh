@@ -1,17 +1,47 @@
 #!/usr/bin/env bash
 # A collectives benchmark on an emulated cluster: N network namespaces with
-# RATE links (../shared/bench/peers/netns.sh), one raylet each; the driver on
-# node 0. Needs root and iproute2. The namespaces are removed at the end.
-#   N=8 RATE=1gbit SIZES=33554432 bench/collectives/run_netns.sh [broadcast.py|reduce.py] [its flags]
+# RATE links (../shared/bench/peers/netns.sh), one raylet each, the driver on
+# node 0; then, on the same namespaces and in the same run, the peers of
+# ../shared/bench/peers (OpenMPI and Gloo by default), and a table of both.
+# Needs root and iproute2; the peers need their Debian packages
+# (bench/collectives/install_peers.sh). The namespaces are removed at the end.
+#   N=8 RATE=1gbit SIZES=33554432 bench/collectives/run_netns.sh [broadcast.py|reduce.py|all] [its flags]
+#   PEERS="mpi gloo-cpp torch-gloo dask" ...   which peers (PEERS=none: phalanx only)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-NETNS=${NETNS:-$ROOT/../shared/bench/peers/netns.sh}
+PEERS_DIR=${PEERS_DIR:-$ROOT/../shared/bench/peers}
+NETNS=${NETNS:-$PEERS_DIR/netns.sh}
 N=${N:-8} RATE=${RATE:-1gbit} SIZES=${SIZES:-33554432}
-[ -x "$NETNS" ] || [ -f "$NETNS" ] || { echo "netns.sh not found at $NETNS (set NETNS=...)" >&2; exit 2; }
+if [ -z "${PEERS:-}" ]; then  # the default: the peers whose packages are here
+  PEERS=""
+  command -v mpirun >/dev/null && /usr/bin/python3 -c "import mpi4py, numpy" 2>/dev/null && PEERS="mpi"
+  [ -e /usr/include/gloo/allreduce.h ] && PEERS="$PEERS gloo-cpp"
+  PEERS=${PEERS:-none}
+fi
+[ -f "$NETNS" ] || { echo "netns.sh not found at $NETNS (set PEERS_DIR=...)" >&2; exit 2; }
+SCRIPTS=(broadcast.py)
+case "${1:-}" in
+  all) SCRIPTS=(broadcast.py reduce.py); shift ;;
+  *.py) SCRIPTS=("$1"); shift ;;
+esac
+OUT=$(mktemp -d /tmp/phalanx-netns.XXXXXX)
+trap 'bash "$NETNS" down >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
+
 bash "$NETNS" up "$N" "$RATE" 100us >/dev/null
-trap 'bash "$NETNS" down >/dev/null 2>&1 || true' EXIT
-SCRIPT=broadcast.py
-case "${1:-}" in *.py) SCRIPT=$1; shift ;; esac
-ip netns exec pnode0 "$ROOT/.venv/bin/python" "$HERE/$SCRIPT" --netns --nodes "$N" --rate "$RATE" \
-  --sizes "$SIZES" "$@"
+for script in "${SCRIPTS[@]}"; do
+  ip netns exec pnode0 "$ROOT/.venv/bin/python" "$HERE/$script" --netns --nodes "$N" --rate "$RATE" \
+    --sizes "$SIZES" "$@" | tee -a "$OUT/phalanx.csv"
+done
+bash "$NETNS" down >/dev/null
+
+FILES=("$OUT/phalanx.csv")
+if [ "$PEERS" != none ]; then
+  echo "# peers on the same namespaces: $PEERS"
+  WORLDS=$N SIZES=$SIZES RATE=$RATE PEERS="$PEERS" OUT="$OUT/peers.csv" bash "$PEERS_DIR/collectives.sh" --netns \
+    >"$OUT/peers.log" 2>&1 || echo "# the peers' run failed: $(tail -3 "$OUT/peers.log")"
+  grep -v '^peer,' "$OUT/peers.csv" 2>/dev/null || true
+  FILES+=("$OUT/peers.csv")
+fi
+echo
+(cd "$HERE" && "$ROOT/.venv/bin/python" compare.py --rate "$RATE" "${FILES[@]}")

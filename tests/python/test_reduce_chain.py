@@ -80,6 +80,25 @@ def test_large_inputs_are_reduced_along_a_chain_of_their_nodes(four_nodes):
     wait_until(lambda: phalanx.cluster_stats()["reduce_steps"] == 0, timeout=10.0, what="the steps to be dropped")
 
 
+def test_an_input_on_the_callers_node_goes_last_but_counts_in_arrival_order(four_nodes):
+    """The caller's node's input is ready first; its link is placed last (the
+    result is made where it is), yet with num_objects=2 it is one of the two
+    that go in, as the first to arrive."""
+    actors = actors_on([0, 1, 2, 3])
+    phalanx.get([a.host.remote() for a in actors], timeout=60)
+    before = phalanx.cluster_stats()
+    refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.3, 0.8, 0.8])]
+    two = phalanx.collective.reduce(refs, op="sum", num_objects=2, timeout=60)
+    assert set(phalanx.collective.reduced_inputs(two, timeout=60)) == {refs[0], refs[1]}
+    assert float(phalanx.get(two, timeout=60)[-1]) == 1 + 2
+    everything = phalanx.collective.reduce(refs, op="sum", timeout=60)
+    assert float(phalanx.get(everything, timeout=60)[0]) == 1 + 2 + 3 + 4
+    assert phalanx.collective.reduced_inputs(everything, timeout=60)[-1] == refs[0]
+    after = phalanx.cluster_stats()
+    assert after["reduce_chains"] == before["reduce_chains"] + 2
+    assert after["reduce_fallbacks"] == before["reduce_fallbacks"]
+
+
 def test_a_mismatch_along_the_chain_names_both_inputs(four_nodes):
     actors = actors_on([1, 2, 3])
     refs = [actors[0].grad.remote(), actors[1].grad.remote(0.3, (1000, 1000)), actors[2].grad.remote(0.6)]

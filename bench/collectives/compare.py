@@ -1,0 +1,57 @@
+"""Puts phalanx's figures and the peers' from one run side by side.
+
+    compare.py --rate 1gbit FILE...
+
+Each FILE holds CSV lines as the benchmarks print them (peer,op,world,bytes,
+median_s,min_s,max_s, anything after '#' ignored; other lines skipped). Prints
+a markdown table per (op, world, size): every peer's median in ms, phalanx's
+as a multiple of S/B (the time one link needs for the object), and phalanx
+against the best peer (below 1: phalanx is faster)."""
+import argparse
+import sys
+from collections import defaultdict
+
+from clusters import rate_bytes_per_s
+
+
+def read(paths):
+    rows = defaultdict(dict)  # (op, world, bytes) -> peer -> median seconds
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                fields = line.split("#", 1)[0].strip().split(",")
+                if len(fields) < 7 or fields[0] == "peer":
+                    continue
+                try:
+                    key = (fields[1], int(fields[2]), int(fields[3]))
+                    rows[key][fields[0]] = float(fields[4])
+                except ValueError:
+                    continue
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    rows = read(a.files)
+    peers = sorted({p for r in rows.values() for p in r if p != "phalanx"})
+    bw = rate_bytes_per_s(a.rate)
+    print("| op | nodes | size | phalanx ms | x S/B | " + " | ".join(f"{p} ms" for p in peers) +
+          " | phalanx / best peer |")
+    print("|---" * (6 + len(peers)) + "|")
+    for (op, world, size), r in sorted(rows.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
+        if "phalanx" not in r:
+            continue
+        mine = r["phalanx"]
+        theirs = [r[p] for p in peers if p in r]
+        best = f"{mine / min(theirs):.2f}" if theirs else "-"
+        cells = [f"{r[p] * 1e3:,.1f}" if p in r else "-" for p in peers]
+        print(f"| {op} | {world} | {size} | {mine * 1e3:,.1f} | {mine / (size / bw):.2f} | " + " | ".join(cells) +
+              f" | {best} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
