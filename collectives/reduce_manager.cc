@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "collectives/reduce_step.h"
 #include "core/ids.h"
@@ -181,6 +182,7 @@ Status ReduceManager::Start(const rpc::ReduceObjects& m) {
 void ReduceManager::GoLocal(const std::shared_ptr<Reduce>& r) {
   r->mode = Reduce::Mode::kLocal;
   r->located.clear();
+  r->local_last = -1;
   std::weak_ptr<Reduce> weak = r;
   for (size_t i = 0; i < r->inputs.size() && !r->ended; ++i) {
     if (!r->held[i]) continue;
@@ -207,20 +209,11 @@ void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
   }
   if (r->mode == Reduce::Mode::kUndecided) {
     if (node.empty() || size <= inline_threshold_) return GoLocal(r);
-    if (node == chain_.self) {  // large, and here: the first input on another node decides
-      r->located.emplace_back(i, node);
-      if (r->located.size() == r->inputs.size()) GoLocal(r);  // all here
-      return;
-    }
-    auto [rate, hop] = chain_.link(node);
-    if (!ChainPays(size, r->inputs.size(), rate, hop, chain_.chunk_bytes)) return GoLocal(r);
-    r->mode = Reduce::Mode::kChain;
-    ++num_chains_;
-    for (auto it = r->located.begin(); it != r->located.end(); ++it) {  // one waiting here goes last
-      if (it->second != chain_.self) continue;
-      r->local_last = it->first;
-      r->located.erase(it);
-      break;
+    if (node != chain_.self) {  // (large, and here: the first input on another node decides)
+      auto [rate, hop] = chain_.link(node);
+      if (!ChainPays(size, r->inputs.size(), rate, hop, chain_.chunk_bytes)) return GoLocal(r);
+      r->mode = Reduce::Mode::kChain;
+      ++num_chains_;
     }
   }
   if (node.empty()) {  // small, failed or lost: no link of a chain of store objects
@@ -242,6 +235,10 @@ void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
     r->local_last = i;
   } else {
     r->located.emplace_back(i, node);
+  }
+  if (r->mode == Reduce::Mode::kUndecided) {  // only inputs here so far
+    if (r->located.size() + 1 == r->inputs.size()) GoLocal(r);  // all here
+    return;
   }
   PlaceNext(r);
 }
@@ -364,11 +361,7 @@ void ReduceManager::Rewind(const std::shared_ptr<Reduce>& r, const Status& why,
   std::vector<std::pair<std::string, std::string>> dropped(r->partials.begin() + static_cast<long>(m),
                                                            r->partials.end());
   r->partials.resize(m);
-  std::unordered_map<std::string, std::vector<std::string>> by_node;
-  for (const auto& [id, node] : dropped) {
-    if (alive.at(node)) by_node[node].push_back(id);
-  }
-  for (auto& [node, ids] : by_node) chain_.drop(node, ids);
+  DropPartials(dropped);  // (a drop to a dead node fails quietly)
   std::vector<int> again(r->used.begin() + static_cast<long>(m) + 1, r->used.end());
   r->used.resize(m + 1);
   if (m == 0) {
@@ -395,18 +388,16 @@ void ReduceManager::FallBack(const std::shared_ptr<Reduce>& r, const Status& why
   PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": the chain failed (" << why.message()
                     << "); reducing on this node instead";
   ++num_fallbacks_;
-  DropPartials(*r);
+  DropPartials(std::exchange(r->partials, {}));
   r->located.clear();
   r->used.clear();
-  r->local_last = -1;
   r->placing = false;
   GoLocal(r);
 }
 
-void ReduceManager::DropPartials(Reduce& r) {
+void ReduceManager::DropPartials(const std::vector<std::pair<std::string, std::string>>& partials) {
   std::unordered_map<std::string, std::vector<std::string>> by_node;
-  for (auto& [id, node] : r.partials) by_node[node].push_back(id);
-  r.partials.clear();
+  for (const auto& [id, node] : partials) by_node[node].push_back(id);
   for (auto& [node, ids] : by_node) chain_.drop(node, ids);
 }
 
@@ -569,7 +560,7 @@ void ReduceManager::Fail(const std::shared_ptr<Reduce>& r, StatusCode code, cons
 void ReduceManager::End(const std::shared_ptr<Reduce>& r, const Status& outcome) {
   r->ended = true;
   if (r->timer) r->timer->cancel();
-  DropPartials(*r);
+  DropPartials(std::exchange(r->partials, {}));
   for (size_t i = 0; i < r->inputs.size(); ++i) Release(*r, static_cast<int>(i));
   r->queue.clear();
   std::vector<std::string> used;

@@ -130,7 +130,8 @@ class ReduceManager {
   // before the first dead node, or over the local way.
   void Rewind(const std::shared_ptr<Reduce>& r, const Status& why, const std::unordered_map<std::string, bool>& alive);
   void FallBack(const std::shared_ptr<Reduce>& r, const Status& why);
-  void DropPartials(Reduce& r);
+  // Frees partial results, (id, node) each.
+  void DropPartials(const std::vector<std::pair<std::string, std::string>>& partials);
   // A step reading what the chain made so far into `out` (its input to be set).
   rpc::ReduceStep NextStep(const Reduce& r, const std::string& out) const;
   void Arrived(const std::shared_ptr<Reduce>& r, int index);

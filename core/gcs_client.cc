@@ -1,8 +1,5 @@
 #include "core/gcs_client.h"
 
-#include <algorithm>
-#include <unordered_map>
-
 #include "core/ids.h"
 
 namespace phalanx {
@@ -211,23 +208,16 @@ void GcsClient::PickSource(const std::string& object_id, const std::string& self
 static Result<rpc::ObjectDirectoryEntry> ParseEntry(const std::string& object_id, const RedisReply& r) {
   rpc::ObjectDirectoryEntry e;
   e.set_object_id(object_id);
-  std::unordered_map<std::string, int> serving;  // node hex -> readers
   for (size_t i = 0; i + 1 < r.elements.size(); i += 2) {
     const std::string& field = r.elements[i].str;
     if (field == "size") {
       e.set_size(std::stoull(r.elements[i + 1].str));
-    } else if (field.rfind("srv:", 0) == 0) {
-      serving[field.substr(4)] = std::atoi(r.elements[i + 1].str.c_str());
-    } else if (field.rfind("cmp:", 0) == 0) {
-      continue;  // mirrored in the ObjectLocation
+    } else if (field.rfind("srv:", 0) == 0 || field.rfind("cmp:", 0) == 0) {
+      continue;  // the pick script's counters; cmp: mirrors the ObjectLocation
     } else {
       rpc::ObjectLocation loc;
       if (loc.ParseFromString(r.elements[i + 1].str)) *e.add_locations() = std::move(loc);
     }
-  }
-  for (auto& loc : *e.mutable_locations()) {
-    auto s = serving.find(ToHex(loc.node_id()));
-    if (s != serving.end()) loc.set_serving(std::max(0, s->second));
   }
   return e;
 }

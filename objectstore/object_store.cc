@@ -114,10 +114,9 @@ std::shared_ptr<const void> ObjectStore::Lease(const std::string& id) {
   if (it == objects_.end()) return nullptr;
   uint64_t offset = it->second.offset;
   ++leases_[offset];
-  std::weak_ptr<bool> alive = alive_;
+  std::weak_ptr<char> alive = alive_;
   return std::shared_ptr<const void>(region_->base() + offset, [this, alive, offset](const void*) {
-    auto a = alive.lock();
-    if (a && *a) EndLease(offset);
+    if (!alive.expired()) EndLease(offset);
   });
 }
 

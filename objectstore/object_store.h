@@ -45,7 +45,6 @@ class ObjectStore {
   using EvictHandler = std::function<void(const std::string& id)>;
 
   explicit ObjectStore(std::unique_ptr<ShmRegion> region);
-  ~ObjectStore() { *alive_ = false; }
 
   // Reserves `size` bytes for `id`. OutOfMemory (with capacity, use and pins
   // in the message) when no room can be made; AlreadyExists for a known id.
@@ -90,7 +89,7 @@ class ObjectStore {
   EvictHandler on_evict_;
   std::unordered_map<uint64_t, int64_t> leases_;  // offset -> live tokens
   std::unordered_set<uint64_t> freed_leased_;     // offsets whose object went while leased
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // tokens outliving the store do nothing
+  std::shared_ptr<char> alive_ = std::make_shared<char>();  // expires with the store: later tokens do nothing
 };
 
 }  // namespace phalanx::objectstore

@@ -12,8 +12,11 @@ namespace phalanx::objectstore {
 namespace {
 std::string Short(const std::string& node) { return ToHex(node).substr(0, 12); }
 
-// A reply: header, u32 meta length, meta, then `n` bytes: copied in when
-// small, else written from `data` (a store range kept by `keep`).
+// Ranges at least this long are written from the store, shorter ones copied into the frame.
+constexpr size_t kTailBytes = 16 << 10;
+
+// A reply: header, u32 meta length, meta, then `n` bytes: written from
+// `data` when `keep` holds them (a store range), else copied in.
 OutFrame ReplyFrame(uint64_t request_id, const rpc::PullObjectReply& meta, const char* data, size_t n,
                     std::shared_ptr<const void> keep = nullptr) {
   std::string m = meta.SerializeAsString();
@@ -22,7 +25,7 @@ OutFrame ReplyFrame(uint64_t request_id, const rpc::PullObjectReply& meta, const
   h.type = rpc::PULL_OBJECT;
   h.flags = kReplyFlag;
   h.request_id = request_id;
-  bool inline_data = !keep || n < (16u << 10);
+  bool inline_data = !keep;
   OutFrame out;
   out.bytes.assign(kFrameHeaderSize + 4 + m.size() + (inline_data ? n : 0), '\0');
   EncodeHeader(h, out.bytes.data());
@@ -140,10 +143,10 @@ void ObjectTransfer::UseSource(const std::string& id, const std::string& node, b
   }
   if (directory_.serving && !counted) directory_.serving(p.object, node, +1);
   uint64_t epoch = p.epoch;
-  connect_(node, [this, id, epoch, node](Result<std::shared_ptr<RpcClient>> c) {
+  connect_(node, [this, id, epoch](Result<std::shared_ptr<RpcClient>> c) {
     auto it = pulls_.find(id);
     if (it == pulls_.end() || it->second.epoch != epoch) return;
-    if (!c.ok()) return SourceFailed(id, "node " + Short(node) + ": " + c.status().message());
+    if (!c.ok()) return SourceFailed(id, ": " + c.status().message());
     it->second.client = c.value();
     RequestMore(id);
   });
@@ -186,14 +189,13 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   if (it == pulls_.end() || it->second.epoch != epoch) return;  // finished, or from a source we left
   PullState& p = it->second;
   --p.inflight;
-  const std::string from = "node " + Short(p.source);
-  if (!st.ok()) return SourceFailed(id, from + ": " + st.message());
+  if (!st.ok()) return SourceFailed(id, ": " + st.message());
   rpc::PullObjectReply r;
   const char* data = nullptr;
   size_t data_size = 0;
-  if (!ParseReply(body, len, &r, &data, &data_size)) return SourceFailed(id, from + " sent a malformed reply");
-  if (r.status().code() != 0) return SourceFailed(id, from + ": " + r.status().message());
-  if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, from + ": " + r.error());
+  if (!ParseReply(body, len, &r, &data, &data_size)) return SourceFailed(id, " sent a malformed reply");
+  if (r.status().code() != 0) return SourceFailed(id, ": " + r.status().message());
+  if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, ": " + r.error());
   if (r.contains_refs()) return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
   if (r.state() == rpc::OBJ_INLINE) {
     if (p.sink) return Fail(id, "it is a small value kept inline, not a store object");
@@ -225,11 +227,11 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     // Readers may come to us now (not for a sink: its bytes become another object).
     if (directory_.located && !p.sink) directory_.located(id, p.size, 0, false);
   } else if (r.size() != p.size) {
-    return SourceFailed(id, from + " has a different size for it");
+    return SourceFailed(id, " has a different size for it");
   }
   uint64_t off = chunk * options_.chunk_bytes;
   uint64_t want = off >= p.size ? 0 : std::min(options_.chunk_bytes, p.size - off);
-  if (data_size != want) return SourceFailed(id, from + " sent a short range");
+  if (data_size != want) return SourceFailed(id, " sent a short range");
   uint8_t* dest = p.dest;
   if (!p.sink) {
     const auto* e = store_->Find(id);
@@ -368,10 +370,11 @@ void ObjectTransfer::Watch(const std::string& id, Progress cb) {
   });
 }
 
-void ObjectTransfer::SourceFailed(const std::string& id, const std::string& why) {
+void ObjectTransfer::SourceFailed(const std::string& id, const std::string& what) {
   auto it = pulls_.find(id);
   if (it == pulls_.end()) return;
   PullState& p = it->second;
+  const std::string why = "node " + Short(p.source) + what;
   PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
   p.tried.insert(p.source);
@@ -427,7 +430,7 @@ void ObjectTransfer::ReplyRange(const std::string& id, uint64_t size, uint64_t s
   uint64_t from = std::min(w.offset, size);
   uint64_t n = std::min(w.length, size - from);
   w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n,
-                    store_->Lease(id)));
+                    n >= kTailBytes ? store_->Lease(id) : nullptr));
 }
 
 void ObjectTransfer::ServeWaiters(PullState& p, const std::string& id) {

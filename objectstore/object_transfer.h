@@ -169,8 +169,8 @@ class ObjectTransfer {
   void RequestMore(const std::string& id);
   void OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, const Status& st, const char* body,
                size_t len);
-  // The current source failed: try another, or give up.
-  void SourceFailed(const std::string& id, const std::string& why);
+  // The current source failed (`what` follows its name: ": lost", " sent ..."): try another, or give up.
+  void SourceFailed(const std::string& id, const std::string& what);
   void Finish(const std::string& id);
   void Fail(const std::string& id, const std::string& why);
   void ServeWaiters(PullState& p, const std::string& id);

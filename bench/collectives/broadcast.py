@@ -14,12 +14,11 @@ and the ratio to it."""
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 import phalanx
-from clusters import add_cluster_args, csv_line, start_phalanx, start_ray, stop_phalanx, stop_ray
+from clusters import add_cluster_args, csv_line, measure, start_phalanx, start_ray, stop_phalanx, stop_ray
 
 
 def run_ray(nodes, sizes, warmup, reps):
@@ -37,17 +36,11 @@ def run_ray(nodes, sizes, warmup, reps):
         readers = [Reader.options(resources={f"n{k}": 1}).remote() for k in range(1, nodes)]
         ray.get([r.read.remote(np.ones(1, np.float32)) for r in readers])
         for size in sizes:
-            times = []
-            for rep in range(warmup + reps):
-                ref = ray.put(np.ones(size // 4, dtype=np.float32))
-                t = time.perf_counter()
-                got = ray.get([r.read.remote(ref) for r in readers], timeout=300)
-                dt = time.perf_counter() - t
-                assert got == [size] * (nodes - 1)
-                if rep >= warmup:
-                    times.append(dt)
-                del ref
-                time.sleep(0.3)
+            def once(ref):
+                assert ray.get([r.read.remote(ref) for r in readers], timeout=300) == [size] * (nodes - 1)
+
+            times = measure(once, warmup, reps, prepare=lambda: ray.put(np.ones(size // 4, dtype=np.float32)),
+                            pause=0.3)
             print(csv_line("ray", "broadcast", nodes, size, times), flush=True)
     finally:
         stop_ray(cluster)
@@ -77,17 +70,11 @@ def main():
         hosts = phalanx.get([r.where.remote() for r in readers], timeout=120)
         assert len(set(hosts)) == a.nodes - 1, "every reader on its own node"
         for size in (int(s) for s in a.sizes.split(",")):
-            times = []
-            for rep in range(a.warmup + a.reps):
-                ref = phalanx.put(np.ones(size // 4, dtype=np.float32))
-                t = time.perf_counter()
-                got = phalanx.get([r.read.remote(ref) for r in readers], timeout=300)
-                dt = time.perf_counter() - t
-                assert got == [size] * (a.nodes - 1)
-                if rep >= a.warmup:
-                    times.append(dt)
-                del ref
-                time.sleep(0.3)
+            def once(ref):
+                assert phalanx.get([r.read.remote(ref) for r in readers], timeout=300) == [size] * (a.nodes - 1)
+
+            times = measure(once, a.warmup, a.reps, prepare=lambda: phalanx.put(np.ones(size // 4, dtype=np.float32)),
+                            pause=0.3)
             print(csv_line("phalanx", "broadcast", a.nodes, size, times, a.rate), flush=True)
     finally:
         stop_phalanx(node)

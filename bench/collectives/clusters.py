@@ -84,6 +84,22 @@ def stop_ray(cluster):
     cluster.shutdown()
 
 
+def measure(run, warmup, reps, prepare=None, pause=0.2):
+    """Seconds each of `reps` calls of run() took, after `warmup` untimed
+    ones, with `pause` s between. With `prepare`, each call is run(prepare()),
+    prepare untimed (and its value dropped before the next)."""
+    times = []
+    for rep in range(warmup + reps):
+        args = (prepare(),) if prepare else ()
+        t = time.perf_counter()
+        run(*args)
+        if rep >= warmup:
+            times.append(time.perf_counter() - t)
+        del args
+        time.sleep(pause)
+    return times
+
+
 def csv_line(peer, op, nodes, size, times, rate=None, extra=""):
     med = statistics.median(times)
     line = f"{peer},{op},{nodes},{size},{med:.6f},{min(times):.6f},{max(times):.6f}"

@@ -38,9 +38,9 @@ def main():
     rows = read(a.files)
     peers = sorted({p for r in rows.values() for p in r if p != "phalanx"})
     bw = rate_bytes_per_s(a.rate)
-    print("| op | nodes | size | phalanx ms | x S/B | " + " | ".join(f"{p} ms" for p in peers) +
-          " | phalanx / best peer |")
-    print("|---" * (6 + len(peers)) + "|")
+    head = ["op", "nodes", "size", "phalanx ms", "x S/B", *(f"{p} ms" for p in peers), "phalanx / best peer"]
+    print("| " + " | ".join(head) + " |")
+    print("|---" * len(head) + "|")
     for (op, world, size), r in sorted(rows.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
         if "phalanx" not in r:
             continue
@@ -48,8 +48,8 @@ def main():
         theirs = [r[p] for p in peers if p in r]
         best = f"{mine / min(theirs):.2f}" if theirs else "-"
         cells = [f"{r[p] * 1e3:,.1f}" if p in r else "-" for p in peers]
-        print(f"| {op} | {world} | {size} | {mine * 1e3:,.1f} | {mine / (size / bw):.2f} | " + " | ".join(cells) +
-              f" | {best} |")
+        row = [op, world, size, f"{mine * 1e3:,.1f}", f"{mine / (size / bw):.2f}", *cells, best]
+        print("| " + " | ".join(str(c) for c in row) + " |")
     return 0
 
 

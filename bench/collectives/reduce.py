@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from clusters import add_cluster_args, csv_line, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx, stop_ray
+from clusters import (add_cluster_args, csv_line, measure, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx,
+                      stop_ray)
 
 
 class GradBody:
@@ -42,17 +43,6 @@ class GradBody:
 
     def read(self, total):
         return float(total[0]) + float(total[-1])
-
-
-def measure(run, warmup, reps):
-    times = []
-    for rep in range(warmup + reps):
-        t = time.perf_counter()
-        run()
-        if rep >= warmup:
-            times.append(time.perf_counter() - t)
-        time.sleep(0.2)
-    return times
 
 
 def expect_sum(nodes):
