@@ -361,7 +361,7 @@ void ReduceManager::Rewind(const std::shared_ptr<Reduce>& r, const Status& why,
   std::vector<std::pair<std::string, std::string>> dropped(r->partials.begin() + static_cast<long>(m),
                                                            r->partials.end());
   r->partials.resize(m);
-  DropPartials(dropped);  // (a drop to a dead node fails quietly)
+  chain_.DropAll(dropped);  // (a drop to a dead node fails quietly)
   std::vector<int> again(r->used.begin() + static_cast<long>(m) + 1, r->used.end());
   r->used.resize(m + 1);
   if (m == 0) {
@@ -388,17 +388,17 @@ void ReduceManager::FallBack(const std::shared_ptr<Reduce>& r, const Status& why
   PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": the chain failed (" << why.message()
                     << "); reducing on this node instead";
   ++num_fallbacks_;
-  DropPartials(std::exchange(r->partials, {}));
+  chain_.DropAll(std::exchange(r->partials, {}));
   r->located.clear();
   r->used.clear();
   r->placing = false;
   GoLocal(r);
 }
 
-void ReduceManager::DropPartials(const std::vector<std::pair<std::string, std::string>>& partials) {
+void ChainHooks::DropAll(const std::vector<std::pair<std::string, std::string>>& partials) const {
   std::unordered_map<std::string, std::vector<std::string>> by_node;
   for (const auto& [id, node] : partials) by_node[node].push_back(id);
-  for (auto& [node, ids] : by_node) chain_.drop(node, ids);
+  for (auto& [node, ids] : by_node) drop(node, ids);
 }
 
 rpc::ReduceStep ReduceManager::NextStep(const Reduce& r, const std::string& out) const {
@@ -560,7 +560,7 @@ void ReduceManager::Fail(const std::shared_ptr<Reduce>& r, StatusCode code, cons
 void ReduceManager::End(const std::shared_ptr<Reduce>& r, const Status& outcome) {
   r->ended = true;
   if (r->timer) r->timer->cancel();
-  DropPartials(std::exchange(r->partials, {}));
+  chain_.DropAll(std::exchange(r->partials, {}));
   for (size_t i = 0; i < r->inputs.size(); ++i) Release(*r, static_cast<int>(i));
   r->queue.clear();
   std::vector<std::string> used;
@@ -599,8 +599,10 @@ void ReduceManager::Stop(const std::string& why) {
   for (auto& r : all) Fail(r, StatusCode::kUnavailable, why);
 }
 
-std::string ReduceManager::Name(const Reduce& r, int index) const {
-  return "input " + std::to_string(index) + " (ObjectRef(" + ToHex(r.inputs[index]) + "))";
+std::string InputName(int index, const std::string& id) {
+  return "input " + std::to_string(index) + " (ObjectRef(" + ToHex(id) + "))";
 }
+
+std::string ReduceManager::Name(const Reduce& r, int index) const { return InputName(index, r.inputs[index]); }
 
 }  // namespace phalanx::collectives

@@ -81,8 +81,19 @@ struct ChainHooks {
   std::function<std::pair<double, double>(const std::string& node)> link;
   // Whether `node`'s raylet answers (within a short timeout).
   std::function<void(const std::string& node, std::function<void(bool alive)>)> probe;
+  // Makes an allreduce's result on `node` (ReduceSteps::Assemble there); `done`
+  // once it is whole (then held there for this node) or failed.
+  std::function<void(const std::string& node, const rpc::AssembleSlices& m, std::function<void(const Status&)> done)>
+      assemble;
+  // Lets go of objects `node` holds for this node.
+  std::function<void(const std::string& node, const std::vector<std::string>& ids)> release;
   uint64_t chunk_bytes = 256 << 10;
+  // Frees partial results, (id, node) each: one drop per node.
+  void DropAll(const std::vector<std::pair<std::string, std::string>>& partials) const;
 };
+
+// "input 3 (ObjectRef(<hex id>))", as errors name a collective's inputs.
+std::string InputName(int index, const std::string& id);
 
 class ReduceManager {
  public:
@@ -130,8 +141,6 @@ class ReduceManager {
   // before the first dead node, or over the local way.
   void Rewind(const std::shared_ptr<Reduce>& r, const Status& why, const std::unordered_map<std::string, bool>& alive);
   void FallBack(const std::shared_ptr<Reduce>& r, const Status& why);
-  // Frees partial results, (id, node) each.
-  void DropPartials(const std::vector<std::pair<std::string, std::string>>& partials);
   // A step reading what the chain made so far into `out` (its input to be set).
   rpc::ReduceStep NextStep(const Reduce& r, const std::string& out) const;
   void Arrived(const std::shared_ptr<Reduce>& r, int index);

@@ -23,8 +23,18 @@ struct ReduceSteps::Step {
   bool ended = false;
   bool head_checked = false;
   uint8_t* out = nullptr;
+  uint64_t lo = 0;                 // out[0] is the value's byte lo (a slice, see rpc::ReduceStep)
   uint64_t size = 0;
   uint64_t made = 0;               // out's bytes [0, made) are final
+};
+
+struct ReduceSteps::Assembly {
+  rpc::AssembleSlices m;
+  Done done;
+  uint8_t* out = nullptr;
+  std::vector<uint64_t> got;  // bytes of slice s in place
+  size_t left = 0;            // slices not whole yet
+  bool ended = false;
 };
 
 namespace {
@@ -65,12 +75,23 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
       return started(Status(code, m.input_name() + " " + layout.status().message()));
     }
     s->layout = layout.value();
+    if (m.hi() > 0 && (s->input_size != m.total_size() || m.hi() > m.total_size() || m.lo() >= m.hi())) {
+      objects_->ReleasePin(m.input_id());
+      return started(Status(StatusCode::kCollectiveFailed,
+                            "allreduce inputs do not match: " + m.input_name() + " has " +
+                                std::to_string(s->input_size) + " bytes, the first has " +
+                                std::to_string(m.total_size())));
+    }
     objects_->AddRef(m.input_id());  // (and pinned) until End
   }
+  s->lo = m.hi() > 0 ? m.lo() : 0;
+  if (s->lo > 0) s->head_checked = true;  // a slice past the header: the input was checked above
   steps_[m.out_id()] = s;
+  if (m.prev_id().empty()) return Seed(s, std::move(started));
   s->direct = m.prev_node() != self_;
   if (!s->direct) objects_->AddRef(m.prev_id());  // read here while it grows, until End
-  if (s->has_input && !Begin(s, s->input_size)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
+  uint64_t out_size = m.hi() > 0 ? m.hi() - m.lo() : s->input_size;
+  if (s->has_input && !Begin(s, out_size)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
   started(Status::OK());
   std::weak_ptr<Step> weak = s;
   auto progress = [this, weak](uint64_t size, uint64_t bytes, const Status& st) {
@@ -94,6 +115,20 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
 }
 
 std::string ReduceSteps::CopyKey(const std::string& out) { return "reduce-step-input:" + out; }
+
+void ReduceSteps::Seed(const std::shared_ptr<Step>& s, Done started) {
+  // The first link of a slice's chain: out is the input's slice as it is.
+  if (!s->has_input) {
+    steps_.erase(s->m.out_id());
+    return started(Status::InvalidArgument("a reduce step needs an input or a prev"));
+  }
+  if (!Begin(s, s->m.hi() - s->lo)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
+  std::memcpy(s->out, s->input + s->lo, s->size);
+  s->made = s->size;
+  transfer_->Complete(s->m.out_id());
+  started(Status::OK());
+  End(s, Status::OK());
+}
 
 bool ReduceSteps::Begin(const std::shared_ptr<Step>& s, uint64_t size) {
   auto out = transfer_->Produce(s->m.out_id(), size);
@@ -124,7 +159,7 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
   }
   if (!s->head_checked && hi >= std::min(size, value_format::HeaderSize(1))) {
     // prev must be a numeric array like the input (a copy step checks the last link).
-    auto pl = ParseArray(prev, size);
+    auto pl = ParseArray(prev, m.hi() > 0 ? m.total_size() : size);
     if (!pl.ok()) return Fail(s, m.prev_name() + " " + pl.status().message());
     if (!s->has_input) {
       s->head_checked = true;
@@ -137,12 +172,12 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
   }
   uint64_t lo = s->made;
   if (!s->direct) std::memcpy(s->out + lo, prev + lo, hi - lo);
-  if (s->has_input) {
-    uint64_t begin = std::max(lo, s->layout.data_offset);
-    uint64_t end = std::min(hi, s->layout.data_offset + s->layout.data_bytes);
+  if (s->has_input) {  // (in the value's offsets: out[x] is the value's byte s->lo + x)
+    uint64_t begin = std::max(s->lo + lo, s->layout.data_offset);
+    uint64_t end = std::min(s->lo + hi, s->layout.data_offset + s->layout.data_bytes);
     if (begin < end) {
       size_t width = DTypeSize(s->layout.dtype);
-      (void)ReduceInto(s->op, s->layout.dtype, s->out + begin, s->input + begin, (end - begin) / width);
+      (void)ReduceInto(s->op, s->layout.dtype, s->out + (begin - s->lo), s->input + begin, (end - begin) / width);
     }
   }
   s->made = hi;
@@ -170,7 +205,7 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
     objects_->ReleasePin(m.input_id());
     objects_->RemoveRef(m.input_id());
   }
-  if (!s->direct) objects_->RemoveRef(m.prev_id());
+  if (!s->direct && !m.prev_id().empty()) objects_->RemoveRef(m.prev_id());
   if (!s->has_input) steps_.erase(m.out_id());  // the final copy: its out is its holders'
   Done done = std::move(s->done);
   if (done) done(outcome);
@@ -178,6 +213,8 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
 
 void ReduceSteps::Drop(const std::vector<std::string>& outs) {
   for (const auto& id : outs) {
+    auto as = assemblies_.find(id);
+    if (as != assemblies_.end()) EndAssembly(as->second, Status(StatusCode::kCollectiveFailed, "the allreduce is over"));
     auto it = steps_.find(id);
     if (it == steps_.end()) continue;
     auto s = it->second;
@@ -196,7 +233,110 @@ void ReduceSteps::DropFrom(const std::string& node) {
   for (const auto& [id, s] : steps_) {
     if (s->m.reduce_node() == node) orphans.push_back(id);
   }
+  for (const auto& [id, a] : assemblies_) {
+    if (a->m.reduce_node() == node) orphans.push_back(id);
+  }
   Drop(orphans);
+}
+
+void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
+  size_t n = static_cast<size_t>(m.slice_ids_size());
+  bool ok = n > 0 && m.slice_nodes_size() == m.slice_ids_size() && m.slice_lo_size() == m.slice_ids_size() &&
+            m.slice_lo(0) == 0;
+  for (size_t k = 1; ok && k < n; ++k) ok = m.slice_lo(k) > m.slice_lo(k - 1) && m.slice_lo(k) < m.size();
+  if (!ok) return done(Status::InvalidArgument("malformed allreduce assembly of " + m.name()));
+  if (assemblies_.count(m.out_id()) || steps_.count(m.out_id())) {
+    return done(Status::AlreadyExists("allreduce result " + ToHex(m.out_id()) + " is being made here"));
+  }
+  auto out = transfer_->Produce(m.out_id(), m.size());
+  if (!out.ok()) {
+    return done(Status(StatusCode::kCollectiveFailed,
+                       "no room for " + m.name() + " on node " + ToHex(self_).substr(0, 12) + ": " +
+                           out.status().message()));
+  }
+  objects_->AddRef(m.out_id());  // ours until done has run (it may hold it for the caller)
+  auto a = std::make_shared<Assembly>();
+  a->m = m;
+  a->done = std::move(done);
+  a->out = out.value();
+  a->got.assign(n, 0);
+  a->left = n;
+  assemblies_[m.out_id()] = a;
+  std::weak_ptr<Assembly> weak = a;
+  for (size_t k = 0; k < n && !a->ended; ++k) {
+    uint64_t lo = m.slice_lo(k);
+    uint64_t len = (k + 1 < n ? m.slice_lo(k + 1) : m.size()) - lo;
+    auto progress = [this, weak, k, len](uint64_t size, uint64_t bytes, const Status& st) {
+      auto a = weak.lock();
+      if (!a || a->ended) return;
+      if (st.ok() && size != len) {
+        return SliceProgress(a, k, bytes, Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) +
+                                                                                  " bytes, not " + std::to_string(len)));
+      }
+      SliceProgress(a, k, bytes, st);
+    };
+    if (m.slice_nodes(k) == self_) {  // copied from the slice here as it grows
+      objects_->AddRef(m.slice_ids(k));
+      transfer_->Watch(m.slice_ids(k), progress);
+      continue;
+    }
+    transfer_->PullInto(
+        AssemblyKey(m.out_id(), k), m.slice_ids(k), m.slice_nodes(k),
+        [weak, lo, len](uint64_t size) -> Result<uint8_t*> {
+          auto a = weak.lock();
+          if (!a || a->ended) return Status::Unavailable("the allreduce assembly ended");
+          if (size != len) return Status(StatusCode::kCollectiveFailed, "a slice of the wrong size");
+          return a->out + lo;
+        },
+        progress);
+  }
+}
+
+std::string ReduceSteps::AssemblyKey(const std::string& out, size_t slice) {
+  return "allreduce-slice:" + std::to_string(slice) + ":" + out;
+}
+
+void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, uint64_t bytes, Status st) {
+  const rpc::AssembleSlices& m = a->m;
+  uint64_t lo = m.slice_lo(k);
+  uint64_t len = (k + 1 < a->got.size() ? m.slice_lo(k + 1) : m.size()) - lo;
+  if (st.ok() && m.slice_nodes(k) == self_ && bytes > a->got[k]) {
+    const auto* e = store_->Find(m.slice_ids(k));
+    if (e == nullptr) {
+      st = Status(StatusCode::kObjectLost, "is gone from this node's store");
+    } else {
+      std::memcpy(a->out + lo + a->got[k], store_->base() + e->offset + a->got[k], bytes - a->got[k]);
+    }
+  }
+  if (!st.ok()) {
+    return EndAssembly(a, Status(StatusCode::kCollectiveFailed, m.name() + ": slice " + std::to_string(k) +
+                                                                     " of the reduced value: " + st.message()));
+  }
+  if (bytes <= a->got[k]) return;
+  a->got[k] = bytes;
+  if (bytes >= len && --a->left == 0) EndAssembly(a, Status::OK());
+}
+
+void ReduceSteps::EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome) {
+  if (a->ended) return;
+  a->ended = true;
+  const rpc::AssembleSlices& m = a->m;
+  for (size_t k = 0; k < a->got.size(); ++k) {
+    if (m.slice_nodes(k) == self_) {
+      objects_->RemoveRef(m.slice_ids(k));
+    } else if (!outcome.ok()) {
+      transfer_->Cancel(AssemblyKey(m.out_id(), k));  // before out's space goes
+    }
+  }
+  if (outcome.ok()) {
+    transfer_->Complete(m.out_id());
+  } else {
+    transfer_->Abort(m.out_id(), outcome.message(), /*mark_lost=*/false);
+  }
+  assemblies_.erase(m.out_id());
+  Done done = std::move(a->done);
+  if (done) done(outcome);
+  objects_->RemoveRef(m.out_id());
 }
 
 }  // namespace phalanx::collectives

@@ -7,6 +7,10 @@
 // reduce over n nodes costs about one object transfer plus a chunk per hop,
 // instead of n transfers into the caller's node.
 //
+// A slice step (an allreduce's reduce-scatter) does the same on bytes
+// [lo, hi) of the value: its prev and out hold only those; the first link of a
+// slice's chain has no prev and copies its input's slice.
+//
 // A step without an input copies prev into out: the caller's node ends every
 // chain with one, into the reduce's result. prev from another node is copied
 // straight into out (ObjectTransfer::PullInto), the input added in place.
@@ -46,7 +50,14 @@ class ReduceSteps {
   // final copy) leaves its out to its holders, and on failure drops it
   // without marking it lost (the caller decides).
   void Run(const rpc::ReduceStep& m, Done started, Done done);
-  // The reduce is over: frees these partial results (failing the steps still making them).
+  // Makes an allreduce's result here from its reduced slices (see
+  // rpc::AssembleSlices): each slice is read as it grows, from this node or
+  // another, straight into place. `done` runs once out is whole and sealed
+  // (out is then left to whoever holds it: hold it inside `done`) or with why
+  // it failed (out is dropped).
+  void Assemble(const rpc::AssembleSlices& m, Done done);
+  // The reduce is over: frees these partial results (failing the steps still
+  // making them) and fails these assemblies.
   void Drop(const std::vector<std::string>& outs);
   // `node` died: drops the steps of the reduces it placed (nobody is left to).
   void DropFrom(const std::string& node);
@@ -54,6 +65,12 @@ class ReduceSteps {
 
  private:
   struct Step;
+  struct Assembly;
+  // A slice's first link: out is a copy of the input's slice.
+  void Seed(const std::shared_ptr<Step>& s, Done started);
+  void SliceProgress(const std::shared_ptr<Assembly>& a, size_t slice, uint64_t bytes, Status st);
+  void EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome);
+  static std::string AssemblyKey(const std::string& out, size_t slice);
   void Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st);
   // Creates out once its size is known; false if the step failed.
   bool Begin(const std::shared_ptr<Step>& s, uint64_t size);
@@ -67,6 +84,7 @@ class ReduceSteps {
   objectstore::ObjectTransfer* transfer_;
   std::string self_;
   std::unordered_map<std::string, std::shared_ptr<Step>> steps_;  // by out id, until dropped (or done, without input)
+  std::unordered_map<std::string, std::shared_ptr<Assembly>> assemblies_;  // by out id, until done
 };
 
 }  // namespace phalanx::collectives

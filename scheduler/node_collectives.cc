@@ -1,7 +1,8 @@
 // The raylet's part in collectives (collectives/reduce_manager.h,
-// collectives/reduce_step.h): its clients' reduces, and the links of reduce
-// chains: steps other nodes place here arrive through the PeerManager; the
-// steps this node places elsewhere leave through it.
+// collectives/allreduce.h, collectives/reduce_step.h): its clients' reduces
+// and allreduces, and the links of reduce chains and allreduce assemblies:
+// those other nodes place here arrive through the PeerManager; those this
+// node places elsewhere leave through it.
 #include "core/status_proto.h"
 #include "scheduler/node_manager.h"
 
@@ -38,6 +39,19 @@ void NodeManager::SetUpCollectives() {
     peers_.CallNode(node, rpc::DROP_PARTIALS, rpc::ObjectIds(), 3000,
                     [done](Result<std::string> r) { done(r.ok()); });
   };
+  hooks.assemble = [this](const std::string& node, const rpc::AssembleSlices& m,
+                          std::function<void(const Status&)> done) {
+    if (node == node_id_) return steps_.Assemble(m, done);
+    // Answered once the result is whole there: as long as a transfer may take.
+    peers_.CallNode(node, rpc::ASSEMBLE_SLICES, m, 600000, [done](Result<std::string> body) {
+      if (!body.ok()) return done(body.status());
+      rpc::Status s;
+      if (!s.ParseFromString(body.value())) return done(Status::Unavailable("malformed assembly reply"));
+      done(FromProto(s));
+    });
+  };
+  hooks.release = [this](const std::string& node, const std::vector<std::string>& ids) { peers_.Release(node, ids); };
+  allreduces_.SetChain(hooks);
   reduces_.SetChain(std::move(hooks));
   peers_.SetDeadNodeHandler([this](const std::string& node) { steps_.DropFrom(node); });
   peers_.SetCollectiveHandler(
@@ -47,6 +61,15 @@ void NodeManager::SetUpCollectives() {
           if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed reduce step"));
           return steps_.Run(m, reply, nullptr);
         }
+        if (type == rpc::ASSEMBLE_SLICES) {
+          rpc::AssembleSlices m;
+          if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed allreduce assembly"));
+          std::string out = m.out_id(), caller = m.reduce_node();
+          return steps_.Assemble(m, [this, reply, out, caller](const Status& st) {
+            if (st.ok()) peers_.HoldFor(caller, out);  // until the caller releases it
+            reply(st);
+          });
+        }
         rpc::ObjectIds m;
         if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed drop"));
         steps_.Drop({m.object_ids().begin(), m.object_ids().end()});
@@ -55,6 +78,14 @@ void NodeManager::SetUpCollectives() {
 }
 
 void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
+  if (m.out_ids_size() > 0) {  // allreduce: a result per input
+    for (const auto& id : m.out_ids()) Hold(c, id);
+    Status s = allreduces_.Start(m);
+    if (!s.ok()) {
+      for (const auto& id : m.out_ids()) objects_.MarkLost(id, s.code(), "allreduce refused: " + s.message());
+    }
+    return;
+  }
   Hold(c, m.out_id());
   Status s = reduces_.Start(m);
   // A request the client checked should not fail here: if it does, its get says why.

@@ -99,6 +99,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_,
              options_.transfer),
       reduces_(io, &objects_, store_.get(), options_.inline_threshold),
+      allreduces_(io, &objects_, store_.get(), &reduces_),
       steps_(&objects_, store_.get(), &peers_.transfer(), node_id_),
       acceptor_(io),
       heartbeat_timer_(io) {}
@@ -153,6 +154,7 @@ Status NodeManager::Start() {
   objects_.SetDropHandler([this](const std::string& id, const std::string& node) { peers_.Release(node, {id}); });
   SetUpCollectives();
   reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
+  allreduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
     reduces_.Forget(id);
     // Only this node leaves the directory: the entry goes with its last
@@ -726,6 +728,7 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_reduce_fallbacks(reduces_.num_fallbacks());
   r.set_reduce_rewinds(reduces_.num_rewinds());
   r.set_reduce_steps(steps_.num_steps());
+  r.set_allreduce_sliced(allreduces_.num_sliced());
   Reply(c, rpc::GET_STATS, req, r);
 }
 
@@ -777,6 +780,7 @@ void NodeManager::Stop(const std::string& why) {
     if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
   }
   pool_.KillAll(std::chrono::milliseconds(300));
+  allreduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);
   reduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);
   peers_.Stop();
   if (redis_.connected()) {

@@ -16,6 +16,7 @@
 
 #include <boost/asio.hpp>
 
+#include "collectives/allreduce.h"
 #include "collectives/reduce_manager.h"
 #include "collectives/reduce_step.h"
 #include "core/framed_connection.h"
@@ -118,6 +119,7 @@ class NodeManager {
   GcsClient gcs_;
   PeerManager peers_;
   collectives::ReduceManager reduces_;
+  collectives::Allreduces allreduces_;
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;

@@ -74,6 +74,10 @@ void PeerManager::Release(const std::string& node_id, const std::vector<std::str
   CallNode(node_id, rpc::RELEASE_HELD, m, 5000, nullptr);
 }
 
+void PeerManager::HoldFor(const std::string& node_id, const std::string& id) {
+  if (held_for_[node_id].insert(id).second) objects_->AddRef(id);
+}
+
 void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                            int64_t timeout_ms, std::function<void(Result<std::string>)> done) {
   const rpc::NodeInfo* node = view_.Find(node_id);
@@ -163,7 +167,7 @@ void PeerManager::Accept() {
               c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
               return;
             }
-            if (h.type == rpc::REDUCE_STEP || h.type == rpc::DROP_PARTIALS) {
+            if (h.type == rpc::REDUCE_STEP || h.type == rpc::DROP_PARTIALS || h.type == rpc::ASSEMBLE_SLICES) {
               uint16_t type = h.type;
               uint64_t req = h.request_id;
               auto reply = [weak, type, req](const Status& st) {

@@ -52,6 +52,8 @@ class PeerManager {
   // there until this node Releases them (or dies).
   void Adopt(const std::string& node_id, const std::string& holder, const std::vector<std::string>& ids);
   void Release(const std::string& node_id, const std::vector<std::string>& ids);
+  // Holds `id` (made here) for `node_id`, until it Releases it (or dies).
+  void HoldFor(const std::string& node_id, const std::string& id);
   // Runs on an adopting RELEASE_HELD from another node: (holder, ids) let go.
   using ReleaseHandler = std::function<void(const std::string& holder, const std::vector<std::string>& ids)>;
   void SetReleaseHandler(ReleaseHandler h) { on_release_ = std::move(h); }

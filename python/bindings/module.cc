@@ -340,6 +340,16 @@ PYBIND11_MODULE(_core, m) {
     r.set_timeout_ms(timeout_ms);
     ThrowIfError(WithoutGil([&] { return core->Reduce(r); }));
   }, "Asks the raylet to combine `inputs` into `out_id` (held by this process: adopt a ref to it).");
+  m.def("allreduce", [](std::vector<std::string> out_ids, std::vector<std::string> inputs, std::string op,
+                        int64_t timeout_ms) {
+    auto core = RequireCore();
+    rpc::ReduceObjects r;
+    for (auto& id : out_ids) r.add_out_ids(std::move(id));
+    for (auto& id : inputs) r.add_input_ids(std::move(id));
+    r.set_op(std::move(op));
+    r.set_timeout_ms(timeout_ms);
+    ThrowIfError(WithoutGil([&] { return core->Reduce(r); }));
+  }, "Asks the raylet to combine `inputs` into each of `out_ids` (one per input, made on its node; held here).");
   m.def("reduced_inputs", [](pyb::bytes out_id, int64_t timeout_ms) {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->ReducedInputs(out_id, timeout_ms); });
@@ -418,7 +428,8 @@ PYBIND11_MODULE(_core, m) {
                      pyb::arg("workers") = s.workers(), pyb::arg("ref_entries") = s.ref_entries(),
                      pyb::arg("reduce_chains") = s.reduce_chains(),
                      pyb::arg("reduce_fallbacks") = s.reduce_fallbacks(),
-                     pyb::arg("reduce_steps") = s.reduce_steps(), pyb::arg("reduce_rewinds") = s.reduce_rewinds());
+                     pyb::arg("reduce_steps") = s.reduce_steps(), pyb::arg("reduce_rewinds") = s.reduce_rewinds(),
+                     pyb::arg("allreduce_sliced") = s.allreduce_sliced());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).

@@ -83,17 +83,24 @@ def reduced_inputs(ref, timeout=None):
 
 
 def allreduce(refs, op="sum", timeout=None, group_name="default"):
-    """op(inputs) for every input: a list with one ref per input, each to the
-    reduced array. All entries name one object, reduced on the caller's node;
-    readers on other nodes copy it through the receiver-driven broadcast (many
-    readers form a chain of copies, not N reads of one).
+    """op(inputs) for every input, returned at once: a list with one ref per
+    input, to a copy of the reduced array made on that input's node (a task
+    there reads it from its own node's store). Large arrays are reduced as
+    reduce-scatter + allgather over the inputs' nodes while the inputs are
+    still arriving; small ones on the caller's node. With `timeout`
+    (seconds) the results fail with a GetTimeoutError naming what was
+    missing; mismatched or failed inputs fail every result with the reason.
 
     Given a numpy array instead (a member of a static group, see
     init_group): reduces it in place with the same array of every rank."""
     if isinstance(refs, np.ndarray):
         return _group.group_allreduce(refs, op, group_name, timeout)
+    ensure_initialized()
     refs = _check_refs(refs, "allreduce")
-    return [reduce(refs, op=op, timeout=timeout)] * len(refs)
+    _group.check_op(op)
+    outs = [_core.next_put_id() for _ in refs]
+    _core.allreduce(outs, [r.binary() for r in refs], op, _reduce_timeout_ms(timeout))
+    return [_core.adopt_ref(o) for o in outs]
 
 
 def gather(refs, timeout=None):

@@ -32,9 +32,12 @@ class Grad:
         import os
         return os.getppid()
 
-    def grad(self, delay=0.0, shape=(N,)):
+    def grad(self, delay=0.0, shape=(N,), dtype="float32"):
         time.sleep(delay)
-        return np.full(shape, self.k + 1, np.float32)
+        return np.full(shape, self.k + 1, dtype)
+
+    def total(self, array):
+        return float(array.sum(dtype=np.float64))
 
 
 def actors_on(nodes):

@@ -1,0 +1,91 @@
+"""Allreduce across nodes (collectives/allreduce.h): every input gets its own
+result, made on the input's node by reduce-scatter + allgather over the
+inputs' nodes. Four raylets on loopback: the results, where they are, what
+mismatched inputs and a dead node do, and that nothing is left behind."""
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import phalanx
+from phalanx import _core
+from conftest import wait_until
+from test_reduce_chain import N, actors_on, directory_keys, four_nodes  # noqa: F401 (a fixture)
+
+
+def locations(node, ref):
+    """The nodes (hex) the object directory lists for `ref`."""
+    host, port = node.redis_address.split(":")
+    fields = _core.redis_command(host, int(port), ["HKEYS", "objdir:" + ref.hex()], 2.0)
+    return {f.decode() if isinstance(f, bytes) else f for f in fields} - {"size"}
+
+
+def test_each_input_gets_the_sum_made_on_its_own_node(four_nodes):
+    actors = actors_on([1, 2, 3, 0])
+    hosts = phalanx.get([a.host.remote() for a in actors], timeout=60)
+    assert len(set(hosts)) == 4
+    keys_before = directory_keys(four_nodes)
+    before = phalanx.cluster_stats()
+    # Staggered: the reduction starts with the first two.
+    refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.2, 0.4, 0.6])]
+    outs = phalanx.collective.allreduce(refs, op="sum", timeout=60)
+    assert len(outs) == 4 and len({o.hex() for o in outs}) == 4
+    values = phalanx.get(outs, timeout=60)
+    for v in values:
+        assert v.shape == (N,) and v.dtype == np.float32
+        np.testing.assert_array_equal(v, np.full(N, 2 + 3 + 4 + 1, np.float32))
+    after = phalanx.cluster_stats()
+    assert after["allreduce_sliced"] == before["allreduce_sliced"] + 1
+    # Each result was made where its input was: the input's node is listed
+    # for it (the caller's node too for those it read itself).
+    for r, o in zip(refs, outs):
+        assert locations(four_nodes, r) <= locations(four_nodes, o)
+    # A task on an input's node reads its result there.
+    assert float(phalanx.get(actors[1].total.remote(outs[1]), timeout=60)) == 10.0 * N
+
+    # max, int32, an odd size (slices do not divide it evenly).
+    refs = [a.grad.remote(0.0, (333_333,), "int32") for a in actors]
+    outs = phalanx.collective.allreduce(refs, op="max", timeout=60)
+    for v in phalanx.get(outs, timeout=60):
+        assert v.dtype == np.int32 and v.shape == (333_333,) and v.min() == 4 and v.max() == 4
+
+    del refs, outs, values, v, r, o
+    wait_until(lambda: directory_keys(four_nodes) == keys_before, timeout=10.0,
+               what="the directory to forget every slice and result")
+    wait_until(lambda: phalanx.cluster_stats()["reduce_steps"] == 0, timeout=10.0, what="the slices to be dropped")
+
+
+def test_mismatched_inputs_fail_every_result_naming_them(four_nodes):
+    actors = actors_on([1, 2, 3])
+    refs = [actors[0].grad.remote(), actors[1].grad.remote(0.2, (N + 1024,)), actors[2].grad.remote()]
+    outs = phalanx.collective.allreduce(refs, timeout=60)
+    for o in outs:
+        with pytest.raises(phalanx.CollectiveError, match=r"allreduce inputs do not match: .*input 1 \(ObjectRef\(%s\)\)"
+                           % refs[1].hex()):
+            phalanx.get(o, timeout=60)
+    # Same size, another dtype: the slice holding the header finds it.
+    refs = [actors[0].grad.remote(), actors[1].grad.remote(0.2, (N,), "int32"), actors[2].grad.remote(0.3)]
+    outs = phalanx.collective.allreduce(refs, timeout=60)
+    for o in outs:
+        with pytest.raises(phalanx.CollectiveError, match=r"reduce inputs do not match: .*float32.*int32"):
+            phalanx.get(o, timeout=60)
+
+
+def test_a_node_killed_mid_allreduce_fails_every_result_without_hanging(four_nodes):
+    raylets = {p.pid: p for n, p in four_nodes.procs if n == "raylet"}
+    actors = actors_on([1, 2, 3, 0])
+    hosts = phalanx.get([a.host.remote() for a in actors], timeout=60)
+    refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.1, 0.2, 1.5])]
+    outs = phalanx.collective.allreduce(refs, timeout=60)
+    time.sleep(0.8)
+    raylets[hosts[2]].send_signal(signal.SIGKILL)
+    raylets[hosts[2]].wait()
+    start = time.monotonic()
+    for o in outs:
+        with pytest.raises(phalanx.CollectiveError, match="allreduce failed"):
+            phalanx.get(o, timeout=60)
+    assert time.monotonic() - start < 30
+    # The cluster goes on: an allreduce over the nodes left works.
+    refs = [a.grad.remote() for a in (actors[0], actors[1], actors[3])]
+    assert [float(v[7]) for v in phalanx.get(phalanx.collective.allreduce(refs, timeout=60), timeout=60)] == [2.0 + 3 + 1] * 3
