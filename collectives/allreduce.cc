@@ -282,8 +282,15 @@ void Allreduces::AssembleAll(const std::shared_ptr<Allreduce>& r) {
   }
   base.set_reduce_node(chain_.self);
   std::weak_ptr<Allreduce> weak = r;
-  for (size_t i = 0; i < r->inputs.size() && !r->ended; ++i) {
+  size_t n = r->chains.size();
+  for (size_t j = 0; j < r->order.size() && !r->ended; ++j) {
+    size_t i = r->order[j];
     rpc::AssembleSlices m = base;
+    // The j-th input's node made slice j + 1 (its chain ends there) and
+    // reads slice j from the (j - 1)-th's node, then slice j - 1 from the
+    // (j - 2)-th's, and so on: at each turn every node reads from a
+    // different one, as in a ring.
+    for (size_t t = 0; t + 1 < n; ++t) m.add_pull_order(static_cast<uint32_t>((j + n - t) % n));
     m.set_out_id(r->outs[i]);
     m.set_name("the allreduce result for " + InputName(static_cast<int>(i), r->inputs[i]));
     const std::string node = r->node[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "collectives/reduce_manager.h"
 #include "core/ids.h"
@@ -34,6 +35,8 @@ struct ReduceSteps::Assembly {
   uint8_t* out = nullptr;
   std::vector<uint64_t> got;  // bytes of slice s in place
   size_t left = 0;            // slices not whole yet
+  std::deque<size_t> queue;   // slices on other nodes, not asked for yet (one is read at a time)
+  int pulling = 0;             // slices being read from other nodes
   bool ended = false;
 };
 
@@ -262,34 +265,57 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
   a->got.assign(n, 0);
   a->left = n;
   assemblies_[m.out_id()] = a;
-  std::weak_ptr<Assembly> weak = a;
-  for (size_t k = 0; k < n && !a->ended; ++k) {
-    uint64_t lo = m.slice_lo(k);
-    uint64_t len = (k + 1 < n ? m.slice_lo(k + 1) : m.size()) - lo;
-    auto progress = [this, weak, k, len](uint64_t size, uint64_t bytes, const Status& st) {
-      auto a = weak.lock();
-      if (!a || a->ended) return;
-      if (st.ok() && size != len) {
-        return SliceProgress(a, k, bytes, Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) +
-                                                                                  " bytes, not " + std::to_string(len)));
-      }
-      SliceProgress(a, k, bytes, st);
-    };
-    if (m.slice_nodes(k) == self_) {  // copied from the slice here as it grows
-      objects_->AddRef(m.slice_ids(k));
-      transfer_->Watch(m.slice_ids(k), progress);
-      continue;
+  // Slices on other nodes are read kSlicesRead at a time, in the order given.
+  for (uint32_t k : m.pull_order()) {
+    if (k < n && m.slice_nodes(k) != self_ && std::find(a->queue.begin(), a->queue.end(), k) == a->queue.end()) {
+      a->queue.push_back(k);
     }
-    transfer_->PullInto(
-        AssemblyKey(m.out_id(), k), m.slice_ids(k), m.slice_nodes(k),
-        [weak, lo, len](uint64_t size) -> Result<uint8_t*> {
-          auto a = weak.lock();
-          if (!a || a->ended) return Status::Unavailable("the allreduce assembly ended");
-          if (size != len) return Status(StatusCode::kCollectiveFailed, "a slice of the wrong size");
-          return a->out + lo;
-        },
-        progress);
   }
+  for (size_t k = 0; k < n; ++k) {
+    if (m.slice_nodes(k) != self_ && std::find(a->queue.begin(), a->queue.end(), k) == a->queue.end()) {
+      a->queue.push_back(k);
+    }
+  }
+  for (size_t k = 0; k < n && !a->ended; ++k) {
+    if (m.slice_nodes(k) != self_) continue;
+    objects_->AddRef(m.slice_ids(k));  // copied from the slice here as it grows
+    transfer_->Watch(m.slice_ids(k), SliceWatcher(a, k));
+  }
+  PullNext(a);
+}
+
+objectstore::ObjectTransfer::Progress ReduceSteps::SliceWatcher(const std::shared_ptr<Assembly>& a, size_t k) {
+  const rpc::AssembleSlices& m = a->m;
+  uint64_t len = (k + 1 < a->got.size() ? m.slice_lo(k + 1) : m.size()) - m.slice_lo(k);
+  std::weak_ptr<Assembly> weak = a;
+  return [this, weak, k, len](uint64_t size, uint64_t bytes, const Status& st) {
+    auto a = weak.lock();
+    if (!a || a->ended) return;
+    if (st.ok() && size != len) {
+      return SliceProgress(a, k, bytes, Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) +
+                                                                                " bytes, not " + std::to_string(len)));
+    }
+    SliceProgress(a, k, bytes, st);
+  };
+}
+
+void ReduceSteps::PullNext(const std::shared_ptr<Assembly>& a) {
+  if (a->ended || a->pulling >= kSlicesRead || a->queue.empty()) return;
+  size_t k = a->queue.front();
+  a->queue.pop_front();
+  ++a->pulling;
+  const rpc::AssembleSlices& m = a->m;
+  uint64_t lo = m.slice_lo(k);
+  std::weak_ptr<Assembly> weak = a;
+  transfer_->PullInto(
+      AssemblyKey(m.out_id(), k), m.slice_ids(k), m.slice_nodes(k),
+      [weak, lo](uint64_t) -> Result<uint8_t*> {  // (the size is checked by SliceWatcher first)
+        auto a = weak.lock();
+        if (!a || a->ended) return Status::Unavailable("the allreduce assembly ended");
+        return a->out + lo;
+      },
+      SliceWatcher(a, k));
+  PullNext(a);
 }
 
 std::string ReduceSteps::AssemblyKey(const std::string& out, size_t slice) {
@@ -314,7 +340,12 @@ void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, ui
   }
   if (bytes <= a->got[k]) return;
   a->got[k] = bytes;
-  if (bytes >= len && --a->left == 0) EndAssembly(a, Status::OK());
+  if (bytes < len) return;
+  if (--a->left == 0) return EndAssembly(a, Status::OK());
+  if (m.slice_nodes(k) != self_) {
+    --a->pulling;
+    PullNext(a);
+  }
 }
 
 void ReduceSteps::EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome) {

@@ -62,6 +62,11 @@ class ReduceSteps {
   // `node` died: drops the steps of the reduces it placed (nobody is left to).
   void DropFrom(const std::string& node);
   size_t num_steps() const { return steps_.size(); }
+  // An assembly reads this many slices from other nodes at a time: the next
+  // one starts while the last arrives, and no node's link is flooded by all
+  // the others at once (which would lose packets and stall on TCP
+  // retransmission timeouts).
+  static constexpr int kSlicesRead = 2;
 
  private:
   struct Step;
@@ -69,6 +74,9 @@ class ReduceSteps {
   // A slice's first link: out is a copy of the input's slice.
   void Seed(const std::shared_ptr<Step>& s, Done started);
   void SliceProgress(const std::shared_ptr<Assembly>& a, size_t slice, uint64_t bytes, Status st);
+  objectstore::ObjectTransfer::Progress SliceWatcher(const std::shared_ptr<Assembly>& a, size_t slice);
+  // Starts reading the next slice from another node, unless one is being read.
+  void PullNext(const std::shared_ptr<Assembly>& a);
   void EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome);
   static std::string AssemblyKey(const std::string& out, size_t slice);
   void Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st);

@@ -257,7 +257,8 @@ Status CoreWorker::AbortCreate(const std::string& id) {
   return Send(rpc::ABORT_CREATE, m);
 }
 
-Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::string>& ids, int64_t timeout_ms) {
+Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::string>& ids, int64_t timeout_ms,
+                                                      bool locate_only) {
   Deadline deadline = DeadlineAfterMs(timeout_ms);
   FlushDirect();
   {
@@ -318,6 +319,7 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
   }
   if (asked.empty()) return out;
   m.set_timeout_ms(timeout_ms);
+  m.set_locate_only(locate_only);
   PHALANX_ASSIGN_OR_RETURN(Frame f, Call(rpc::GET_OBJECTS, m, timeout_ms));
   rpc::GetObjectsReply r;
   if (!r.ParseFromString(f.body) || static_cast<size_t>(r.objects_size()) != asked.size()) {

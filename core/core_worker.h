@@ -98,7 +98,10 @@ class CoreWorker {
   // Small values this process holds are answered from its own cache.
   // Objects still pending at the deadline come back with state OBJ_PENDING.
   // Each IN_STORE value is pinned: call Release(id) once per such value.
-  Result<std::vector<rpc::ObjectValue>> Get(const std::vector<std::string>& ids, int64_t timeout_ms);
+  // `locate_only`: objects held on another node for this one are not copied
+  // here; they come back PENDING (see rpc::GetObjects).
+  Result<std::vector<rpc::ObjectValue>> Get(const std::vector<std::string>& ids, int64_t timeout_ms,
+                                            bool locate_only = false);
   // Ids of `ids` that are ready once `num_returns` are, or at the deadline.
   Result<std::vector<std::string>> Wait(const std::vector<std::string>& ids, int num_returns, int64_t timeout_ms);
   void Release(const std::string& id);

@@ -93,7 +93,7 @@ Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
   for (const auto& a : spec->args()) {
     if (!a.object_id().empty()) ids.push_back(a.object_id());
   }
-  PHALANX_ASSIGN_OR_RETURN(auto values, Get(ids, -1));
+  PHALANX_ASSIGN_OR_RETURN(auto values, Get(ids, -1, /*locate_only=*/true));
   size_t k = 0;
   Status st;
   for (auto& a : *spec->mutable_args()) {
@@ -102,8 +102,11 @@ Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
     if (v.state() == rpc::OBJ_INLINE) {
       a.set_data(v.data());
       a.clear_object_id();
-    } else if (v.state() == rpc::OBJ_IN_STORE) {
-      Release(v.object_id());  // stays a ref: the actor's node copies it from this one
+    } else if (v.state() == rpc::OBJ_IN_STORE || v.state() == rpc::OBJ_PENDING) {
+      // Stays a ref: the actor's node copies it from this one, or (PENDING:
+      // held on another node, an allreduce's result say) from wherever the
+      // object directory says it is, maybe the actor's node itself.
+      if (v.state() == rpc::OBJ_IN_STORE) Release(v.object_id());
       spec->set_origin_node(node_id_);
     } else {
       st = Status(static_cast<StatusCode>(v.error_code()), "an argument of " + where + " is lost: " + v.error());

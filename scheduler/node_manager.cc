@@ -575,16 +575,17 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   g->client = c;
   g->request_id = req;
   g->ids.assign(m.object_ids().begin(), m.object_ids().end());
-  for (const auto& id : g->ids) {
-    if (objects_.IsReady(id)) continue;
-    ++g->waiting;
-  }
+  auto here = [&](const std::string& id) {
+    return objects_.IsReady(id) || (m.locate_only() && !objects_.RemoteNode(id).empty());
+  };
+  for (const auto& id : g->ids) g->waiting += here(id) ? 0 : 1;
   if (g->waiting == 0) return CompleteGet(g);
   for (const auto& id : g->ids) {
-    if (objects_.IsReady(id)) continue;
-    objects_.OnReady(id, [this, g] {
+    if (here(id)) continue;
+    auto done = [this, g] {
       if (--g->waiting == 0) CompleteGet(g);
-    });
+    };
+    m.locate_only() ? objects_.OnLocated(id, done) : objects_.OnReady(id, done);
   }
   if (g->done) return;
   if (c->worker != nullptr) {
