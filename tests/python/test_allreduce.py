@@ -31,6 +31,12 @@ def test_each_input_gets_the_sum_made_on_its_own_node(four_nodes):
     refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.2, 0.4, 0.6])]
     outs = phalanx.collective.allreduce(refs, op="sum", timeout=60)
     assert len(outs) == 4 and len({o.hex() for o in outs}) == 4
+    # A task on an input's node reads its result there: passing the ref
+    # copies nothing to the caller's node, whose store gains only the input
+    # made there and its result (once the partial slices are dropped).
+    assert [phalanx.get(actors[k].total.remote(outs[k]), timeout=60) for k in (0, 1)] == [10.0 * N] * 2
+    wait_until(lambda: phalanx.cluster_stats()["store_objects"] == before["store_objects"] + 2, timeout=10.0,
+               what="only input 3 and its result in this node's store")
     values = phalanx.get(outs, timeout=60)
     for v in values:
         assert v.shape == (N,) and v.dtype == np.float32
@@ -41,8 +47,6 @@ def test_each_input_gets_the_sum_made_on_its_own_node(four_nodes):
     # for it (the caller's node too for those it read itself).
     for r, o in zip(refs, outs):
         assert locations(four_nodes, r) <= locations(four_nodes, o)
-    # A task on an input's node reads its result there.
-    assert float(phalanx.get(actors[1].total.remote(outs[1]), timeout=60)) == 10.0 * N
 
     # max, int32, an odd size (slices do not divide it evenly).
     refs = [a.grad.remote(0.0, (333_333,), "int32") for a in actors]
