@@ -116,13 +116,9 @@ Status Allreduces::Start(const rpc::ReduceObjects& m) {
     return Status::OK();
   }
   std::weak_ptr<Allreduce> weak = r;
-  for (int i = 0; i < n && !r->ended; ++i) {
-    objects_->OnLocated(r->inputs[i], [this, weak, i] {
-      asio::post(io_, [this, weak, i] {
-        if (auto r = weak.lock()) Located(r, i);
-      });
-    });
-  }
+  WhenLocated(io_, *objects_, r->inputs, [this, weak](int i) {
+    if (auto r = weak.lock()) Located(r, i);
+  });
   return Status::OK();
 }
 
@@ -173,16 +169,8 @@ void Allreduces::CopyResult(const std::shared_ptr<Allreduce>& r) {
 void Allreduces::Located(const std::shared_ptr<Allreduce>& r, int i) {
   if (r->ended || r->mode == Allreduce::Mode::kCheap) return;
   const std::string& id = r->inputs[i];
-  std::string node = objects_->RemoteNode(id);
-  uint64_t size = objects_->RemoteSize(id);
   rpc::ObjectValue v;
-  if (node.empty()) {
-    objects_->Describe(id, &v, /*pin=*/false);
-    if (v.state() == rpc::OBJ_IN_STORE) {
-      node = chain_.self;
-      size = v.size();
-    }
-  }
+  auto [node, size] = Where(*objects_, chain_.self, id, &v);
   size_t n = r->inputs.size();
   if (r->mode == Allreduce::Mode::kUndecided) {
     if (node.empty() || size < n * kMinSlice) return GoCheap(r);

@@ -168,14 +168,9 @@ Status ReduceManager::Start(const rpc::ReduceObjects& m) {
     return Status::OK();
   }
   std::weak_ptr<Reduce> weak = r;
-  for (int i = 0; i < n && !r->ended; ++i) {
-    // Taken on the next turn of the loop, not inside the table's own callback.
-    objects_->OnLocated(r->inputs[i], [this, weak, i] {
-      asio::post(io_, [this, weak, i] {
-        if (auto r = weak.lock()) Located(r, i);
-      });
-    });
-  }
+  WhenLocated(io_, *objects_, r->inputs, [this, weak](int i) {
+    if (auto r = weak.lock()) Located(r, i);
+  });
   return Status::OK();
 }
 
@@ -197,16 +192,8 @@ void ReduceManager::GoLocal(const std::shared_ptr<Reduce>& r) {
 void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
   if (r->ended || !r->held[i] || r->mode == Reduce::Mode::kLocal) return;
   const std::string& id = r->inputs[i];
-  std::string node = objects_->RemoteNode(id);
-  uint64_t size = objects_->RemoteSize(id);
   rpc::ObjectValue v;
-  if (node.empty()) {
-    objects_->Describe(id, &v, /*pin=*/false);
-    if (v.state() == rpc::OBJ_IN_STORE) {
-      node = chain_.self;
-      size = v.size();
-    }
-  }
+  auto [node, size] = Where(*objects_, chain_.self, id, &v);
   if (r->mode == Reduce::Mode::kUndecided) {
     if (node.empty() || size <= inline_threshold_) return GoLocal(r);
     if (node != chain_.self) {  // (large, and here: the first input on another node decides)
@@ -597,6 +584,23 @@ void ReduceManager::Stop(const std::string& why) {
   std::vector<std::shared_ptr<Reduce>> all;
   for (auto& [id, r] : active_) all.push_back(r);
   for (auto& r : all) Fail(r, StatusCode::kUnavailable, why);
+}
+
+std::pair<std::string, uint64_t> Where(objectstore::ObjectTable& objects, const std::string& self,
+                                       const std::string& id, rpc::ObjectValue* v) {
+  std::string node = objects.RemoteNode(id);
+  if (!node.empty()) return {node, objects.RemoteSize(id)};
+  objects.Describe(id, v, /*pin=*/false);
+  if (v->state() == rpc::OBJ_IN_STORE) return {self, v->size()};
+  return {"", 0};
+}
+
+void WhenLocated(asio::io_context& io, objectstore::ObjectTable& objects, const std::vector<std::string>& ids,
+                 std::function<void(int)> located) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // Taken on the next turn of the loop, not inside the table's own callback.
+    objects.OnLocated(ids[i], [&io, located, i] { asio::post(io, [located, i] { located(static_cast<int>(i)); }); });
+  }
 }
 
 std::string InputName(int index, const std::string& id) {

@@ -94,6 +94,14 @@ struct ChainHooks {
 
 // "input 3 (ObjectRef(<hex id>))", as errors name a collective's inputs.
 std::string InputName(int index, const std::string& id);
+// Where a collective's input is, without copying it: its node (`self` for a
+// store object here) and size, or ("", 0) with `v` saying what it is (small,
+// failed, lost).
+std::pair<std::string, uint64_t> Where(objectstore::ObjectTable& objects, const std::string& self,
+                                       const std::string& id, rpc::ObjectValue* v);
+// Calls `located(i)` on a later turn of `io` once input i is ready, lost or known to be on another node.
+void WhenLocated(boost::asio::io_context& io, objectstore::ObjectTable& objects, const std::vector<std::string>& ids,
+                 std::function<void(int)> located);
 
 class ReduceManager {
  public:
