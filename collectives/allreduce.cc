@@ -183,7 +183,8 @@ void Allreduces::Located(const std::shared_ptr<Allreduce>& r, int i) {
   }
   if (node.empty()) {
     if (v.state() == rpc::OBJ_LOST) {
-      return Fail(r, static_cast<StatusCode>(v.error_code()), InputName(i, id) + " is lost: " + v.error());
+      auto code = v.error_code() == 0 ? StatusCode::kObjectLost : static_cast<StatusCode>(v.error_code());
+      return Fail(r, code, InputName(i, id) + " is lost: " + v.error());
     }
     return Fail(r, StatusCode::kCollectiveFailed,
                 "allreduce inputs do not match: " + InputName(i, id) + " is a small value (or holds an error: get "

@@ -13,8 +13,10 @@
 //     grows, adds its own input's slice and serves the sum to the next link;
 //   - the last link of slice s holds that slice of the result; each input's
 //     node then assembles its result from all the slices (ReduceSteps::
-//     Assemble), reading each straight into place while it is still being
-//     reduced, and holds it for this node (which records where it is).
+//     Assemble), reading them straight into place while they are still being
+//     reduced, two at a time in ring order (the j-th input's node from the
+//     (j-1)-th's, then the (j-2)-th's, ...), and holds it for this node
+//     (which records where it is).
 //
 // Each node sends and receives 2(n-1)/n of the value in all, the least any
 // allreduce can (Patarasuk and Yuan 2009), and the slices' chains run side by
