@@ -35,8 +35,8 @@ struct ReduceSteps::Assembly {
   uint8_t* out = nullptr;
   std::vector<uint64_t> got;  // bytes of slice s in place
   size_t left = 0;            // slices not whole yet
-  std::deque<size_t> queue;   // slices on other nodes, not asked for yet (one is read at a time)
-  int pulling = 0;             // slices being read from other nodes
+  std::deque<size_t> queue;   // slices on other nodes, not asked for yet (kSlicesRead are read at a time)
+  int pulling = 0;            // slices being read from other nodes
   bool ended = false;
 };
 
