@@ -35,9 +35,11 @@ struct ReduceSteps::Assembly {
   uint8_t* out = nullptr;
   std::vector<uint64_t> got;  // bytes of slice s in place
   size_t left = 0;            // slices not whole yet
-  std::deque<size_t> queue;   // slices on other nodes, not asked for yet (kSlicesRead are read at a time)
+  std::deque<size_t> queue;   // slices on other nodes, not asked for yet (kSlicesRead are read at once)
   int pulling = 0;            // slices being read from other nodes
   bool ended = false;
+  uint64_t Lo(size_t k) const { return m.slice_lo(static_cast<int>(k)); }
+  uint64_t Len(size_t k) const { return (k + 1 < got.size() ? Lo(k + 1) : m.size()) - Lo(k); }
 };
 
 namespace {
@@ -265,17 +267,17 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
   a->got.assign(n, 0);
   a->left = n;
   assemblies_[m.out_id()] = a;
-  // Slices on other nodes are read kSlicesRead at a time, in the order given.
-  for (uint32_t k : m.pull_order()) {
-    if (k < n && m.slice_nodes(k) != self_ && std::find(a->queue.begin(), a->queue.end(), k) == a->queue.end()) {
+  // Slices on other nodes are read kSlicesRead at a time, in the order
+  // given (any it leaves out, after those).
+  std::vector<uint8_t> queued(n, 0);
+  auto enqueue = [&](size_t k) {
+    if (k < n && m.slice_nodes(k) != self_ && !queued[k]) {
+      queued[k] = 1;
       a->queue.push_back(k);
     }
-  }
-  for (size_t k = 0; k < n; ++k) {
-    if (m.slice_nodes(k) != self_ && std::find(a->queue.begin(), a->queue.end(), k) == a->queue.end()) {
-      a->queue.push_back(k);
-    }
-  }
+  };
+  for (uint32_t k : m.pull_order()) enqueue(k);
+  for (size_t k = 0; k < n; ++k) enqueue(k);
   for (size_t k = 0; k < n && !a->ended; ++k) {
     if (m.slice_nodes(k) != self_) continue;
     objects_->AddRef(m.slice_ids(k));  // copied from the slice here as it grows
@@ -285,8 +287,7 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
 }
 
 objectstore::ObjectTransfer::Progress ReduceSteps::SliceWatcher(const std::shared_ptr<Assembly>& a, size_t k) {
-  const rpc::AssembleSlices& m = a->m;
-  uint64_t len = (k + 1 < a->got.size() ? m.slice_lo(k + 1) : m.size()) - m.slice_lo(k);
+  uint64_t len = a->Len(k);
   std::weak_ptr<Assembly> weak = a;
   return [this, weak, k, len](uint64_t size, uint64_t bytes, const Status& st) {
     auto a = weak.lock();
@@ -305,13 +306,16 @@ void ReduceSteps::PullNext(const std::shared_ptr<Assembly>& a) {
   a->queue.pop_front();
   ++a->pulling;
   const rpc::AssembleSlices& m = a->m;
-  uint64_t lo = m.slice_lo(k);
   std::weak_ptr<Assembly> weak = a;
   transfer_->PullInto(
       AssemblyKey(m.out_id(), k), m.slice_ids(k), m.slice_nodes(k),
-      [weak, lo](uint64_t) -> Result<uint8_t*> {  // (the size is checked by SliceWatcher first)
+      [weak, lo = a->Lo(k), len = a->Len(k)](uint64_t size) -> Result<uint8_t*> {
         auto a = weak.lock();
         if (!a || a->ended) return Status::Unavailable("the allreduce assembly ended");
+        if (size != len) {  // (it would run past its place)
+          return Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) + " bytes, not " +
+                                                           std::to_string(len));
+        }
         return a->out + lo;
       },
       SliceWatcher(a, k));
@@ -324,8 +328,8 @@ std::string ReduceSteps::AssemblyKey(const std::string& out, size_t slice) {
 
 void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, uint64_t bytes, Status st) {
   const rpc::AssembleSlices& m = a->m;
-  uint64_t lo = m.slice_lo(k);
-  uint64_t len = (k + 1 < a->got.size() ? m.slice_lo(k + 1) : m.size()) - lo;
+  uint64_t lo = a->Lo(k);
+  uint64_t len = a->Len(k);
   if (st.ok() && m.slice_nodes(k) == self_ && bytes > a->got[k]) {
     const auto* e = store_->Find(m.slice_ids(k));
     if (e == nullptr) {

@@ -204,7 +204,6 @@ void GcsClient::PickSource(const std::string& object_id, const std::string& self
   });
 }
 
-
 static Result<rpc::ObjectDirectoryEntry> ParseEntry(const std::string& object_id, const RedisReply& r) {
   rpc::ObjectDirectoryEntry e;
   e.set_object_id(object_id);

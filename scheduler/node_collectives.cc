@@ -8,6 +8,19 @@
 
 namespace phalanx::scheduler {
 
+namespace {
+// Sends a collective request to another node; `done` gets the Status it answers with.
+void CallForStatus(PeerManager& peers, const std::string& node, rpc::MessageType type,
+                   const google::protobuf::Message& m, int64_t timeout_ms, std::function<void(const Status&)> done) {
+  peers.CallNode(node, type, m, timeout_ms, [done](Result<std::string> body) {
+    if (!body.ok()) return done(body.status());
+    rpc::Status s;
+    if (!s.ParseFromString(body.value())) return done(Status::Unavailable("malformed reply from a collective step"));
+    done(FromProto(s));
+  });
+}
+}  // namespace
+
 void NodeManager::SetUpCollectives() {
   collectives::ChainHooks hooks;
   hooks.steps = &steps_;
@@ -16,12 +29,7 @@ void NodeManager::SetUpCollectives() {
   hooks.send_step = [this](const std::string& node, const rpc::ReduceStep& m,
                            std::function<void(const Status&)> started) {
     if (node == node_id_) return steps_.Run(m, started, nullptr);
-    peers_.CallNode(node, rpc::REDUCE_STEP, m, 30000, [started](Result<std::string> body) {
-      if (!body.ok()) return started(body.status());
-      rpc::Status s;
-      if (!s.ParseFromString(body.value())) return started(Status::Unavailable("malformed reduce step reply"));
-      started(FromProto(s));
-    });
+    CallForStatus(peers_, node, rpc::REDUCE_STEP, m, 30000, started);
   };
   hooks.drop = [this](const std::string& node, const std::vector<std::string>& ids) {
     if (node == node_id_) return steps_.Drop(ids);
@@ -43,12 +51,7 @@ void NodeManager::SetUpCollectives() {
                           std::function<void(const Status&)> done) {
     if (node == node_id_) return steps_.Assemble(m, done);
     // Answered once the result is whole there: as long as a transfer may take.
-    peers_.CallNode(node, rpc::ASSEMBLE_SLICES, m, 600000, [done](Result<std::string> body) {
-      if (!body.ok()) return done(body.status());
-      rpc::Status s;
-      if (!s.ParseFromString(body.value())) return done(Status::Unavailable("malformed assembly reply"));
-      done(FromProto(s));
-    });
+    CallForStatus(peers_, node, rpc::ASSEMBLE_SLICES, m, 600000, done);
   };
   hooks.release = [this](const std::string& node, const std::vector<std::string>& ids) { peers_.Release(node, ids); };
   allreduces_.SetChain(hooks);

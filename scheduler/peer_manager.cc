@@ -111,9 +111,8 @@ void PeerManager::HandleReleaseHeld(const rpc::ReleaseHeld& m) {
   }
   // Only what is still here (its maker may have exited already: then a
   // reader finds it gone and says so).
-  auto& held = held_for_[m.from_node()];
   for (const auto& id : ids) {
-    if (objects_->Contains(id) && objects_->IsReady(id) && held.insert(id).second) objects_->AddRef(id);
+    if (objects_->Contains(id) && objects_->IsReady(id)) HoldFor(m.from_node(), id);
   }
   if (on_release_) on_release_(m.holder(), ids);
 }

@@ -13,8 +13,8 @@ from phalanx._core import ObjectRef
 from phalanx._private.api import cluster_stats, get, init, is_initialized, put, shutdown, wait
 from phalanx import collective
 from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
-from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError, ObjectLostError,
-                                ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
+from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError,
+                                ObjectLostError, ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
                                 UnavailableError, WorkerCrashedError)
 from phalanx.remote_function import NodeAffinitySchedulingStrategy, RemoteFunction
 
