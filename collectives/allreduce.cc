@@ -43,11 +43,11 @@ struct Allreduces::Allreduce {
   std::vector<std::string> node;  // of each input, once ready
   struct Chain {                  // slice s's: its links still to place, and the last one placed
     std::deque<int> todo;
-    bool placing = false;
-    size_t links = 0;
+    size_t sent = 0;
     std::string prev_id, prev_node;
   };
   std::vector<Chain> chains;
+  size_t links_sent = 0;          // of all chains
   std::vector<std::pair<std::string, std::string>> partials;  // (id, node) of every link
   bool assembling = false;
   std::vector<uint8_t> made;      // result i is made (and recorded here)
@@ -202,6 +202,8 @@ void Allreduces::Located(const std::shared_ptr<Allreduce>& r, int i) {
 void Allreduces::Arrive(const std::shared_ptr<Allreduce>& r, int i, const std::string& node) {
   r->node[i] = node;
   size_t j = r->order.size();  // its place in the order of arrival
+  PHALANX_LOG(Debug) << "allreduce " << ToHex(r->outs[0]).substr(0, 8) << ": input " << i << " ready (" << j + 1
+                     << " of " << r->inputs.size() << ") on node " << ToHex(node).substr(0, 8);
   r->order.push_back(i);
   size_t slices = r->chains.size();
   // Slice s's chain starts at the s-th input to arrive and takes the later
@@ -212,56 +214,57 @@ void Allreduces::Arrive(const std::shared_ptr<Allreduce>& r, int i, const std::s
       for (size_t t = 0; t < s; ++t) r->chains[s].todo.push_back(r->order[t]);
     }
   }
-  for (size_t s = 0; s < slices && !r->ended; ++s) PlaceNext(r, s);
+  for (size_t s = 0; s < slices && !r->ended; ++s) Place(r, s);
 }
 
-void Allreduces::PlaceNext(const std::shared_ptr<Allreduce>& r, size_t s) {
+void Allreduces::Place(const std::shared_ptr<Allreduce>& r, size_t s) {
+  // Every link is placed as soon as its input is ready, without waiting for
+  // the link before it to start: a link that reads from another node asks
+  // that node to wait for the partial result (ReduceStep.wait_ms), and one
+  // that reads from its own node is sent after the link before it on the
+  // same connection, so that it exists by then.
   Allreduce::Chain& c = r->chains[s];
-  if (r->ended || c.placing || c.todo.empty()) return;
-  int i = c.todo.front();
-  c.todo.pop_front();
-  rpc::ReduceStep m;
-  m.set_out_id(MakeObjectId(RandomBytes(kTaskIdSize), 0));
-  m.set_prev_id(c.prev_id);  // none: the slice's first link
-  m.set_prev_node(c.prev_node);
-  m.set_prev_name("slice " + std::to_string(s) + " of the partial sum");
-  m.set_input_id(r->inputs[i]);
-  m.set_input_name(InputName(i, r->inputs[i]));
-  m.set_op(r->op);
-  m.set_reduce_node(chain_.self);
-  m.set_lo(r->cuts[s]);
-  m.set_hi(s + 1 < r->cuts.size() ? r->cuts[s + 1] : r->size);
-  m.set_total_size(r->size);
-  c.placing = true;
-  const std::string node = r->node[i];
-  std::weak_ptr<Allreduce> weak = r;
-  chain_.send_step(node, m, [this, weak, s, i, node, out = m.out_id()](const Status& st) {
-    auto r = weak.lock();
-    if (!r || r->ended) {  // over meanwhile: drop what it made
-      if (st.ok()) chain_.drop(node, {out});
-      return;
-    }
-    Allreduce::Chain& c = r->chains[s];
-    c.placing = false;
-    if (!st.ok()) {
-      return Fail(r, Kind(st), "allreduce failed at the link of " + InputName(i, r->inputs[i]) + " in slice " +
-                                   std::to_string(s) + OnNode(node) + st.message());
-    }
-    r->partials.emplace_back(out, node);
-    c.prev_id = out;
+  while (!r->ended && !c.todo.empty()) {
+    int i = c.todo.front();
+    c.todo.pop_front();
+    rpc::ReduceStep m;
+    m.set_out_id(MakeObjectId(RandomBytes(kTaskIdSize), 0));
+    m.set_prev_id(c.prev_id);  // none: the slice's first link
+    m.set_prev_node(c.prev_node);
+    m.set_prev_name("slice " + std::to_string(s) + " of the partial sum");
+    m.set_input_id(r->inputs[i]);
+    m.set_input_name(InputName(i, r->inputs[i]));
+    m.set_op(r->op);
+    m.set_reduce_node(chain_.self);
+    m.set_lo(r->cuts[s]);
+    m.set_hi(s + 1 < r->cuts.size() ? r->cuts[s + 1] : r->size);
+    m.set_total_size(r->size);
+    m.set_wait_ms(kRingWaitMs);
+    const std::string node = r->node[i];
+    r->partials.emplace_back(m.out_id(), node);
+    c.prev_id = m.out_id();
     c.prev_node = node;
-    ++c.links;
-    if (c.links < r->inputs.size()) return PlaceNext(r, s);
-    for (const auto& other : r->chains) {
-      if (other.links < r->inputs.size()) return;
-    }
-    AssembleAll(r);
-  });
+    ++c.sent;
+    ++r->links_sent;
+    std::weak_ptr<Allreduce> weak = r;
+    chain_.send_step(node, m, [this, weak, s, i, node](const Status& st) {
+      auto r = weak.lock();
+      if (!r || r->ended) return;  // (its partial result is dropped with the others)
+      if (!st.ok()) {
+        return Fail(r, Kind(st), "allreduce failed at the link of " + InputName(i, r->inputs[i]) + " in slice " +
+                                     std::to_string(s) + OnNode(node) + st.message());
+      }
+      PHALANX_LOG(Debug) << "allreduce " << ToHex(r->outs[0]).substr(0, 8) << ": a link of slice " << s
+                         << " started on node " << ToHex(node).substr(0, 8);
+    });
+  }
+  if (r->links_sent == r->inputs.size() * r->chains.size()) AssembleAll(r);
 }
 
 void Allreduces::AssembleAll(const std::shared_ptr<Allreduce>& r) {
   if (r->assembling) return;
   r->assembling = true;
+  PHALANX_LOG(Debug) << "allreduce " << ToHex(r->outs[0]).substr(0, 8) << ": every link placed, assembling";
   rpc::AssembleSlices base;
   base.set_size(r->size);
   for (size_t s = 0; s < r->chains.size(); ++s) {
@@ -270,16 +273,26 @@ void Allreduces::AssembleAll(const std::shared_ptr<Allreduce>& r) {
     base.add_slice_lo(r->cuts[s]);
   }
   base.set_reduce_node(chain_.self);
+  base.set_wait_ms(kRingWaitMs);
+  // The ring: the inputs' nodes in the order the inputs became ready (a
+  // node once). Every node copies each slice made elsewhere from the node
+  // before it, so each link carries the slices one way, as in a ring
+  // allreduce's allgather, and each node reads from one node only.
+  std::vector<std::string> ring;
+  std::unordered_map<std::string, size_t> place;
+  for (int i : r->order) {
+    if (place.emplace(r->node[i], ring.size()).second) ring.push_back(r->node[i]);
+  }
+  for (const auto& c : r->chains) {  // the copies, dropped with the partials at the end
+    for (const auto& node : ring) {
+      if (node != c.prev_node) r->partials.emplace_back(c.prev_id, node);
+    }
+  }
   std::weak_ptr<Allreduce> weak = r;
-  size_t n = r->chains.size();
   for (size_t j = 0; j < r->order.size() && !r->ended; ++j) {
     size_t i = r->order[j];
     rpc::AssembleSlices m = base;
-    // The j-th input's node made slice j + 1 (its chain ends there) and
-    // reads slice j from the (j - 1)-th's node, then slice j - 1 from the
-    // (j - 2)-th's, and so on: at each turn every node reads from a
-    // different one, as in a ring.
-    for (size_t t = 0; t + 1 < n; ++t) m.add_pull_order(static_cast<uint32_t>((j + n - t) % n));
+    m.set_ring_prev(ring[(place[r->node[i]] + ring.size() - 1) % ring.size()]);
     m.set_out_id(r->outs[i]);
     m.set_name("the allreduce result for " + InputName(static_cast<int>(i), r->inputs[i]));
     const std::string node = r->node[i];
@@ -299,6 +312,8 @@ void Allreduces::Assembled(const std::shared_ptr<Allreduce>& r, int i, const Sta
   // Made there, held there for this node: its bytes come here when read here.
   if (r->node[i] != chain_.self) objects_->SetRemote(r->outs[i], r->node[i], r->size);
   r->made[i] = 1;
+  PHALANX_LOG(Debug) << "allreduce " << ToHex(r->outs[0]).substr(0, 8) << ": result " << i << " made on node "
+                     << ToHex(r->node[i]).substr(0, 8) << ", " << r->left - 1 << " to go";
   if (--r->left == 0) End(r);
 }
 

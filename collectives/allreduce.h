@@ -11,12 +11,16 @@
 //     become ready and visits the others in the order they became ready
 //     (wrapping around): each link reads the slice's partial result as it
 //     grows, adds its own input's slice and serves the sum to the next link;
+//   - every link is placed as soon as its input is ready, without waiting
+//     for the links before it (a link asks for its prev before prev exists;
+//     the node that makes it answers once it does);
 //   - the last link of slice s holds that slice of the result; each input's
 //     node then assembles its result from all the slices (ReduceSteps::
-//     Assemble), reading them straight into place while they are still being
-//     reduced, two at a time in ring order (the j-th input's node from the
-//     (j-1)-th's, then the (j-2)-th's, ...), and holds it for this node
-//     (which records where it is).
+//     Assemble) while they are still being reduced, copying each slice made
+//     elsewhere from the node before it in the ring (the inputs' nodes in the
+//     order the inputs became ready), which made or copies it too: so each
+//     node reads from one node only, as in a ring allgather, and holds its
+//     result for this node (which records where it is).
 //
 // Each node sends and receives 2(n-1)/n of the value in all, the least any
 // allreduce can (Patarasuk and Yuan 2009), and the slices' chains run side by
@@ -55,6 +59,9 @@ class Allreduces {
   static constexpr uint64_t kMinSlice = 64 << 10;
   // Slices start at multiples of this (whole elements, whatever the dtype).
   static constexpr uint64_t kSliceAlign = 4096;
+  // How long a node may wait for the node before it in the ring to start
+  // copying a slice (they start within milliseconds of each other).
+  static constexpr uint32_t kRingWaitMs = 30000;
 
   Allreduces(boost::asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
              ReduceManager* reduces);
@@ -80,7 +87,7 @@ class Allreduces {
   void CopyResult(const std::shared_ptr<Allreduce>& r);
   // Input `index` (on `node`) is ready: a link of every slice's chain.
   void Arrive(const std::shared_ptr<Allreduce>& r, int index, const std::string& node);
-  void PlaceNext(const std::shared_ptr<Allreduce>& r, size_t slice);
+  void Place(const std::shared_ptr<Allreduce>& r, size_t slice);
   void AssembleAll(const std::shared_ptr<Allreduce>& r);
   void Assembled(const std::shared_ptr<Allreduce>& r, int index, const Status& st);
   void Fail(const std::shared_ptr<Allreduce>& r, StatusCode code, const std::string& why);

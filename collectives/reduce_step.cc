@@ -35,8 +35,6 @@ struct ReduceSteps::Assembly {
   uint8_t* out = nullptr;
   std::vector<uint64_t> got;  // bytes of slice s in place
   size_t left = 0;            // slices not whole yet
-  std::deque<size_t> queue;   // slices on other nodes, not asked for yet (kSlicesRead are read at once)
-  int pulling = 0;            // slices being read from other nodes
   bool ended = false;
   uint64_t Lo(size_t k) const { return m.slice_lo(static_cast<int>(k)); }
   uint64_t Len(size_t k) const { return (k + 1 < got.size() ? Lo(k + 1) : m.size()) - Lo(k); }
@@ -116,7 +114,7 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
                         }
                         return s->out;
                       },
-                      progress);
+                      progress, m.wait_ms());
 }
 
 std::string ReduceSteps::CopyKey(const std::string& out) { return "reduce-step-input:" + out; }
@@ -206,6 +204,8 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
   if (s->ended) return;
   s->ended = true;
   const rpc::ReduceStep& m = s->m;
+  PHALANX_LOG(Debug) << "reduce step " << ToHex(m.out_id()).substr(0, 8) << " [" << m.lo() << ", " << m.hi()
+                     << ") ended: " << outcome.ToString();
   if (s->has_input) {
     objects_->ReleasePin(m.input_id());
     objects_->RemoveRef(m.input_id());
@@ -216,8 +216,21 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
   if (done) done(outcome);
 }
 
+void ReduceSteps::HoldCopy(const std::string& id, const std::string& from, const rpc::AssembleSlices& m) {
+  if (!copies_.try_emplace(id, m.reduce_node()).second) return;  // (another input's result here copies it)
+  objects_->AddRef(id);
+  transfer_->CopyFrom(id, from, m.wait_ms());
+}
+
 void ReduceSteps::Drop(const std::vector<std::string>& outs) {
   for (const auto& id : outs) {
+    auto c = copies_.find(id);
+    if (c != copies_.end()) {
+      copies_.erase(c);
+      transfer_->StopCopy(id, "the allreduce is over");
+      objects_->RemoveRef(id);
+      continue;
+    }
     auto as = assemblies_.find(id);
     if (as != assemblies_.end()) EndAssembly(as->second, Status(StatusCode::kCollectiveFailed, "the allreduce is over"));
     auto it = steps_.find(id);
@@ -241,6 +254,9 @@ void ReduceSteps::DropFrom(const std::string& node) {
   for (const auto& [id, a] : assemblies_) {
     if (a->m.reduce_node() == node) orphans.push_back(id);
   }
+  for (const auto& [id, from] : copies_) {
+    if (from == node) orphans.push_back(id);
+  }
   Drop(orphans);
 }
 
@@ -249,6 +265,8 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
   bool ok = n > 0 && m.slice_nodes_size() == m.slice_ids_size() && m.slice_lo_size() == m.slice_ids_size() &&
             m.slice_lo(0) == 0;
   for (size_t k = 1; ok && k < n; ++k) ok = m.slice_lo(k) > m.slice_lo(k - 1) && m.slice_lo(k) < m.size();
+  bool ring = !m.ring_prev().empty() && m.ring_prev() != self_;
+  for (size_t k = 0; ok && k < n; ++k) ok = ring || m.slice_nodes(k) == self_;  // (where else to read it from)
   if (!ok) return done(Status::InvalidArgument("malformed allreduce assembly of " + m.name()));
   if (assemblies_.count(m.out_id()) || steps_.count(m.out_id())) {
     return done(Status::AlreadyExists("allreduce result " + ToHex(m.out_id()) + " is being made here"));
@@ -267,23 +285,15 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
   a->got.assign(n, 0);
   a->left = n;
   assemblies_[m.out_id()] = a;
-  // Slices on other nodes are read kSlicesRead at a time, in the order
-  // given (any it leaves out, after those).
-  std::vector<uint8_t> queued(n, 0);
-  auto enqueue = [&](size_t k) {
-    if (k < n && m.slice_nodes(k) != self_ && !queued[k]) {
-      queued[k] = 1;
-      a->queue.push_back(k);
-    }
-  };
-  for (uint32_t k : m.pull_order()) enqueue(k);
-  for (size_t k = 0; k < n; ++k) enqueue(k);
+  PHALANX_LOG(Debug) << "assembly of " << ToHex(m.out_id()).substr(0, 8) << " started";
+  // A slice made elsewhere becomes an object here too, copied from the node
+  // before this one in the ring and kept for the node after it; each slice
+  // is copied into place as it grows.
   for (size_t k = 0; k < n && !a->ended; ++k) {
-    if (m.slice_nodes(k) != self_) continue;
-    objects_->AddRef(m.slice_ids(k));  // copied from the slice here as it grows
+    if (m.slice_nodes(k) != self_) HoldCopy(m.slice_ids(k), m.ring_prev(), m);
+    objects_->AddRef(m.slice_ids(k));  // (and watched) until the assembly ends
     transfer_->Watch(m.slice_ids(k), SliceWatcher(a, k));
   }
-  PullNext(a);
 }
 
 objectstore::ObjectTransfer::Progress ReduceSteps::SliceWatcher(const std::shared_ptr<Assembly>& a, size_t k) {
@@ -300,37 +310,11 @@ objectstore::ObjectTransfer::Progress ReduceSteps::SliceWatcher(const std::share
   };
 }
 
-void ReduceSteps::PullNext(const std::shared_ptr<Assembly>& a) {
-  if (a->ended || a->pulling >= kSlicesRead || a->queue.empty()) return;
-  size_t k = a->queue.front();
-  a->queue.pop_front();
-  ++a->pulling;
-  const rpc::AssembleSlices& m = a->m;
-  std::weak_ptr<Assembly> weak = a;
-  transfer_->PullInto(
-      AssemblyKey(m.out_id(), k), m.slice_ids(k), m.slice_nodes(k),
-      [weak, lo = a->Lo(k), len = a->Len(k)](uint64_t size) -> Result<uint8_t*> {
-        auto a = weak.lock();
-        if (!a || a->ended) return Status::Unavailable("the allreduce assembly ended");
-        if (size != len) {  // (it would run past its place)
-          return Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) + " bytes, not " +
-                                                           std::to_string(len));
-        }
-        return a->out + lo;
-      },
-      SliceWatcher(a, k));
-  PullNext(a);
-}
-
-std::string ReduceSteps::AssemblyKey(const std::string& out, size_t slice) {
-  return "allreduce-slice:" + std::to_string(slice) + ":" + out;
-}
-
 void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, uint64_t bytes, Status st) {
   const rpc::AssembleSlices& m = a->m;
   uint64_t lo = a->Lo(k);
   uint64_t len = a->Len(k);
-  if (st.ok() && m.slice_nodes(k) == self_ && bytes > a->got[k]) {
+  if (st.ok() && bytes > a->got[k]) {
     const auto* e = store_->Find(m.slice_ids(k));
     if (e == nullptr) {
       st = Status(StatusCode::kObjectLost, "is gone from this node's store");
@@ -345,24 +329,15 @@ void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, ui
   if (bytes <= a->got[k]) return;
   a->got[k] = bytes;
   if (bytes < len) return;
-  if (--a->left == 0) return EndAssembly(a, Status::OK());
-  if (m.slice_nodes(k) != self_) {
-    --a->pulling;
-    PullNext(a);
-  }
+  if (--a->left == 0) EndAssembly(a, Status::OK());
 }
 
 void ReduceSteps::EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome) {
   if (a->ended) return;
   a->ended = true;
   const rpc::AssembleSlices& m = a->m;
-  for (size_t k = 0; k < a->got.size(); ++k) {
-    if (m.slice_nodes(k) == self_) {
-      objects_->RemoveRef(m.slice_ids(k));
-    } else if (!outcome.ok()) {
-      transfer_->Cancel(AssemblyKey(m.out_id(), k));  // before out's space goes
-    }
-  }
+  PHALANX_LOG(Debug) << "assembly of " << ToHex(m.out_id()).substr(0, 8) << " ended: " << outcome.ToString();
+  for (const auto& id : m.slice_ids()) objects_->RemoveRef(id);
   if (outcome.ok()) {
     transfer_->Complete(m.out_id());
   } else {

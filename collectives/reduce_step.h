@@ -9,7 +9,9 @@
 //
 // A slice step (an allreduce's reduce-scatter) does the same on bytes
 // [lo, hi) of the value: its prev and out hold only those; the first link of a
-// slice's chain has no prev and copies its input's slice.
+// slice's chain has no prev and copies its input's slice. Its prev may not
+// exist yet when it starts (ReduceStep.wait_ms: the allreduce places every
+// link at once); the node that will make prev holds the request until it does.
 //
 // A step without an input copies prev into out: the caller's node ends every
 // chain with one, into the reduce's result. prev from another node is copied
@@ -51,22 +53,18 @@ class ReduceSteps {
   // without marking it lost (the caller decides).
   void Run(const rpc::ReduceStep& m, Done started, Done done);
   // Makes an allreduce's result here from its reduced slices (see
-  // rpc::AssembleSlices): each slice is read as it grows, from this node or
-  // another, straight into place. `done` runs once out is whole and sealed
-  // (out is then left to whoever holds it: hold it inside `done`) or with why
-  // it failed (out is dropped).
+  // rpc::AssembleSlices): each is copied into place as it grows, from a
+  // step here or from a copy of it made here from the node before this one
+  // in the ring (kept until Drop, for the node after it). `done` runs once
+  // out is whole and sealed (out is then left to whoever holds it: hold it
+  // inside `done`) or with why it failed (out is dropped).
   void Assemble(const rpc::AssembleSlices& m, Done done);
   // The reduce is over: frees these partial results (failing the steps still
-  // making them) and fails these assemblies.
+  // making them) and slice copies, and fails these assemblies.
   void Drop(const std::vector<std::string>& outs);
   // `node` died: drops the steps of the reduces it placed (nobody is left to).
   void DropFrom(const std::string& node);
   size_t num_steps() const { return steps_.size(); }
-  // An assembly reads this many slices from other nodes at a time: the next
-  // one starts while the last arrives, and no node's link is flooded by all
-  // the others at once (which would lose packets and stall on TCP
-  // retransmission timeouts).
-  static constexpr int kSlicesRead = 2;
 
  private:
   struct Step;
@@ -75,10 +73,9 @@ class ReduceSteps {
   void Seed(const std::shared_ptr<Step>& s, Done started);
   void SliceProgress(const std::shared_ptr<Assembly>& a, size_t slice, uint64_t bytes, Status st);
   objectstore::ObjectTransfer::Progress SliceWatcher(const std::shared_ptr<Assembly>& a, size_t slice);
-  // Starts reading the next slice from another node, unless one is being read.
-  void PullNext(const std::shared_ptr<Assembly>& a);
   void EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome);
-  static std::string AssemblyKey(const std::string& out, size_t slice);
+  // Keeps a copy of slice `id` here, copied from `from`, until Drop (the next node in the ring reads it).
+  void HoldCopy(const std::string& id, const std::string& from, const rpc::AssembleSlices& m);
   void Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st);
   // Creates out once its size is known; false if the step failed.
   bool Begin(const std::shared_ptr<Step>& s, uint64_t size);
@@ -93,6 +90,8 @@ class ReduceSteps {
   std::string self_;
   std::unordered_map<std::string, std::shared_ptr<Step>> steps_;  // by out id, until dropped (or done, without input)
   std::unordered_map<std::string, std::shared_ptr<Assembly>> assemblies_;  // by out id, until done
+  // Slices copied here for a ring, until dropped: id -> the node whose allreduce it is.
+  std::unordered_map<std::string, std::string> copies_;
 };
 
 }  // namespace phalanx::collectives

@@ -342,7 +342,7 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
 }
 
 Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>& ids, int num_returns,
-                                                  int64_t timeout_ms) {
+                                                  int64_t timeout_ms, bool fetch_local) {
   FlushDirect();
   {
     std::lock_guard<std::mutex> l(refs_mu_);
@@ -356,6 +356,7 @@ Result<std::vector<std::string>> CoreWorker::Wait(const std::vector<std::string>
   for (const auto& id : ids) m.add_object_ids(id);
   m.set_num_returns(num_returns);
   m.set_timeout_ms(timeout_ms);
+  m.set_no_fetch(!fetch_local);
   PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::WaitObjectsReply>(rpc::WAIT_OBJECTS, m, timeout_ms, "wait"));
   return std::vector<std::string>(r.ready_ids().begin(), r.ready_ids().end());
 }

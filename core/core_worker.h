@@ -103,7 +103,10 @@ class CoreWorker {
   Result<std::vector<rpc::ObjectValue>> Get(const std::vector<std::string>& ids, int64_t timeout_ms,
                                             bool locate_only = false);
   // Ids of `ids` that are ready once `num_returns` are, or at the deadline.
-  Result<std::vector<std::string>> Wait(const std::vector<std::string>& ids, int num_returns, int64_t timeout_ms);
+  // `fetch_local`: ready means here, and objects on other nodes are copied
+  // here; without it, ready on any node (nothing is copied).
+  Result<std::vector<std::string>> Wait(const std::vector<std::string>& ids, int num_returns, int64_t timeout_ms,
+                                        bool fetch_local = true);
   void Release(const std::string& id);
 
   // Reference counting of this process's ObjectRefs.

@@ -77,11 +77,36 @@ void ObjectTransfer::Pull(const std::string& id, const std::string& hint_node) {
   ChooseSource(id);
 }
 
+void ObjectTransfer::CopyFrom(const std::string& id, const std::string& node, uint32_t wait_ms) {
+  if (pulls_.count(id) || (objects_->Contains(id) && objects_->IsReady(id))) return;
+  objects_->AddRef(id);  // the copy holds it until it is ready
+  PullState& p = pulls_[id];
+  p.object = id;
+  p.hint = node;
+  p.fixed = true;
+  p.wait_ms = wait_ms;
+  ChooseSource(id);
+}
+
+void ObjectTransfer::StopCopy(const std::string& id, const std::string& why) {
+  auto it = pulls_.find(id);
+  if (it != pulls_.end() && !it->second.sink && !it->second.produced) Fail(id, why);
+}
+
+void ObjectTransfer::TakeExpected(const std::string& id, PullState& p) {
+  auto it = expected_.find(id);
+  if (it == expected_.end()) return;
+  for (auto& w : it->second) p.waiters.push_back(std::move(w));
+  expected_.erase(it);
+}
+
 void ObjectTransfer::PullInto(const std::string& key, const std::string& id, const std::string& hint_node, Sink sink,
-                              Progress progress) {
+                              Progress progress, uint32_t wait_ms) {
   PullState& p = pulls_[key];
   p.object = id;
   p.hint = hint_node;
+  p.fixed = wait_ms > 0;
+  p.wait_ms = wait_ms;
   p.sink = std::move(sink);
   p.watchers.push_back(std::move(progress));
   ChooseSource(key);
@@ -100,12 +125,13 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
   bool resuming = !p.tried.empty();
   auto give_up = [this, id] {
     PullState& q = pulls_[id];
+    if (q.fixed && !q.last_error.empty()) return Fail(id, std::string(q.last_error));  // (its one source; a copy: Fail moves q)
     std::string tried;
     for (const auto& n : q.tried) tried += (tried.empty() ? "" : ", ") + Short(n);
     Fail(id, "no node has a copy left (tried " + (tried.empty() ? std::string("none") : tried) +
                  (q.last_error.empty() ? "" : "; last: " + q.last_error) + ")");
   };
-  if (!directory_.pick) {
+  if (!directory_.pick || p.fixed) {
     if (p.hint.empty() || p.hint == self_ || p.tried.count(p.hint)) return give_up();
     PHALANX_LOG(Debug) << "copying " << ToHex(p.object) << " from node " << Short(p.hint);
     return UseSource(id, p.hint, /*counted=*/false);
@@ -159,6 +185,7 @@ void ObjectTransfer::RequestMore(const std::string& id) {
     m.set_object_id(p.object);
     m.set_offset(chunk * options_.chunk_bytes);
     m.set_length(options_.chunk_bytes);
+    m.set_wait_ms(p.wait_ms);
     ++p.inflight;
     uint64_t epoch = p.epoch;
     auto sent = std::chrono::steady_clock::now();
@@ -225,6 +252,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     p.chunks.assign(n, kMissing);
     p.started = std::chrono::steady_clock::now();
     // Readers may come to us now (not for a sink: its bytes become another object).
+    if (!p.sink) TakeExpected(id, p);
     if (directory_.located && !p.sink) directory_.located(id, p.size, 0, false);
   } else if (r.size() != p.size) {
     return SourceFailed(id, " has a different size for it");
@@ -302,6 +330,7 @@ Result<uint8_t*> ObjectTransfer::Produce(const std::string& id, uint64_t size) {
     p.waiters = std::move(early->second);
     early_.erase(early);
   }
+  TakeExpected(id, p);
   if (directory_.located) directory_.located(id, size, 0, false);
   return store_->base() + off.value();
 }
@@ -342,6 +371,7 @@ void ObjectTransfer::Abort(const std::string& id, const std::string& why, bool m
 
 void ObjectTransfer::Discard(const std::string& id, PullState& p, const rpc::PullObjectReply& reply,
                              const std::string& why, bool mark_lost) {
+  TakeExpected(id, p);  // (readers still waiting for it to start learn it will not)
   for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, reply, nullptr, 0));
   if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);
@@ -375,7 +405,7 @@ void ObjectTransfer::SourceFailed(const std::string& id, const std::string& what
   if (it == pulls_.end()) return;
   PullState& p = it->second;
   const std::string why = "node " + Short(p.source) + what;
-  PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
+  if (!p.fixed) PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
   p.tried.insert(p.source);
   p.last_error = why;
@@ -450,6 +480,23 @@ void ObjectTransfer::ServeWaiters(PullState& p, const std::string& id) {
 }
 
 void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std::chrono::milliseconds linger) {
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    auto& list = it->second;
+    for (size_t k = 0; k < list.size();) {
+      if (list[k].deadline > now) {
+        ++k;
+        continue;
+      }
+      rpc::PullObjectReply r;
+      r.set_state(rpc::OBJ_LOST);
+      r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
+      r.set_error("it did not come to that node in time");
+      list[k].send(ReplyFrame(list[k].request_id, r, nullptr, 0));
+      list[k] = std::move(list.back());
+      list.pop_back();
+    }
+    it = list.empty() ? expected_.erase(it) : std::next(it);
+  }
   for (auto it = lingering_.begin(); it != lingering_.end();) {
     if (now - it->second < linger) {
       ++it;
@@ -481,6 +528,12 @@ void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFr
       return ReplyRange(m.object_id(), p.size, e->offset, w);
     }
     p.waiters.push_back(std::move(w));
+    return;
+  }
+  if (m.wait_ms() > 0 && !objects_->Contains(m.object_id()) && !objects_->WasFreed(m.object_id())) {
+    // Not here yet, but the reader was told it will be (a ring of copies): wait for it a while.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.wait_ms());
+    expected_[m.object_id()].push_back(Waiter{m.offset(), m.length(), request_id, std::move(send), deadline});
     return;
   }
   ServeReady(m.object_id(), Waiter{m.offset(), m.length(), request_id, std::move(send)});

@@ -71,6 +71,13 @@ class ObjectTransfer {
                  TransferDirectory directory = {}, std::string self_id = "");
 
   void Pull(const std::string& id, const std::string& hint_node);
+  // A Pull from `node` only, which may not have `id` yet: it is asked to
+  // wait up to `wait_ms` for the object to start arriving there (a ring of
+  // copies, each node reading from the one before it). If `node` fails,
+  // the copy fails (no other source is tried).
+  void CopyFrom(const std::string& id, const std::string& node, uint32_t wait_ms);
+  // Fails a copy still arriving (Pull or CopyFrom) with `why`: it is no longer wanted.
+  void StopCopy(const std::string& id, const std::string& why);
   // Answers request `request_id` (maybe later, when the bytes are here):
   // `send` gets the whole reply frame. Its body is a u32 length, a
   // PullObjectReply without its data, then the bytes themselves: a range is
@@ -94,11 +101,12 @@ class ObjectTransfer {
   // caller gives, not into an object of its own: `sink(size)` is asked for
   // the destination when the size is known; `progress` runs as for Watch.
   // Nothing is listed in the directory or served from here. `key` names the
-  // copy (for Cancel); it must differ from any object id pulled here.
+  // copy (for Cancel); it must differ from any object id pulled here. With
+  // `wait_ms`, as CopyFrom: from hint_node only, which may not have it yet.
   using Sink = std::function<Result<uint8_t*>(uint64_t size)>;
   using Progress = std::function<void(uint64_t size, uint64_t bytes, const Status& st)>;
   void PullInto(const std::string& key, const std::string& id, const std::string& hint_node, Sink sink,
-                Progress progress);
+                Progress progress, uint32_t wait_ms = 0);
   // Stops a PullInto (before its destination goes away).
   void Cancel(const std::string& key);
 
@@ -122,7 +130,9 @@ class ObjectTransfer {
   bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
   void Forget(const std::string& id) { copies_.erase(id); }
   // A node that serves an object keeps it while readers keep asking: each
-  // request holds it until `linger` after the last one. Call periodically.
+  // request holds it until `linger` after the last one. Requests that wait
+  // for an object not here yet (PullObject.wait_ms) and whose time is up
+  // are answered that it never came. Call periodically.
   void ReleaseIdle(std::chrono::steady_clock::time_point now, std::chrono::milliseconds linger);
   size_t num_pulling() const { return pulls_.size(); }
   const TransferOptions& options() const { return options_; }
@@ -133,10 +143,13 @@ class ObjectTransfer {
     uint64_t length = 0;
     uint64_t request_id = 0;
     SendFrame send;
+    std::chrono::steady_clock::time_point deadline{};  // (a request for an object not here yet)
   };
   enum ChunkState : uint8_t { kMissing = 0, kRequested = 1, kHave = 2 };
   struct PullState {
     std::string hint;
+    bool fixed = false;                       // CopyFrom: hint is the only source
+    uint32_t wait_ms = 0;                     // CopyFrom: how long the source may wait for the object
     std::string source;                       // node read from now ("" while choosing)
     std::unordered_set<std::string> tried;    // sources that failed us
     std::string last_error;
@@ -176,6 +189,8 @@ class ObjectTransfer {
   void ServeWaiters(PullState& p, const std::string& id);
   void ReplyRange(const std::string& id, uint64_t size, uint64_t store_offset, const Waiter& w);
   void ServeReady(const std::string& id, Waiter w);
+  // A copy or product of `id` begins here: requests that waited for it are its readers now.
+  void TakeExpected(const std::string& id, PullState& p);
 
   ObjectTable* objects_;
   ObjectStore* store_;
@@ -187,6 +202,7 @@ class ObjectTransfer {
   std::unordered_set<std::string> copies_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> lingering_;  // id -> last request
   std::unordered_map<std::string, std::vector<Waiter>> early_;  // requests for objects not ready, nor arriving yet
+  std::unordered_map<std::string, std::vector<Waiter>> expected_;  // requests that wait for objects unknown here
   std::unordered_map<std::string, Link> links_;                 // node id -> measured
 };
 

@@ -65,7 +65,20 @@ class NodeManager {
   bool stopped() const { return stopped_; }
 
  private:
-  struct Client;
+  // A connected worker or driver, and what it holds, pins and creates here.
+  struct Client {
+    std::shared_ptr<FramedConnection> conn;
+    bool registered = false;
+    bool is_worker = false;
+    int pid = 0;
+    std::string client_id;
+    Worker* worker = nullptr;
+    std::unordered_set<std::string> holds;
+    std::unordered_map<std::string, int64_t> pins;
+    std::unordered_set<std::string> creating;
+    // Results of this client's direct actor calls, not handed in yet (EXPECT_RETURNS).
+    std::unordered_set<std::string> expected;
+  };
   struct PendingGet;
   struct PendingWait;
   struct Function {

@@ -6,12 +6,16 @@ Each FILE holds CSV lines as the benchmarks print them (peer,op,world,bytes,
 median_s,min_s,max_s, anything after '#' ignored; other lines skipped). Prints
 a markdown table per (op, world, size): every peer's median in ms, phalanx's
 as a multiple of S/B (the time one link needs for the object), and phalanx
-against the best peer (below 1: phalanx is faster)."""
+against the best peer (below 1: phalanx is faster). An op of phalanx's
+that the peers time under another name (allreduce_ready: their allreduce, whose
+buffers are in memory when the clock starts) is set against that one."""
 import argparse
 import sys
 from collections import defaultdict
 
 from clusters import rate_bytes_per_s
+
+PEER_OP = {"allreduce_ready": "allreduce"}  # phalanx's op -> the peers' op it compares with
 
 
 def read(paths):
@@ -45,6 +49,8 @@ def main():
         if "phalanx" not in r:
             continue
         mine = r["phalanx"]
+        if op in PEER_OP:  # the peers' figures for the op this one compares with (a peer's own first)
+            r = {**rows.get((PEER_OP[op], world, size), {}), **r}
         theirs = [r[p] for p in peers if p in r]
         best = f"{mine / min(theirs):.2f}" if theirs else "-"
         cells = [f"{r[p] * 1e3:,.1f}" if p in r else "-" for p in peers]

@@ -10,6 +10,11 @@ Ops, each timed from the actor calls to the last byte where it is needed:
   reduce     every actor returns its array (already in memory); the driver
              gets the sum: phalanx.collective.reduce / Ray: get all + np.sum.
   allreduce  the same, then every actor reads the sum (a ref passed to it).
+  allreduce_ready
+             allreduce of arrays already in each node's store (made by an
+             untimed actor call), until every actor has read its result: as
+             the peers time it (their buffers are in memory when the clock
+             starts), and compared with their allreduce.
   staggered  reduce, with actor k answering k/(N-1) x 2 S/B late (the inputs
              spread over twice the one-transfer time); the figure is the
              completion time after the last input was ready (target: at most
@@ -69,6 +74,16 @@ def bench_phalanx(a, sizes, ops):
                 got = phalanx.get([g.read.remote(o) for g, o in zip(actors, outs)], timeout=300)
                 assert got == [2 * want] * a.nodes
 
+            def inputs_ready():
+                refs = [g.grad.remote(size) for g in actors]
+                phalanx.wait(refs, num_returns=len(refs), timeout=300, fetch_local=False)  # (left where made)
+                return refs
+
+            def allreduce_ready_once(refs):
+                outs = phalanx.collective.allreduce(refs, timeout=300)
+                got = phalanx.get([g.read.remote(o) for g, o in zip(actors, outs)], timeout=300)
+                assert got == [2 * want] * a.nodes
+
             spread = 2 * size / rate_bytes_per_s(a.rate or "1gbit")
 
             def staggered_once():
@@ -80,7 +95,8 @@ def bench_phalanx(a, sizes, ops):
                 return time.perf_counter() - t0 - max(delays)
 
             before = phalanx.cluster_stats()
-            report(a, "phalanx", size, ops, reduce_once, allreduce_once, staggered_once)
+            report(a, "phalanx", size, ops, reduce_once, allreduce_once, staggered_once,
+                   (allreduce_ready_once, inputs_ready))
             after = phalanx.cluster_stats()
             print(f"# phalanx {size} bytes: {after['reduce_chains'] - before['reduce_chains']} reduces ran as a chain "
                   f"over the inputs' nodes, {after['reduce_fallbacks'] - before['reduce_fallbacks']} fell back",
@@ -107,6 +123,15 @@ def bench_ray(a, sizes, ops):
                 total = ray.put(np.sum(ray.get([g.grad.remote(size) for g in actors], timeout=300), axis=0))
                 assert ray.get([g.read.remote(total) for g in actors], timeout=300) == [2 * want] * a.nodes
 
+            def inputs_ready():
+                refs = [g.grad.remote(size) for g in actors]
+                ray.wait(refs, num_returns=len(refs), timeout=300, fetch_local=False)
+                return refs
+
+            def allreduce_ready_once(refs):
+                total = ray.put(np.sum(ray.get(refs, timeout=300), axis=0))
+                assert ray.get([g.read.remote(total) for g in actors], timeout=300) == [2 * want] * a.nodes
+
             spread = 2 * size / rate_bytes_per_s(a.rate or "1gbit")
 
             def staggered_once():
@@ -116,17 +141,22 @@ def bench_ray(a, sizes, ops):
                 assert np.sum(ray.get(refs, timeout=300), axis=0)[0] == want
                 return time.perf_counter() - t0 - max(delays)
 
-            report(a, "ray", size, ops, reduce_once, allreduce_once, staggered_once)
+            report(a, "ray", size, ops, reduce_once, allreduce_once, staggered_once,
+                   (allreduce_ready_once, inputs_ready))
     finally:
         stop_ray(cluster)
 
 
-def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once):
+def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once, ready):
     if "reduce" in ops:
         print(csv_line(peer, "reduce", a.nodes, size, measure(reduce_once, a.warmup, a.reps), a.rate), flush=True)
     if "allreduce" in ops:
         print(csv_line(peer, "allreduce", a.nodes, size, measure(allreduce_once, a.warmup, a.reps), a.rate),
               flush=True)
+    if "allreduce_ready" in ops:
+        once, prepare = ready
+        print(csv_line(peer, "allreduce_ready", a.nodes, size, measure(once, a.warmup, a.reps, prepare=prepare),
+                       a.rate), flush=True)
     if "staggered" in ops:
         after = [staggered_once() for _ in range(a.warmup + a.reps)][a.warmup:]
         limit = size / rate_bytes_per_s(a.rate or "1gbit")
@@ -137,7 +167,7 @@ def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_args(ap)
-    ap.add_argument("--ops", default="reduce,allreduce,staggered")
+    ap.add_argument("--ops", default="reduce,allreduce,allreduce_ready,staggered")
     ap.add_argument("--peers", default="ray", help="'ray' (loopback only) or 'none'")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]

@@ -316,9 +316,9 @@ PYBIND11_MODULE(_core, m) {
     return out;
   });
 
-  m.def("wait", [](std::vector<std::string> ids, int num_returns, int64_t timeout_ms) {
+  m.def("wait", [](std::vector<std::string> ids, int num_returns, int64_t timeout_ms, bool fetch_local) {
     auto core = RequireCore();
-    auto r = WithoutGil([&] { return core->Wait(ids, num_returns, timeout_ms); });
+    auto r = WithoutGil([&] { return core->Wait(ids, num_returns, timeout_ms, fetch_local); });
     ThrowIfError(r.status());
     pyb::list out;
     for (auto& id : r.value()) out.append(pyb::bytes(id));

@@ -289,4 +289,67 @@ TEST_F(TransferChainTest, ACopyGoesOnFromAnotherSourceWhenItsSourceDies) {
   EXPECT_EQ(serving, (std::vector<std::string>{"b-", "d-"}));  // picks count themselves; each reader is uncounted
 }
 
+TEST_F(TransferChainTest, ARingOfCopiesFormsBeforeTheObjectReachesItsMiddle) {
+  // a copies from c, which has not heard of the object yet; c copies it
+  // from b later. a waits for c instead of failing, and reads from c only.
+  const std::string id(20, 'w');
+  const uint64_t size = 6 << 20;
+  Peer& b = Add("b");
+  Peer& c = Add("c");
+  Peer& a = Add("a");
+  Put(b, id, size);
+  a.node.table->AddRef(id);
+  a.transfer->CopyFrom(id, "c", 10000);
+  io_.run_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(a.node.table->IsReady(id)) << "a waits for c";
+  c.node.table->AddRef(id);
+  c.transfer->CopyFrom(id, "b", 10000);
+  Run([&] { return a.node.table->IsReady(id); });
+  ExpectCopy(a, id, size);
+  ExpectCopy(c, id, size);
+  EXPECT_EQ(b.server->served, 6) << "only c read from b";
+  EXPECT_EQ(c.server->served, 6);
+}
+
+TEST_F(TransferChainTest, AWaitForAnObjectThatNeverComesEndsWithTheReason) {
+  const std::string id(20, 'n');
+  Peer& c = Add("c");
+  Peer& a = Add("a");
+  a.node.table->AddRef(id);
+  a.transfer->CopyFrom(id, "c", 100);
+  io_.run_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(a.node.table->IsReady(id)) << "c holds the request until its time is up";
+  c.transfer->ReleaseIdle(std::chrono::steady_clock::now(), std::chrono::milliseconds(0));
+  Run([&] { return a.node.table->IsReady(id); });
+  rpc::ObjectValue v;
+  a.node.table->Describe(id, &v, false);
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("did not come"), std::string::npos) << v.error();
+  EXPECT_NE(v.error().find(phalanx::ToHex("c").substr(0, 12)), std::string::npos) << "names the node: " << v.error();
+  EXPECT_EQ(a.transfer->num_pulling(), 0u);
+}
+
+TEST_F(TransferChainTest, AStoppedCopyFailsWithTheReasonAndFreesItsSpace) {
+  const std::string id(20, 's');
+  Peer& b = Add("b");
+  Peer& a = Add("a");
+  Put(b, id, 6 << 20);
+  b.server->stall_after = 1;
+  a.node.table->AddRef(id);
+  a.transfer->CopyFrom(id, "b", 10000);
+  Run([&] { return b.server->served >= 1; });
+  io_.run_for(std::chrono::milliseconds(50));
+  a.transfer->StopCopy(id, "the allreduce is over");
+  rpc::ObjectValue v;
+  a.node.table->Describe(id, &v, false);
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("the allreduce is over"), std::string::npos) << v.error();
+  EXPECT_EQ(a.transfer->num_pulling(), 0u);
+  a.node.table->RemoveRef(id);
+  EXPECT_EQ(a.node.store->Stats().objects, 0u);
+  b.server->Release();  // replies still on the way find nothing
+  io_.run_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(a.node.store->Stats().objects, 0u);
+}
+
 }  // namespace phalanx::objectstore

@@ -93,3 +93,20 @@ def test_a_node_killed_mid_allreduce_fails_every_result_without_hanging(four_nod
     # The cluster goes on: an allreduce over the nodes left works.
     refs = [a.grad.remote() for a in (actors[0], actors[1], actors[3])]
     assert [float(v[7]) for v in phalanx.get(phalanx.collective.allreduce(refs, timeout=60), timeout=60)] == [2.0 + 3 + 1] * 3
+
+
+def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_nodes):
+    # Waiting for a collective's inputs must not pull them all to the caller.
+    actors = actors_on([1, 2])
+    phalanx.get([a.host.remote() for a in actors], timeout=60)
+    before = phalanx.cluster_stats()["store_objects"]
+    refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.5])]
+    ready, not_ready = phalanx.wait(refs, num_returns=1, timeout=30, fetch_local=False)
+    assert [r.hex() for r in ready] == [refs[0].hex()] and len(not_ready) == 1
+    ready, not_ready = phalanx.wait(refs, num_returns=2, timeout=30, fetch_local=False)
+    assert len(ready) == 2 and not not_ready
+    time.sleep(0.3)
+    assert phalanx.cluster_stats()["store_objects"] == before, "nothing was copied to the caller's node"
+    ready, _ = phalanx.wait(refs, num_returns=2, timeout=30)  # the default, as Ray's: copies them here
+    assert len(ready) == 2
+    assert phalanx.cluster_stats()["store_objects"] == before + 2

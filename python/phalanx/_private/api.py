@@ -190,9 +190,13 @@ def put(value):
     return _core.adopt_ref(oid)
 
 
-def wait(refs, num_returns=1, timeout=None):
+def wait(refs, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first `num_returns` refs that are ready, in the
-    order given, and the rest. Returns early with fewer after `timeout` s."""
+    order given, and the rest. Returns early with fewer after `timeout` s.
+    With fetch_local (the default, as in Ray) a ref is ready once its value
+    is on this node, and values on other nodes are copied here; without it,
+    once its value exists on any node, and nothing is copied (to wait for
+    inputs of a collective without moving them)."""
     ensure_initialized()
     lst, _ = _as_list(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
     if len(set(r.binary() for r in lst)) != len(lst):
@@ -201,7 +205,7 @@ def wait(refs, num_returns=1, timeout=None):
         raise ValueError(f"num_returns must be between 0 and {len(lst)}, got {num_returns}")
     if num_returns == 0:
         return [], lst
-    ready_ids = set(_core.wait([r.binary() for r in lst], num_returns, _timeout_ms(timeout)))
+    ready_ids = set(_core.wait([r.binary() for r in lst], num_returns, _timeout_ms(timeout), bool(fetch_local)))
     ready, not_ready = [], []
     for r in lst:
         (ready if r.binary() in ready_ids and len(ready) < num_returns else not_ready).append(r)

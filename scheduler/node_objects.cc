@@ -1,0 +1,186 @@
+// The raylet's object requests from its clients: get, wait, create, seal,
+// put inline, holds and releases. A get or wait waits for objects made here,
+// copied here from another node (a get or a fetching wait asks for the copy),
+// or, for a wait with fetch_local off, known to be ready on another node.
+#include <chrono>
+
+#include "core/logging.h"
+#include "core/status_proto.h"
+#include "scheduler/node_manager.h"
+
+namespace phalanx::scheduler {
+
+namespace asio = boost::asio;
+
+struct NodeManager::PendingGet {
+  std::weak_ptr<Client> client;
+  uint64_t request_id = 0;
+  std::vector<std::string> ids;
+  int waiting = 0;
+  bool done = false;
+  bool blocked_worker = false;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+struct NodeManager::PendingWait {
+  std::weak_ptr<Client> client;
+  uint64_t request_id = 0;
+  std::vector<std::string> ids;
+  int ready = 0;
+  int needed = 0;
+  bool fetch = true;  // an object counts once here (else: once ready anywhere)
+  bool done = false;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+namespace {
+bool Counts(const objectstore::ObjectTable& objects, bool fetch, const std::string& id) {
+  return objects.IsReady(id) || (!fetch && !objects.RemoteNode(id).empty());
+}
+}  // namespace
+
+void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {
+  auto g = std::make_shared<PendingGet>();
+  g->client = c;
+  g->request_id = req;
+  g->ids.assign(m.object_ids().begin(), m.object_ids().end());
+  auto here = [&](const std::string& id) {
+    return objects_.IsReady(id) || (m.locate_only() && !objects_.RemoteNode(id).empty());
+  };
+  for (const auto& id : g->ids) g->waiting += here(id) ? 0 : 1;
+  if (g->waiting == 0) return CompleteGet(g);
+  for (const auto& id : g->ids) {
+    if (here(id)) continue;
+    auto done = [this, g] {
+      if (--g->waiting == 0) CompleteGet(g);
+    };
+    m.locate_only() ? objects_.OnLocated(id, done) : objects_.OnReady(id, done);
+  }
+  if (g->done) return;
+  if (c->worker != nullptr) {
+    g->blocked_worker = true;
+    tasks_.OnWorkerBlocked(c->worker);
+  }
+  if (m.timeout_ms() >= 0) {
+    g->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
+    g->timer->async_wait([this, g](auto ec) {
+      if (!ec) CompleteGet(g);
+    });
+  }
+}
+
+void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
+  if (g->done) return;
+  g->done = true;
+  if (g->timer) g->timer->cancel();
+  auto c = g->client.lock();
+  if (!c || c->conn->closed()) return;
+  if (g->blocked_worker && c->worker) tasks_.OnWorkerUnblocked(c->worker);
+  rpc::GetObjectsReply r;
+  for (const auto& id : g->ids) {
+    rpc::ObjectValue* v = r.add_objects();
+    objects_.Describe(id, v, /*pin=*/true);
+    if (v->state() == rpc::OBJ_IN_STORE) ++c->pins[id];
+  }
+  Reply(*c, rpc::GET_OBJECTS, g->request_id, r);
+}
+
+void NodeManager::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m) {
+  auto w = std::make_shared<PendingWait>();
+  w->client = c;
+  w->request_id = req;
+  w->ids.assign(m.object_ids().begin(), m.object_ids().end());
+  w->needed = std::min<int>(m.num_returns(), static_cast<int>(w->ids.size()));
+  w->fetch = !m.no_fetch();
+  for (const auto& id : w->ids) w->ready += Counts(objects_, w->fetch, id) ? 1 : 0;
+  if (w->ready >= w->needed) return CompleteWait(w);
+  for (const auto& id : w->ids) {
+    if (Counts(objects_, w->fetch, id)) continue;
+    auto counted = [this, w] {
+      if (++w->ready >= w->needed) CompleteWait(w);
+    };
+    // (OnReady of an object on another node copies it here; OnLocated does not.)
+    w->fetch ? objects_.OnReady(id, counted) : objects_.OnLocated(id, counted);
+  }
+  if (m.timeout_ms() >= 0 && !w->done) {
+    w->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
+    w->timer->async_wait([this, w](auto ec) {
+      if (!ec) CompleteWait(w);
+    });
+  }
+}
+
+void NodeManager::CompleteWait(const std::shared_ptr<PendingWait>& w) {
+  if (w->done) return;
+  w->done = true;
+  if (w->timer) w->timer->cancel();
+  auto c = w->client.lock();
+  if (!c || c->conn->closed()) return;
+  rpc::WaitObjectsReply r;
+  for (const auto& id : w->ids) {
+    if (Counts(objects_, w->fetch, id)) r.add_ready_ids(id);
+  }
+  Reply(*c, rpc::WAIT_OBJECTS, w->request_id, r);
+}
+
+void NodeManager::HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m) {
+  rpc::CreateObjectReply r;
+  std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
+  auto off = objects_.CreateInStore(m.object_id(), m.size(), std::move(contained));
+  if (!off.ok()) {
+    *r.mutable_status() = ToProto(off.status());
+  } else {
+    r.set_offset(off.value());
+    c.creating.insert(m.object_id());
+    if (m.hold()) Hold(c, m.object_id());
+  }
+  Reply(c, rpc::CREATE_OBJECT, req, r);
+}
+
+void NodeManager::HandleSeal(Client& c, const std::string& id) {
+  if (!c.creating.erase(id)) return;
+  Status st = objects_.SealInStore(id);
+  if (!st.ok()) {
+    PHALANX_LOG(Warning) << st.ToString();
+    return;
+  }
+  const auto* e = store_->Find(id);
+  if (e != nullptr) ListInDirectory(id, e->size);  // else freed at once: nobody held it
+}
+
+void NodeManager::ListInDirectory(const std::string& id, uint64_t size) {
+  rpc::ObjectLocation loc;
+  loc.set_node_id(node_id_);
+  loc.set_complete(true);
+  loc.set_bytes_present(size);
+  gcs_.AddObjectLocation(id, size, loc);
+}
+
+void NodeManager::HandlePutInline(Client& c, rpc::PutInline m) {
+  if (m.hold()) Hold(c, m.object_id());
+  std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
+  objects_.PutInline(m.object_id(), std::move(*m.mutable_data()), std::move(contained));
+}
+
+void NodeManager::HandleRefs(Client& c, const rpc::UpdateRefs& m) {
+  for (const auto& id : m.add()) Hold(c, id);
+  for (const auto& id : m.remove()) {
+    if (c.holds.erase(id)) objects_.RemoveRef(id);
+  }
+}
+
+void NodeManager::HandleRelease(Client& c, const rpc::ObjectIds& m) {
+  for (const auto& id : m.object_ids()) {
+    auto* pins = &c.pins;
+    auto it = pins->find(id);
+    if (it == pins->end() && c.worker != nullptr) {
+      pins = &c.worker->pins;
+      it = pins->find(id);
+    }
+    if (it == pins->end()) continue;
+    if (--it->second == 0) pins->erase(it);
+    objects_.ReleasePin(id);
+  }
+}
+
+}  // namespace phalanx::scheduler
