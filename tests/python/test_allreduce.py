@@ -110,3 +110,18 @@ def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_no
     ready, _ = phalanx.wait(refs, num_returns=2, timeout=30)  # the default, as Ray's: copies them here
     assert len(ready) == 2
     assert phalanx.cluster_stats()["store_objects"] == before + 2
+
+
+def test_two_inputs_on_one_node_in_any_arrival_order(four_nodes):
+    # The ring visits node 0 once; a chain link may read the partial result
+    # of the link before it on its own node (placed before it on the same
+    # connection), in whichever order the inputs become ready.
+    for placement in ([0, 0, 1, 2], [1, 0, 2, 0]):
+        actors = actors_on(placement)
+        want = np.full(N, sum(k + 1 for k in placement), np.float32)
+        for delays in ([0.0] * 4, [0.0, 0.1, 0.2, 0.3], [0.3, 0.2, 0.1, 0.0]):
+            refs = [a.grad.remote(d) for a, d in zip(actors, delays)]
+            for v in phalanx.get(phalanx.collective.allreduce(refs, timeout=60), timeout=60):
+                np.testing.assert_array_equal(v, want)
+        for a in actors:
+            phalanx.kill(a)
