@@ -125,7 +125,8 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
   bool resuming = !p.tried.empty();
   auto give_up = [this, id] {
     PullState& q = pulls_[id];
-    if (q.fixed && !q.last_error.empty()) return Fail(id, std::string(q.last_error));  // (its one source; a copy: Fail moves q)
+    // A copy from one node only: that node's error says it all (copied: Fail moves q).
+    if (q.fixed && !q.last_error.empty()) return Fail(id, std::string(q.last_error));
     std::string tried;
     for (const auto& n : q.tried) tried += (tried.empty() ? "" : ", ") + Short(n);
     Fail(id, "no node has a copy left (tried " + (tried.empty() ? std::string("none") : tried) +
@@ -492,7 +493,7 @@ void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std:
       r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
       r.set_error("it did not come to that node in time");
       list[k].send(ReplyFrame(list[k].request_id, r, nullptr, 0));
-      list[k] = std::move(list.back());
+      if (k + 1 < list.size()) list[k] = std::move(list.back());
       list.pop_back();
     }
     it = list.empty() ? expected_.erase(it) : std::next(it);
