@@ -43,7 +43,6 @@ struct Allreduces::Allreduce {
   std::vector<std::string> node;  // of each input, once ready
   struct Chain {                  // slice s's: its links still to place, and the last one placed
     std::deque<int> todo;
-    size_t sent = 0;
     std::string prev_id, prev_node;
   };
   std::vector<Chain> chains;
@@ -244,7 +243,6 @@ void Allreduces::Place(const std::shared_ptr<Allreduce>& r, size_t s) {
     r->partials.emplace_back(m.out_id(), node);
     c.prev_id = m.out_id();
     c.prev_node = node;
-    ++c.sent;
     ++r->links_sent;
     std::weak_ptr<Allreduce> weak = r;
     chain_.send_step(node, m, [this, weak, s, i, node](const Status& st) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 
 #include "collectives/reduce_manager.h"
 #include "core/ids.h"
@@ -292,28 +291,22 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
   for (size_t k = 0; k < n && !a->ended; ++k) {
     if (m.slice_nodes(k) != self_) HoldCopy(m.slice_ids(k), m.ring_prev(), m);
     objects_->AddRef(m.slice_ids(k));  // (and watched) until the assembly ends
-    transfer_->Watch(m.slice_ids(k), SliceWatcher(a, k));
+    std::weak_ptr<Assembly> weak = a;
+    transfer_->Watch(m.slice_ids(k), [this, weak, k](uint64_t size, uint64_t bytes, const Status& st) {
+      if (auto a = weak.lock()) SliceProgress(a, k, size, bytes, st);
+    });
   }
 }
 
-objectstore::ObjectTransfer::Progress ReduceSteps::SliceWatcher(const std::shared_ptr<Assembly>& a, size_t k) {
-  uint64_t len = a->Len(k);
-  std::weak_ptr<Assembly> weak = a;
-  return [this, weak, k, len](uint64_t size, uint64_t bytes, const Status& st) {
-    auto a = weak.lock();
-    if (!a || a->ended) return;
-    if (st.ok() && size != len) {
-      return SliceProgress(a, k, bytes, Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) +
-                                                                                " bytes, not " + std::to_string(len)));
-    }
-    SliceProgress(a, k, bytes, st);
-  };
-}
-
-void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, uint64_t bytes, Status st) {
+void ReduceSteps::SliceProgress(const std::shared_ptr<Assembly>& a, size_t k, uint64_t size, uint64_t bytes,
+                                Status st) {
+  if (a->ended) return;
   const rpc::AssembleSlices& m = a->m;
   uint64_t lo = a->Lo(k);
   uint64_t len = a->Len(k);
+  if (st.ok() && size != len) {
+    st = Status(StatusCode::kCollectiveFailed, "has " + std::to_string(size) + " bytes, not " + std::to_string(len));
+  }
   if (st.ok() && bytes > a->got[k]) {
     const auto* e = store_->Find(m.slice_ids(k));
     if (e == nullptr) {

@@ -71,8 +71,8 @@ class ReduceSteps {
   struct Assembly;
   // A slice's first link: out is a copy of the input's slice.
   void Seed(const std::shared_ptr<Step>& s, Done started);
-  void SliceProgress(const std::shared_ptr<Assembly>& a, size_t slice, uint64_t bytes, Status st);
-  objectstore::ObjectTransfer::Progress SliceWatcher(const std::shared_ptr<Assembly>& a, size_t slice);
+  // Slice `slice` (of `size` bytes, `bytes` final) grew: copies the new bytes into place.
+  void SliceProgress(const std::shared_ptr<Assembly>& a, size_t slice, uint64_t size, uint64_t bytes, Status st);
   void EndAssembly(const std::shared_ptr<Assembly>& a, const Status& outcome);
   // Keeps a copy of slice `id` here, copied from `from`, until Drop (the next node in the ring reads it).
   void HoldCopy(const std::string& id, const std::string& from, const rpc::AssembleSlices& m);

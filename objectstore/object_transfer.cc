@@ -41,6 +41,15 @@ OutFrame ReplyFrame(uint64_t request_id, const rpc::PullObjectReply& meta, const
   }
   return out;
 }
+
+// A reply that the object is not there: lost, with why.
+rpc::PullObjectReply LostReply(const std::string& why, StatusCode code = StatusCode::kObjectLost) {
+  rpc::PullObjectReply r;
+  r.set_state(rpc::OBJ_LOST);
+  r.set_error_code(static_cast<int>(code));
+  r.set_error(why);
+  return r;
+}
 }  // namespace
 
 bool ObjectTransfer::ParseReply(const char* body, size_t len, rpc::PullObjectReply* meta, const char** data,
@@ -363,11 +372,7 @@ void ObjectTransfer::Abort(const std::string& id, const std::string& why, bool m
   if (it == pulls_.end() || !it->second.produced) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);
-  rpc::PullObjectReply r;
-  r.set_state(rpc::OBJ_LOST);
-  r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
-  r.set_error(why);
-  Discard(id, p, r, why, mark_lost);
+  Discard(id, p, LostReply(why), why, mark_lost);
 }
 
 void ObjectTransfer::Discard(const std::string& id, PullState& p, const rpc::PullObjectReply& reply,
@@ -488,11 +493,7 @@ void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std:
         ++k;
         continue;
       }
-      rpc::PullObjectReply r;
-      r.set_state(rpc::OBJ_LOST);
-      r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
-      r.set_error("it did not come to that node in time");
-      list[k].send(ReplyFrame(list[k].request_id, r, nullptr, 0));
+      list[k].send(ReplyFrame(list[k].request_id, LostReply("it did not come to that node in time"), nullptr, 0));
       if (k + 1 < list.size()) list[k] = std::move(list.back());
       list.pop_back();
     }
@@ -542,10 +543,7 @@ void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFr
 
 void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
   if (!objects_->Contains(id)) {
-    rpc::PullObjectReply r;
-    r.set_state(rpc::OBJ_LOST);
-    r.set_error_code(static_cast<int>(StatusCode::kObjectLost));
-    r.set_error(objects_->WasFreed(id) ? "it was freed there" : "that node does not have it");
+    auto r = LostReply(objects_->WasFreed(id) ? "it was freed there" : "that node does not have it");
     return w.send(ReplyFrame(w.request_id, r, nullptr, 0));
   }
   if (!objects_->IsReady(id)) {
@@ -577,10 +575,7 @@ void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
       ReplyRange(id, v.size(), v.offset(), w);
       objects_->ReleasePin(id);
     } else {
-      r.set_state(rpc::OBJ_LOST);
-      r.set_error(v.error());
-      r.set_error_code(v.error_code());
-      w.send(ReplyFrame(w.request_id, r, nullptr, 0));
+      w.send(ReplyFrame(w.request_id, LostReply(v.error(), static_cast<StatusCode>(v.error_code())), nullptr, 0));
     }
     objects_->RemoveRef(id);
   });

@@ -98,6 +98,9 @@ class NodeManager {
   void HandleDirectResults(Client& c, rpc::TaskDone m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
+  void HandleStats(Client& c, uint64_t req);
+  void Hold(Client& c, const std::string& id);
+  // Object requests (node_objects.cc).
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
   void CompleteGet(const std::shared_ptr<PendingGet>& g);
   void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
@@ -107,13 +110,11 @@ class NodeManager {
   void HandlePutInline(Client& c, rpc::PutInline m);
   void HandleRefs(Client& c, const rpc::UpdateRefs& m);
   void HandleRelease(Client& c, const rpc::ObjectIds& m);
-  void HandleStats(Client& c, uint64_t req);
+  // Lists this node's complete store copy of `id` in the GCS object directory.
+  void ListInDirectory(const std::string& id, uint64_t size);
   // Collectives (node_collectives.cc).
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
   void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
-  // Lists this node's complete store copy of `id` in the GCS object directory.
-  void ListInDirectory(const std::string& id, uint64_t size);
-  void Hold(Client& c, const std::string& id);
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
