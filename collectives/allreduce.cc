@@ -34,6 +34,7 @@ struct Allreduces::Allreduce {
   std::vector<std::string> inputs, outs;
   std::string op;
   int64_t timeout_ms = 0;
+  bool on_input_nodes = false;  // never the cheap way (ReduceObjects.on_input_nodes)
   Clock::time_point started;
   enum class Mode { kUndecided, kCheap, kSliced } mode = Mode::kUndecided;
   uint64_t size = 0;
@@ -81,6 +82,7 @@ Status Allreduces::Start(const rpc::ReduceObjects& m) {
   r->outs.assign(m.out_ids().begin(), m.out_ids().end());
   r->op = m.op();
   r->timeout_ms = m.timeout_ms();
+  r->on_input_nodes = m.on_input_nodes();
   r->started = Clock::now();
   r->node.assign(n, "");
   r->made.assign(n, 0);
@@ -110,7 +112,10 @@ Status Allreduces::Start(const rpc::ReduceObjects& m) {
       Fail(r, StatusCode::kTimedOut, why.str());
     });
   }
-  if (chain_.steps == nullptr || !chain_.assemble || n < 2) {
+  if (r->on_input_nodes && (chain_.steps == nullptr || !chain_.assemble)) {
+    return Status::InvalidArgument("this raylet cannot make results on the inputs' nodes (no reduce steps)");
+  }
+  if (!r->on_input_nodes && (chain_.steps == nullptr || !chain_.assemble || n < 2)) {
     GoCheap(r);
     return Status::OK();
   }
@@ -172,7 +177,7 @@ void Allreduces::Located(const std::shared_ptr<Allreduce>& r, int i) {
   auto [node, size] = Where(*objects_, chain_.self, id, &v);
   size_t n = r->inputs.size();
   if (r->mode == Allreduce::Mode::kUndecided) {
-    if (node.empty() || size < n * kMinSlice) return GoCheap(r);
+    if (!r->on_input_nodes && (node.empty() || size < n * kMinSlice)) return GoCheap(r);
     r->mode = Allreduce::Mode::kSliced;
     r->size = size;
     r->first = i;
@@ -324,8 +329,16 @@ void Allreduces::Fail(const std::shared_ptr<Allreduce>& r, StatusCode code, cons
     if (r->assembling && !r->made[i]) drop.emplace_back(r->outs[i], r->node[i]);
   }
   chain_.DropAll(drop);
+  // A result not made is failed here, and on its input's node too, where a
+  // static group's rank waits for it (it holds the result's id already).
+  std::unordered_map<std::string, std::vector<std::string>> elsewhere;
   for (size_t i = 0; i < r->outs.size(); ++i) {
-    if (!r->made[i] && !objects_->IsReady(r->outs[i])) objects_->MarkLost(r->outs[i], code, why);
+    if (r->made[i]) continue;
+    if (!objects_->IsReady(r->outs[i])) objects_->MarkLost(r->outs[i], code, why);
+    if (!r->node[i].empty() && r->node[i] != chain_.self) elsewhere[r->node[i]].push_back(r->outs[i]);
+  }
+  if (chain_.lose) {
+    for (const auto& [node, ids] : elsewhere) chain_.lose(node, ids, code, why);
   }
   End(r);
 }

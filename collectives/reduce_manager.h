@@ -87,6 +87,11 @@ struct ChainHooks {
       assemble;
   // Lets go of objects `node` holds for this node.
   std::function<void(const std::string& node, const std::vector<std::string>& ids)> release;
+  // Fails objects `node` waits for (an allreduce's results there, held by
+  // whoever will read them) with `why`; may be empty.
+  std::function<void(const std::string& node, const std::vector<std::string>& ids, StatusCode code,
+                     const std::string& why)>
+      lose;
   uint64_t chunk_bytes = 256 << 10;
   // Frees partial results, (id, node) each: one drop per node.
   void DropAll(const std::vector<std::pair<std::string, std::string>>& partials) const;

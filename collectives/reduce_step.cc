@@ -221,7 +221,7 @@ void ReduceSteps::HoldCopy(const std::string& id, const std::string& from, const
   transfer_->CopyFrom(id, from, m.wait_ms());
 }
 
-void ReduceSteps::Drop(const std::vector<std::string>& outs) {
+void ReduceSteps::Drop(const std::vector<std::string>& outs, const std::string& why) {
   for (const auto& id : outs) {
     auto c = copies_.find(id);
     if (c != copies_.end()) {
@@ -231,7 +231,13 @@ void ReduceSteps::Drop(const std::vector<std::string>& outs) {
       continue;
     }
     auto as = assemblies_.find(id);
-    if (as != assemblies_.end()) EndAssembly(as->second, Status(StatusCode::kCollectiveFailed, "the allreduce is over"));
+    if (as != assemblies_.end()) {
+      EndAssembly(as->second, Status(StatusCode::kCollectiveFailed, why.empty() ? "the allreduce is over" : why));
+      // Whoever still holds the result here (a static group's rank) hears why.
+      if (!why.empty() && objects_->Contains(id) && !objects_->IsReady(id)) {
+        objects_->MarkLost(id, StatusCode::kCollectiveFailed, why);
+      }
+    }
     auto it = steps_.find(id);
     if (it == steps_.end()) continue;
     auto s = it->second;
@@ -256,7 +262,7 @@ void ReduceSteps::DropFrom(const std::string& node) {
   for (const auto& [id, from] : copies_) {
     if (from == node) orphans.push_back(id);
   }
-  Drop(orphans);
+  Drop(orphans, "node " + ToHex(node).substr(0, 12) + ", which led this collective, died");
 }
 
 void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {

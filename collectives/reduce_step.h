@@ -60,8 +60,9 @@ class ReduceSteps {
   // inside `done`) or with why it failed (out is dropped).
   void Assemble(const rpc::AssembleSlices& m, Done done);
   // The reduce is over: frees these partial results (failing the steps still
-  // making them) and slice copies, and fails these assemblies.
-  void Drop(const std::vector<std::string>& outs);
+  // making them) and slice copies, and fails these assemblies; with `why`,
+  // an assembly's result that someone here still holds fails with it.
+  void Drop(const std::vector<std::string>& outs, const std::string& why = "");
   // `node` died: drops the steps of the reduces it placed (nobody is left to).
   void DropFrom(const std::string& node);
   size_t num_steps() const { return steps_.size(); }

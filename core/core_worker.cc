@@ -581,6 +581,14 @@ Result<std::vector<std::string>> CoreWorker::ReducedInputs(const std::string& ou
   return std::vector<std::string>(r.input_ids().begin(), r.input_ids().end());
 }
 
+Result<std::vector<std::string>> CoreWorker::Rendezvous(const rpc::Rendezvous& m) {
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::RendezvousReply>(rpc::RENDEZVOUS, m, m.timeout_ms(), "rendezvous"));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
+  return std::vector<std::string>(r.payloads().begin(), r.payloads().end());
+}
+
+Status CoreWorker::Locate(const rpc::LocateObjects& m) { return Send(rpc::LOCATE_OBJECTS, m); }
+
 Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
   rpc::Empty m;
   PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::StatsReply>(rpc::GET_STATS, m, timeout_ms, "stats"));

@@ -134,6 +134,12 @@ class CoreWorker {
   Status Reduce(const rpc::ReduceObjects& m);
   // The inputs that went into a reduce's result, once it is done.
   Result<std::vector<std::string>> ReducedInputs(const std::string& out_id, int64_t timeout_ms);
+  // Static collective groups: meets the group's other ranks at m.key (see
+  // scheduler/rendezvous.h) and returns every rank's payload, by rank.
+  Result<std::vector<std::string>> Rendezvous(const rpc::Rendezvous& m);
+  // Tells the raylet where objects it has no record of are (another rank's
+  // array): held by this client from now on, copied here when read here.
+  Status Locate(const rpc::LocateObjects& m);
   // Named actors: NotFound when no live actor has the name.
   Result<rpc::GetActorReply> GetActor(const std::string& name, int64_t timeout_ms);
   Status KillActor(const std::string& actor_id, bool no_restart, int64_t timeout_ms);

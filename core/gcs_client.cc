@@ -1,5 +1,8 @@
 #include "core/gcs_client.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "core/ids.h"
 
 namespace phalanx {
@@ -250,5 +253,84 @@ void GcsClient::SubscribeObjectLocations(const std::string& object_id,
 void GcsClient::UnsubscribeObjectLocations(const std::string& object_id) {
   redis_->Unsubscribe(ObjChannel(object_id));
 }
+
+namespace {
+std::string RdvKey(const std::string& key) { return "rdv:" + key; }
+
+// KEYS[1] the hash (also the channel); ARGV: rank, world, payload, ttl.
+const char kArrive[] = R"lua(
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+local n = redis.call('HLEN', KEYS[1])
+if n < tonumber(ARGV[2]) then
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+  return ''
+end
+local h = redis.call('HGETALL', KEYS[1])
+local parts = {}
+for i = 1, #h, 2 do parts[#parts + 1] = h[i] .. ':' .. #h[i + 1] .. ':' .. h[i + 1] end
+local msg = table.concat(parts)
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[1], msg)
+return msg
+)lua";
+
+const char kLeave[] = R"lua(
+redis.call('HDEL', KEYS[1], ARGV[1])
+return redis.call('HKEYS', KEYS[1])
+)lua";
+}  // namespace
+
+Result<std::vector<std::string>> GcsClient::ParseRendezvous(const std::string& msg, int world) {
+  std::vector<std::string> out(world);
+  std::vector<bool> seen(world, false);
+  size_t pos = 0;
+  while (pos < msg.size()) {
+    size_t c1 = msg.find(':', pos);
+    size_t c2 = c1 == std::string::npos ? c1 : msg.find(':', c1 + 1);
+    if (c2 == std::string::npos) return Status::Internal("malformed rendezvous record");
+    int rank = std::atoi(msg.substr(pos, c1 - pos).c_str());
+    size_t len = std::strtoull(msg.substr(c1 + 1, c2 - c1 - 1).c_str(), nullptr, 10);
+    if (c2 + 1 + len > msg.size()) return Status::Internal("malformed rendezvous record");
+    if (rank < 0 || rank >= world) {
+      return Status::InvalidArgument("rank " + std::to_string(rank) + " arrived at a rendezvous of " +
+                                     std::to_string(world) + " ranks (do all ranks agree on the group's size?)");
+    }
+    out[rank] = msg.substr(c2 + 1, len);
+    seen[rank] = true;
+    pos = c2 + 1 + len;
+  }
+  for (int r = 0; r < world; ++r) {
+    if (!seen[r]) return Status::InvalidArgument("a rendezvous completed without rank " + std::to_string(r));
+  }
+  return out;
+}
+
+void GcsClient::Arrive(const std::string& key, int rank, int world, const std::string& payload, int64_t ttl_s,
+                       Callback<std::string> cb) {
+  redis_->Command({"EVAL", kArrive, "1", RdvKey(key), std::to_string(rank), std::to_string(world), payload,
+                   std::to_string(ttl_s)},
+                  [cb](Result<RedisReply> r) {
+                    if (!r.ok()) return cb(r.status());
+                    cb(std::move(r.value().str));
+                  });
+}
+
+void GcsClient::Leave(const std::string& key, int rank, Callback<std::vector<int>> cb) {
+  redis_->Command({"EVAL", kLeave, "1", RdvKey(key), std::to_string(rank)}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    std::vector<int> ranks;
+    for (const auto& e : r.value().elements) ranks.push_back(std::atoi(e.str.c_str()));
+    std::sort(ranks.begin(), ranks.end());
+    cb(std::move(ranks));
+  });
+}
+
+void GcsClient::SubscribeRendezvous(const std::string& key, std::function<void(const std::string& msg)> done,
+                                    std::function<void()> subscribed) {
+  redis_->Subscribe(
+      RdvKey(key), [done](const std::string&, const std::string& msg) { done(msg); }, std::move(subscribed));
+}
+
+void GcsClient::UnsubscribeRendezvous(const std::string& key) { redis_->Unsubscribe(RdvKey(key)); }
 
 }  // namespace phalanx

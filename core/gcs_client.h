@@ -5,9 +5,11 @@
 //   actors                hash  actor id hex -> ActorInfo
 //   tasks                 hash  task id hex -> TaskRecord   (removed when its returns are freed)
 //   objdir:<object hex>   hash  "size" -> decimal, node hex -> ObjectLocation
+//   rdv:<key>             hash  rank -> payload, while a rendezvous waits for ranks
 //
-// and pub/sub channels "nodes" (NodeInfo on register/death) and
-// "objloc:<object hex>" (ObjectDirectoryEntry on each location change).
+// and pub/sub channels "nodes" (NodeInfo on register/death),
+// "objloc:<object hex>" (ObjectDirectoryEntry on each location change) and
+// "rdv:<key>" (every rank's payload, once all have arrived).
 // Writes are fire-and-forget and pipelined by the RedisClient; reads take a
 // callback. Not thread-safe; lives on the RedisClient's io_context.
 #pragma once
@@ -67,6 +69,25 @@ class GcsClient {
   void SubscribeObjectLocations(const std::string& object_id,
                                 std::function<void(const rpc::ObjectDirectoryEntry&)> cb);
   void UnsubscribeObjectLocations(const std::string& object_id);
+
+  // Rendezvous (static collective groups, see scheduler/rendezvous.h).
+  // Hands in `payload` for `rank` of `world` at `key`, in one atomic step: the
+  // last rank to arrive deletes the hash and publishes every payload on the
+  // channel. `cb`: the published record (see ParseRendezvous) if this arrival
+  // completed it, else "". An incomplete rendezvous is forgotten `ttl_s` after
+  // its last arrival.
+  void Arrive(const std::string& key, int rank, int world, const std::string& payload, int64_t ttl_s,
+              Callback<std::string> cb);
+  // Takes `rank`'s arrival back (it gave up); `cb`: the ranks still there.
+  void Leave(const std::string& key, int rank, Callback<std::vector<int>> cb);
+  // `done` runs with the published record (ParseRendezvous) once the
+  // rendezvous completes; `subscribed` once no completion can be missed any
+  // more (arrive after that).
+  void SubscribeRendezvous(const std::string& key, std::function<void(const std::string& msg)> done,
+                           std::function<void()> subscribed);
+  void UnsubscribeRendezvous(const std::string& key);
+  // The published form of a complete rendezvous: "rank:length:bytes" per rank.
+  static Result<std::vector<std::string>> ParseRendezvous(const std::string& msg, int world);
 
   RedisClient* redis() { return redis_; }
 

@@ -196,10 +196,19 @@ void RedisClient::OnReply(redisAsyncContext* ac, void* reply, void* privdata) {
   p->cb(std::move(r));
 }
 
-void RedisClient::Subscribe(const std::string& channel, MessageCallback cb) {
+void RedisClient::Subscribe(const std::string& channel, MessageCallback cb, std::function<void()> subscribed) {
   if (!connected_) return;
   bool first = subscriptions_.find(channel) == subscriptions_.end();
   subscriptions_[channel] = std::move(cb);
+  if (first) unconfirmed_[channel];
+  if (subscribed) {
+    auto w = unconfirmed_.find(channel);
+    if (w != unconfirmed_.end()) {
+      w->second.push_back(std::move(subscribed));
+    } else {
+      asio::post(io_, std::move(subscribed));
+    }
+  }
   if (!first) return;
   const char* argv[] = {"SUBSCRIBE", channel.data()};
   size_t lens[] = {9, channel.size()};
@@ -208,6 +217,7 @@ void RedisClient::Subscribe(const std::string& channel, MessageCallback cb) {
 
 void RedisClient::Unsubscribe(const std::string& channel) {
   if (!connected_ || subscriptions_.erase(channel) == 0) return;
+  unconfirmed_.erase(channel);
   const char* argv[] = {"UNSUBSCRIBE", channel.data()};
   size_t lens[] = {11, channel.size()};
   redisAsyncCommandArgv(sub_, &RedisClient::OnMessage, nullptr, 2, argv, lens);
@@ -218,8 +228,16 @@ void RedisClient::OnMessage(redisAsyncContext* ac, void* reply, void*) {
   auto* r = static_cast<redisReply*>(reply);
   if (self == nullptr || r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return;
   std::string kind(r->element[0]->str, r->element[0]->len);
-  if (kind != "message") return;
   std::string channel(r->element[1]->str, r->element[1]->len);
+  if (kind == "subscribe") {
+    auto w = self->unconfirmed_.find(channel);
+    if (w == self->unconfirmed_.end()) return;
+    auto waiting = std::move(w->second);
+    self->unconfirmed_.erase(w);
+    for (auto& f : waiting) f();
+    return;
+  }
+  if (kind != "message") return;
   auto it = self->subscriptions_.find(channel);
   if (it == self->subscriptions_.end()) return;
   it->second(channel, std::string(r->element[2]->str, r->element[2]->len));

@@ -50,8 +50,10 @@ class RedisClient {
   // Queues a command; `cb` (may be empty) runs on the io_context with the reply
   // or with Unavailable if the connection is lost first.
   void Command(const std::vector<std::string>& args, ReplyCallback cb = nullptr);
-  // Subscribes to `channel`; `cb` runs for each message.
-  void Subscribe(const std::string& channel, MessageCallback cb);
+  // Subscribes to `channel`; `cb` runs for each message. `subscribed` (may
+  // be empty) runs once the server has confirmed the subscription: from then
+  // on no message published to the channel is missed.
+  void Subscribe(const std::string& channel, MessageCallback cb, std::function<void()> subscribed = nullptr);
   void Unsubscribe(const std::string& channel);
   // Called once if either connection to the server is lost.
   void SetDisconnectCallback(DisconnectCallback cb) { on_disconnect_ = std::move(cb); }
@@ -76,6 +78,8 @@ class RedisClient {
   std::unique_ptr<RedisAsioContext> cmd_glue_;
   std::unique_ptr<RedisAsioContext> sub_glue_;
   std::unordered_map<std::string, MessageCallback> subscriptions_;
+  // channel -> callbacks waiting for its confirmation (absent once confirmed)
+  std::unordered_map<std::string, std::vector<std::function<void()>>> unconfirmed_;
   DisconnectCallback on_disconnect_;
   bool connected_ = false;
   size_t pending_ = 0;

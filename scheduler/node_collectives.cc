@@ -53,10 +53,21 @@ void NodeManager::SetUpCollectives() {
     // Answered once the result is whole there: as long as a transfer may take.
     CallForStatus(peers_, node, rpc::ASSEMBLE_SLICES, m, 600000, done);
   };
+  hooks.lose = [this](const std::string& node, const std::vector<std::string>& ids, StatusCode code,
+                      const std::string& why) {
+    rpc::LostObjects m;
+    for (const auto& id : ids) m.add_object_ids(id);
+    m.set_code(static_cast<int>(code));
+    m.set_why(why);
+    peers_.CallNode(node, rpc::LOSE_OBJECTS, m, 5000, nullptr);
+  };
   hooks.release = [this](const std::string& node, const std::vector<std::string>& ids) { peers_.Release(node, ids); };
   allreduces_.SetChain(hooks);
   reduces_.SetChain(std::move(hooks));
-  peers_.SetDeadNodeHandler([this](const std::string& node) { steps_.DropFrom(node); });
+  peers_.SetDeadNodeHandler([this](const std::string& node) {
+    steps_.DropFrom(node);
+    rendezvous_.NodeDied(node);
+  });
   peers_.SetCollectiveHandler(
       [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
         if (type == rpc::REDUCE_STEP) {
@@ -72,6 +83,17 @@ void NodeManager::SetUpCollectives() {
             if (st.ok()) peers_.HoldFor(caller, out);  // until the caller releases it
             reply(st);
           });
+        }
+        if (type == rpc::LOSE_OBJECTS) {
+          rpc::LostObjects m;
+          if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed lost objects"));
+          // Only results someone here still waits for (a static group's rank holds its own).
+          for (const auto& id : m.object_ids()) {
+            if (objects_.Contains(id) && !objects_.IsReady(id)) {
+              objects_.MarkLost(id, static_cast<StatusCode>(m.code()), m.why());
+            }
+          }
+          return reply(Status::OK());
         }
         rpc::ObjectIds m;
         if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed drop"));
@@ -93,6 +115,27 @@ void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
   Status s = reduces_.Start(m);
   // A request the client checked should not fail here: if it does, its get says why.
   if (!s.ok()) objects_.MarkLost(m.out_id(), s.code(), "reduce refused: " + s.message());
+}
+
+void NodeManager::HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m) {
+  std::weak_ptr<Client> weak = c;
+  rendezvous_.Arrive(m, [this, weak, request_id](Result<std::vector<std::string>> r) {
+    auto cl = weak.lock();
+    if (!cl) return;
+    rpc::RendezvousReply reply;
+    *reply.mutable_status() = ToProto(r.status());
+    if (r.ok()) {
+      for (auto& p : r.value()) reply.add_payloads(std::move(p));
+    }
+    Reply(*cl, rpc::RENDEZVOUS, request_id, reply);
+  });
+}
+
+void NodeManager::HandleLocate(Client& c, const rpc::LocateObjects& m) {
+  for (int i = 0; i < m.object_ids_size(); ++i) {
+    Hold(c, m.object_ids(i));  // until the client lets go (UPDATE_REFS)
+    if (m.node_ids(i) != node_id_) objects_.SetRemote(m.object_ids(i), m.node_ids(i), m.sizes(i));
+  }
 }
 
 void NodeManager::HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id,

@@ -67,6 +67,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       reduces_(io, &objects_, store_.get(), options_.inline_threshold),
       allreduces_(io, &objects_, store_.get(), &reduces_),
       steps_(&objects_, store_.get(), &peers_.transfer(), node_id_),
+      rendezvous_(io, &gcs_),
       acceptor_(io),
       heartbeat_timer_(io) {}
 
@@ -398,6 +399,18 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       rpc::ReduceObjects m;
       if (!Parse(&m, body, len)) return bad("reduce");
       return HandleReduce(*c, m);
+    }
+    case rpc::RENDEZVOUS: {
+      rpc::Rendezvous m;
+      if (!Parse(&m, body, len)) return bad("rendezvous");
+      return HandleRendezvous(c, h.request_id, m);
+    }
+    case rpc::LOCATE_OBJECTS: {
+      rpc::LocateObjects m;
+      if (!Parse(&m, body, len) || m.node_ids_size() != m.object_ids_size() || m.sizes_size() != m.object_ids_size()) {
+        return bad("locate");
+      }
+      return HandleLocate(*c, m);
     }
     case rpc::REDUCED_INPUTS: {
       rpc::ObjectIds m;

@@ -25,6 +25,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
 #include "scheduler/peer_manager.h"
+#include "scheduler/rendezvous.h"
 #include "scheduler/task_manager.h"
 #include "scheduler/worker_pool.h"
 
@@ -115,6 +116,8 @@ class NodeManager {
   // Collectives (node_collectives.cc).
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
   void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
+  void HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m);
+  void HandleLocate(Client& c, const rpc::LocateObjects& m);
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
@@ -135,6 +138,7 @@ class NodeManager {
   collectives::ReduceManager reduces_;
   collectives::Allreduces allreduces_;
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
+  Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;

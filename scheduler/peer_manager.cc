@@ -166,7 +166,8 @@ void PeerManager::Accept() {
               c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
               return;
             }
-            if (h.type == rpc::REDUCE_STEP || h.type == rpc::DROP_PARTIALS || h.type == rpc::ASSEMBLE_SLICES) {
+            if (h.type == rpc::REDUCE_STEP || h.type == rpc::DROP_PARTIALS || h.type == rpc::ASSEMBLE_SLICES ||
+                h.type == rpc::LOSE_OBJECTS) {
               uint16_t type = h.type;
               uint64_t req = h.request_id;
               auto reply = [weak, type, req](const Status& st) {

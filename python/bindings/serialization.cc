@@ -134,14 +134,15 @@ void BindSerialization(pyb::module_& m) {
 
   m.def("packed_size", [](pyb::bytes meta, pyb::list buffers) { return Pieces(meta, buffers).TotalSize(); });
 
-  // Puts a value: inline in the raylet when small, else into the store.
+  // Puts a value: inline in the raylet when small (unless `in_store`: other
+  // nodes can copy only store objects), else into the store.
   m.def("put_serialized", [](pyb::bytes id, uint32_t kind, pyb::bytes meta, pyb::list buffers, pyb::list contained,
-                             bool hold) {
+                             bool hold, bool in_store) {
     auto core = RequireCore();
     Pieces p(meta, buffers);
     std::string sid = id;
     std::vector<std::string> ids = Ids(contained);
-    if (p.TotalSize() <= core->inline_threshold()) {
+    if (!in_store && p.TotalSize() <= core->inline_threshold()) {
       pyb::bytes data = PackBytes(kind, p);
       std::string s = data;
       pyb::gil_scoped_release nogil;
@@ -150,7 +151,8 @@ void BindSerialization(pyb::module_& m) {
     }
     WriteToStore(core, sid, kind, p, ids, hold);
     return true;
-  });
+  }, pyb::arg("id"), pyb::arg("kind"), pyb::arg("meta"), pyb::arg("buffers"), pyb::arg("contained"), pyb::arg("hold"),
+     pyb::arg("in_store") = false);
 
   // A task's return value: bytes to send inline, or None once written to the store.
   m.def("prepare_return", [](pyb::bytes id, uint32_t kind, pyb::bytes meta, pyb::list buffers,

@@ -178,11 +178,21 @@ def test_static_group_errors(cluster):
         phalanx.collective.barrier(group_name="nope")
     with pytest.raises(ValueError, match="rank must be between 0 and 1"):
         phalanx.collective.init_group(2, 5, "bad")
-    with pytest.raises(phalanx.GetTimeoutError, match="rank 0 did not create it"):
-        phalanx.collective.init_group(2, 1, "nobody-made-this", timeout=0.3)
-    phalanx.collective.init_group(2, 0, "lonely")
+    # A group forms once every rank has joined; a rank alone says who is missing.
+    with pytest.raises(phalanx.GetTimeoutError, match="'alone' was not formed.*1 of 2 did; missing rank 0"):
+        phalanx.collective.init_group(2, 1, "alone", timeout=0.3)
+    # Rank 1 joins and then makes no call: rank 0's call names it.
+    member = Member.remote(2, 1, "pair")
+    phalanx.collective.init_group(2, 0, "pair", timeout=30)
     try:
-        with pytest.raises(phalanx.GetTimeoutError, match="only 1 of 2 ranks joined"):
-            phalanx.collective.allreduce(np.ones(2), group_name="lonely", timeout=0.5)
+        with pytest.raises(phalanx.GetTimeoutError, match="group 'pair' allreduce .call 1.*missing rank 1"):
+            phalanx.collective.allreduce(np.ones(2), group_name="pair", timeout=0.5)
+        with pytest.raises(ValueError, match="src_rank must be between 0 and 1"):
+            phalanx.collective.broadcast(np.ones(2), src_rank=2, group_name="pair")
+        read_only = np.ones(2)
+        read_only.setflags(write=False)
+        with pytest.raises(ValueError, match="read-only"):
+            phalanx.collective.allreduce(read_only, group_name="pair")
     finally:
-        phalanx.collective.destroy_group("lonely")
+        phalanx.collective.destroy_group("pair")
+        phalanx.kill(member)

@@ -3,145 +3,230 @@ call init_group(world_size, rank, group_name) once, then in-place
 allreduce/broadcast/allgather/reducescatter/barrier, as with Ray's
 collective library.
 
-Today a group meets at a coordinator actor named after the group (rank 0
-creates it, the others find it by name): each rank hands it its array, it
-combines them in arrival order as they come, and each rank reads the
-outcome. Values travel as phalanx objects between the ranks' nodes and the
-coordinator's. A reduce tree across the members' nodes is the next step
-(docs/collectives.md)."""
+The arrays travel over the object layer, as everything else does; nothing
+goes through a coordinator process:
+
+- the ranks meet at a rendezvous in the GCS (scheduler/rendezvous.h): each
+  hands in where its array is (object id, node, size) with its dtype and
+  shape, and gets every rank's. Every rank checks the same facts, so a
+  mismatch (another call, dtype or shape) raises the same clear error on
+  every rank before any bytes move;
+- allreduce (and reducescatter): rank 0 asks its raylet for the ring
+  allreduce over the ranks' arrays (collectives/allreduce.h), each result
+  made on its rank's node, where the rank waits for it;
+- broadcast and allgather: each rank reads the arrays it needs from their
+  nodes; many readers of one array form a pipelined chain (the transfer
+  layer's receiver-driven broadcast). The ranks then meet once more, so
+  that no array is freed while another rank still reads it, and every rank
+  learns whether all succeeded.
+
+Each call takes `timeout` (seconds; None waits for ever); a rank that does
+not come raises GetTimeoutError naming the ranks missing."""
+import os
+import pickle
 import threading
 import time
 
 import numpy as np
 
-from phalanx.exceptions import CollectiveError, GetTimeoutError, NotFoundError
+from phalanx import _core
+from phalanx.exceptions import CollectiveError, GetTimeoutError
 
 _groups = {}
 _lock = threading.Lock()
-_NP_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
-OPS = tuple(_NP_OPS)  # the reduce ops every collective takes
+OPS = ("sum", "prod", "min", "max")  # the reduce ops every collective takes
 
 
 def check_op(op):
-    if op not in _NP_OPS:
+    if op not in OPS:
         raise ValueError(f"unknown reduce op {op!r} (expected one of {', '.join(OPS)})")
 
 
-class _Coordinator:
-    """One per group: gathers each collective call's contributions (keyed by
-    the call's sequence number) and answers every rank once all are in."""
+def _put(array):
+    """A store object holding `array` (other nodes copy only store objects): (ref, stored size)."""
+    from phalanx._private import serialization as ser
+    oid = _core.next_put_id()
+    meta, bufs, contained = ser.serialize(np.ascontiguousarray(array))
+    _core.put_serialized(oid, ser.kind_of(array), meta, bufs, contained, True, in_store=True)
+    return _core.adopt_ref(oid), _core.packed_size(meta, bufs)
 
-    def __init__(self, world_size, group_name):
-        self.world_size = world_size
-        self.name = group_name
-        # seq -> {"kind", "op", "ranks": set(), "parts": {rank: value}, "acc": combined so far, "read": set()}
-        self.calls = {}
 
-    def put(self, seq, rank, kind, op, value):
-        c = self.calls.setdefault(seq, {"kind": kind, "op": op, "ranks": set(), "parts": {}, "acc": None,
-                                        "read": set()})
-        if c["kind"] != kind or c["op"] != op:
-            raise CollectiveError(f"group '{self.name}' call {seq}: rank {rank} called {kind}({op}) but another "
-                                  f"rank called {c['kind']}({c['op']}); every rank must make the same calls in order")
-        if rank in c["ranks"]:
-            raise CollectiveError(f"group '{self.name}' call {seq}: rank {rank} contributed twice")
-        if kind in ("allreduce", "reducescatter"):  # combined as they arrive
-            value = np.asarray(value)
-            if c["acc"] is None:
-                c["acc"] = value.copy()
-            elif value.shape != c["acc"].shape or value.dtype != c["acc"].dtype:
-                raise CollectiveError(f"group '{self.name}' {kind}: rank {rank} has {value.dtype} {value.shape}, "
-                                      f"another rank {c['acc'].dtype} {c['acc'].shape}")
-            else:
-                _NP_OPS[op](c["acc"], value, out=c["acc"])
-        else:
-            c["parts"][rank] = value
-        c["ranks"].add(rank)
-        return True
+class _Call:
+    """One collective call of one rank: its deadline and its rendezvous."""
 
-    def take(self, seq, rank):
-        """(done, outcome) for `rank`; the call is forgotten once every rank has read it."""
-        c = self.calls.get(seq)
-        arrived = len(c["ranks"]) if c else 0
-        if c is None or arrived < self.world_size:
-            return False, arrived
-        kind = c["kind"]
-        if kind == "allreduce":
-            out = c["acc"]
-        elif kind == "reducescatter":
-            out = np.array_split(c["acc"], self.world_size)[rank]
-        elif kind == "broadcast":
-            out = next(v for v in c["parts"].values() if v is not None)
-        elif kind == "allgather":
-            out = [c["parts"][r] for r in range(self.world_size)]
-        else:  # barrier
-            out = None
-        c["read"].add(rank)
-        if len(c["read"]) == self.world_size:
-            del self.calls[seq]
-        return True, out
+    def __init__(self, group, kind, timeout):
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive or None, got {timeout}")
+        group.seq += 1
+        self.g, self.kind, self.seq = group, kind, group.seq
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.timeout = timeout
+
+    def what(self):
+        return f"group '{self.g.name}' {self.kind} (call {self.seq})"
+
+    def left_ms(self):
+        if self.deadline is None:
+            return -1
+        return max(1, int((self.deadline - time.monotonic()) * 1000))
+
+    def left_s(self):
+        return None if self.deadline is None else max(0.001, self.deadline - time.monotonic())
+
+    def meet(self, phase, payload):
+        """Every rank's payload (by rank), once all have handed theirs in."""
+        key = f"{self.g.name}:{self.g.nonce}:{self.seq}:{phase}"
+        try:
+            raw = _core.rendezvous(key, self.g.rank, self.g.world_size, pickle.dumps(payload), self.left_ms(),
+                                   self.g.nodes)
+        except GetTimeoutError as e:
+            raise GetTimeoutError(f"{self.what()}: {e}") from None
+        except CollectiveError as e:  # a rank's node died
+            raise CollectiveError(f"{self.what()}: {e}") from None
+        return [pickle.loads(p) for p in raw]
+
+    def agree(self, metas, fields):
+        """Raises the same CollectiveError on every rank unless all ranks made
+        this call with the same `fields` (kind, op, dtype, shape, ...)."""
+        first = metas[0]
+        for r, m in enumerate(metas):
+            for f in ("kind",) + fields:
+                if m.get(f) != first.get(f):
+                    raise CollectiveError(
+                        f"{self.what()}: rank {r} has {f} {m.get(f)!r} but rank 0 has {first.get(f)!r}; every rank "
+                        "must make the same calls in the same order, with arrays of one dtype and shape")
+
+    def finish(self, error):
+        """The last meeting: every rank says whether it succeeded; raises if any did not."""
+        outcomes = self.meet("end", None if error is None else f"{type(error).__name__}: {error}")
+        if error is not None:
+            raise error
+        for r, why in enumerate(outcomes):
+            if why is not None:
+                raise CollectiveError(f"{self.what()}: rank {r} failed: {why}")
+
+
+def _meta(kind, array, ref=None, size=0, **extra):
+    from phalanx._private import state
+    m = {"kind": kind, "dtype": str(array.dtype), "shape": tuple(array.shape), "node": state.info["node_id"],
+         "id": None if ref is None else ref.binary(), "size": size}
+    m.update(extra)
+    return m
+
+
+def _locate(metas, ranks):
+    """Refs (held by this process) to the arrays of `ranks`, read from their nodes when got."""
+    ids = [metas[r]["id"] for r in ranks]
+    refs = [_core.ObjectRef(i) for i in ids]
+    _core.locate(ids, [metas[r]["node"] for r in ranks], [metas[r]["size"] for r in ranks])
+    return refs
 
 
 class _Group:
-    def __init__(self, name, world_size, rank, coordinator):
-        self.name, self.world_size, self.rank, self.coordinator = name, world_size, rank, coordinator
+    def __init__(self, name, world_size, rank, nonce, nodes):
+        self.name, self.world_size, self.rank, self.nonce = name, world_size, rank, nonce
+        self.nodes = nodes  # each rank's node: a wait fails when one dies
         self.seq = 0
 
-    def call(self, kind, op, value, timeout):
+    def allreduce(self, array, op, timeout, kind="allreduce"):
+        """op over every rank's `array`, as a new array."""
         import phalanx
-        self.seq += 1
-        seq = self.seq
-        phalanx.get(self.coordinator.put.remote(seq, self.rank, kind, op, value), timeout=timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.0005
-        while True:
-            done, out = phalanx.get(self.coordinator.take.remote(seq, self.rank),
-                                    timeout=None if deadline is None else max(0.001, deadline - time.monotonic()))
-            if done:
-                return out
-            if deadline is not None and time.monotonic() > deadline:
-                raise GetTimeoutError(f"group '{self.name}' {kind}: only {out} of {self.world_size} ranks joined "
-                                      f"call {seq} within {timeout} s")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+        call = _Call(self, kind, timeout)
+        ref, size = _put(array)
+        out = _core.next_put_id()
+        out_ref = _core.ObjectRef(out)  # held here before rank 0 asks for it to be made here
+        metas = call.meet("data", _meta(kind, array, ref, size, op=op, out=out))
+        call.agree(metas, ("op", "dtype", "shape"))
+        if self.rank == 0:
+            others = list(range(1, self.world_size))
+            located = _locate(metas, others)
+            outs = [m["out"] for m in metas]
+            _core.allreduce(outs, [m["id"] for m in metas], op, call.left_ms() if timeout else 0, True)
+            for o in outs:
+                _core.adopt_ref(o)  # (the raylet holds them for us until made; we keep only ours)
+            del located
+        try:
+            return np.array(phalanx.get(out_ref, timeout=call.left_s()))
+        except GetTimeoutError as e:
+            raise GetTimeoutError(f"{call.what()}: the reduced array did not come: {e}") from None
+        except CollectiveError as e:
+            raise CollectiveError(f"{call.what()}: {e}") from None
+        finally:
+            del ref
+
+    def broadcast(self, array, src_rank, timeout):
+        import phalanx
+        call = _Call(self, "broadcast", timeout)
+        ref, size = _put(array) if self.rank == src_rank else (None, 0)
+        metas = call.meet("data", _meta("broadcast", array, ref, size, src=src_rank))
+        call.agree(metas, ("src", "dtype", "shape"))
+        error = None
+        if self.rank != src_rank:
+            try:
+                src = _locate(metas, [src_rank])[0]
+                array[...] = phalanx.get(src, timeout=call.left_s())
+                del src
+            except Exception as e:  # told to every rank at the last meeting
+                error = e
+        call.finish(error)
+
+    def allgather(self, tensor_list, array, timeout):
+        import phalanx
+        call = _Call(self, "allgather", timeout)
+        ref, size = _put(array)
+        metas = call.meet("data", _meta("allgather", array, ref, size))
+        call.agree(metas, ("dtype", "shape"))
+        error = None
+        try:
+            others = [r for r in range(self.world_size) if r != self.rank]
+            values = phalanx.get(_locate(metas, others), timeout=call.left_s())
+            for r, v in zip(others, values):
+                tensor_list[r][...] = v
+            tensor_list[self.rank][...] = array
+        except Exception as e:
+            error = e
+        call.finish(error)
+
+    def barrier(self, timeout):
+        _Call(self, "barrier", timeout).meet("data", {"kind": "barrier"})
 
 
 def init_group(world_size, rank, group_name="default", timeout=60.0):
-    """Joins this process to `group_name` as `rank` of `world_size`. Rank 0
-    creates the group; the others wait up to `timeout` s for it."""
-    import phalanx
+    """Joins this process to `group_name` as `rank` of `world_size`, once
+    every rank has called it (GetTimeoutError naming the missing ranks
+    after `timeout` s)."""
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     if not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"rank must be between 0 and {world_size - 1}, got {rank!r}")
+    if not isinstance(group_name, str) or not group_name:
+        raise ValueError(f"group_name must be a non-empty str, got {group_name!r}")
+    from phalanx._private.api import ensure_initialized
+    ensure_initialized()
     with _lock:
         if group_name in _groups:
             raise ValueError(f"this process is already in group '{group_name}' (destroy_group first)")
-    actor_name = f"phalanx.collective_group.{group_name}"
-    if rank == 0:
-        Coord = phalanx.remote(_Coordinator)
-        coord = Coord.options(name=actor_name).remote(world_size, group_name)
-    else:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                coord = phalanx.get_actor(actor_name)
-                break
-            except NotFoundError:
-                if time.monotonic() > deadline:
-                    raise GetTimeoutError(f"group '{group_name}': rank 0 did not create it within {timeout} s")
-                time.sleep(0.05)
+    from phalanx._private import state
+    ms = -1 if timeout is None else max(1, int(timeout * 1000))
+    me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"]}
+    try:
+        raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
+    except GetTimeoutError as e:
+        raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
+    except ValueError as e:  # ranks that disagree on the size
+        raise ValueError(f"group '{group_name}' was not formed: {e}") from None
+    joined = [pickle.loads(p) for p in raw]
+    for r, j in enumerate(joined):
+        if j["world"] != world_size:
+            raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank {world_size}")
     with _lock:
-        _groups[group_name] = _Group(group_name, world_size, rank, coord)
+        _groups[group_name] = _Group(group_name, world_size, rank, joined[0]["nonce"], [j["node"] for j in joined])
 
 
 def destroy_group(group_name="default"):
-    """Leaves the group (rank 0 also ends its coordinator)."""
-    import phalanx
+    """Leaves the group (a later init_group with the same name forms a new one)."""
     with _lock:
-        g = _groups.pop(group_name, None)
-    if g is not None and g.rank == 0:
-        phalanx.kill(g.coordinator)
+        _groups.pop(group_name, None)
 
 
 def _group(name):
@@ -154,20 +239,24 @@ def _group(name):
 def _check_array(array, what):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{what} takes a numpy array (changed in place), got {type(array).__name__}")
+    if not array.flags.writeable:
+        raise ValueError(f"{what} changes the array in place, but it is read-only (np.array(x) makes a copy)")
 
 
 def group_allreduce(array, op="sum", group_name="default", timeout=None):
     """array[...] = op over every rank's array (in place)."""
     _check_array(array, "allreduce")
     check_op(op)
-    array[...] = _group(group_name).call("allreduce", op, array, timeout)
+    array[...] = _group(group_name).allreduce(array, op, timeout)
 
 
 def group_broadcast(array, src_rank=0, group_name="default", timeout=None):
     """array[...] = src_rank's array (in place)."""
     _check_array(array, "broadcast")
     g = _group(group_name)
-    array[...] = g.call("broadcast", src_rank, array if g.rank == src_rank else None, timeout)
+    if not isinstance(src_rank, int) or not 0 <= src_rank < g.world_size:
+        raise ValueError(f"src_rank must be between 0 and {g.world_size - 1}, got {src_rank!r}")
+    g.broadcast(array, src_rank, timeout)
 
 
 def group_allgather(tensor_list, array, group_name="default", timeout=None):
@@ -176,20 +265,26 @@ def group_allgather(tensor_list, array, group_name="default", timeout=None):
     g = _group(group_name)
     if len(tensor_list) != g.world_size:
         raise ValueError(f"allgather needs a list of {g.world_size} arrays (one per rank), got {len(tensor_list)}")
-    for dst, src in zip(tensor_list, g.call("allgather", None, array, timeout)):
-        dst[...] = src
+    for i, t in enumerate(tensor_list):
+        _check_array(t, "allgather")
+        if t.shape != array.shape or t.dtype != array.dtype:
+            raise ValueError(f"allgather: tensor_list[{i}] is {t.dtype} {t.shape}, the array {array.dtype} "
+                             f"{array.shape} (every rank's array has one dtype and shape)")
+    g.allgather(tensor_list, array, timeout)
 
 
 def group_reducescatter(array, tensor_list, op="sum", group_name="default", timeout=None):
     """array[...] = this rank's part (numpy.array_split along axis 0) of op
     over the ranks' concatenated lists."""
     _check_array(array, "reducescatter")
+    check_op(op)
     g = _group(group_name)
     if len(tensor_list) != g.world_size:
         raise ValueError(f"reducescatter needs a list of {g.world_size} arrays, got {len(tensor_list)}")
-    array[...] = g.call("reducescatter", op, np.concatenate(tensor_list), timeout)
+    total = g.allreduce(np.concatenate(tensor_list), op, timeout, kind="reducescatter")
+    array[...] = np.array_split(total, g.world_size)[g.rank]
 
 
 def group_barrier(group_name="default", timeout=None):
     """Returns once every rank of the group has called barrier."""
-    _group(group_name).call("barrier", None, None, timeout)
+    _group(group_name).barrier(timeout)

@@ -1,0 +1,139 @@
+#include "scheduler/rendezvous.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/ids.h"
+
+namespace phalanx::scheduler {
+
+namespace asio = boost::asio;
+
+void Rendezvous::Arrive(const rpc::Rendezvous& m, Done done) {
+  if (m.world() < 1 || m.rank() < 0 || m.rank() >= m.world()) {
+    return done(Status::InvalidArgument("rank " + std::to_string(m.rank()) + " of a rendezvous of " +
+                                        std::to_string(m.world()) + " ranks"));
+  }
+  auto w = std::make_shared<Waiter>();
+  w->m = m;
+  w->done = std::move(done);
+  const std::string key = m.key();
+  Key& k = keys_[key];
+  bool first = k.waiters.empty();
+  k.waiters.push_back(w);
+  if (m.timeout_ms() >= 0) {
+    w->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
+    std::weak_ptr<Waiter> weak = w;
+    w->timer->async_wait([this, weak, key](const boost::system::error_code& ec) {
+      auto w = weak.lock();
+      if (!ec && w) GiveUp(key, w);
+    });
+  }
+  if (k.subscribed) return Send(key, w);
+  if (!first) return;  // sent once the subscription is confirmed
+  gcs_->SubscribeRendezvous(
+      key, [this, key](const std::string& record) { Complete(key, record); },
+      [this, key] {
+        auto it = keys_.find(key);
+        if (it == keys_.end()) return;
+        it->second.subscribed = true;
+        auto waiters = it->second.waiters;
+        for (auto& w : waiters) {
+          if (!w->sent) Send(key, w);
+        }
+      });
+}
+
+void Rendezvous::Send(const std::string& key, const std::shared_ptr<Waiter>& w) {
+  w->sent = true;
+  std::weak_ptr<Waiter> weak = w;
+  gcs_->Arrive(key, w->m.rank(), w->m.world(), w->m.payload(), kForgetAfterS,
+               [this, weak, key](Result<std::string> r) {
+                 auto w = weak.lock();
+                 if (!w) return;
+                 if (!r.ok()) {
+                   if (Remove(key, w)) w->done(r.status());
+                   return;
+                 }
+                 // This arrival completed it (the record also comes on the channel: the first counts).
+                 if (!r.value().empty()) Complete(key, r.value());
+               });
+}
+
+void Rendezvous::Complete(const std::string& key, const std::string& record) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return;
+  auto waiters = std::move(it->second.waiters);
+  keys_.erase(it);
+  gcs_->UnsubscribeRendezvous(key);
+  for (auto& w : waiters) {
+    if (w->timer) w->timer->cancel();
+    w->done(GcsClient::ParseRendezvous(record, w->m.world()));
+  }
+}
+
+bool Rendezvous::Remove(const std::string& key, const std::shared_ptr<Waiter>& w) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return false;
+  auto& ws = it->second.waiters;
+  auto pos = std::find(ws.begin(), ws.end(), w);
+  if (pos == ws.end()) return false;
+  ws.erase(pos);
+  if (w->timer) w->timer->cancel();
+  if (ws.empty()) {
+    keys_.erase(it);
+    gcs_->UnsubscribeRendezvous(key);
+  }
+  return true;
+}
+
+void Rendezvous::NodeDied(const std::string& node) {
+  std::vector<std::pair<std::string, std::shared_ptr<Waiter>>> failing;
+  std::vector<int> ranks;
+  for (const auto& [key, k] : keys_) {
+    for (const auto& w : k.waiters) {
+      for (int x = 0; x < w->m.rank_nodes_size(); ++x) {
+        if (w->m.rank_nodes(x) != node) continue;
+        failing.emplace_back(key, w);
+        ranks.push_back(x);
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < failing.size(); ++i) {
+    GiveUp(failing[i].first, failing[i].second,
+           "the node of rank " + std::to_string(ranks[i]) + " (" + ToHex(node).substr(0, 12) + ") died");
+  }
+}
+
+void Rendezvous::GiveUp(const std::string& key, const std::shared_ptr<Waiter>& w, const std::string& dead) {
+  if (!Remove(key, w)) return;  // completed meanwhile
+  const rpc::Rendezvous m = w->m;
+  auto done = std::move(w->done);
+  gcs_->Leave(key, m.rank(), [m, done, dead](Result<std::vector<int>> r) {
+    if (!dead.empty()) return done(Status(StatusCode::kCollectiveFailed, dead));
+    std::ostringstream why;
+    why << "not every rank arrived within " << m.timeout_ms() / 1000.0 << " s";
+    if (r.ok()) {
+      std::vector<bool> here(m.world(), false);
+      here[m.rank()] = true;
+      for (int x : r.value()) {
+        if (x >= 0 && x < m.world()) here[x] = true;
+      }
+      int n = 0;
+      std::string missing;
+      for (int x = 0; x < m.world(); ++x) {
+        if (here[x]) {
+          ++n;
+        } else {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(x);
+        }
+      }
+      why << ": " << n << " of " << m.world() << " did; missing rank" << (m.world() - n > 1 ? "s " : " ")
+          << missing;
+    }
+    done(Status(StatusCode::kTimedOut, why.str()));
+  });
+}
+
+}  // namespace phalanx::scheduler
