@@ -15,6 +15,11 @@ Ops, each timed from the actor calls to the last byte where it is needed:
              untimed actor call), until every actor has read its result: as
              the peers time it (their buffers are in memory when the clock
              starts), and compared with their allreduce.
+  group_allreduce
+             the actors form a static group (init_group) and allreduce
+             their arrays in place, as with Gloo's or MPI's API: each rank
+             times its own call after a barrier; the figure is the slowest
+             rank's, compared with the peers' allreduce.
   staggered  reduce, with actor k answering k/(N-1) x 2 S/B late (the inputs
              spread over twice the one-transfer time); the figure is the
              completion time after the last input was ready (target: at most
@@ -48,6 +53,24 @@ class GradBody:
 
     def read(self, total):
         return float(total[0]) + float(total[-1])
+
+    def group_init(self, world):
+        import phalanx
+        phalanx.collective.init_group(world, self.k, "bench", timeout=120)
+
+    def group_allreduce(self, size, calls, want):
+        """Seconds each of `calls` in-place allreduces took on this rank."""
+        import phalanx
+        a = np.empty(size // 4, np.float32)
+        times = []
+        for _ in range(calls):
+            a[...] = self.k + 1
+            phalanx.collective.barrier(group_name="bench", timeout=300)
+            t = time.perf_counter()
+            phalanx.collective.allreduce(a, group_name="bench", timeout=300)
+            times.append(time.perf_counter() - t)
+            assert a[0] == want and a[-1] == want
+        return times
 
 
 def expect_sum(nodes):
@@ -97,6 +120,13 @@ def bench_phalanx(a, sizes, ops):
             before = phalanx.cluster_stats()
             report(a, "phalanx", size, ops, reduce_once, allreduce_once, staggered_once,
                    (allreduce_ready_once, inputs_ready))
+            if "group_allreduce" in ops:
+                if size == sizes[0]:
+                    phalanx.get([g.group_init.remote(a.nodes) for g in actors], timeout=180)
+                per_rank = phalanx.get([g.group_allreduce.remote(size, a.warmup + a.reps, want) for g in actors],
+                                       timeout=600)
+                slowest = [max(t) for t in zip(*per_rank)][a.warmup:]
+                print(csv_line("phalanx", "group_allreduce", a.nodes, size, slowest, a.rate), flush=True)
             after = phalanx.cluster_stats()
             print(f"# phalanx {size} bytes: {after['reduce_chains'] - before['reduce_chains']} reduces ran as a chain "
                   f"over the inputs' nodes, {after['reduce_fallbacks'] - before['reduce_fallbacks']} fell back",
@@ -167,7 +197,7 @@ def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once, read
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_args(ap)
-    ap.add_argument("--ops", default="reduce,allreduce,allreduce_ready,staggered")
+    ap.add_argument("--ops", default="reduce,allreduce,allreduce_ready,group_allreduce,staggered")
     ap.add_argument("--peers", default="ray", help="'ray' (loopback only) or 'none'")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
