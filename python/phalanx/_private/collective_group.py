@@ -129,7 +129,8 @@ class _Group:
         self.seq = 0
 
     def allreduce(self, array, op, timeout, kind="allreduce"):
-        """op over every rank's `array`, as a new array."""
+        """op over every rank's `array`: a read-only view on the result in
+        this node's store (copy out of it; it goes with the view)."""
         import phalanx
         call = _Call(self, kind, timeout)
         ref, size = _put(array)
@@ -146,7 +147,7 @@ class _Group:
                 _core.adopt_ref(o)  # (the raylet holds them for us until made; we keep only ours)
             del located
         try:
-            return np.array(phalanx.get(out_ref, timeout=call.left_s()))
+            return phalanx.get(out_ref, timeout=call.left_s())
         except GetTimeoutError as e:
             raise GetTimeoutError(f"{call.what()}: the reduced array did not come: {e}") from None
         except CollectiveError as e:
