@@ -44,6 +44,13 @@ class Rank:
         return (float(a.min()), float(a.max()), bool((b == np.arange(N)).all()), [int(x[0]) for x in gathered],
                 float(part.min()), float(part.max()), int(small[0] + 0))
 
+    def barrier(self):
+        try:
+            phalanx.collective.barrier(group_name=self.group, timeout=60)
+            return "passed"
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
     def allreduce(self, shape, timeout=60):
         try:
             a = np.ones(shape, np.float32)
@@ -80,6 +87,13 @@ def test_mismatched_arrays_raise_the_same_error_on_every_rank(four_nodes):
                             "has (8,)"), o
     # The group goes on: the next call works.
     assert phalanx.get([r.allreduce.remote((8,)) for r in ranks], timeout=60) == [3.0] * 3
+    # A rank in a barrier while the others allreduce: all three hear of it.
+    outs = phalanx.get([ranks[0].barrier.remote()] + [r.allreduce.remote((8,)) for r in ranks[1:]], timeout=60)
+    for o in outs:
+        assert o.startswith("CollectiveError: group 'mismatch' barrier (call 3): rank 1 has kind 'allreduce' but "
+                            "rank 0 has 'barrier'") or o.startswith("CollectiveError: group 'mismatch' allreduce "
+                                                                    "(call 3): rank 1 has kind 'allreduce' but rank 0 "
+                                                                    "has 'barrier'"), o
 
 
 def test_a_rank_whose_node_dies_fails_the_call_instead_of_hanging_it(four_nodes):

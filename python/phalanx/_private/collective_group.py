@@ -189,7 +189,8 @@ class _Group:
         call.finish(error)
 
     def barrier(self, timeout):
-        _Call(self, "barrier", timeout).meet("data", {"kind": "barrier"})
+        call = _Call(self, "barrier", timeout)
+        call.agree(call.meet("data", {"kind": "barrier"}), ())
 
 
 def init_group(world_size, rank, group_name="default", timeout=60.0):
