@@ -234,9 +234,7 @@ void ReduceSteps::Drop(const std::vector<std::string>& outs, const std::string& 
     if (as != assemblies_.end()) {
       EndAssembly(as->second, Status(StatusCode::kCollectiveFailed, why.empty() ? "the allreduce is over" : why));
       // Whoever still holds the result here (a static group's rank) hears why.
-      if (!why.empty() && objects_->Contains(id) && !objects_->IsReady(id)) {
-        objects_->MarkLost(id, StatusCode::kCollectiveFailed, why);
-      }
+      if (!why.empty() && objects_->Contains(id)) objects_->MarkLost(id, StatusCode::kCollectiveFailed, why);
     }
     auto it = steps_.find(id);
     if (it == steps_.end()) continue;

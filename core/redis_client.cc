@@ -240,7 +240,8 @@ void RedisClient::OnMessage(redisAsyncContext* ac, void* reply, void*) {
   if (kind != "message") return;
   auto it = self->subscriptions_.find(channel);
   if (it == self->subscriptions_.end()) return;
-  it->second(channel, std::string(r->element[2]->str, r->element[2]->len));
+  MessageCallback cb = it->second;  // (a subscriber may unsubscribe while it runs)
+  cb(channel, std::string(r->element[2]->str, r->element[2]->len));
 }
 
 void RedisClient::OnDisconnect(const redisAsyncContext* ac, int status) {

@@ -411,7 +411,9 @@ void ObjectTransfer::SourceFailed(const std::string& id, const std::string& what
   if (it == pulls_.end()) return;
   PullState& p = it->second;
   const std::string why = "node " + Short(p.source) + what;
-  if (!p.fixed) PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
+  if (!p.fixed) {
+    PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
+  }
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
   p.tried.insert(p.source);
   p.last_error = why;

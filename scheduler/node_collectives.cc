@@ -89,9 +89,7 @@ void NodeManager::SetUpCollectives() {
           if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed lost objects"));
           // Only results someone here still waits for (a static group's rank holds its own).
           for (const auto& id : m.object_ids()) {
-            if (objects_.Contains(id) && !objects_.IsReady(id)) {
-              objects_.MarkLost(id, static_cast<StatusCode>(m.code()), m.why());
-            }
+            if (objects_.Contains(id)) objects_.MarkLost(id, static_cast<StatusCode>(m.code()), m.why());
           }
           return reply(Status::OK());
         }

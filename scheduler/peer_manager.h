@@ -60,7 +60,7 @@ class PeerManager {
   // Sends a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
   void CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                 int64_t timeout_ms, std::function<void(Result<std::string>)> done);
-  // Handles REDUCE_STEP and DROP_PARTIALS from other nodes: (type, body, reply).
+  // Handles REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES and LOSE_OBJECTS from other nodes: (type, body, reply).
   using CollectiveHandler = std::function<void(rpc::MessageType type, const std::string& from_body,
                                                std::function<void(const Status&)> reply)>;
   void SetCollectiveHandler(CollectiveHandler h) { on_collective_ = std::move(h); }

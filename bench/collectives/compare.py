@@ -16,7 +16,8 @@ from collections import defaultdict
 
 from clusters import rate_bytes_per_s
 
-PEER_OP = {"allreduce_ready": "allreduce", "group_allreduce": "allreduce"}  # phalanx's op -> the peers' op it compares with
+# phalanx's op -> the peers' op it compares with
+PEER_OP = {"allreduce_ready": "allreduce", "group_allreduce": "allreduce"}
 
 
 def read(paths):

@@ -135,22 +135,24 @@ void BindSerialization(pyb::module_& m) {
   m.def("packed_size", [](pyb::bytes meta, pyb::list buffers) { return Pieces(meta, buffers).TotalSize(); });
 
   // Puts a value: inline in the raylet when small (unless `in_store`: other
-  // nodes can copy only store objects), else into the store.
+  // nodes can copy only store objects), else into the store. Returns its
+  // serialized size (the store object's, when there).
   m.def("put_serialized", [](pyb::bytes id, uint32_t kind, pyb::bytes meta, pyb::list buffers, pyb::list contained,
                              bool hold, bool in_store) {
     auto core = RequireCore();
     Pieces p(meta, buffers);
     std::string sid = id;
     std::vector<std::string> ids = Ids(contained);
-    if (!in_store && p.TotalSize() <= core->inline_threshold()) {
+    uint64_t size = p.TotalSize();
+    if (!in_store && size <= core->inline_threshold()) {
       pyb::bytes data = PackBytes(kind, p);
       std::string s = data;
       pyb::gil_scoped_release nogil;
       ThrowIfError(core->PutInline(sid, s, ids, hold));
-      return false;
+      return size;
     }
     WriteToStore(core, sid, kind, p, ids, hold);
-    return true;
+    return size;
   }, pyb::arg("id"), pyb::arg("kind"), pyb::arg("meta"), pyb::arg("buffers"), pyb::arg("contained"), pyb::arg("hold"),
      pyb::arg("in_store") = false);
 

@@ -64,9 +64,9 @@ def test_mismatched_inputs_fail_every_result_naming_them(four_nodes):
     actors = actors_on([1, 2, 3])
     refs = [actors[0].grad.remote(), actors[1].grad.remote(0.2, (N + 1024,)), actors[2].grad.remote()]
     outs = phalanx.collective.allreduce(refs, timeout=60)
+    want = r"allreduce inputs do not match: .*input 1 \(ObjectRef\(%s\)\)" % refs[1].hex()
     for o in outs:
-        with pytest.raises(phalanx.CollectiveError, match=r"allreduce inputs do not match: .*input 1 \(ObjectRef\(%s\)\)"
-                           % refs[1].hex()):
+        with pytest.raises(phalanx.CollectiveError, match=want):
             phalanx.get(o, timeout=60)
     # Same size, another dtype: the slice holding the header finds it.
     refs = [actors[0].grad.remote(), actors[1].grad.remote(0.2, (N,), "int32"), actors[2].grad.remote(0.3)]
@@ -92,7 +92,8 @@ def test_a_node_killed_mid_allreduce_fails_every_result_without_hanging(four_nod
     assert time.monotonic() - start < 30
     # The cluster goes on: an allreduce over the nodes left works.
     refs = [a.grad.remote() for a in (actors[0], actors[1], actors[3])]
-    assert [float(v[7]) for v in phalanx.get(phalanx.collective.allreduce(refs, timeout=60), timeout=60)] == [2.0 + 3 + 1] * 3
+    outs = phalanx.collective.allreduce(refs, timeout=60)
+    assert [float(v[7]) for v in phalanx.get(outs, timeout=60)] == [2.0 + 3 + 1] * 3
 
 
 def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_nodes):

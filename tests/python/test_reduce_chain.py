@@ -19,7 +19,8 @@ N = 1_000_000  # float32 elements: 4 MB, a store object well above the chain's t
 @pytest.fixture
 def four_nodes():
     """The driver's node (resource n0, room for two actors) and three more (n1, n2, n3)."""
-    with loopback_nodes([{f"n{k}": 2 if k == 0 else 1} for k in range(4)], ["--transfer-chunk-bytes", "262144"]) as node:
+    resources = [{f"n{k}": 2 if k == 0 else 1} for k in range(4)]
+    with loopback_nodes(resources, ["--transfer-chunk-bytes", "262144"]) as node:
         yield node
 
 

@@ -177,6 +177,12 @@ def get(refs, timeout=None):
 def put(value):
     """Stores `value` and returns an ObjectRef to it. Large numpy arrays are
     copied once into shared memory."""
+    return put_sized(value)[0]
+
+
+def put_sized(value, in_store=False):
+    """put(), and the size of the stored value. `in_store`: in the object
+    store even when small (only store objects can be copied to other nodes)."""
     ensure_initialized()
     if isinstance(value, _core.ObjectRef):
         raise TypeError("put() of an ObjectRef is not allowed: pass the ref itself instead")
@@ -186,8 +192,8 @@ def put(value):
     except Exception as e:
         raise ser.SerializationError(f"put() of a {type(value).__name__} failed: it cannot be pickled: "
                                      f"{type(e).__name__}: {e}") from e
-    _core.put_serialized(oid, ser.kind_of(value), meta, bufs, contained, True)
-    return _core.adopt_ref(oid)
+    size = _core.put_serialized(oid, ser.kind_of(value), meta, bufs, contained, True, in_store=in_store)
+    return _core.adopt_ref(oid), size
 
 
 def wait(refs, num_returns=1, timeout=None, fetch_local=True):

@@ -44,11 +44,8 @@ def check_op(op):
 
 def _put(array):
     """A store object holding `array` (other nodes copy only store objects): (ref, stored size)."""
-    from phalanx._private import serialization as ser
-    oid = _core.next_put_id()
-    meta, bufs, contained = ser.serialize(np.ascontiguousarray(array))
-    _core.put_serialized(oid, ser.kind_of(array), meta, bufs, contained, True, in_store=True)
-    return _core.adopt_ref(oid), _core.packed_size(meta, bufs)
+    from phalanx._private.api import put_sized
+    return put_sized(np.ascontiguousarray(array), in_store=True)
 
 
 class _Call:
@@ -60,12 +57,12 @@ class _Call:
         group.seq += 1
         self.g, self.kind, self.seq = group, kind, group.seq
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.timeout = timeout
 
     def what(self):
         return f"group '{self.g.name}' {self.kind} (call {self.seq})"
 
     def left_ms(self):
+        """Milliseconds to the deadline (at least 1), or -1 without one."""
         if self.deadline is None:
             return -1
         return max(1, int((self.deadline - time.monotonic()) * 1000))
@@ -142,7 +139,7 @@ class _Group:
             others = list(range(1, self.world_size))
             located = _locate(metas, others)
             outs = [m["out"] for m in metas]
-            _core.allreduce(outs, [m["id"] for m in metas], op, call.left_ms() if timeout else 0, True)
+            _core.allreduce(outs, [m["id"] for m in metas], op, call.left_ms(), True)
             for o in outs:
                 _core.adopt_ref(o)  # (the raylet holds them for us until made; we keep only ours)
             del located
@@ -152,8 +149,6 @@ class _Group:
             raise GetTimeoutError(f"{call.what()}: the reduced array did not come: {e}") from None
         except CollectiveError as e:
             raise CollectiveError(f"{call.what()}: {e}") from None
-        finally:
-            del ref
 
     def broadcast(self, array, src_rank, timeout):
         import phalanx
@@ -164,9 +159,7 @@ class _Group:
         error = None
         if self.rank != src_rank:
             try:
-                src = _locate(metas, [src_rank])[0]
-                array[...] = phalanx.get(src, timeout=call.left_s())
-                del src
+                array[...] = phalanx.get(_locate(metas, [src_rank])[0], timeout=call.left_s())
             except Exception as e:  # told to every rank at the last meeting
                 error = e
         call.finish(error)
