@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/ids.h"
+#include "core/logging.h"
 
 namespace phalanx {
 namespace {
@@ -256,9 +257,16 @@ void GcsClient::UnsubscribeObjectLocations(const std::string& object_id) {
 
 namespace {
 std::string RdvKey(const std::string& key) { return "rdv:" + key; }
+std::string GoneKey(const std::string& client) { return "rdv-gone:" + ToHex(client); }
 
-// KEYS[1] the hash (also the channel); ARGV: rank, world, payload, ttl.
+// KEYS[1] the hash (also the channel), KEYS[2..] the gone-markers of each
+// rank's process (if known); ARGV: rank, world, payload, ttl. A rank whose
+// process is gone: "!rank:why", and this arrival is not counted.
 const char kArrive[] = R"lua(
+for i = 2, #KEYS do
+  local why = redis.call('GET', KEYS[i])
+  if why then return '!' .. (i - 2) .. ':' .. why end
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 local n = redis.call('HLEN', KEYS[1])
 if n < tonumber(ARGV[2]) then
@@ -272,6 +280,14 @@ local msg = table.concat(parts)
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], msg)
 return msg
+)lua";
+
+// KEYS[1] the client's gone-marker; ARGV: client (hex), why, ttl. Set before
+// the news goes out, so an arrival after it finds the marker.
+const char kGone[] = R"lua(
+redis.call('SET', KEYS[1], ARGV[2], 'EX', tonumber(ARGV[3]))
+redis.call('PUBLISH', 'rdv-gone', ARGV[1] .. ':' .. ARGV[2])
+return 1
 )lua";
 
 const char kLeave[] = R"lua(
@@ -306,13 +322,16 @@ Result<std::vector<std::string>> GcsClient::ParseRendezvous(const std::string& m
 }
 
 void GcsClient::Arrive(const std::string& key, int rank, int world, const std::string& payload, int64_t ttl_s,
-                       Callback<std::string> cb) {
-  redis_->Command({"EVAL", kArrive, "1", RdvKey(key), std::to_string(rank), std::to_string(world), payload,
-                   std::to_string(ttl_s)},
-                  [cb](Result<RedisReply> r) {
-                    if (!r.ok()) return cb(r.status());
-                    cb(std::move(r.value().str));
-                  });
+                       const std::vector<std::string>& rank_clients, Callback<std::string> cb) {
+  std::vector<std::string> cmd = {"EVAL", kArrive, std::to_string(1 + rank_clients.size()), RdvKey(key)};
+  for (const auto& c : rank_clients) cmd.push_back(GoneKey(c));
+  for (auto a : {std::to_string(rank), std::to_string(world), payload, std::to_string(ttl_s)}) {
+    cmd.push_back(std::move(a));
+  }
+  redis_->Command(std::move(cmd), [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    cb(std::move(r.value().str));
+  });
 }
 
 void GcsClient::Leave(const std::string& key, int rank, Callback<std::vector<int>> cb) {
@@ -332,5 +351,27 @@ void GcsClient::SubscribeRendezvous(const std::string& key, std::function<void(c
 }
 
 void GcsClient::UnsubscribeRendezvous(const std::string& key) { redis_->Unsubscribe(RdvKey(key)); }
+
+void GcsClient::MarkGone(const std::string& client, const std::string& why, int64_t ttl_s) {
+  redis_->Command({"EVAL", kGone, "1", GoneKey(client), ToHex(client), why, std::to_string(ttl_s)},
+                  [client](Result<RedisReply> r) {
+                    if (!r.ok()) {
+                      PHALANX_LOG(Warning) << "could not tell the GCS that process " << ToHex(client).substr(0, 12)
+                                           << " of a static group is gone: " << r.status().ToString();
+                    }
+                  });
+}
+
+void GcsClient::SubscribeGone(std::function<void(const std::string& client, const std::string& why)> gone,
+                              std::function<void()> subscribed) {
+  redis_->Subscribe(
+      "rdv-gone",
+      [gone](const std::string&, const std::string& msg) {
+        size_t colon = msg.find(':');
+        if (colon == std::string::npos) return;
+        gone(FromHex(msg.substr(0, colon)), msg.substr(colon + 1));
+      },
+      std::move(subscribed));
+}
 
 }  // namespace phalanx

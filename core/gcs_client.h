@@ -74,10 +74,12 @@ class GcsClient {
   // Hands in `payload` for `rank` of `world` at `key`, in one atomic step: the
   // last rank to arrive deletes the hash and publishes every payload on the
   // channel. `cb`: the published record (see ParseRendezvous) if this arrival
-  // completed it, else "". An incomplete rendezvous is forgotten `ttl_s` after
-  // its last arrival.
+  // completed it, "!rank:why" (and no arrival) if the process of a rank in
+  // `rank_clients` (client ids, by rank; may be empty) is gone (MarkGone),
+  // else "". An incomplete rendezvous is forgotten `ttl_s` after its last
+  // arrival.
   void Arrive(const std::string& key, int rank, int world, const std::string& payload, int64_t ttl_s,
-              Callback<std::string> cb);
+              const std::vector<std::string>& rank_clients, Callback<std::string> cb);
   // Takes `rank`'s arrival back (it gave up); `cb`: the ranks still there.
   void Leave(const std::string& key, int rank, Callback<std::vector<int>> cb);
   // `done` runs with the published record (ParseRendezvous) once the
@@ -86,6 +88,13 @@ class GcsClient {
   void SubscribeRendezvous(const std::string& key, std::function<void(const std::string& msg)> done,
                            std::function<void()> subscribed);
   void UnsubscribeRendezvous(const std::string& key);
+  // The process `client` of a static group exited (`why`): every later
+  // arrival that counts on it fails, for `ttl_s`, and SubscribeGone's
+  // subscribers hear of it now.
+  void MarkGone(const std::string& client, const std::string& why, int64_t ttl_s);
+  // `gone` runs for each MarkGone from any raylet; `subscribed` once none can be missed.
+  void SubscribeGone(std::function<void(const std::string& client, const std::string& why)> gone,
+                     std::function<void()> subscribed);
   // The published form of a complete rendezvous: "rank:length:bytes" per rank.
   static Result<std::vector<std::string>> ParseRendezvous(const std::string& msg, int world);
 

@@ -116,6 +116,7 @@ void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
 }
 
 void NodeManager::HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m) {
+  c->met = true;
   std::weak_ptr<Client> weak = c;
   rendezvous_.Arrive(m, [this, weak, request_id](Result<std::vector<std::string>> r) {
     auto cl = weak.lock();

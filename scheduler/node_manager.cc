@@ -572,6 +572,11 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
 }
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
+  if (c->met && !stopped_) {
+    rendezvous_.ClientGone(c->client_id, std::string(c->is_worker ? "worker" : "driver") + " process " +
+                                             std::to_string(c->pid) + " on node " + ToHex(node_id_).substr(0, 12) +
+                                             " exited" + (why.ok() ? "" : " (" + why.message() + ")"));
+  }
   if (c->worker != nullptr) {
     // The exit status usually follows the closed socket by a moment; wait
     // briefly for SIGCHLD so the error can say how the worker died.

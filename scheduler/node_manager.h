@@ -79,6 +79,7 @@ class NodeManager {
     std::unordered_set<std::string> creating;
     // Results of this client's direct actor calls, not handed in yet (EXPECT_RETURNS).
     std::unordered_set<std::string> expected;
+    bool met = false;  // made a rendezvous (a static group's rank): its exit is news to the other ranks
   };
   struct PendingGet;
   struct PendingWait;

@@ -29,7 +29,17 @@ void Rendezvous::Arrive(const rpc::Rendezvous& m, Done done) {
       if (!ec && w) GiveUp(key, w);
     });
   }
-  if (k.subscribed) return Send(key, w);
+  if (gone_ == Gone::kNotAsked) {
+    gone_ = Gone::kSubscribing;
+    gcs_->SubscribeGone([this](const std::string& client, const std::string& why) { RankGone(client, why); },
+                        [this] {
+                          gone_ = Gone::kSubscribed;
+                          std::vector<std::string> keys;
+                          for (const auto& [key, k] : keys_) keys.push_back(key);
+                          for (const auto& key : keys) SendPending(key);
+                        });
+  }
+  if (k.subscribed) return SendPending(key);
   if (!first) return;  // sent once the subscription is confirmed
   gcs_->SubscribeRendezvous(
       key, [this, key](const std::string& record) { Complete(key, record); },
@@ -37,17 +47,24 @@ void Rendezvous::Arrive(const rpc::Rendezvous& m, Done done) {
         auto it = keys_.find(key);
         if (it == keys_.end()) return;
         it->second.subscribed = true;
-        auto waiters = it->second.waiters;
-        for (auto& w : waiters) {
-          if (!w->sent) Send(key, w);
-        }
+        SendPending(key);
       });
+}
+
+void Rendezvous::SendPending(const std::string& key) {
+  auto it = keys_.find(key);
+  if (it == keys_.end() || !it->second.subscribed || gone_ != Gone::kSubscribed) return;
+  auto waiters = it->second.waiters;
+  for (auto& w : waiters) {
+    if (!w->sent) Send(key, w);
+  }
 }
 
 void Rendezvous::Send(const std::string& key, const std::shared_ptr<Waiter>& w) {
   w->sent = true;
   std::weak_ptr<Waiter> weak = w;
-  gcs_->Arrive(key, w->m.rank(), w->m.world(), w->m.payload(), kForgetAfterS,
+  std::vector<std::string> clients(w->m.rank_clients().begin(), w->m.rank_clients().end());
+  gcs_->Arrive(key, w->m.rank(), w->m.world(), w->m.payload(), kForgetAfterS, clients,
                [this, weak, key](Result<std::string> r) {
                  auto w = weak.lock();
                  if (!w) return;
@@ -55,8 +72,17 @@ void Rendezvous::Send(const std::string& key, const std::shared_ptr<Waiter>& w) 
                    if (Remove(key, w)) w->done(r.status());
                    return;
                  }
+                 const std::string& record = r.value();
+                 if (!record.empty() && record[0] == '!') {  // a rank's process is gone: not counted
+                   size_t colon = record.find(':');
+                   if (Remove(key, w)) {
+                     w->done(Status(StatusCode::kCollectiveFailed,
+                                    "rank " + record.substr(1, colon - 1) + " is gone: " + record.substr(colon + 1)));
+                   }
+                   return;
+                 }
                  // This arrival completed it (the record also comes on the channel: the first counts).
-                 if (!r.value().empty()) Complete(key, r.value());
+                 if (!record.empty()) Complete(key, record);
                });
 }
 
@@ -88,22 +114,35 @@ bool Rendezvous::Remove(const std::string& key, const std::shared_ptr<Waiter>& w
 }
 
 void Rendezvous::NodeDied(const std::string& node) {
+  FailWaitsOn([&](const rpc::Rendezvous& m, int x) { return x < m.rank_nodes_size() && m.rank_nodes(x) == node; },
+              [&](int x) { return "the node of rank " + std::to_string(x) + " (" + ToHex(node).substr(0, 12) + ") died"; });
+}
+
+void Rendezvous::ClientGone(const std::string& client, const std::string& why) {
+  gcs_->MarkGone(client, why, kForgetAfterS);  // (RankGone follows, from the channel)
+}
+
+void Rendezvous::RankGone(const std::string& client, const std::string& why) {
+  FailWaitsOn(
+      [&](const rpc::Rendezvous& m, int x) { return x < m.rank_clients_size() && m.rank_clients(x) == client; },
+      [&](int x) { return "rank " + std::to_string(x) + " is gone: " + why; });
+}
+
+void Rendezvous::FailWaitsOn(const std::function<bool(const rpc::Rendezvous&, int)>& counts_on,
+                             const std::function<std::string(int)>& why) {
   std::vector<std::pair<std::string, std::shared_ptr<Waiter>>> failing;
   std::vector<int> ranks;
   for (const auto& [key, k] : keys_) {
     for (const auto& w : k.waiters) {
-      for (int x = 0; x < w->m.rank_nodes_size(); ++x) {
-        if (w->m.rank_nodes(x) != node) continue;
+      for (int x = 0; x < w->m.world(); ++x) {
+        if (!counts_on(w->m, x)) continue;
         failing.emplace_back(key, w);
         ranks.push_back(x);
         break;
       }
     }
   }
-  for (size_t i = 0; i < failing.size(); ++i) {
-    GiveUp(failing[i].first, failing[i].second,
-           "the node of rank " + std::to_string(ranks[i]) + " (" + ToHex(node).substr(0, 12) + ") died");
-  }
+  for (size_t i = 0; i < failing.size(); ++i) GiveUp(failing[i].first, failing[i].second, why(ranks[i]));
 }
 
 void Rendezvous::GiveUp(const std::string& key, const std::shared_ptr<Waiter>& w, const std::string& dead) {

@@ -6,7 +6,11 @@
 // of the waiting ranks subscribed to before they arrived; nothing polls.
 //
 // A rank that gives up (its timeout) takes its arrival back and is told
-// which ranks had arrived. Not thread-safe; lives on the raylet's main loop.
+// which ranks had arrived. A wait fails at once, timeout or not, when the
+// node of a rank dies (NodeDied) or the process of a rank exits: its raylet
+// marks it gone in the GCS (ClientGone), every raylet hears of it on one
+// channel, and an arrival after that finds the mark. Not thread-safe; lives
+// on the raylet's main loop.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -33,10 +37,14 @@ class Rendezvous {
 
   // `done` runs once: with every rank's payload (by rank), TimedOut naming the
   // ranks that had arrived after m.timeout_ms (< 0: no limit), CollectiveFailed
-  // once the node of a rank (m.rank_nodes) died, or why the GCS could not be asked.
+  // once the node of a rank (m.rank_nodes) died or the process of a rank
+  // (m.rank_clients) exited, or why the GCS could not be asked.
   void Arrive(const rpc::Rendezvous& m, Done done);
   // `node` was declared dead: every wait that counts on a rank there fails.
   void NodeDied(const std::string& node);
+  // A local process that met others here exited (`why`): every wait, on any
+  // raylet, that counts on it fails, and so does every later one.
+  void ClientGone(const std::string& client, const std::string& why);
   size_t num_waiting() const { return keys_.size(); }
 
  private:
@@ -50,7 +58,15 @@ class Rendezvous {
     bool subscribed = false;  // confirmed: arrivals may go out
     std::vector<std::shared_ptr<Waiter>> waiters;
   };
+  // Sends the arrivals at `key` not sent yet, once no completion and no
+  // process's exit can be missed any more.
+  void SendPending(const std::string& key);
   void Send(const std::string& key, const std::shared_ptr<Waiter>& w);
+  // The process `client` of some rank exited (heard from the GCS).
+  void RankGone(const std::string& client, const std::string& why);
+  // Gives up every wait with a rank x for which counts_on(m, x), saying why(x).
+  void FailWaitsOn(const std::function<bool(const rpc::Rendezvous&, int)>& counts_on,
+                   const std::function<std::string(int)>& why);
   // The rendezvous at `key` is complete: every waiter gets its outcome.
   void Complete(const std::string& key, const std::string& record);
   // Takes w's arrival back and fails it (`why`, or a timeout naming the ranks missing if empty).
@@ -61,6 +77,7 @@ class Rendezvous {
   boost::asio::io_context& io_;
   GcsClient* gcs_;
   std::unordered_map<std::string, Key> keys_;
+  enum class Gone { kNotAsked, kSubscribing, kSubscribed } gone_ = Gone::kNotAsked;  // the exits' channel
 };
 
 }  // namespace phalanx::scheduler

@@ -212,6 +212,7 @@ PYBIND11_MODULE(_core, m) {
     core->SetInterruptCheck(&CheckInterrupt);
     SetCore(core);
     return pyb::dict(pyb::arg("node_id") = pyb::bytes(core->node_id()),
+                     pyb::arg("client_id") = pyb::bytes(core->client_id()),
                      pyb::arg("session_dir") = core->session_dir(), pyb::arg("gcs_address") = core->gcs_address(),
                      pyb::arg("store_capacity") = core->store_capacity(),
                      pyb::arg("inline_threshold") = core->inline_threshold());
@@ -354,10 +355,11 @@ PYBIND11_MODULE(_core, m) {
      pyb::arg("on_input_nodes") = false,
      "Asks the raylet to combine `inputs` into each of `out_ids` (one per input, made on its node; held here).");
   m.def("rendezvous", [](const std::string& key, int rank, int world, pyb::bytes payload, int64_t timeout_ms,
-                         std::vector<std::string> rank_nodes) {
+                         std::vector<std::string> rank_nodes, std::vector<std::string> rank_clients) {
     auto core = RequireCore();
     rpc::Rendezvous r;
     for (auto& n : rank_nodes) r.add_rank_nodes(std::move(n));
+    for (auto& c : rank_clients) r.add_rank_clients(std::move(c));
     r.set_key(key);
     r.set_rank(rank);
     r.set_world(world);
@@ -369,9 +371,10 @@ PYBIND11_MODULE(_core, m) {
     for (auto& p : got.value()) out.append(pyb::bytes(p));
     return out;
   }, pyb::arg("key"), pyb::arg("rank"), pyb::arg("world"), pyb::arg("payload"), pyb::arg("timeout_ms"),
-     pyb::arg("rank_nodes") = std::vector<std::string>(),
+     pyb::arg("rank_nodes") = std::vector<std::string>(), pyb::arg("rank_clients") = std::vector<std::string>(),
      "Meets the other ranks of a static group at `key`; every rank's payload, by rank (GetTimeoutError after "
-     "`timeout_ms`, naming the ranks missing; CollectiveError once a node in `rank_nodes` dies).");
+     "`timeout_ms`, naming the ranks missing; CollectiveError once a node in `rank_nodes` dies or a process in "
+     "`rank_clients` exits).");
   m.def("locate", [](std::vector<std::string> ids, std::vector<std::string> nodes, std::vector<uint64_t> sizes) {
     auto core = RequireCore();
     if (nodes.size() != ids.size() || sizes.size() != ids.size()) {

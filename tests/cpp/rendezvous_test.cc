@@ -117,6 +117,47 @@ TEST_F(RendezvousTest, TheDeathOfARanksNodeFailsTheWait) {
   EXPECT_TRUE(Listed("g:3").empty());
 }
 
+TEST_F(RendezvousTest, TheExitOfARanksProcessFailsTheWaitOnEveryRaylet) {
+  auto arrival = [&](int rank) {
+    rpc::Rendezvous m = Arrival("g:5", rank, 3, "x");
+    for (const char* c : {"client-a", "client-b", "client-c"}) m.add_rank_clients(c);
+    return m;
+  };
+  std::vector<Status> st(2, Status::Internal("not yet"));
+  int done = 0;
+  for (int rank : {0, 1}) {
+    sides_[rank].rdv->Arrive(arrival(rank), [&, rank](Result<std::vector<std::string>> r) {
+      st[rank] = r.status();
+      ++done;
+    });
+  }
+  RunUntil([&] { return Listed("g:5").size() == 2; });
+  sides_[1].rdv->ClientGone("client-z", "not a rank");
+  io_.run_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(done, 0);
+  // Rank 2's process exits on side 1's node: both sides' waits fail, no timeout set.
+  sides_[1].rdv->ClientGone("client-c", "worker process 7 on node n exited");
+  RunUntil([&] { return done == 2; });
+  ASSERT_EQ(done, 2);
+  for (const auto& s : st) {
+    EXPECT_EQ(s.code(), StatusCode::kCollectiveFailed);
+    EXPECT_EQ(s.message(), "rank 2 is gone: worker process 7 on node n exited");
+  }
+  EXPECT_TRUE(Listed("g:5").empty());
+  // A later arrival counting on it fails at once, and is not counted.
+  Status later;
+  bool came = false;
+  sides_[0].rdv->Arrive(arrival(0), [&](Result<std::vector<std::string>> r) {
+    later = r.status();
+    came = true;
+  });
+  RunUntil([&] { return came; });
+  EXPECT_EQ(later.code(), StatusCode::kCollectiveFailed);
+  EXPECT_EQ(later.message(), "rank 2 is gone: worker process 7 on node n exited");
+  EXPECT_TRUE(Listed("g:5").empty());
+  EXPECT_EQ(sides_[0].rdv->num_waiting() + sides_[1].rdv->num_waiting(), 0u);
+}
+
 TEST_F(RendezvousTest, ABadRankIsRefusedAtOnce) {
   Status st;
   sides_[0].rdv->Arrive(Arrival("g:4", 3, 3, ""), [&](Result<std::vector<std::string>> r) { st = r.status(); });

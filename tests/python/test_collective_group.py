@@ -2,8 +2,8 @@
 collective_group.py): four ranks on four raylets on loopback meet through
 the GCS and move their arrays over the object layer: the allreduce is the
 raylets' ring, made on each rank's node; a mismatch raises the same error on
-every rank; a rank whose node dies fails the others' call instead of
-hanging it."""
+every rank; a rank whose node dies or whose process exits fails the others'
+call instead of hanging it."""
 import os
 import signal
 import time
@@ -22,6 +22,9 @@ class Rank:
 
     def host(self):
         return os.getppid()
+
+    def pid(self):
+        return os.getpid()
 
     def sliced(self):
         """How many allreduces this node's raylet ran as a ring."""
@@ -110,3 +113,19 @@ def test_a_rank_whose_node_dies_fails_the_call_instead_of_hanging_it(four_nodes)
         assert o.startswith("CollectiveError: group 'dies' allreduce (call 1): the node of rank 2 "), o
         assert o.endswith(" died"), o
     assert time.monotonic() - start < 20
+
+
+def test_a_rank_whose_process_exits_fails_the_call_and_every_later_one(four_nodes):
+    ranks = ranks_on([1, 2, 3], "exits")
+    pids = phalanx.get([r.pid.remote() for r in ranks], timeout=60)
+    calls = [r.allreduce.remote((N,), None) for r in ranks[:2]]  # no timeout
+    time.sleep(0.5)
+    os.kill(pids[2], signal.SIGKILL)
+    start = time.monotonic()
+    gone = f"rank 2 is gone: worker process {pids[2]} on node "
+    for o in phalanx.get(calls, timeout=60):
+        assert o.startswith(f"CollectiveError: group 'exits' allreduce (call 1): {gone}"), o
+    assert time.monotonic() - start < 20
+    # The group's later calls fail at once too (the GCS remembers), on the ranks that are left.
+    for o in phalanx.get([r.barrier.remote() for r in ranks[:2]], timeout=60):
+        assert o.startswith(f"CollectiveError: group 'exits' barrier (call 2): {gone}"), o

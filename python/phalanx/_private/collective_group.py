@@ -21,7 +21,9 @@ goes through a coordinator process:
   learns whether all succeeded.
 
 Each call takes `timeout` (seconds; None waits for ever); a rank that does
-not come raises GetTimeoutError naming the ranks missing."""
+not come raises GetTimeoutError naming the ranks missing. A rank whose
+process exits or whose node dies fails the others' calls at once, timeout
+or not (CollectiveError naming it), and every later call of the group."""
 import os
 import pickle
 import threading
@@ -75,10 +77,10 @@ class _Call:
         key = f"{self.g.name}:{self.g.nonce}:{self.seq}:{phase}"
         try:
             raw = _core.rendezvous(key, self.g.rank, self.g.world_size, pickle.dumps(payload), self.left_ms(),
-                                   self.g.nodes)
+                                   self.g.nodes, self.g.clients)
         except GetTimeoutError as e:
             raise GetTimeoutError(f"{self.what()}: {e}") from None
-        except CollectiveError as e:  # a rank's node died
+        except CollectiveError as e:  # a rank's node died or its process exited
             raise CollectiveError(f"{self.what()}: {e}") from None
         return [pickle.loads(p) for p in raw]
 
@@ -120,9 +122,9 @@ def _locate(metas, ranks):
 
 
 class _Group:
-    def __init__(self, name, world_size, rank, nonce, nodes):
+    def __init__(self, name, world_size, rank, nonce, nodes, clients):
         self.name, self.world_size, self.rank, self.nonce = name, world_size, rank, nonce
-        self.nodes = nodes  # each rank's node: a wait fails when one dies
+        self.nodes, self.clients = nodes, clients  # each rank's node and process: a wait fails when one dies
         self.seq = 0
 
     def allreduce(self, array, op, timeout, kind="allreduce"):
@@ -203,7 +205,8 @@ def init_group(world_size, rank, group_name="default", timeout=60.0):
             raise ValueError(f"this process is already in group '{group_name}' (destroy_group first)")
     from phalanx._private import state
     ms = -1 if timeout is None else max(1, int(timeout * 1000))
-    me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"]}
+    me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
+          "client": state.info["client_id"]}
     try:
         raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
     except GetTimeoutError as e:
@@ -215,7 +218,8 @@ def init_group(world_size, rank, group_name="default", timeout=60.0):
         if j["world"] != world_size:
             raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank {world_size}")
     with _lock:
-        _groups[group_name] = _Group(group_name, world_size, rank, joined[0]["nonce"], [j["node"] for j in joined])
+        _groups[group_name] = _Group(group_name, world_size, rank, joined[0]["nonce"], [j["node"] for j in joined],
+                                     [j["client"] for j in joined])
 
 
 def destroy_group(group_name="default"):
