@@ -93,7 +93,10 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
   s->direct = m.prev_node() != self_;
   if (!s->direct) objects_->AddRef(m.prev_id());  // read here while it grows, until End
   uint64_t out_size = m.hi() > 0 ? m.hi() - m.lo() : s->input_size;
-  if (s->has_input && !Begin(s, out_size)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
+  if (s->has_input) {
+    Status begun = Begin(s, out_size);
+    if (!begun.ok()) return started(begun);
+  }
   started(Status::OK());
   std::weak_ptr<Step> weak = s;
   auto progress = [this, weak](uint64_t size, uint64_t bytes, const Status& st) {
@@ -105,7 +108,7 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
                       [this, weak](uint64_t size) -> Result<uint8_t*> {
                         auto s = weak.lock();
                         if (!s || s->ended) return Status::Unavailable("the reduce step ended");
-                        if (!s->begun && !Begin(s, size)) return Status::Unavailable("the reduce step failed");
+                        if (!s->begun) PHALANX_RETURN_IF_ERROR(Begin(s, size));
                         if (size != s->size) {
                           std::string why = SizeMismatch(s->m, size, s->size);
                           Fail(s, why);
@@ -124,7 +127,8 @@ void ReduceSteps::Seed(const std::shared_ptr<Step>& s, Done started) {
     steps_.erase(s->m.out_id());
     return started(Status::InvalidArgument("a reduce step needs an input or a prev"));
   }
-  if (!Begin(s, s->m.hi() - s->lo)) return started(Status(StatusCode::kCollectiveFailed, "step failed"));
+  Status begun = Begin(s, s->m.hi() - s->lo);
+  if (!begun.ok()) return started(begun);
   std::memcpy(s->out, s->input + s->lo, s->size);
   s->made = s->size;
   transfer_->Complete(s->m.out_id());
@@ -132,24 +136,26 @@ void ReduceSteps::Seed(const std::shared_ptr<Step>& s, Done started) {
   End(s, Status::OK());
 }
 
-bool ReduceSteps::Begin(const std::shared_ptr<Step>& s, uint64_t size) {
+Status ReduceSteps::Begin(const std::shared_ptr<Step>& s, uint64_t size) {
   auto out = transfer_->Produce(s->m.out_id(), size);
   if (!out.ok()) {
-    Fail(s, "no room for the reduce's partial result here: " + out.status().message());
-    return false;
+    std::string why = "no room for the reduce's partial result on node " + ToHex(self_).substr(0, 12) + ": " +
+                      out.status().message();
+    Fail(s, why);
+    return Status(StatusCode::kCollectiveFailed, why);
   }
   s->out = out.value();
   s->size = size;
   s->begun = true;
   if (s->has_input) objects_->AddRef(s->m.out_id());  // a partial result: kept until Drop
-  return true;
+  return Status::OK();
 }
 
 void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st) {
   if (s->ended) return;
   const rpc::ReduceStep& m = s->m;
   if (!st.ok()) return Fail(s, m.prev_name() + ": " + st.message());
-  if (!s->begun && !Begin(s, size)) return;
+  if (!s->begun && !Begin(s, size).ok()) return;
   if (size != s->size) return Fail(s, SizeMismatch(m, size, s->size));
   uint64_t hi = bytes >= size ? size : bytes & ~uint64_t{7};  // whole elements only
   if (hi <= s->made) return;

@@ -78,8 +78,8 @@ class ReduceSteps {
   // Keeps a copy of slice `id` here, copied from `from`, until Drop (the next node in the ring reads it).
   void HoldCopy(const std::string& id, const std::string& from, const rpc::AssembleSlices& m);
   void Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64_t bytes, const Status& st);
-  // Creates out once its size is known; false if the step failed.
-  bool Begin(const std::shared_ptr<Step>& s, uint64_t size);
+  // Creates out once its size is known; why not if it cannot (the step has failed then).
+  Status Begin(const std::shared_ptr<Step>& s, uint64_t size);
   void Fail(const std::shared_ptr<Step>& s, const std::string& why);
   void End(const std::shared_ptr<Step>& s, const Status& outcome);
   // The transfer key of the copy of prev into `out`.

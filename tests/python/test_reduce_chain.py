@@ -140,3 +140,17 @@ def test_a_node_killed_mid_chain_the_chain_goes_on_from_the_link_before_it(four_
     assert after["reduce_chains"] == before["reduce_chains"] + 2
     assert after["reduce_rewinds"] == before["reduce_rewinds"] + 2
     assert after["reduce_fallbacks"] == before["reduce_fallbacks"]
+
+
+def test_a_reduce_without_room_for_its_partials_fails_saying_so():
+    """48 MiB stores: each holds its 30 MB input, but not a partial result
+    beside it. The reduce fails with the store's reason, not a timeout
+    (which link finds no room first varies)."""
+    resources = [{f"n{k}": 2 if k == 0 else 1} for k in range(3)]
+    with loopback_nodes(resources, ["--object-store-memory", str(48 << 20)]):
+        refs = [g.grad.remote(0.0, (7_500_000,)) for g in actors_on([1, 2])]
+        phalanx.wait(refs, num_returns=2, timeout=60, fetch_local=False)
+        out = phalanx.collective.reduce(refs, timeout=30)
+        with pytest.raises((phalanx.CollectiveError, phalanx.ObjectStoreFullError),
+                           match=r"object store is full: cannot fit 30000192 bytes \(capacity 48 MiB"):
+            phalanx.get(out, timeout=60)
