@@ -4,9 +4,8 @@ each node's raylet copies it, choosing its source in the object directory).
 A repetition is timed from the calls to the last reader's answer.
 
     # on loopback (all nodes share 127.0.0.1), then Ray the same way:
-    .venv/bin/python bench/collectives/broadcast.py --nodes 4
-    .venv/bin/python bench/collectives/broadcast.py --nodes 4 --peer ray
-    # one node per network namespace with 1 Gbit/s links: bench/collectives/run_netns.sh
+    .venv/bin/python bench/collectives/broadcast.py --nodes 4 --peers ray
+    # one node per network namespace with 1 Gbit/s links, Ray too: bench/collectives/run_netns.sh
 
 Prints one CSV line per size (peer,op,world,bytes,median_s,min_s,max_s, as
 ../shared/bench/peers writes them) and, with --rate, the physical limit S/B
@@ -21,12 +20,12 @@ import phalanx
 from clusters import add_cluster_args, csv_line, measure, start_phalanx, start_ray, stop_phalanx, stop_ray
 
 
-def run_ray(nodes, sizes, warmup, reps):
-    """The same broadcast with Ray (loopback only): ray.cluster_utils.Cluster
-    with `nodes` nodes, the array put by the driver on node 0, one actor per
-    other node reading it as an argument."""
+def run_ray(nodes, sizes, warmup, reps, netns, rate):
+    """The same broadcast with Ray on the same kind of cluster: the array
+    put by the driver on node 0, one actor per other node reading it as an
+    argument."""
+    cluster = start_ray(nodes, netns)  # (before ray is imported: it may set Ray's environment)
     import ray
-    cluster = start_ray(nodes)
     try:
         @ray.remote
         class Reader:
@@ -41,21 +40,12 @@ def run_ray(nodes, sizes, warmup, reps):
 
             times = measure(once, warmup, reps, prepare=lambda: ray.put(np.ones(size // 4, dtype=np.float32)),
                             pause=0.3)
-            print(csv_line("ray", "broadcast", nodes, size, times), flush=True)
+            print(csv_line("ray", "broadcast", nodes, size, times, rate), flush=True)
     finally:
         stop_ray(cluster)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_cluster_args(ap)
-    ap.add_argument("--peer", choices=["ray"], help="measure this peer instead (loopback only; pip extra 'bench')")
-    a = ap.parse_args()
-    if a.peer == "ray":
-        if a.netns:
-            ap.error("--peer ray runs on loopback only")
-        return run_ray(a.nodes, [int(s) for s in a.sizes.split(",")], a.warmup, a.reps)
-
+def run_phalanx(a, sizes):
     node = start_phalanx(a.nodes, a.netns, a.chunk_bytes, a.window)
     try:
         @phalanx.remote
@@ -69,7 +59,7 @@ def main():
         readers = [Reader.options(resources={f"n{k}": 1}).remote() for k in range(1, a.nodes)]
         hosts = phalanx.get([r.where.remote() for r in readers], timeout=120)
         assert len(set(hosts)) == a.nodes - 1, "every reader on its own node"
-        for size in (int(s) for s in a.sizes.split(",")):
+        for size in sizes:
             def once(ref):
                 assert phalanx.get([r.read.remote(ref) for r in readers], timeout=300) == [size] * (a.nodes - 1)
 
@@ -78,6 +68,19 @@ def main():
             print(csv_line("phalanx", "broadcast", a.nodes, size, times, a.rate), flush=True)
     finally:
         stop_phalanx(node)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_cluster_args(ap)
+    ap.add_argument("--peers", choices=["ray", "none"], default="ray",
+                    help="after phalanx, measure Ray the same way (pip extra 'bench')")
+    a = ap.parse_args()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    run_phalanx(a, sizes)
+    if a.peers == "ray":
+        run_ray(a.nodes, sizes, a.warmup, a.reps, a.netns, a.rate)
+    return 0
 
 
 if __name__ == "__main__":

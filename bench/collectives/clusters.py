@@ -1,9 +1,13 @@
 """Clusters for the collectives benchmarks: phalanx raylets on loopback or one
 per network namespace (../shared/bench/peers/netns.sh names them pnodeK, at
-10.77.0.K+1), and Ray's ray.cluster_utils.Cluster on loopback. Node k offers
-the resource "nK" so an actor can be pinned to it. Results are CSV lines in
+10.77.0.K+1), and Ray's the same two ways. Node k offers
+the resource "nK" so an actor can be pinned to it. Ray runs on loopback
+(ray.cluster_utils.Cluster) or, with netns, as one `ray start` per namespace. Results are CSV lines in
 the format ../shared/bench/peers writes (peer,op,world,bytes,median_s,min_s,max_s)."""
+import os
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 
@@ -65,23 +69,58 @@ def stop_phalanx(node):
     node.stop()
 
 
-def start_ray(nodes):
-    """A Ray cluster of `nodes` nodes on loopback (1 CPU each, resource nK)."""
+def start_ray(nodes, netns=False):
+    """A Ray cluster of `nodes` nodes (1 CPU each, resource nK), this process
+    its driver: on loopback (ray.cluster_utils.Cluster), or with `netns` one
+    `ray start` per namespace pnodeK at 10.77.0.K+1, this process in pnode0.
+    Returns what stop_ray takes."""
+    if not netns:
+        import ray
+        from ray.cluster_utils import Cluster
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                                "resources": {"n0": 1}})
+        for k in range(1, nodes):
+            cluster.add_node(num_cpus=1, resources={f"n{k}": 1})
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        cluster.wait_for_nodes()
+        return cluster
+    # Ray's GCS wants a token from nodes that are not on its host's loopback
+    # (read when ray is imported: this comes first).
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=uuid.uuid4().hex + uuid.uuid4().hex,
+                      RAY_USAGE_STATS_ENABLED="0")
     import ray
-    from ray.cluster_utils import Cluster
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                            "resources": {"n0": 1}})
-    for k in range(1, nodes):
-        cluster.add_node(num_cpus=1, resources={f"n{k}": 1})
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-    cluster.wait_for_nodes()
-    return cluster
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    head = "10.77.0.1:6380"
+    common = ["--num-cpus", "1", "--object-store-memory", str(2 << 30), "--disable-usage-stats"]
+    try:
+        for k in range(nodes):
+            where = ["--head", "--port", "6380", "--include-dashboard", "false"] if k == 0 else ["--address", head]
+            cmd = [ray_bin, "start", *where, "--node-ip-address", f"10.77.0.{k + 1}",
+                   "--resources", f'{{"n{k}": 1}}', *common]
+            if k > 0:
+                cmd = ["ip", "netns", "exec", f"pnode{k}", *cmd]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
+        ray.init(address=head, log_to_driver=False, configure_logging=False)
+        deadline = time.monotonic() + 120
+        while sum(n["Alive"] for n in ray.nodes()) < nodes:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {sum(n['Alive'] for n in ray.nodes())} of {nodes} Ray nodes came up")
+            time.sleep(0.5)
+    except BaseException:
+        stop_ray("netns")
+        raise
+    return "netns"
 
 
 def stop_ray(cluster):
     import ray
     ray.shutdown()
-    cluster.shutdown()
+    if cluster == "netns":  # (ray stop finds its processes by name, in every namespace)
+        ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+        subprocess.run([ray_bin, "stop", "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=120)
+    else:
+        cluster.shutdown()
 
 
 def measure(run, warmup, reps, prepare=None, pause=0.2):

@@ -136,8 +136,8 @@ def bench_phalanx(a, sizes, ops):
 
 
 def bench_ray(a, sizes, ops):
+    cluster = start_ray(a.nodes, a.netns)  # (before ray is imported: it may set Ray's environment)
     import ray
-    cluster = start_ray(a.nodes)
     try:
         Grad = ray.remote(GradBody)
         actors = [Grad.options(resources={f"n{k}": 1}).remote(k) for k in range(a.nodes)]
@@ -198,12 +198,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_args(ap)
     ap.add_argument("--ops", default="reduce,allreduce,allreduce_ready,group_allreduce,staggered")
-    ap.add_argument("--peers", default="ray", help="'ray' (loopback only) or 'none'")
+    ap.add_argument("--peers", choices=["ray", "none"], default="ray",
+                    help="after phalanx, measure Ray the same way (pip extra 'bench')")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     ops = set(a.ops.split(","))
     bench_phalanx(a, sizes, ops)
-    if a.peers == "ray" and not a.netns:
+    if a.peers == "ray":
         bench_ray(a, sizes, ops)
     return 0
 

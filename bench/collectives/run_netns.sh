@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A collectives benchmark on an emulated cluster: N network namespaces with
 # RATE links (../shared/bench/peers/netns.sh), one raylet each, the driver on
-# node 0; then, on the same namespaces and in the same run, the peers of
-# ../shared/bench/peers (OpenMPI and Gloo by default), and a table of both.
+# node 0; then, on the same namespaces and in the same run, Ray (one `ray
+# start` per namespace, driven by the same script) and the peers of
+# ../shared/bench/peers (OpenMPI and Gloo by default), and a table of all.
 # Needs root and iproute2; the peers need their Debian packages
-# (bench/collectives/install_peers.sh). The namespaces are removed at the end.
+# (bench/collectives/install_peers.sh), Ray the pip extra 'bench'
+# (scripts/bench.sh). The namespaces are removed at the end.
 #   N=8 RATE=1gbit SIZES=33554432 bench/collectives/run_netns.sh [broadcast.py|reduce.py|all] [its flags]
-#   PEERS="mpi gloo-cpp torch-gloo dask" ...   which peers (PEERS=none: phalanx only)
+#   PEERS="ray mpi gloo-cpp torch-gloo dask" ...   which peers (PEERS=none: phalanx only)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -15,10 +17,15 @@ NETNS=${NETNS:-$PEERS_DIR/netns.sh}
 N=${N:-8} RATE=${RATE:-1gbit} SIZES=${SIZES:-33554432}
 if [ -z "${PEERS:-}" ]; then  # the default: the peers whose packages are here
   PEERS=""
-  command -v mpirun >/dev/null && /usr/bin/python3 -c "import mpi4py, numpy" 2>/dev/null && PEERS="mpi"
+  "$ROOT/.venv/bin/python" -c "import ray" 2>/dev/null && PEERS="ray"
+  command -v mpirun >/dev/null && /usr/bin/python3 -c "import mpi4py, numpy" 2>/dev/null && PEERS="$PEERS mpi"
   [ -e /usr/include/gloo/allreduce.h ] && PEERS="$PEERS gloo-cpp"
   PEERS=${PEERS:-none}
 fi
+RAY=none
+case " $PEERS " in *" ray "*) RAY=ray ;; esac
+PEERS=$(echo " $PEERS " | sed 's/ ray / /g; s/^ *//; s/ *$//')  # the rest: ../shared/bench/peers's
+PEERS=${PEERS:-none}
 [ -f "$NETNS" ] || { echo "netns.sh not found at $NETNS (set PEERS_DIR=...)" >&2; exit 2; }
 SCRIPTS=(broadcast.py)
 case "${1:-}" in
@@ -26,12 +33,13 @@ case "${1:-}" in
   *.py) SCRIPTS=("$1"); shift ;;
 esac
 OUT=$(mktemp -d /tmp/phalanx-netns.XXXXXX)
-trap 'bash "$NETNS" down >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
+stop_ray() { [ "$RAY" = none ] || "$ROOT/.venv/bin/ray" stop --force >/dev/null 2>&1 || true; }
+trap 'stop_ray; bash "$NETNS" down >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
 
 bash "$NETNS" up "$N" "$RATE" 100us >/dev/null
 for script in "${SCRIPTS[@]}"; do
   ip netns exec pnode0 "$ROOT/.venv/bin/python" "$HERE/$script" --netns --nodes "$N" --rate "$RATE" \
-    --sizes "$SIZES" "$@" | tee -a "$OUT/phalanx.csv"
+    --sizes "$SIZES" --peers "$RAY" "$@" | tee -a "$OUT/phalanx.csv"
 done
 bash "$NETNS" down >/dev/null
 
