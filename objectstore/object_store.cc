@@ -26,6 +26,7 @@ Result<uint64_t> ObjectStore::Create(const std::string& id, uint64_t size) {
                                " of them mapped by a process; largest free block " +
                                Mib(allocator_.largest_free()) + "). Drop references to objects you no longer need.");
   }
+  region_->Populate(*off + size);
   StoreEntry& e = objects_[id];
   e.offset = *off;
   e.size = size;

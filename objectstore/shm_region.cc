@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,16 +32,44 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::Map(int fd, uint64_t capacity) {
 }
 
 ShmRegion::~ShmRegion() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (populator_.joinable()) populator_.join();
   ::munmap(base_, capacity_);
   ::close(fd_);
 }
 
-void ShmRegion::Discard(uint64_t offset, uint64_t size) {
-  // Whole pages only; the partial pages at either end stay.
+void ShmRegion::Populate(uint64_t end) {
   const uint64_t page = 4096;
-  uint64_t start = (offset + page - 1) & ~(page - 1);
-  uint64_t end = (offset + size) & ~(page - 1);
-  if (end > start) ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start);
+  end = std::min((end + page - 1) & ~(page - 1), capacity_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (end <= target_) return;
+  target_ = end;
+  if (!populator_.joinable()) {
+    populator_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (true) {
+        cv_.wait(lock, [this] { return stop_ || populated_ < target_; });
+        if (stop_) return;
+        uint64_t from = populated_, to = std::min(target_, from + (uint64_t{2} << 20));
+        lock.unlock();
+        bool refused = false;
+#ifdef MADV_POPULATE_WRITE
+        // Kernels before 5.14 refuse the advice: the pages then come one fault at a time.
+        refused = ::madvise(base_ + from, to - from, MADV_POPULATE_WRITE) != 0 && errno == EINVAL;
+#else
+        refused = true;
+#endif
+        lock.lock();
+        populated_ = refused ? capacity_ : to;
+        if (refused) target_ = capacity_;
+      }
+    });
+  }
+  cv_.notify_one();
 }
 
 uint64_t DefaultStoreCapacity() {

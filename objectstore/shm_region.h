@@ -5,9 +5,12 @@
 // by the kernel on first touch. Thread-safe (immutable after creation).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/status.h"
 
@@ -24,14 +27,22 @@ class ShmRegion {
   uint8_t* base() const { return base_; }
   uint64_t capacity() const { return capacity_; }
   int fd() const { return fd_; }
-  // Returns the pages of [offset, offset + size) to the kernel.
-  void Discard(uint64_t offset, uint64_t size);
+  // Makes the pages below `end` resident, on a thread of the region's, ahead
+  // of the writer: the first write to a page costs a fault that zero-fills
+  // it, 8192 for 32 MiB. Once: the region keeps a high-water mark.
+  void Populate(uint64_t end);
 
  private:
   ShmRegion(int fd, uint8_t* base, uint64_t capacity) : fd_(fd), base_(base), capacity_(capacity) {}
   int fd_;
   uint8_t* base_;
   uint64_t capacity_;
+  // The populating thread's: pages below populated_ are resident, target_ is where it goes.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t populated_ = 0, target_ = 0;
+  bool stop_ = false;
+  std::thread populator_;
 };
 
 // Default store capacity: 30% of physical memory, as Ray does.

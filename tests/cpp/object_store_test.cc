@@ -1,8 +1,12 @@
 #include "objectstore/object_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace phalanx::objectstore {
 
@@ -88,6 +92,41 @@ TEST(ObjectStoreTest, EvictsUnpinnedSecondaryCopiesLeastRecentFirst) {
   ASSERT_EQ(evicted.size(), 1u);
   EXPECT_EQ(evicted[0], Id('b'));
   EXPECT_NE(store->Find(Id('a')), nullptr);
+}
+
+}  // namespace phalanx::objectstore
+
+namespace phalanx::objectstore {
+
+// How many of the pages of [offset, offset + size) of `region` are resident.
+static size_t ResidentPages(const ShmRegion& region, uint64_t offset, uint64_t size) {
+  std::vector<unsigned char> in(size / 4096);
+  if (::mincore(region.base() + offset, size, in.data()) != 0) return 0;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+TEST(ObjectStoreTest, CreatingAnObjectMakesItsPagesResidentAheadOfTheWriter) {
+#ifdef MADV_POPULATE_WRITE
+  void* probe = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  bool refused = ::madvise(probe, 4096, MADV_POPULATE_WRITE) != 0;
+  ::munmap(probe, 4096);
+  if (refused) GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (before 5.14): pages come by faults";
+#else
+  GTEST_SKIP() << "built without MADV_POPULATE_WRITE";
+#endif
+  auto region = ShmRegion::Create(64 << 20, "test-populate");
+  ASSERT_TRUE(region.ok());
+  ObjectStore store(std::move(region).value());
+  EXPECT_EQ(ResidentPages(store.region(), 0, 64 << 20), 0u);  // a fresh region: nothing touched
+  ASSERT_TRUE(store.Create(Id('a'), 8 << 20).ok());
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (ResidentPages(store.region(), 0, 8 << 20) < 2048 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(ResidentPages(store.region(), 0, 8 << 20), 2048u);  // nothing written yet
+  EXPECT_EQ(ResidentPages(store.region(), 16 << 20, 48 << 20), 0u);  // no further than the objects reach
 }
 
 }  // namespace phalanx::objectstore
