@@ -2,7 +2,8 @@
 // process. The raylet creates it once; clients receive its descriptor over
 // the Unix socket (SCM_RIGHTS) and map it once, so an object is an offset
 // into a mapping every process on the node already has. Pages are allocated
-// by the kernel on first touch. Thread-safe (immutable after creation).
+// by the kernel on first touch, or ahead of it (Populate, in the raylet).
+// Thread-safe.
 #pragma once
 
 #include <condition_variable>
