@@ -34,8 +34,16 @@ struct NodeManager::PendingWait {
 };
 
 namespace {
+// Whether a get or wait may answer for `id`: once it is ready here, or, when
+// not fetching, once it is known to be ready on another node too.
 bool Counts(const objectstore::ObjectTable& objects, bool fetch, const std::string& id) {
   return objects.IsReady(id) || (!fetch && !objects.RemoteNode(id).empty());
+}
+
+// Runs `cb` once `id` Counts. (OnReady of an object on another node copies it here; OnLocated does not.)
+void WhenCounts(objectstore::ObjectTable& objects, bool fetch, const std::string& id,
+                objectstore::ObjectTable::ReadyCallback cb) {
+  fetch ? objects.OnReady(id, std::move(cb)) : objects.OnLocated(id, std::move(cb));
 }
 }  // namespace
 
@@ -44,17 +52,14 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   g->client = c;
   g->request_id = req;
   g->ids.assign(m.object_ids().begin(), m.object_ids().end());
-  auto here = [&](const std::string& id) {
-    return objects_.IsReady(id) || (m.locate_only() && !objects_.RemoteNode(id).empty());
-  };
-  for (const auto& id : g->ids) g->waiting += here(id) ? 0 : 1;
+  const bool fetch = !m.locate_only();
+  for (const auto& id : g->ids) g->waiting += Counts(objects_, fetch, id) ? 0 : 1;
   if (g->waiting == 0) return CompleteGet(g);
   for (const auto& id : g->ids) {
-    if (here(id)) continue;
-    auto done = [this, g] {
+    if (Counts(objects_, fetch, id)) continue;
+    WhenCounts(objects_, fetch, id, [this, g] {
       if (--g->waiting == 0) CompleteGet(g);
-    };
-    m.locate_only() ? objects_.OnLocated(id, done) : objects_.OnReady(id, done);
+    });
   }
   if (g->done) return;
   if (c->worker != nullptr) {
@@ -96,11 +101,9 @@ void NodeManager::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, con
   if (w->ready >= w->needed) return CompleteWait(w);
   for (const auto& id : w->ids) {
     if (Counts(objects_, w->fetch, id)) continue;
-    auto counted = [this, w] {
+    WhenCounts(objects_, w->fetch, id, [this, w] {
       if (++w->ready >= w->needed) CompleteWait(w);
-    };
-    // (OnReady of an object on another node copies it here; OnLocated does not.)
-    w->fetch ? objects_.OnReady(id, counted) : objects_.OnLocated(id, counted);
+    });
   }
   if (m.timeout_ms() >= 0 && !w->done) {
     w->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
