@@ -58,9 +58,7 @@ Result<std::unique_ptr<BlockingConnection>> BlockingConnection::ConnectUnix(cons
 }
 
 BlockingConnection::BlockingConnection(int fd, std::string peer)
-    : fd_(fd), wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), peer_(std::move(peer)) {
-  rbuf_.resize(1 << 16);
-}
+    : fd_(fd), wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), peer_(std::move(peer)), reader_(1 << 16) {}
 
 BlockingConnection::~BlockingConnection() {
   Shutdown("connection closed");
@@ -197,32 +195,21 @@ Status BlockingConnection::ReadSome(Deadline deadline, int spin_us, std::vector<
     }
   }
   if (r <= 0 || p[0].revents == 0) return Status::OK();  // nothing yet; the caller checks its deadline
-  if (rbuf_.size() - rbuf_filled_ < 4096) rbuf_.resize(rbuf_.size() * 2);
-  ssize_t n = ::recv(fd_, rbuf_.data() + rbuf_filled_, rbuf_.size() - rbuf_filled_, MSG_DONTWAIT);
+  PHALANX_ASSIGN_OR_RETURN(auto space, reader_.Space());
+  ssize_t n = ::recv(fd_, space.first, space.second, MSG_DONTWAIT);
   if (n == 0) return Status::Unavailable(peer_ + " closed the connection (did the raylet die?)");
   if (n < 0) {
     if (errno == EAGAIN || errno == EINTR) return Status::OK();
     return Status::Unavailable(peer_ + ": read failed: " + std::strerror(errno));
   }
-  rbuf_filled_ += static_cast<size_t>(n);
-  size_t pos = 0;
-  while (rbuf_filled_ - pos >= kFrameHeaderSize) {
-    FrameHeader h = DecodeHeader(rbuf_.data() + pos);
-    PHALANX_RETURN_IF_ERROR(ValidateHeader(h));
-    size_t total = kFrameHeaderSize + h.length;
-    if (rbuf_filled_ - pos < total) {
-      if (rbuf_.size() < total) rbuf_.resize(total);
-      break;
-    }
-    out->push_back(Frame{h, std::string(rbuf_.data() + pos + kFrameHeaderSize, h.length)});
-    pos += total;
+  reader_.Commit(static_cast<size_t>(n));
+  while (true) {
+    FrameHeader h;
+    const char* body = nullptr;
+    PHALANX_ASSIGN_OR_RETURN(bool got, reader_.Next(&h, &body));
+    if (!got) return Status::OK();
+    out->push_back(Frame{h, std::string(body, h.length)});
   }
-  if (pos > 0) {
-    std::memmove(rbuf_.data(), rbuf_.data() + pos, rbuf_filled_ - pos);
-    rbuf_filled_ -= pos;
-  }
-  if (rbuf_.size() > (1u << 20) && rbuf_filled_ < (1u << 16)) rbuf_.resize(1 << 16);
-  return Status::OK();
 }
 
 Status BlockingConnection::ReadExact(char* dst, size_t n, Deadline deadline) {

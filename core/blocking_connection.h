@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/frame.h"
+#include "core/frame_reader.h"
 #include "core/status.h"
 
 namespace phalanx {
@@ -95,8 +96,7 @@ class BlockingConnection {
   std::deque<Frame> pushes_;                   // guarded by mu_
   PushFilter push_filter_;                     // guarded by mu_
   uint64_t next_request_id_ = 1;               // guarded by mu_
-  std::vector<char> rbuf_;                     // touched only by the current reader
-  size_t rbuf_filled_ = 0;
+  FrameReader reader_;                         // touched only by the current reader
 };
 
 }  // namespace phalanx

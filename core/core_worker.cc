@@ -8,6 +8,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/message_limits.h"
 #include "core/status_proto.h"
 
 namespace phalanx {
@@ -116,11 +117,25 @@ std::string CoreWorker::NextPutId() {
   return MakeObjectId(MakeTaskId(client_id_, (put_counter_.fetch_add(1) << 1) | 1), 0);
 }
 
+namespace {
+// Appends the frame to `out`, unless it is larger than a receiver takes.
+Status AppendFrame(std::string* out, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m) {
+  size_t before = out->size();
+  *out += EncodeFrame(type, 0, request_id, m);
+  size_t body = out->size() - before - kFrameHeaderSize;
+  if (body <= MaxFrameBody(type, 0)) return Status::OK();
+  out->resize(before);
+  return Status::InvalidArgument("a message of " + std::to_string(body >> 20) + " MiB is larger than the " +
+                                 std::to_string(MaxFrameBody(type, 0) >> 20) + " MiB a raylet takes for its kind (" +
+                                 std::to_string(type) + "); pass large values through the object store (put)");
+}
+}  // namespace
+
 Status CoreWorker::Send(uint16_t type, const google::protobuf::MessageLite& m) {
   std::lock_guard<std::mutex> l(refs_mu_);
   PHALANX_RETURN_IF_ERROR(FlushLocked());
   bool was_empty = out_buf_.empty();
-  out_buf_ += EncodeFrame(type, 0, 0, m);
+  PHALANX_RETURN_IF_ERROR(AppendFrame(&out_buf_, type, 0, m));
   if (out_buf_.size() >= kOutBufferBytes) return WriteOutLocked();
   if (was_empty) refs_cv_.notify_one();  // the flusher sends the batch shortly
   return Status::OK();
@@ -129,7 +144,7 @@ Status CoreWorker::Send(uint16_t type, const google::protobuf::MessageLite& m) {
 Status CoreWorker::SendNow(uint16_t type, const google::protobuf::MessageLite& m) {
   std::lock_guard<std::mutex> l(refs_mu_);
   PHALANX_RETURN_IF_ERROR(FlushLocked());
-  out_buf_ += EncodeFrame(type, 0, 0, m);
+  PHALANX_RETURN_IF_ERROR(AppendFrame(&out_buf_, type, 0, m));
   return WriteOutLocked();
 }
 
@@ -145,7 +160,7 @@ Result<Frame> CoreWorker::Call(uint16_t type, const google::protobuf::MessageLit
   {
     std::lock_guard<std::mutex> l(refs_mu_);
     PHALANX_RETURN_IF_ERROR(FlushLocked());
-    out_buf_ += EncodeFrame(type, 0, id, m);
+    PHALANX_RETURN_IF_ERROR(AppendFrame(&out_buf_, type, id, m));
     PHALANX_RETURN_IF_ERROR(WriteOutLocked());
   }
   Deadline deadline = timeout_ms < 0 ? DeadlineAfterMs(-1) : DeadlineAfterMs(timeout_ms + options_.grace_ms);
@@ -470,7 +485,12 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     if (type == rpc::EXIT_WORKER) return Status::Unavailable("the raylet asked this worker to exit");
     if (type != rpc::PUSH_TASK && type != rpc::DIRECT_CALL) continue;
     rpc::PushTask t;
-    if (!t.ParseFromString(f.value().body)) return Status::Internal("malformed task");
+    if (!t.ParseFromString(f.value().body)) {
+      if (type == rpc::PUSH_TASK) return Status::Internal("malformed task from the raylet");
+      PHALANX_LOG(Warning) << "malformed direct call; closing its connection";
+      Io()->Close(f.value().header.request_id);
+      continue;
+    }
     if (type == rpc::PUSH_TASK) {
       std::lock_guard<std::mutex> l(server_mu_);
       if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) creations_.insert(t.spec().task_id());
@@ -479,6 +499,11 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     }
     // A call straight from a caller: its ref arguments live in this node's raylet.
     uint64_t conn = f.value().header.request_id;
+    if (Status valid = ValidateTaskSpec(t.spec()); !valid.ok()) {  // nothing of it runs or is kept
+      PHALANX_LOG(Warning) << "refused a direct call: " << valid.message() << "; closing its connection";
+      Io()->Close(conn);
+      continue;
+    }
     std::vector<std::string> ref_ids;
     for (const auto& a : t.spec().args()) {
       if (!a.object_id().empty()) ref_ids.push_back(a.object_id());

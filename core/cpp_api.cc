@@ -1,17 +1,21 @@
 // The non-template half of the C++ API (core/include/phalanx/api.h): the
 // process's core worker, the embedded cluster, and the C++ worker loop.
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
+#include "core/auth.h"
 #include "core/core_worker.h"
 #include "core/ids.h"
 #include "core/process.h"
@@ -23,7 +27,6 @@ namespace {
 std::mutex g_mu;
 std::shared_ptr<CoreWorker> g_core;
 std::vector<pid_t> g_started;  // redis-server and raylet of an embedded cluster
-std::string g_worker_command;  // how the raylet starts a worker of this program
 
 std::shared_ptr<CoreWorker> Core() {
   std::lock_guard<std::mutex> l(g_mu);
@@ -52,15 +55,46 @@ int FreePort() {
   return 0;
 }
 
-std::string StartEmbedded() {
+// How this program's raylet starts its C++ workers: the generic worker
+// loading `libraries`, or else this program itself in worker mode.
+std::string CppWorkerCommand(const std::vector<std::string>& libraries) {
+  if (libraries.empty()) return "env PHALANX_CPP_WORKER=1 " + SelfExe();
+  std::string libs;
+  for (const auto& l : libraries) libs += (libs.empty() ? "" : ":") + l;
+  const char* env_bin = std::getenv("PHALANX_CPP_WORKER_BIN");
+  return "env PHALANX_CPP_WORKER=1 PHALANX_CPP_LIBS=" + libs + " " +
+         (env_bin ? env_bin : PHALANX_DEFAULT_CPP_WORKER_BIN);
+}
+
+// A session token of its own (docs/security.md): redis-server's password and
+// what peer connections prove; in the environment the raylet inherits, and
+// in the session folder (0600) for other processes of this user.
+std::string MakeSessionToken(const std::string& dir) {
+  std::string token = ToHex(SecureRandomBytes(16));
+  std::string path = dir + "/token";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ssize_t n = ::write(fd, token.data(), token.size());
+    (void)n;
+    ::close(fd);
+  }
+  ::setenv("PHALANX_CLUSTER_TOKEN", token.c_str(), 1);
+  return token;
+}
+
+std::string StartEmbedded(const std::vector<std::string>& libraries) {
   std::string dir = "/tmp/phalanx/session_cpp_" + std::to_string(::getpid());
-  ::mkdir("/tmp/phalanx", 0755);
-  ::mkdir(dir.c_str(), 0755);
-  ::mkdir((dir + "/logs").c_str(), 0755);
+  ::mkdir("/tmp/phalanx", 01777);  // shared by this machine's users, like /tmp
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw std::runtime_error("cannot make the session folder " + dir + ": " + std::strerror(errno));
+  }
+  ::chmod(dir.c_str(), 0700);
+  ::mkdir((dir + "/logs").c_str(), 0700);
+  std::string token = MakeSessionToken(dir);
   int port = FreePort();
   g_started.push_back(SpawnProcess({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", dir},
-                            dir + "/logs/redis.log"));
+                                    "--appendonly", "no", "--dir", dir, "--requirepass", token},
+                                   dir + "/logs/redis.log"));
   for (int i = 0; i < 500; ++i) {
     redisContext* c = redisConnect("127.0.0.1", port);
     bool ok = c != nullptr && !c->err;
@@ -73,9 +107,10 @@ std::string StartEmbedded() {
   std::string sock = dir + "/raylet.sock";
   unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   g_started.push_back(SpawnProcess({raylet, "--socket", sock, "--session-dir", dir, "--redis-address",
-                             "127.0.0.1:" + std::to_string(port), "--worker-command", "/bin/false",
-                             "--prestart-workers", "0", "--num-cpus", std::to_string(cpus)},
-                            dir + "/logs/raylet.log"));
+                                    "127.0.0.1:" + std::to_string(port), "--worker-command", "/bin/false",
+                                    "--cpp-worker-command", CppWorkerCommand(libraries), "--prestart-workers", "0",
+                                    "--num-cpus", std::to_string(cpus)},
+                                   dir + "/logs/raylet.log"));
   return sock;
 }
 
@@ -86,6 +121,15 @@ std::string FindRaylet(const std::string& address) {
   if (c == nullptr || c->err) {
     if (c) redisFree(c);
     throw std::runtime_error("cannot reach redis-server (GCS) at " + address);
+  }
+  if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) {
+    auto* a = static_cast<redisReply*>(redisCommand(c, "AUTH %s", token));
+    bool ok = a != nullptr && a->type == REDIS_REPLY_STATUS;
+    if (a) freeReplyObject(a);
+    if (!ok) {
+      redisFree(c);
+      throw std::runtime_error("redis-server (GCS) at " + address + " refused PHALANX_CLUSTER_TOKEN");
+    }
   }
   auto* r = static_cast<redisReply*>(redisCommand(c, "HGETALL nodes"));
   std::string found;
@@ -203,7 +247,7 @@ std::string Submit(const std::string& name, const std::vector<Arg>& args, const 
   spec.set_num_returns(1);
   spec.set_kind(static_cast<rpc::TaskKind>(kind));
   spec.set_caller_id(core->client_id());
-  spec.set_worker_command(g_worker_command);
+  spec.set_language(rpc::LANGUAGE_CPP);
   double cpus = kind == 0 ? 1.0 : 0.0;
   for (const auto& [k, v] : res) {
     if (k == "CPU") {
@@ -268,16 +312,11 @@ void Init(const InitOptions& options) {
     internal::RunWorkerLoop();
   }
   const std::string& address = options.address;
-  std::string sock = address.empty() ? StartEmbedded() : FindRaylet(address);
-  if (options.code_libraries.empty()) {
-    g_worker_command = "env PHALANX_CPP_WORKER=1 " + SelfExe();
-  } else {
-    std::string libs;
-    for (const auto& l : options.code_libraries) libs += (libs.empty() ? "" : ":") + l;
-    const char* env_bin = std::getenv("PHALANX_CPP_WORKER_BIN");
-    g_worker_command = "env PHALANX_CPP_WORKER=1 PHALANX_CPP_LIBS=" + libs + " " +
-                       (env_bin ? env_bin : PHALANX_DEFAULT_CPP_WORKER_BIN);
+  if (!address.empty() && !options.code_libraries.empty()) {
+    throw std::invalid_argument("code_libraries are for an embedded cluster: the nodes of a running cluster run "
+                                "the C++ workers they were started with (phalanx start --cpp-worker-libs)");
   }
+  std::string sock = address.empty() ? StartEmbedded(options.code_libraries) : FindRaylet(address);
   CoreWorkerOptions o;
   o.socket_path = sock;
   o.language = "cpp";

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "core/frame.h"
 #include "core/logging.h"
+#include "core/process.h"
 
 namespace phalanx {
 
@@ -39,8 +41,8 @@ void TuneTcp(int fd) {
 void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 }  // namespace
 
-DirectIo::DirectIo(FrameHandler on_frames, CloseHandler on_close)
-    : on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
+DirectIo::DirectIo(std::string token, FrameHandler on_frames, CloseHandler on_close)
+    : token_(std::move(token)), on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { Loop(); });
 }
@@ -69,12 +71,17 @@ void DirectIo::Wake() {
   (void)n;
 }
 
-uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer) {
+uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate) {
   auto c = std::make_shared<Conn>();
   c->fd = fd;
   c->listener = listener;
   c->tcp = tcp;
   c->peer = std::move(peer);
+  if (authenticate) {
+    c->handshake = std::make_unique<Handshake>(Handshake::Role::kServer, token_, c->peer);
+    c->handshake_deadline = Clock::now() + std::chrono::milliseconds(kAuthTimeoutMs);
+    c->reader.set_handshake_only(true);
+  }
   SetNonBlocking(fd);
   if (!listener && tcp) TuneTcp(fd);
   uint64_t id;
@@ -95,7 +102,10 @@ Status DirectIo::ListenUnix(const std::string& path) {
   ::unlink(path.c_str());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Unavailable(Errno("socket()"));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0) {
+  mode_t old_mask = ::umask(0077);  // only this user may connect
+  int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::umask(old_mask);
+  if (bound != 0 || ::listen(fd, 128) != 0) {
     Status st = Status::Unavailable(Errno(("cannot listen on " + path).c_str()));
     ::close(fd);
     return st;
@@ -134,7 +144,15 @@ Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_
   while (true) {
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return Status::Unavailable(Errno("socket()"));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return Add(fd, false, false, path);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      Status st = ClientHandshake(fd, token_, path, std::max<int64_t>(left, 1));
+      if (!st.ok()) {
+        ::close(fd);
+        return st;
+      }
+      return Add(fd, false, false, path);
+    }
     std::string err = std::strerror(errno);
     ::close(fd);
     if (Clock::now() >= deadline) return Status::Unavailable("cannot connect to " + path + ": " + err);
@@ -166,6 +184,11 @@ Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t
     std::string err = std::strerror(errno);
     ::close(fd);
     return Status::Unavailable("cannot connect to " + peer + ": " + err);
+  }
+  Status st = ClientHandshake(fd, token_, peer, std::max<int64_t>(timeout_ms, 1));
+  if (!st.ok()) {
+    ::close(fd);
+    return st;
   }
   return Add(fd, false, true, peer);
 }
@@ -257,9 +280,36 @@ void DirectIo::Close(uint64_t conn) {
   if (it->second->fd >= 0) ::shutdown(it->second->fd, SHUT_RDWR);
 }
 
+bool DirectIo::OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body, Status* why) {
+  auto reply = c.handshake->OnFrame(h, body, h.length);
+  if (!reply.ok()) {
+    LogRefusedPeer(c.peer, reply.status().message());
+    *why = reply.status();
+    return false;
+  }
+  if (!reply.value().empty()) {
+    std::lock_guard<std::mutex> w(c.write_mu);
+    c.out += reply.value();
+    Status st = WriteOutLocked(c);
+    if (!st.ok()) {
+      *why = st;
+      return false;
+    }
+  }
+  if (c.handshake->done()) {
+    c.handshake.reset();
+    c.reader.set_handshake_only(false);
+  }
+  return true;
+}
+
 bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
-  if (c.rbuf.size() - c.filled < kReadChunk / 4) c.rbuf.resize(std::max(c.rbuf.size() * 2, kReadChunk));
-  ssize_t n = ::recv(c.fd, c.rbuf.data() + c.filled, c.rbuf.size() - c.filled, MSG_DONTWAIT);
+  auto space = c.reader.Space();
+  if (!space.ok()) {
+    *why = Status::Unavailable(c.peer + ": " + space.status().message());
+    return false;
+  }
+  ssize_t n = ::recv(c.fd, space.value().first, space.value().second, MSG_DONTWAIT);
   if (n == 0) {
     *why = Status::Unavailable(c.peer + " closed the connection");
     return false;
@@ -269,29 +319,23 @@ bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
     *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
     return false;
   }
-  c.filled += static_cast<size_t>(n);
-  size_t pos = 0;
-  while (c.filled - pos >= kFrameHeaderSize) {
-    FrameHeader h = DecodeHeader(c.rbuf.data() + pos);
-    Status st = ValidateHeader(h);
-    if (!st.ok()) {
-      *why = Status::Unavailable(c.peer + " sent a malformed frame: " + st.message());
+  c.reader.Commit(static_cast<size_t>(n));
+  while (true) {
+    FrameHeader h;
+    const char* body = nullptr;
+    auto got = c.reader.Next(&h, &body);
+    if (!got.ok()) {
+      if (c.handshake) LogRefusedPeer(c.peer, got.status().message());
+      *why = Status::Unavailable(c.peer + " sent a malformed frame: " + got.status().message());
       return false;
     }
-    size_t total = kFrameHeaderSize + h.length;
-    if (c.filled - pos < total) {
-      if (c.rbuf.size() < total) c.rbuf.resize(total);
-      break;
+    if (!got.value()) return true;
+    if (c.handshake) {
+      if (!OnHandshakeFrame(c, h, body, why)) return false;
+      continue;
     }
-    out->push_back(Frame{h, std::string(c.rbuf.data() + pos + kFrameHeaderSize, h.length)});
-    pos += total;
+    out->push_back(Frame{h, std::string(body, h.length)});
   }
-  if (pos > 0) {
-    std::memmove(c.rbuf.data(), c.rbuf.data() + pos, c.filled - pos);
-    c.filled -= pos;
-  }
-  if (c.rbuf.size() > (1u << 22) && c.filled < kReadChunk) c.rbuf.resize(kReadChunk);
-  return true;
 }
 
 void DirectIo::Loop() {
@@ -307,11 +351,21 @@ void DirectIo::Loop() {
     conns.push_back(nullptr);
     bool queued;
     Clock::time_point since;
+    Clock::time_point auth_due = Clock::time_point::max();  // the next handshake deadline
+    std::vector<std::pair<uint64_t, std::shared_ptr<Conn>>> expired;
     {
       std::lock_guard<std::mutex> l(mu_);
       queued = !queued_.empty();
       since = queued_since_;
+      auto now = Clock::now();
       for (auto& [id, c] : conns_) {
+        if (c->handshake) {
+          if (c->handshake_deadline <= now) {
+            expired.emplace_back(id, c);
+            continue;
+          }
+          auth_due = std::min(auth_due, c->handshake_deadline);
+        }
         short events = POLLIN;
         {
           std::lock_guard<std::mutex> w(c->write_mu);
@@ -322,13 +376,20 @@ void DirectIo::Loop() {
         conns.push_back(c);
       }
     }
+    for (auto& [id, c] : expired) {  // silent or slow to authenticate: closed, never read
+      LogRefusedPeer(c->peer, "did not authenticate within " + std::to_string(kAuthTimeoutMs) + " ms");
+      Drop(id, *c, Status::Unavailable(c->peer + " did not authenticate"), /*report=*/false);
+    }
     int r;
-    if (queued) {
+    Clock::time_point wake = auth_due;
+    if (queued) wake = std::min(wake, since + kQueueDelay);
+    if (wake != Clock::time_point::max()) {
       // Let a burst of SendLater frames gather, then write each socket's in one go.
-      auto left = std::max(Clock::duration::zero(), since + kQueueDelay - Clock::now());
-      timespec ts{0, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count()};
+      auto left = std::max(Clock::duration::zero(), wake - Clock::now());
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
       r = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-      if (Clock::now() >= since + kQueueDelay) Flush();
+      if (queued && Clock::now() >= since + kQueueDelay) Flush();
     } else {
       r = ::poll(fds.data(), fds.size(), -1);
     }
@@ -353,8 +414,26 @@ void DirectIo::Loop() {
         (void)WriteOutLocked(c);
       }
       if (c.listener) {
-        int fd = ::accept4(c.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) Add(fd, false, c.tcp, "caller on " + c.peer);
+        sockaddr_storage from{};
+        socklen_t from_len = sizeof(from);
+        int fd = ::accept4(c.fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) continue;
+        std::string peer = "caller on " + c.peer;
+        if (c.tcp && from.ss_family == AF_INET) {
+          char ip[INET_ADDRSTRLEN] = {};
+          auto* in = reinterpret_cast<sockaddr_in*>(&from);
+          ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+          peer = std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+        }
+        if (!c.tcp) {
+          Status who = CheckPeerUser(fd);
+          if (!who.ok()) {
+            LogRefusedPeer(c.peer, who.message());
+            ::close(fd);
+            continue;
+          }
+        }
+        Add(fd, false, c.tcp, peer, /*authenticate=*/true);
         continue;
       }
       std::vector<Frame> frames;
@@ -362,21 +441,26 @@ void DirectIo::Loop() {
       bool open = ReadFrom(c, &frames, &why);
       if (!frames.empty()) on_frame_(id, frames);
       if (open) continue;
-      if (!why.message().empty() && why.message().find("closed the connection") == std::string::npos) {
+      bool authenticated = !c.handshake;
+      if (authenticated && !why.message().empty() && why.message().find("closed the connection") == std::string::npos) {
         PHALANX_LOG(Warning) << "direct connection lost: " << why.message();
       }
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        conns_.erase(id);
-      }
-      {
-        std::lock_guard<std::mutex> w(c.write_mu);
-        ::close(c.fd);
-        c.fd = -1;
-      }
-      on_close_(id, why);
+      Drop(id, c, why, /*report=*/authenticated);
     }
   }
+}
+
+void DirectIo::Drop(uint64_t id, Conn& c, const Status& why, bool report) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    conns_.erase(id);
+  }
+  {
+    std::lock_guard<std::mutex> w(c.write_mu);
+    if (c.fd >= 0) ::close(c.fd);
+    c.fd = -1;
+  }
+  if (report) on_close_(id, why);  // (a peer that never authenticated was never reported)
 }
 
 }  // namespace phalanx

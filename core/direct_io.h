@@ -10,6 +10,11 @@
 // write to each other faster than they read cannot wedge each other. TCP
 // sockets use TCP_NODELAY and keepalive probes, so a peer whose machine
 // vanishes is noticed within seconds instead of never.
+// Every connection opens with the cluster-token handshake (core/auth.h):
+// Connect* runs the client side before it returns, and an accepted socket
+// reports no frame before its peer proved the token (within kAuthTimeoutMs,
+// else it is closed and the address logged). Unix peers must also run as
+// this process's user. Memory follows the bytes that arrived (FrameReader).
 // Idle, the thread sleeps in poll(): no CPU.
 // Thread-safe.
 #pragma once
@@ -24,7 +29,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/blocking_connection.h"
+#include "core/frame_reader.h"
 #include "core/status.h"
 
 namespace phalanx {
@@ -34,14 +41,16 @@ class DirectIo {
   using FrameHandler = std::function<void(uint64_t conn, std::vector<Frame>& frames)>;
   using CloseHandler = std::function<void(uint64_t conn, const Status& why)>;
 
-  DirectIo(FrameHandler on_frames, CloseHandler on_close);
+  // `token`: the cluster token both ends of every connection prove (non-empty).
+  DirectIo(std::string token, FrameHandler on_frames, CloseHandler on_close);
   ~DirectIo();  // closes every socket (without calling on_close) and joins the thread
 
   // Listens; accepted sockets get ids of their own and report through the handlers.
   Status ListenUnix(const std::string& path);
   // Listens on `host` with a port the kernel picks; returns the port.
   Result<int> ListenTcp(const std::string& host);
-  // Connects and returns the socket's id. `peer` names it in errors.
+  // Connects, authenticates (the whole within `timeout_ms`) and returns the
+  // socket's id. Unavailable/TimedOut name the peer.
   Result<uint64_t> ConnectUnix(const std::string& path, int64_t timeout_ms);
   Result<uint64_t> ConnectTcp(const std::string& host, int port, int64_t timeout_ms);
   // Writes `bytes` (whole frames) to socket `conn`. Unavailable when it is gone.
@@ -65,18 +74,25 @@ class DirectIo {
     std::mutex write_mu;
     std::string out;        // bytes not written yet, in order; guarded by write_mu
     bool blocked = false;   // the socket took no more: the poll thread writes `out` (POLLOUT); guarded
-    std::vector<char> rbuf;
-    size_t filled = 0;
+    FrameReader reader{1024};
+    std::unique_ptr<Handshake> handshake;  // accepted sockets, until the peer authenticated
+    Clock::time_point handshake_deadline;
   };
-  uint64_t Add(int fd, bool listener, bool tcp, std::string peer);
+  // `authenticate`: an accepted socket, whose peer must prove the token first.
+  uint64_t Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate = false);
+  // A handshake frame on an accepted socket; false if the peer failed.
+  bool OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body, Status* why);
   void Wake();
   void Loop();
+  // Forgets and closes `c`; tells on_close if `report`. Poll thread only.
+  void Drop(uint64_t id, Conn& c, const Status& why, bool report);
   // Reads what `c` has; false when it closed or failed (`why` says how).
   bool ReadFrom(Conn& c, std::vector<Frame>* out, Status* why);
   // Writes `out` as far as the socket takes it without blocking; what is
   // left stays queued for POLLOUT. REQUIRES c.write_mu held.
   Status WriteOutLocked(Conn& c);
 
+  std::string token_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
   int wake_fd_ = -1;

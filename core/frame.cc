@@ -1,17 +1,81 @@
 #include "core/frame.h"
 
+#include "core/proto/phalanx.pb.h"
+
 namespace phalanx {
 
+uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
+  bool reply = (flags & kReplyFlag) != 0;
+  switch (type) {
+    case rpc::AUTH_HELLO:
+    case rpc::AUTH_CHALLENGE:
+    case rpc::AUTH_PROOF:
+      return kHandshakeBody;
+    // Fixed fields; their replies are small too, except those that carry values.
+    case rpc::REGISTER_CLIENT:
+    case rpc::GET_STATS:
+    case rpc::GET_ACTOR:
+    case rpc::KILL_ACTOR:
+    case rpc::SEAL_OBJECT:
+    case rpc::ABORT_CREATE:
+    case rpc::EXIT_WORKER:
+    case rpc::RAYLET_FAILING:
+    case rpc::CLIENT_WARNING:
+    case rpc::DIRECT_HELLO:
+    case rpc::REDUCE_STEP:
+      return kSmallBody;
+    case rpc::GET_FUNCTION:
+    case rpc::PULL_OBJECT:
+      return reply ? kValueBody : kSmallBody;  // a pickled function; a range of an object
+    // Lists of ids (and the payloads of a rendezvous).
+    case rpc::GET_OBJECTS:
+      return reply ? kMaxFrameBody : kListBody;  // the raylet's answer: inline values, to a local client
+    case rpc::WAIT_OBJECTS:
+    case rpc::CREATE_OBJECT:
+    case rpc::RELEASE_OBJECTS:
+    case rpc::UPDATE_REFS:
+    case rpc::TASKS_RECALLED:
+    case rpc::ACTOR_ROUTE:
+    case rpc::EXPECT_RETURNS:
+    case rpc::FETCH_OBJECTS:
+    case rpc::REDUCE_OBJECTS:
+    case rpc::REDUCED_INPUTS:
+    case rpc::RELEASE_HELD:
+    case rpc::DROP_PARTIALS:
+    case rpc::ASSEMBLE_SLICES:
+    case rpc::RENDEZVOUS:
+    case rpc::LOCATE_OBJECTS:
+    case rpc::LOSE_OBJECTS:
+    case rpc::RECALL_TASKS:
+      return kListBody;
+    // Tasks and results with their inline values.
+    case rpc::SUBMIT_TASK:
+    case rpc::PUT_INLINE:
+    case rpc::REGISTER_FUNCTION:
+    case rpc::TASK_DONE:
+    case rpc::DIRECT_RESULTS:
+    case rpc::FORWARD_TASK:
+    case rpc::PUSH_TASK:
+    case rpc::DIRECT_CALL:
+    case rpc::DIRECT_DONE:
+      return kValueBody;
+    default:
+      return 0;
+  }
+}
+
 Status ValidateHeader(const FrameHeader& h) {
-  if (h.length > kMaxFrameBody) {
-    return Status::InvalidArgument("malformed frame: body of " + std::to_string(h.length) +
-                                   " bytes exceeds the limit of " + std::to_string(kMaxFrameBody));
-  }
-  if (h.type == 0 || h.type >= kMaxMessageType) {
-    return Status::InvalidArgument("malformed frame: unknown message type " + std::to_string(h.type));
-  }
   if (h.flags > kReplyFlag) {
     return Status::InvalidArgument("malformed frame: unknown flags " + std::to_string(h.flags));
+  }
+  uint32_t limit = MaxFrameBody(h.type, h.flags);
+  if (limit == 0) {
+    return Status::InvalidArgument("malformed frame: unknown message type " + std::to_string(h.type));
+  }
+  if (h.length > limit) {
+    return Status::InvalidArgument("malformed frame: a message of type " + std::to_string(h.type) + " of " +
+                                   std::to_string(h.length) + " bytes exceeds its limit of " +
+                                   std::to_string(limit));
   }
   return Status::OK();
 }

@@ -4,9 +4,10 @@
 //
 // little-endian, 16-byte header, body = one serialized protobuf message whose
 // kind the type names (rpc::MessageType). A reply carries kReplyFlag and the
-// request id of its request. A frame longer than kMaxFrameBody or with an
-// unknown type is malformed: the receiver closes that connection and logs the
-// peer, the rest of the process goes on.
+// request id of its request. A frame longer than its type's limit
+// (MaxFrameBody) or with an unknown type is malformed: the receiver closes
+// that connection and logs the peer, the rest of the process goes on.
+// Receivers never allocate by a declared length (core/frame_reader.h).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,13 @@
 namespace phalanx {
 
 inline constexpr size_t kFrameHeaderSize = 16;
-inline constexpr uint32_t kMaxFrameBody = 1u << 30;  // 1 GiB: larger values go through the store
+inline constexpr uint32_t kMaxFrameBody = 1u << 30;  // 1 GiB: no frame is larger (larger values go through the store)
+// Per-type limits (MaxFrameBody): the handshake, control messages of fixed
+// fields, control messages with lists of ids, and messages that carry values.
+inline constexpr uint32_t kHandshakeBody = 256;
+inline constexpr uint32_t kSmallBody = 64u << 10;
+inline constexpr uint32_t kListBody = 64u << 20;
+inline constexpr uint32_t kValueBody = 512u << 20;
 inline constexpr uint16_t kReplyFlag = 1;
 inline constexpr uint16_t kMaxMessageType = 64;
 
@@ -47,7 +54,13 @@ inline FrameHeader DecodeHeader(const char* in) {
   return h;
 }
 
-// OK when the header could belong to a well-formed frame.
+// The largest body a frame of this type (request, or reply with kReplyFlag)
+// may have; 0 for types no peer sends.
+uint32_t MaxFrameBody(uint16_t type, uint16_t flags);
+inline bool IsHandshake(uint16_t type) { return type >= 50 && type <= 52; }
+
+// OK when the header could belong to a well-formed frame: known type and
+// flags, body within its type's limit.
 Status ValidateHeader(const FrameHeader& h);
 
 // Header and body in one string, ready to write.

@@ -8,8 +8,22 @@ namespace phalanx {
 
 namespace asio = boost::asio;
 
+namespace {
+// A connection starts with a small buffer (a thousand idle or unauthenticated
+// ones cost little); it grows with the bytes that arrive.
+constexpr size_t kInitialReadBuffer = 1024;
+}  // namespace
+
 FramedConnection::FramedConnection(Socket socket, std::string peer_name)
-    : socket_(std::move(socket)), peer_name_(std::move(peer_name)) {}
+    : socket_(std::move(socket)), peer_name_(std::move(peer_name)), reader_(kInitialReadBuffer) {}
+
+void FramedConnection::RequireAuth(Handshake::Role role, const std::string& token, std::string address,
+                                   int64_t timeout_ms) {
+  handshake_ = std::make_unique<Handshake>(role, token, peer_name_);
+  auth_address_ = std::move(address);
+  reader_.set_handshake_only(true);
+  auth_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), std::chrono::milliseconds(timeout_ms));
+}
 
 FramedConnection::~FramedConnection() {
   boost::system::error_code ec;
@@ -19,70 +33,98 @@ FramedConnection::~FramedConnection() {
 void FramedConnection::Start(FrameHandler on_frame, CloseHandler on_close) {
   on_frame_ = std::move(on_frame);
   on_close_ = std::move(on_close);
-  rbuf_.resize(64 * 1024);
+  if (handshake_) {
+    std::weak_ptr<FramedConnection> weak = shared_from_this();
+    int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(auth_timer_->expiry() -
+                                                                       asio::steady_timer::clock_type::now())
+                     .count();
+    auth_timer_->async_wait([weak, ms](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->closed_ || !self->handshake_) return;
+      std::string why = "did not authenticate within " + std::to_string(std::max<int64_t>(ms, 0)) + " ms";
+      LogRefusedPeer(self->auth_address_, why);
+      self->Fail(Status::Unavailable(self->peer_name_ + " " + why));
+    });
+    std::string hello = handshake_->Begin();
+    if (!hello.empty()) {
+      handshake_out_.push_back(OutFrame{std::move(hello)});
+      WriteMore();
+    }
+  }
   ReadMore();
 }
 
-size_t FramedConnection::ReadSpace() const {
-  size_t space = rbuf_.size() - rbuf_filled_;
-  if (rbuf_filled_ < kFrameHeaderSize) return space;
-  size_t total = kFrameHeaderSize + DecodeHeader(rbuf_.data()).length;
-  // (A frame in rbuf_ is incomplete here: DispatchFrames took the whole ones.)
-  if (total < (64u << 10) || total <= rbuf_filled_) return space;
-  return std::min(space, total - rbuf_filled_);
-}
-
 void FramedConnection::ReadMore() {
-  if (rbuf_.size() - rbuf_filled_ < 4096) rbuf_.resize(rbuf_.size() * 2);
+  auto space = reader_.Space();
+  if (!space.ok()) {
+    PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
+    Fail(space.status());
+    return;
+  }
   auto self = shared_from_this();
   socket_.async_read_some(
-      asio::buffer(rbuf_.data() + rbuf_filled_, ReadSpace()),
+      asio::buffer(space.value().first, space.value().second),
       [this, self](const boost::system::error_code& ec, size_t n) {
         if (closed_) return;
         if (ec) {
-          bool clean = ec == asio::error::eof && rbuf_filled_ == 0;
+          bool clean = ec == asio::error::eof && reader_.buffered() == 0;
           Fail(clean ? Status::OK()
                      : Status::Unavailable(peer_name_ + ": " +
                                            (ec == asio::error::eof ? "connection lost mid-frame" : ec.message())));
           return;
         }
-        rbuf_filled_ += n;
+        reader_.Commit(n);
         if (!DispatchFrames()) return;
         ReadMore();
       });
 }
 
+bool FramedConnection::OnHandshakeFrame(const FrameHeader& h, const char* body) {
+  auto reply = handshake_->OnFrame(h, body, h.length);
+  if (!reply.ok()) {
+    LogRefusedPeer(auth_address_, reply.status().message());
+    Fail(reply.status());
+    return false;
+  }
+  if (!reply.value().empty()) handshake_out_.push_back(OutFrame{std::move(reply).value()});
+  if (handshake_->done()) {
+    handshake_.reset();
+    auth_timer_->cancel();
+    reader_.set_handshake_only(false);
+  }
+  if (writing_.empty()) WriteMore();
+  return true;
+}
+
 bool FramedConnection::DispatchFrames() {
-  size_t pos = 0;
-  while (rbuf_filled_ - pos >= kFrameHeaderSize) {
-    FrameHeader h = DecodeHeader(rbuf_.data() + pos);
-    Status st = ValidateHeader(h);
-    if (!st.ok()) {
-      PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << st.message();
-      Fail(st);
+  while (true) {
+    FrameHeader h;
+    const char* body = nullptr;
+    auto got = reader_.Next(&h, &body);
+    if (!got.ok()) {
+      if (handshake_) {
+        LogRefusedPeer(auth_address_, got.status().message());
+      } else {
+        PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << got.status().message();
+      }
+      Fail(got.status());
       return false;
     }
-    size_t total = kFrameHeaderSize + h.length;
-    if (rbuf_filled_ - pos < total) {
-      if (rbuf_.size() < total) rbuf_.resize(total);
-      break;
+    if (!got.value()) return true;
+    if (handshake_) {
+      if (!OnHandshakeFrame(h, body)) return false;
+      continue;
     }
-    on_frame_(h, h.length ? rbuf_.data() + pos + kFrameHeaderSize : nullptr, h.length);
+    on_frame_(h, h.length ? body : nullptr, h.length);
     if (closed_) return false;
-    pos += total;
   }
-  if (pos > 0) {
-    std::memmove(rbuf_.data(), rbuf_.data() + pos, rbuf_filled_ - pos);
-    rbuf_filled_ -= pos;
-  }
-  if (rbuf_.size() > (4u << 20) && rbuf_filled_ < (64u << 10)) rbuf_.resize(64 * 1024);
-  return true;
 }
 
 void FramedConnection::Send(OutFrame frame) {
   if (closed_) return;
   queued_bytes_ += frame.size();
   queue_.push_back(std::move(frame));
+  if (handshake_) return;  // written once the peer authenticated
   if (writing_.empty() && !write_scheduled_) {
     // Write after the current handler: whatever else it sends joins this write.
     write_scheduled_ = true;
@@ -94,21 +136,28 @@ void FramedConnection::Send(OutFrame frame) {
 }
 
 void FramedConnection::WriteMore() {
-  if (queue_.empty() || closed_) return;
+  if (closed_) return;
   std::vector<asio::const_buffer> bufs;
-  size_t total = 0;
-  while (!queue_.empty() && bufs.size() < 256 && total < (8u << 20)) {
-    writing_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
-    const OutFrame& f = writing_.back();
-    total += f.size();
-    bufs.emplace_back(asio::buffer(f.bytes));
-    if (f.tail_len > 0) bufs.emplace_back(asio::buffer(f.tail, f.tail_len));
-  }
+  size_t total = 0;        // bytes in this write
+  size_t from_queue = 0;   // of those, Send's (counted in queued_bytes_)
+  auto take = [&](std::deque<OutFrame>& q, bool counted) {
+    while (!q.empty() && bufs.size() < 256 && total < (8u << 20)) {
+      writing_.push_back(std::move(q.front()));
+      q.pop_front();
+      const OutFrame& f = writing_.back();
+      total += f.size();
+      if (counted) from_queue += f.size();
+      bufs.emplace_back(asio::buffer(f.bytes));
+      if (f.tail_len > 0) bufs.emplace_back(asio::buffer(f.tail, f.tail_len));
+    }
+  };
+  take(handshake_out_, false);
+  if (!handshake_ && handshake_out_.empty()) take(queue_, true);
+  if (bufs.empty()) return;
   auto self = shared_from_this();
-  asio::async_write(socket_, bufs, [this, self, total](const boost::system::error_code& ec, size_t) {
+  asio::async_write(socket_, bufs, [this, self, from_queue](const boost::system::error_code& ec, size_t) {
     writing_.clear();
-    queued_bytes_ -= total;
+    queued_bytes_ -= from_queue;
     if (closed_) return;
     if (ec) {
       Fail(Status::Unavailable(peer_name_ + ": write failed: " + ec.message()));
@@ -150,6 +199,8 @@ void FramedConnection::Fail(const Status& why) {
   boost::system::error_code ec;
   socket_.close(ec);
   queue_.clear();
+  handshake_out_.clear();
+  if (auth_timer_) auth_timer_->cancel();
   if (on_close_) {
     auto cb = std::move(on_close_);
     on_close_ = nullptr;

@@ -2,7 +2,12 @@
 // core/frame.h), on an Asio io_context. Reads take whatever has arrived and
 // hand each whole frame to the handler; writes are queued and go out in one
 // gathered write per turn of the loop, so a burst of replies and pushes
-// costs one system call. Not thread-safe: every method must run on the connection's
+// costs one system call. Memory follows the bytes that arrived (FrameReader),
+// never a declared length. With RequireAuth, the connection first runs the
+// cluster-token handshake (core/auth.h) within a deadline: no frame reaches
+// the handler, and none of Send's frames leave, before it succeeds; a
+// failed or slow one closes the connection and logs the peer.
+// Not thread-safe: every method must run on the connection's
 // io_context thread. Lives on: the io_context of whoever accepted it (the
 // raylet's main loop).
 #pragma once
@@ -16,7 +21,9 @@
 #include <boost/asio.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 
+#include "core/auth.h"
 #include "core/frame.h"
+#include "core/frame_reader.h"
 
 namespace phalanx {
 
@@ -45,6 +52,10 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   FramedConnection(Socket socket, std::string peer_name);
   ~FramedConnection();
 
+  // Authenticate the peer first (before Start): as `role` of the handshake,
+  // within `timeout_ms`. `address` names the peer in the refusal log.
+  void RequireAuth(Handshake::Role role, const std::string& token, std::string address,
+                   int64_t timeout_ms = kAuthTimeoutMs);
   // Starts reading. REQUIRES: called once.
   void Start(FrameHandler on_frame, CloseHandler on_close);
   // Queues one encoded frame (header included).
@@ -59,16 +70,16 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   void Close();
 
   bool closed() const { return closed_; }
+  bool authenticated() const { return !handshake_; }
   const std::string& peer_name() const { return peer_name_; }
   size_t queued_bytes() const { return queued_bytes_; }
 
  private:
   void ReadMore();
-  // Hands every whole frame in rbuf_ to the handler; false if the connection closed.
+  // Hands every whole frame read to the handshake or the handler; false if the connection closed.
   bool DispatchFrames();
-  // Bytes the next read may take: the rest of a large frame only, so that
-  // its end lands at the end of the buffer and nothing is moved after it.
-  size_t ReadSpace() const;
+  // A handshake frame: answers it; false if the peer failed (the connection is closed).
+  bool OnHandshakeFrame(const FrameHeader& h, const char* body);
   void WriteMore();
   void Fail(const Status& why);
 
@@ -76,10 +87,13 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::string peer_name_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
-  std::vector<char> rbuf_;
-  size_t rbuf_filled_ = 0;
+  FrameReader reader_;
+  std::unique_ptr<Handshake> handshake_;          // set until the peer authenticated
+  std::unique_ptr<boost::asio::steady_timer> auth_timer_;
+  std::string auth_address_;
   bool write_scheduled_ = false;
-  std::deque<OutFrame> queue_;     // frames waiting to be written
+  std::deque<OutFrame> handshake_out_;  // handshake frames: written first, before authentication
+  std::deque<OutFrame> queue_;     // frames waiting to be written (after authentication)
   std::vector<OutFrame> writing_;  // frames in the current gathered write
   size_t queued_bytes_ = 0;
   bool closed_ = false;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace phalanx {
 
 // Starts argv[0] (searched on PATH) with stdout and stderr appended to
@@ -14,5 +16,11 @@ namespace phalanx {
 pid_t SpawnProcess(const std::vector<std::string>& argv, const std::string& log_path);
 // SIGTERM, then SIGKILL after `grace_ms`; reaps the child. No-op for pid <= 0.
 void StopProcess(pid_t pid, int grace_ms = 2000);
+// Marks `fd` close-on-exec (for descriptors opened by libraries that do not:
+// Asio's sockets, hiredis). No-op for fd < 0.
+void SetCloseOnExec(int fd);
+// OK if the process at the other end of Unix socket `fd` runs as this
+// process's user (or root); Unavailable naming its uid and pid if not.
+Status CheckPeerUser(int fd);
 
 }  // namespace phalanx

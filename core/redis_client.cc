@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 
 #include "core/logging.h"
+#include "core/process.h"
 
 namespace phalanx {
 
@@ -137,6 +138,7 @@ Status RedisClient::Connect(int64_t timeout_ms) {
       return Status::Unavailable("cannot reach redis-server (GCS) at " + address());
     }
     (*ctx)->data = this;
+    SetCloseOnExec((*ctx)->c.fd);  // no worker (or process a task starts) inherits the GCS connection
     redisAsyncSetDisconnectCallback(*ctx, &RedisClient::OnDisconnect);
   }
   cmd_glue_ = std::make_unique<RedisAsioContext>(io_, cmd_);

@@ -199,10 +199,10 @@ void ActorManager::PlacePending() {
       }
       a.has_resources = true;
     }
-    const std::string& command = a.creation.worker_command();
-    Worker* w = pool_->PopIdle(command);
+    rpc::Language language = a.creation.language();
+    Worker* w = pool_->PopIdle(language);
     if (w == nullptr) {
-      if (pool_->num_starting(command) == 0) pool_->StartWorker(command);
+      if (pool_->num_starting(language) == 0) pool_->StartWorker(language);
       return;  // placed when a worker registers
     }
     w->actor_id = a.creation.actor_id();

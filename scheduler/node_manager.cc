@@ -8,6 +8,8 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/message_limits.h"
+#include "core/process.h"
 #include "core/status_proto.h"
 #include "scheduler/gpu_allocator.h"
 
@@ -41,6 +43,10 @@ static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
 }
 
 Result<std::unique_ptr<NodeManager>> NodeManager::Create(asio::io_context& io, NodeManagerOptions options) {
+  if (options.cluster_token.empty()) {
+    return Status::InvalidArgument("no cluster token: set PHALANX_CLUSTER_TOKEN (phalanx start and phalanx.init() "
+                                   "make one for each session)");
+  }
   if (options.store_capacity == 0) options.store_capacity = objectstore::DefaultStoreCapacity();
   auto region = objectstore::ShmRegion::Create(options.store_capacity, "phalanx-store");
   if (!region.ok()) return region.status();
@@ -57,18 +63,19 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       node_id_(RandomBytes(16)),
       store_(std::move(store)),
       objects_(store_.get()),
-      pool_(io, WorkerPoolOptions{options_.worker_command, options_.socket_path, options_.session_dir,
-                                  options_.session_dir + "/logs", {}}),
+      pool_(io, WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
+                                  options_.session_dir, options_.session_dir + "/logs", {}}),
       tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
-      redis_(io, options_.redis_host, options_.redis_port, options_.redis_password),
+      redis_(io, options_.redis_host, options_.redis_port, options_.cluster_token),
       gcs_(&redis_),
-      peers_(io, node_id_, options_.node_ip, options_.node_dead_after_ms, &tasks_, &objects_, store_.get(), &gcs_,
-             options_.transfer),
+      peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.node_dead_after_ms, &tasks_, &objects_,
+             store_.get(), &gcs_, options_.transfer),
       reduces_(io, &objects_, store_.get(), options_.inline_threshold),
       allreduces_(io, &objects_, store_.get(), &reduces_),
       steps_(&objects_, store_.get(), &peers_.transfer(), node_id_),
       rendezvous_(io, &gcs_),
       acceptor_(io),
+      accept_retry_(io),
       heartbeat_timer_(io) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
@@ -84,7 +91,11 @@ Status NodeManager::Start() {
   ::unlink(options_.socket_path.c_str());
   boost::system::error_code ec;
   acceptor_.open(stream_protocol(), ec);
+  if (!ec) SetCloseOnExec(acceptor_.native_handle());
+  // Only this user may connect (connect() needs write permission on the socket).
+  mode_t old_mask = ::umask(0077);
   if (!ec) acceptor_.bind(stream_protocol::endpoint(options_.socket_path), ec);
+  ::umask(old_mask);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Status::Unavailable("cannot listen on " + options_.socket_path + ": " + ec.message());
 
@@ -211,7 +222,16 @@ void NodeManager::Accept() {
     if (stopped_) return;
     if (ec) {
       PHALANX_LOG(Warning) << "accept failed: " << ec.message();
+      // Out of descriptors, say: try again shortly rather than spin.
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](const boost::system::error_code& e) {
+        if (!e && !stopped_) Accept();
+      });
+      return;
+    } else if (Status who = CheckPeerUser(sock.native_handle()); !who.ok()) {
+      PHALANX_LOG(Warning) << "refused a client on " << options_.socket_path << ": " << who.message();
     } else {
+      SetCloseOnExec(sock.native_handle());
       FramedConnection::Socket generic(io_);
       generic.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), sock.release());
       auto c = std::make_shared<Client>();
@@ -456,7 +476,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_gcs_address(redis_.address());
   r.set_inline_threshold(options_.inline_threshold);
   r.set_node_address(options_.node_ip);
-  r.set_cluster_token(options_.redis_password);
+  r.set_cluster_token(options_.cluster_token);
   clients_by_id_[c->client_id] = c.get();
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {
@@ -499,6 +519,18 @@ void NodeManager::LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req,
 }
 
 void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
+  Status valid = ValidateTaskSpec(spec);
+  if (!valid.ok()) {  // said to the client; nothing of it is kept
+    PHALANX_LOG(Warning) << "refused a task from pid " << c.pid << ": " << valid.message();
+    c.conn->Send(rpc::CLIENT_WARNING, 0, 0, ToProto(valid));
+    if (spec.num_returns() < 0 || spec.num_returns() > kMaxReturns) return;
+    for (int i = 1; i <= spec.num_returns(); ++i) {
+      std::string id = MakeObjectId(spec.task_id(), static_cast<uint32_t>(i));
+      if (!spec.returns_held()) Hold(c, id);
+      objects_.MarkLost(id, valid.code(), valid.message());
+    }
+    return;
+  }
   for (int i = 1; i <= spec.num_returns(); ++i) {
     std::string id = MakeObjectId(spec.task_id(), static_cast<uint32_t>(i));
     // A direct actor call handed back after its connection broke: the caller

@@ -35,10 +35,13 @@ struct NodeManagerOptions {
   std::string socket_path;
   std::string session_dir;
   std::string node_ip = "127.0.0.1";
-  std::string worker_command;
+  std::string worker_command;            // how this node starts a Python worker
+  std::string cpp_worker_command;        // ... and a C++ worker (empty: it runs no C++ tasks)
   std::string redis_host = "127.0.0.1";
   int redis_port = 6379;
-  std::string redis_password;           // the cluster's shared token (from PHALANX_CLUSTER_TOKEN)
+  // The cluster's shared token (PHALANX_CLUSTER_TOKEN): redis-server's
+  // password, and what every peer connection proves (core/auth.h). Required.
+  std::string cluster_token;
   double num_cpus = 1;
   int num_gpus = -1;                    // -1: as many as the CUDA driver reports (0 without one)
   std::map<std::string, double> resources;  // custom resources (and "memory")
@@ -141,6 +144,7 @@ class NodeManager {
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
   std::unordered_map<std::string, Client*> clients_by_id_;  // registered clients by their client id

@@ -2,6 +2,8 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/message_limits.h"
+#include "core/process.h"
 #include "core/status_proto.h"
 
 namespace phalanx::scheduler {
@@ -13,18 +15,20 @@ namespace {
 constexpr auto kServeLinger = std::chrono::milliseconds(1000);
 }  // namespace
 
-PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
-                         TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                         GcsClient* gcs, objectstore::TransferOptions transfer_options)
+PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
+                         int64_t dead_after_ms, TaskManager* tasks, objectstore::ObjectTable* objects,
+                         objectstore::ObjectStore* store, GcsClient* gcs, objectstore::TransferOptions transfer_options)
     : io_(io),
       node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
+      token_(std::move(token)),
       tasks_(tasks),
       objects_(objects),
       store_(store),
       gcs_(gcs),
       view_(node_id_, dead_after_ms),
       acceptor_(io),
+      accept_retry_(io),
       transfer_(objects, store,
                 [this](const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
                   const rpc::NodeInfo* node = view_.Find(node_id);
@@ -127,6 +131,7 @@ Status PeerManager::Listen() {
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Status::Unavailable("cannot listen for raylets on " + node_ip_ + ": " + ec.message());
+  SetCloseOnExec(acceptor_.native_handle());
   port_ = acceptor_.local_endpoint().port();
   Accept();
   return Status::OK();
@@ -135,73 +140,100 @@ Status PeerManager::Listen() {
 void PeerManager::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket sock) {
     if (stopped_) return;
-    if (!ec) {
-      sock.set_option(asio::ip::tcp::no_delay(true));
-      std::string peer = sock.remote_endpoint().address().to_string() + ":" +
-                         std::to_string(sock.remote_endpoint().port());
-      FramedConnection::Socket g(io_);
-      g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), sock.release());
-      auto conn = std::make_shared<FramedConnection>(std::move(g), "raylet at " + peer);
-      inbound_.push_back(conn);
-      std::weak_ptr<FramedConnection> weak = conn;
-      conn->Start(
-          [this, weak](const FrameHeader& h, const char* body, size_t len) {
-            auto c = weak.lock();
-            if (!c) return;
-            if (h.type == rpc::PULL_OBJECT) {
-              rpc::PullObject m;
-              if (!m.ParseFromArray(body, static_cast<int>(len))) {
-                c->Close();
-                return;
-              }
-              uint64_t req = h.request_id;
-              transfer_.Serve(m, req, [weak](OutFrame frame) {
-                if (auto cl = weak.lock()) cl->Send(std::move(frame));
-              });
-              return;
-            }
-            if (h.type == rpc::RELEASE_HELD) {
-              rpc::ReleaseHeld m;
-              if (m.ParseFromArray(body, static_cast<int>(len))) HandleReleaseHeld(m);
-              c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
-              return;
-            }
-            if (h.type == rpc::REDUCE_STEP || h.type == rpc::DROP_PARTIALS || h.type == rpc::ASSEMBLE_SLICES ||
-                h.type == rpc::LOSE_OBJECTS) {
-              uint16_t type = h.type;
-              uint64_t req = h.request_id;
-              auto reply = [weak, type, req](const Status& st) {
-                if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, ToProto(st));
-              };
-              if (!on_collective_) return reply(Status::Unavailable("this node takes no collective steps"));
-              on_collective_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
-              return;
-            }
-            if (h.type == rpc::KILL_ACTOR) {
-              rpc::KillActor k;
-              rpc::KillActorReply r;
-              Status st = k.ParseFromArray(body, static_cast<int>(len))
-                              ? tasks_->actors().Kill(k.actor_id(), k.no_restart())
-                              : Status::InvalidArgument("malformed kill");
-              *r.mutable_status() = ToProto(st);
-              c->Send(rpc::KILL_ACTOR, kReplyFlag, h.request_id, r);
-              return;
-            }
-            rpc::ForwardTask m;
-            if (h.type != rpc::FORWARD_TASK || !m.ParseFromArray(body, static_cast<int>(len))) {
-              PHALANX_LOG(Warning) << "malformed message from " << c->peer_name() << "; closing it";
-              c->Close();
-              return;
-            }
-            HandleForward(c, h.request_id, std::move(m));
-          },
-          [this, weak](const Status&) {
-            auto c = weak.lock();
-            inbound_.erase(std::remove(inbound_.begin(), inbound_.end(), c), inbound_.end());
-          });
+    if (ec) {
+      // Out of descriptors (a flood of connections): try again shortly rather than spin.
+      PHALANX_LOG(Warning) << "accepting a raylet connection failed: " << ec.message();
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](const boost::system::error_code& e) {
+        if (!e && !stopped_) Accept();
+      });
+      return;
     }
+    SetCloseOnExec(sock.native_handle());
+    boost::system::error_code ignored;
+    sock.set_option(asio::ip::tcp::no_delay(true), ignored);
+    auto remote = sock.remote_endpoint(ignored);
+    std::string address = remote.address().to_string();
+    std::string peer = address + ":" + std::to_string(remote.port());
+    FramedConnection::Socket g(io_);
+    g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), sock.release());
+    auto conn = std::make_shared<FramedConnection>(std::move(g), "raylet at " + peer);
+    conn->RequireAuth(Handshake::Role::kServer, token_, address);
+    inbound_.push_back(conn);
+    std::weak_ptr<FramedConnection> weak = conn;
+    conn->Start(
+        [this, weak](const FrameHeader& h, const char* body, size_t len) {
+          if (auto c = weak.lock()) OnPeerFrame(c, h, body, len);
+        },
+        [this, weak](const Status&) {
+          auto c = weak.lock();
+          inbound_.erase(std::remove(inbound_.begin(), inbound_.end(), c), inbound_.end());
+        });
     Accept();
   });
+}
+
+void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body,
+                              size_t len) {
+  std::weak_ptr<FramedConnection> weak = c;
+  auto malformed = [&](const char* what) {
+    PHALANX_LOG(Warning) << "malformed " << what << " from " << c->peer_name() << "; closing the connection";
+    c->Close();
+  };
+  switch (h.type) {
+    case rpc::PULL_OBJECT: {
+      rpc::PullObject m;
+      if (!m.ParseFromArray(body, static_cast<int>(len))) return malformed("pull");
+      transfer_.Serve(m, h.request_id, [weak](OutFrame frame) {
+        if (auto cl = weak.lock()) cl->Send(std::move(frame));
+      });
+      return;
+    }
+    case rpc::RELEASE_HELD: {
+      rpc::ReleaseHeld m;
+      if (!m.ParseFromArray(body, static_cast<int>(len))) return malformed("release");
+      HandleReleaseHeld(m);
+      c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
+      return;
+    }
+    case rpc::REDUCE_STEP:
+    case rpc::DROP_PARTIALS:
+    case rpc::ASSEMBLE_SLICES:
+    case rpc::LOSE_OBJECTS: {
+      uint16_t type = h.type;
+      uint64_t req = h.request_id;
+      auto reply = [weak, type, req](const Status& st) {
+        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, ToProto(st));
+      };
+      if (!on_collective_) return reply(Status::Unavailable("this node takes no collective steps"));
+      on_collective_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      return;
+    }
+    case rpc::KILL_ACTOR: {
+      rpc::KillActor k;
+      rpc::KillActorReply r;
+      Status st = k.ParseFromArray(body, static_cast<int>(len))
+                      ? tasks_->actors().Kill(k.actor_id(), k.no_restart())
+                      : Status::InvalidArgument("malformed kill");
+      *r.mutable_status() = ToProto(st);
+      c->Send(rpc::KILL_ACTOR, kReplyFlag, h.request_id, r);
+      return;
+    }
+    case rpc::FORWARD_TASK: {
+      rpc::ForwardTask m;
+      if (!m.ParseFromArray(body, static_cast<int>(len))) return malformed("forwarded task");
+      Status valid = ValidateTaskSpec(m.spec());
+      if (!valid.ok()) {  // told to the sender; nothing of it is kept
+        rpc::ForwardTaskReply r;
+        *r.mutable_status() = ToProto(valid);
+        c->Send(rpc::FORWARD_TASK, kReplyFlag, h.request_id, r);
+        return;
+      }
+      return HandleForward(c, h.request_id, std::move(m));
+    }
+    default:
+      return malformed("message (not one raylets send each other)");
+  }
 }
 
 void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id,
@@ -211,16 +243,17 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
   spec.set_origin_node(m.from_node());
 
   spec.set_caller_id("");
-  std::vector<std::string> returns;
+  auto returns = std::make_shared<std::vector<std::string>>();
   for (int i = 1; i <= spec.num_returns(); ++i) {
-    returns.push_back(MakeObjectId(spec.task_id(), static_cast<uint32_t>(i)));
-    objects_->AddRef(returns.back());  // held for the node that sent it, until sent back
+    returns->push_back(MakeObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+    objects_->AddRef(returns->back());  // held for the node that sent it, until sent back
   }
-  auto waiting = std::make_shared<int>(static_cast<int>(returns.size()));
+  auto waiting = std::make_shared<int>(static_cast<int>(returns->size()));
   std::weak_ptr<FramedConnection> weak = conn;
-  auto reply = [this, weak, request_id, returns] {
+  std::string from = m.from_node();
+  auto reply = [this, weak, request_id, returns, from] {
     rpc::ForwardTaskReply r;
-    for (const auto& id : returns) {
+    for (const auto& id : *returns) {
       rpc::ObjectValue v;
       objects_->Describe(id, &v, /*pin=*/false);
       if (v.state() == rpc::OBJ_INLINE) {
@@ -228,15 +261,19 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
         rv->set_object_id(id);
         rv->set_data(v.data());
       } else if (v.state() == rpc::OBJ_IN_STORE) {
+        // Stays here, held for the sender, which copies it in chunks (never
+        // one frame the size of the object) and then lets go (RELEASE_HELD).
         auto* rv = r.add_returns();
         rv->set_object_id(id);
-        rv->set_data(reinterpret_cast<const char*>(store_->base() + v.offset()), v.size());
+        rv->set_in_store(true);
+        rv->set_size(v.size());
+        HoldFor(from, id);
       } else {
         *r.add_lost() = v;
       }
     }
     if (auto c = weak.lock()) c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
-    for (const auto& id : returns) objects_->RemoveRef(id);
+    for (const auto& id : *returns) objects_->RemoveRef(id);
   };
   // Ref arguments still given by id are in the sending node's store: copy
   // them here (after Submit, whose hold keeps what arrives).
@@ -246,8 +283,8 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
   }
   tasks_->Submit(std::move(spec));
   for (const auto& id : pulls) transfer_.Pull(id, m.from_node());
-  if (returns.empty()) return reply();
-  for (const auto& id : returns) {
+  if (returns->empty()) return reply();
+  for (const auto& id : *returns) {
     objects_->OnReady(id, [waiting, reply] {
       if (--*waiting == 0) reply();
     });
@@ -292,7 +329,7 @@ void PeerManager::WithClient(const rpc::NodeInfo& node,
   auto& queue = connecting_[id];
   queue.push_back(std::move(fn));
   if (queue.size() > 1) return;  // a connect is under way
-  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000, [this, id](Result<std::shared_ptr<RpcClient>> r) {
+  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000, token_, [this, id](Result<std::shared_ptr<RpcClient>> r) {
     auto waiting = std::move(connecting_[id]);
     connecting_.erase(id);
     if (r.ok()) {
@@ -312,12 +349,12 @@ void PeerManager::WithClient(const rpc::NodeInfo& node,
 void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   std::string desc = "node " + ToHex(node.node_id()).substr(0, 12) + " at " + node.address() + ":" +
                      std::to_string(node.port());
-  WithClient(node, [this, desc, spec](std::shared_ptr<RpcClient> c, const Status& st) {
+  WithClient(node, [this, desc, spec, node_id = node.node_id()](std::shared_ptr<RpcClient> c, const Status& st) {
     if (!c) {
       tasks_->OnForwardFailed(spec.task_id(), desc + " is unreachable (" + st.message() + ")");
       return;
     }
-    Call(c, desc, spec);
+    Call(c, node_id, desc, spec);
   });
 }
 
@@ -328,15 +365,15 @@ void PeerManager::KillRemoteActor(const std::string& node_id, const std::string&
   CallNode(node_id, rpc::KILL_ACTOR, m, 5000, nullptr);
 }
 
-void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc,
-                       const rpc::TaskSpec& spec) {
+void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::string& node_id,
+                       const std::string& node_desc, const rpc::TaskSpec& spec) {
   rpc::ForwardTask m;
   *m.mutable_spec() = spec;
   m.set_from_node(node_id_);
   std::string tid = spec.task_id();
   // No deadline: a task may run for hours. A dead node closes the connection
   // or stops its heartbeats, and either ends the call.
-  client->Call(rpc::FORWARD_TASK, m, -1, [this, tid, node_desc](Result<std::string> r) {
+  client->Call(rpc::FORWARD_TASK, m, -1, [this, tid, node_id, node_desc](Result<std::string> r) {
     if (!r.ok()) {
       tasks_->OnForwardFailed(tid, node_desc + " went away (" + r.status().message() + ")");
       return;
@@ -346,7 +383,25 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
       tasks_->OnForwardFailed(tid, node_desc + " sent a malformed result");
       return;
     }
+    if (reply.status().code() != 0) {
+      tasks_->OnForwardFailed(tid, node_desc + " refused it: " + reply.status().message());
+      return;
+    }
+    // Results in that node's store stay there, held for this node, and are
+    // copied here in chunks (the drop handler lets go of them there after).
+    std::vector<std::string> remote;
+    auto* returns = reply.mutable_returns();
+    for (auto it = returns->begin(); it != returns->end();) {
+      if (!it->in_store()) {
+        ++it;
+        continue;
+      }
+      objects_->SetRemote(it->object_id(), node_id, it->size());
+      remote.push_back(it->object_id());
+      it = returns->erase(it);
+    }
     tasks_->OnForwardedDone(tid, std::move(reply));
+    Fetch(remote, node_id);
   });
 }
 

@@ -4,6 +4,8 @@
 // node where they fit, runs tasks other nodes spilled here and sends their
 // results back. A spilled task whose node dies (its connection closes, or
 // its heartbeats stop) is retried per max_retries by the TaskManager.
+// Every connection, both ways, first proves the cluster token (core/auth.h):
+// nothing a peer sends is read before that.
 // Not thread-safe; lives on the raylet's main loop.
 #pragma once
 
@@ -27,9 +29,10 @@ namespace phalanx::scheduler {
 
 class PeerManager {
  public:
-  PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, int64_t dead_after_ms,
-              TaskManager* tasks, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-              GcsClient* gcs, objectstore::TransferOptions transfer = {});
+  // `token`: the cluster token every peer must prove (non-empty).
+  PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
+              int64_t dead_after_ms, TaskManager* tasks, objectstore::ObjectTable* objects,
+              objectstore::ObjectStore* store, GcsClient* gcs, objectstore::TransferOptions transfer = {});
 
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();
@@ -75,6 +78,8 @@ class PeerManager {
 
  private:
   void Accept();
+  // One frame from an authenticated peer.
+  void OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body, size_t len);
   // Once per dead node (whoever declared it): its actors' fate here, and its orphans.
   void SettleDeadNode(const rpc::NodeInfo& n);
   // Detached actors the dead node hosted and owned: one live node restarts each.
@@ -84,17 +89,20 @@ class PeerManager {
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
   // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.
   void WithClient(const rpc::NodeInfo& node, std::function<void(std::shared_ptr<RpcClient>, const Status&)> fn);
-  void Call(const std::shared_ptr<RpcClient>& client, const std::string& node_desc, const rpc::TaskSpec& spec);
+  void Call(const std::shared_ptr<RpcClient>& client, const std::string& node_id, const std::string& node_desc,
+            const rpc::TaskSpec& spec);
 
   boost::asio::io_context& io_;
   std::string node_id_;
   std::string node_ip_;
+  std::string token_;
   TaskManager* tasks_;
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;
   GcsClient* gcs_;
   ClusterView view_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;  // accepting paused (out of descriptors)
   int port_ = 0;
   bool stopped_ = false;
   std::unordered_map<std::string, std::shared_ptr<RpcClient>> clients_;       // node id -> connection

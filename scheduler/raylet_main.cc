@@ -19,11 +19,12 @@ namespace {
 
 const char kUsage[] =
     "usage: phalanx-raylet --socket PATH --session-dir DIR --redis-address HOST:PORT\n"
-    "         --worker-command CMD [--num-cpus N] [--object-store-memory BYTES]\n"
+    "         --worker-command CMD [--cpp-worker-command CMD] [--num-cpus N] [--object-store-memory BYTES]\n"
     "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
     "         [--inline-threshold BYTES] [--pipeline-depth N] [--num-gpus N]\n"
     "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n"
-    "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N]\n";
+    "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N]\n"
+    "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n";
 
 // Parses a flat JSON object of numbers: {"sim": 8, "tpu": 0.5}.
 std::map<std::string, double> ParseResources(const std::string& text) {
@@ -47,7 +48,7 @@ std::map<std::string, double> ParseResources(const std::string& text) {
     }
     std::string name = item.substr(1, colon - 2);
     double v = std::stod(item.substr(colon + 1));
-    if (v < 0) throw std::invalid_argument("--resources: " + name + " is negative");
+    if (!(v >= 0 && v <= 1e12)) throw std::invalid_argument("--resources: " + name + " must be from 0 to 1e12");
     if (name == "CPU" || name == "GPU") throw std::invalid_argument("--resources: use --num-cpus/--num-gpus for " + name);
     out[name] = v;
     pos = end + 1;
@@ -87,13 +88,15 @@ int main(int argc, char** argv) {
     o.socket_path = f["socket"];
     o.session_dir = f["session-dir"];
     o.worker_command = f["worker-command"];
+    if (f.count("cpp-worker-command")) o.cpp_worker_command = f["cpp-worker-command"];
     std::string addr = f["redis-address"];
     auto colon = addr.rfind(':');
     if (colon == std::string::npos) throw std::invalid_argument("--redis-address wants HOST:PORT");
     o.redis_host = addr.substr(0, colon);
     o.redis_port = std::stoi(addr.substr(colon + 1));
-    if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) o.redis_password = token;  // not on argv: ps shows it
+    if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) o.cluster_token = token;  // not on argv: ps shows it
     if (f.count("num-cpus")) o.num_cpus = std::stod(f["num-cpus"]);
+    if (!(o.num_cpus >= 0 && o.num_cpus <= 1e12)) throw std::invalid_argument("--num-cpus must be from 0 to 1e12");
     if (f.count("object-store-memory")) o.store_capacity = std::stoull(f["object-store-memory"]);
     if (f.count("node-ip")) o.node_ip = f["node-ip"];
     if (f.count("heartbeat-ms")) o.heartbeat_ms = std::stoi(f["heartbeat-ms"]);
@@ -107,8 +110,8 @@ int main(int argc, char** argv) {
     if (f.count("node-dead-after-ms")) o.node_dead_after_ms = std::stoll(f["node-dead-after-ms"]);
     if (f.count("transfer-chunk-bytes")) o.transfer.chunk_bytes = std::stoull(f["transfer-chunk-bytes"]);
     if (f.count("transfer-window")) o.transfer.window = std::stoi(f["transfer-window"]);
-    if (o.transfer.chunk_bytes < 4096 || o.transfer.window < 1) {
-      throw std::invalid_argument("--transfer-chunk-bytes wants >= 4096 and --transfer-window >= 1");
+    if (o.transfer.chunk_bytes < 4096 || o.transfer.chunk_bytes > (64u << 20) || o.transfer.window < 1) {
+      throw std::invalid_argument("--transfer-chunk-bytes wants 4096 to 64 MiB and --transfer-window >= 1");
     }
   } catch (const std::exception& e) {
     std::cerr << "phalanx-raylet: bad flag value: " << e.what() << "\n" << kUsage;

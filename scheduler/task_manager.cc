@@ -30,9 +30,19 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
     PHALANX_LOG(Warning) << "duplicate task id " << ToHex(tid) << " ignored";
     return;
   }
+  if (spec.kind() != rpc::TASK_ACTOR_METHOD) {
+    Status can = pool_->CanStart(spec.language());
+    if (!can.ok()) {  // (what runs is this node's configuration, never the task's)
+      for (int i = 1; i <= spec.num_returns(); ++i) {
+        objects_->MarkLost(MakeObjectId(tid, static_cast<uint32_t>(i)), StatusCode::kInvalidArgument,
+                           "cannot run " + spec.function_name() + ": " + can.message());
+      }
+      return;
+    }
+  }
   Task& t = tasks_[tid];
   t.need.Set("CPU", spec.num_cpus());
-  if (!spec.worker_command().empty()) t.need.Set("lang:" + spec.worker_command(), 0);  // its own queue
+  if (spec.language() != rpc::LANGUAGE_PYTHON) t.need.Set("lang:" + std::to_string(spec.language()), 0);  // its own queue
   for (const auto& [k, v] : spec.resources()) {
     if (v > 0) t.need.Set(k, v);
   }
@@ -100,7 +110,7 @@ Worker* TaskManager::PipelineTarget(const Task& t) {
   Worker* best = nullptr;
   for (Worker* w : leased_) {
     if (w->dead || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
-        w->long_inflight > 0 || w->command != t.spec.worker_command()) {
+        w->long_inflight > 0 || w->language != t.spec.language()) {
       continue;
     }
     if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;
@@ -141,7 +151,7 @@ void TaskManager::Dispatch() {
       // a whole GPU that no single device has.
       bool fits_now = TryAcquire(t.need, &gpus);
       if (fits_now) {
-        w = pool_->PopIdle(t.spec.worker_command());
+        w = pool_->PopIdle(t.spec.language());
         if (w != nullptr) {
           w->leased = t.need;
           w->gpu_ids = std::move(gpus);
@@ -149,8 +159,8 @@ void TaskManager::Dispatch() {
           leased_.push_back(w);
         } else {
           ReleaseResources(t.need, gpus);
-          if (pool_->num_starting(t.spec.worker_command()) < q.size() && pool_->size() < SoftWorkerLimit()) {
-            pool_->StartWorker(t.spec.worker_command());
+          if (pool_->num_starting(t.spec.language()) < q.size() && pool_->size() < SoftWorkerLimit()) {
+            pool_->StartWorker(t.spec.language());
           }
         }
       }

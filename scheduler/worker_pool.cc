@@ -48,14 +48,28 @@ void WorkerPool::OnChildExit(pid_t pid, int status) {
   MarkDead(w, "worker process " + std::to_string(pid) + " " + DescribeExit(status));
 }
 
-size_t WorkerPool::num_starting(const std::string& command) const {
+size_t WorkerPool::num_starting(rpc::Language language) const {
   size_t n = 0;
-  for (const auto& [t, w] : starting_) n += w->command == command ? 1 : 0;
+  for (const auto& [t, w] : starting_) n += w->language == language ? 1 : 0;
   return n;
 }
 
-bool WorkerPool::StartWorker(const std::string& command) {
+Status WorkerPool::CanStart(rpc::Language language) const {
+  if (language == rpc::LANGUAGE_PYTHON && !options_.worker_command.empty()) return Status::OK();
+  if (language == rpc::LANGUAGE_CPP && !options_.cpp_worker_command.empty()) return Status::OK();
+  if (language == rpc::LANGUAGE_CPP) {
+    return Status::NotFound("this node runs no C++ workers: start its raylet with --cpp-worker-command "
+                            "(`phalanx start --cpp-worker-libs LIB.so`, or a C++ program's own embedded cluster)");
+  }
+  return Status::NotFound("this node runs no workers of language " + std::to_string(language));
+}
+
+bool WorkerPool::StartWorker(rpc::Language language) {
   if (closed_) return false;
+  if (!CanStart(language).ok()) {
+    PHALANX_LOG(Error) << "cannot start a worker: " << CanStart(language).message();
+    return false;
+  }
   std::string token = ToHex(RandomBytes(8));
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -76,13 +90,17 @@ bool WorkerPool::StartWorker(const std::string& command) {
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // Nothing of the raylet's but these three (its sockets and GCS connections
+  // are close-on-exec too; this also covers any a library opened without).
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::string cmd = "exec " + (command.empty() ? options_.worker_command : command);
+  std::string cmd =
+      "exec " + (language == rpc::LANGUAGE_CPP ? options_.cpp_worker_command : options_.worker_command);
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   pid_t pid = 0;
   int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), envp.data());
@@ -94,7 +112,7 @@ bool WorkerPool::StartWorker(const std::string& command) {
   }
   auto w = std::make_unique<Worker>();
   w->token = token;
-  w->command = command;
+  w->language = language;
   w->pid = pid;
   starting_[token] = w.get();
   by_pid_[pid] = w.get();
@@ -120,14 +138,14 @@ Worker* WorkerPool::Find(const std::string& token) {
   return it == by_token_.end() || it->second->dead ? nullptr : it->second.get();
 }
 
-Worker* WorkerPool::PopIdle(const std::string& command) {
+Worker* WorkerPool::PopIdle(rpc::Language language) {
   // Most recently used first: warm caches.
   for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
     Worker* w = *it;
-    if (w->command != command) continue;
+    if (w->language != language) continue;
     idle_.erase(std::next(it).base());
     if (!w->dead && !(w->conn && w->conn->closed())) return w;
-    return PopIdle(command);  // dropped a dead one; look again
+    return PopIdle(language);  // dropped a dead one; look again
   }
   return nullptr;
 }

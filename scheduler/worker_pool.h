@@ -1,5 +1,6 @@
-// WorkerPool: the node's worker processes. It starts Python workers with the
-// command the raylet was given, matches each one's registration to the
+// WorkerPool: the node's worker processes. It starts workers of each
+// language (Python, C++) with the command the raylet was configured with --
+// nothing a client or a peer sends decides what runs -- matches each one's registration to the
 // process it started (by a token passed in the environment), keeps the idle
 // ones, notices deaths (SIGCHLD and socket close, whichever comes first) and
 // reaps them. Not thread-safe; lives on the raylet's main loop.
@@ -19,6 +20,7 @@
 #include <boost/asio.hpp>
 
 #include "core/framed_connection.h"
+#include "core/proto/phalanx.pb.h"
 #include "scheduler/resources.h"
 
 namespace phalanx::scheduler {
@@ -35,7 +37,7 @@ struct Worker {
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;
   std::string actor_id;                    // non-empty: dedicated to this actor for its life
-  std::string command;                     // what started it ("" = the default Python worker)
+  rpc::Language language = rpc::LANGUAGE_PYTHON;  // which of the configured commands started it
   // Store objects pushed to it as arguments, pinned until the worker releases
   // its views of them (or dies).
   std::unordered_map<std::string, int64_t> pins;
@@ -43,7 +45,8 @@ struct Worker {
 };
 
 struct WorkerPoolOptions {
-  std::string worker_command;    // run with /bin/sh -c "exec ..."
+  std::string worker_command;      // Python workers: run with /bin/sh -c "exec ..."
+  std::string cpp_worker_command;  // C++ workers; empty: this node runs no C++ tasks
   std::string raylet_socket;
   std::string session_dir;
   std::string log_dir;
@@ -57,15 +60,17 @@ class WorkerPool {
   WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options);
   ~WorkerPool();
 
-  // Starts one worker process, with `command` ("" = the default). Returns
-  // false (and logs) if it cannot.
-  bool StartWorker(const std::string& command = "");
+  // Starts one worker process of `language`. Returns false (and logs) if it cannot.
+  bool StartWorker(rpc::Language language = rpc::LANGUAGE_PYTHON);
+  // Whether this node was configured to start workers of `language`; if
+  // not, NotFound saying how to configure it.
+  Status CanStart(rpc::Language language) const;
   // A process started here registered with `token`; nullptr if unknown.
   Worker* Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn);
   // The live worker started with `token`, or nullptr.
   Worker* Find(const std::string& token);
-  // An idle registered worker started with `command`, or nullptr.
-  Worker* PopIdle(const std::string& command = "");
+  // An idle registered worker of `language`, or nullptr.
+  Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON);
   void PushIdle(Worker* w);
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
@@ -76,7 +81,7 @@ class WorkerPool {
   void KillAll(std::chrono::milliseconds grace);
 
   size_t num_starting() const { return starting_.size(); }
-  size_t num_starting(const std::string& command) const;
+  size_t num_starting(rpc::Language language) const;
   size_t num_registered() const { return by_token_.size() - starting_.size(); }
   size_t num_idle() const { return idle_.size(); }
   size_t size() const { return by_token_.size(); }

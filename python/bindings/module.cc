@@ -502,7 +502,8 @@ PYBIND11_MODULE(_core, m) {
       out.append(pyb::dict(pyb::arg("actor_id") = ToHex(a.actor_id()), pyb::arg("name") = a.name(),
                            pyb::arg("class_name") = a.class_name(), pyb::arg("state") = kStates[a.state() & 3],
                            pyb::arg("node_id") = ToHex(a.node_id()), pyb::arg("pid") = a.pid(),
-                           pyb::arg("restarts") = a.restarts(), pyb::arg("death_cause") = a.death_cause()));
+                           pyb::arg("restarts") = a.restarts(), pyb::arg("death_cause") = a.death_cause(),
+                           pyb::arg("worker_host") = a.worker_host(), pyb::arg("worker_port") = a.worker_port()));
     }
     return out;
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);

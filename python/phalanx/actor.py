@@ -19,7 +19,7 @@ import cloudpickle
 
 from phalanx import _core
 from phalanx.exceptions import ActorDiedError, SerializationError
-from phalanx.remote_function import check_resource_options, encode_args, resource_map
+from phalanx.remote_function import check_num_returns, check_resource_options, encode_args, resource_map
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime"}
@@ -31,8 +31,7 @@ _KIND_METHOD = 2
 
 def method(num_returns=1):
     """Declares how many values an actor method returns: `@phalanx.method(num_returns=2)`."""
-    if not isinstance(num_returns, int) or num_returns < 0:
-        raise ValueError(f"num_returns must be a non-negative int, got {num_returns!r}")
+    check_num_returns(num_returns)
 
     def mark(fn):
         fn.__phalanx_num_returns__ = num_returns
@@ -47,8 +46,6 @@ def _check_actor_options(opts, where):
     for key in ("max_restarts", "max_task_retries"):
         if key in opts and (not isinstance(opts[key], int) or opts[key] < -1):
             raise ValueError(f"{key} must be an int >= -1 (-1: no limit), got {opts[key]!r}")
-    if "num_cpus" in opts and (not isinstance(opts["num_cpus"], (int, float)) or opts["num_cpus"] < 0):
-        raise ValueError(f"num_cpus must be a non-negative number, got {opts['num_cpus']!r}")
     check_resource_options(opts)
     if opts.get("lifetime") not in (None, "detached"):
         raise ValueError(f"lifetime must be None or 'detached', got {opts['lifetime']!r}")

@@ -1,5 +1,6 @@
 """@phalanx.remote on functions: RemoteFunction and its .remote()/.options()."""
 import hashlib
+import math
 import pickle
 
 import cloudpickle
@@ -40,14 +41,32 @@ def strategy_args(strategy):
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
 
+# What one task may ask for (the raylet checks the same: core/message_limits.h).
+MAX_RETURNS = 10000
+MAX_RESOURCE_AMOUNT = 1e12
+
+
+def check_amount(what, v):
+    """A resource amount: a finite number from 0 to MAX_RESOURCE_AMOUNT (not NaN, not infinity)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not \
+            0 <= v <= MAX_RESOURCE_AMOUNT:
+        raise ValueError(f"{what} must be a finite number from 0 to {MAX_RESOURCE_AMOUNT:g}, got {v!r}")
+
+
+def check_num_returns(n):
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_RETURNS:
+        raise ValueError(f"num_returns must be an int from 0 to {MAX_RETURNS}, got {n!r}")
+
+
 def check_resource_options(opts):
-    """Validates num_gpus, memory and resources; shared by tasks and actors."""
+    """Validates num_cpus, num_gpus, memory and resources; shared by tasks and actors."""
+    if "num_cpus" in opts:
+        check_amount("num_cpus", opts["num_cpus"])
     g = opts.get("num_gpus", 0)
-    if not isinstance(g, (int, float)) or g < 0 or (g > 1 and g != int(g)):
+    check_amount("num_gpus", g)
+    if g > 1 and g != int(g):
         raise ValueError(f"num_gpus must be a fraction below 1 or a whole number, got {g!r}")
-    m = opts.get("memory", 0)
-    if not isinstance(m, (int, float)) or m < 0:
-        raise ValueError(f"memory must be a non-negative number of bytes, got {m!r}")
+    check_amount("memory (bytes)", opts.get("memory", 0))
     res = opts.get("resources")
     if res is not None:
         if not isinstance(res, dict):
@@ -55,8 +74,7 @@ def check_resource_options(opts):
         for k, v in res.items():
             if not isinstance(k, str) or k in ("CPU", "GPU", "memory"):
                 raise ValueError(f"resources key {k!r}: use num_cpus/num_gpus/memory for CPU, GPU and memory")
-            if not isinstance(v, (int, float)) or v < 0:
-                raise ValueError(f"resources[{k!r}] must be a non-negative number, got {v!r}")
+            check_amount(f"resources[{k!r}]", v)
 
 
 def resource_map(opts):
@@ -76,10 +94,8 @@ def _check_options(opts, where):
                          f"valid ones are {sorted(_OPTIONS)}")
     check_resource_options(opts)
     strategy_args(opts.get("scheduling_strategy"))
-    if "num_returns" in opts and (not isinstance(opts["num_returns"], int) or opts["num_returns"] < 0):
-        raise ValueError(f"num_returns must be a non-negative int, got {opts['num_returns']!r}")
-    if "num_cpus" in opts and (not isinstance(opts["num_cpus"], (int, float)) or opts["num_cpus"] < 0):
-        raise ValueError(f"num_cpus must be a non-negative number, got {opts['num_cpus']!r}")
+    if "num_returns" in opts:
+        check_num_returns(opts["num_returns"])
     if "max_retries" in opts and (not isinstance(opts["max_retries"], int) or opts["max_retries"] < -1):
         raise ValueError(f"max_retries must be an int >= -1, got {opts['max_retries']!r}")
 

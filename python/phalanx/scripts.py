@@ -2,14 +2,18 @@
 this machine, and look at a running cluster.
 
     phalanx start --head [--port P] [--num-cpus N] [--num-gpus N] [--resources JSON]
-                         [--object-store-memory BYTES]
-    phalanx start --address HOST:PORT [same resource flags]    # one more node (raylet)
+                         [--object-store-memory BYTES] [--node-ip IP] [--cpp-worker-libs A.so:B.so]
+    phalanx start --address HOST:PORT [same node flags]    # one more node (raylet)
     phalanx status [--address HOST:PORT]
     phalanx stop
     phalanx version
 
 Processes started here outlive the command; `phalanx stop` ends them. What
-this machine started is recorded under /tmp/phalanx/cli (PHALANX_TMPDIR).
+this user started on this machine is recorded under /tmp/phalanx/cli-UID
+(PHALANX_TMPDIR), readable by this user only. Every cluster has a token
+(PHALANX_CLUSTER_TOKEN, or a random one kept in its session folder): this
+user's phalanx commands on this machine find it there; other machines and
+users need it exported.
 """
 import argparse
 import glob
@@ -19,9 +23,16 @@ import signal
 import sys
 import time
 
-_ROOT = os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx")
-_CLI_DIR = os.path.join(_ROOT, "cli")
-_HEAD_FILE = os.path.join(_CLI_DIR, "head_address")
+def _root():
+    return os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx")
+
+
+def _cli_dir():
+    return os.path.join(_root(), f"cli-{os.getuid()}")
+
+
+def _head_file():
+    return os.path.join(_cli_dir(), "head_address")
 
 
 def _split(address):
@@ -34,18 +45,45 @@ def _split(address):
 def current_head_address():
     """The address of the cluster this machine's `phalanx start --head` made, if any."""
     try:
-        with open(_HEAD_FILE) as f:
+        with open(_head_file()) as f:
             return f.read().strip() or None
     except OSError:
         return None
 
 
+def _records():
+    out = []
+    for path in sorted(glob.glob(os.path.join(_cli_dir(), "started-*.json"))):
+        try:
+            with open(path) as f:
+                out.append((path, json.load(f)))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def token_for(address):
+    """The token of the cluster whose GCS is at `address`: PHALANX_CLUSTER_TOKEN,
+    else the one this user's `phalanx start` kept in its session folder; None if neither."""
+    from phalanx._private.node import read_session_token
+    if os.environ.get("PHALANX_CLUSTER_TOKEN"):
+        return os.environ["PHALANX_CLUSTER_TOKEN"]
+    for _, rec in reversed(_records()):
+        if rec.get("redis_address") == address:
+            token = read_session_token(rec.get("session_dir", ""))
+            if token:
+                return token
+    return None
+
+
 def _record(node, role):
-    os.makedirs(_CLI_DIR, exist_ok=True)
+    from phalanx._private.node import _shared_root, private_dir
+    _shared_root(_root())
+    private_dir(_cli_dir())
     rec = {"role": role, "session_dir": node.session_dir, "redis_address": node.redis_address,
            "raylet_socket": node.raylet_socket,
            "procs": [{"name": n, "pid": p.pid} for n, p in node.procs], "time": time.time()}
-    path = os.path.join(_CLI_DIR, f"started-{os.getpid()}-{int(time.time() * 1000)}.json")
+    path = os.path.join(_cli_dir(), f"started-{os.getpid()}-{int(time.time() * 1000)}.json")
     with open(path, "w") as f:
         json.dump(rec, f)
     return path
@@ -55,6 +93,10 @@ def _resource_args(a):
     extra = []
     if a.num_gpus is not None:
         extra += ["--num-gpus", str(a.num_gpus)]
+    if a.cpp_worker_libs:
+        from phalanx._private.node import cpp_worker_binary
+        extra += ["--cpp-worker-command",
+                  f"env PHALANX_CPP_WORKER=1 PHALANX_CPP_LIBS={a.cpp_worker_libs} {cpp_worker_binary()}"]
     if a.resources:
         try:
             json.loads(a.resources)
@@ -70,42 +112,47 @@ def cmd_start(a):
     if bool(a.head) == bool(a.address):
         raise SystemExit("phalanx: give either --head or --address HOST:PORT")
     num_cpus = a.num_cpus if a.num_cpus is not None else os.cpu_count()
-    # Off loopback, the cluster needs a shared token: redis-server refuses
-    # whoever does not present it, and every node and driver must.
-    token = os.environ.get("PHALANX_CLUSTER_TOKEN")
-    off_loopback = a.node_ip not in ("127.0.0.1", "localhost")
-    if a.head and off_loopback and not token:
-        token = os.urandom(16).hex()
-        os.environ["PHALANX_CLUSTER_TOKEN"] = token
-    if a.address and not token and not _split(a.address)[0].startswith("127."):
-        raise SystemExit("phalanx: joining a cluster on another machine needs its token: "
-                         "export PHALANX_CLUSTER_TOKEN=<the token `phalanx start --head` printed>")
+    # Every cluster has a token: redis-server refuses whoever does not present
+    # it, and every connection between phalanx processes proves it.
     if a.head:
-        node = NodeProcesses(new_session_dir())
-        redis = node.start_redis(port=a.port, host=a.node_ip, tie_to_parent=False, password=token)
+        node = NodeProcesses(new_session_dir(), os.environ.get("PHALANX_CLUSTER_TOKEN"))  # (else a random one)
+        redis = node.start_redis(port=a.port, host=a.node_ip, tie_to_parent=False)
     else:
+        from phalanx.exceptions import UnavailableError
+        token = token_for(a.address)
+        if token:
+            os.environ["PHALANX_CLUSTER_TOKEN"] = token
         host, port = _split(a.address)
-        nodes = alive_nodes(host, port)  # fails clearly if nothing answers there
-        session = nodes[0]["session_dir"] if nodes and os.path.isdir(nodes[0]["session_dir"]) else new_session_dir()
-        node = NodeProcesses(session)
+        try:
+            nodes = alive_nodes(host, port)  # fails clearly if nothing answers there
+        except UnavailableError as e:
+            if token or "token" not in str(e):
+                raise
+            raise SystemExit("phalanx: joining a cluster needs its token: export PHALANX_CLUSTER_TOKEN=<the token "
+                             "`phalanx start --head` printed> (this user's phalanx commands on the head's machine "
+                             "find it themselves)")
+        head_session = nodes[0]["session_dir"] if nodes else ""
+        own = os.path.isdir(head_session) and os.stat(head_session).st_uid == os.getuid()
+        node = NodeProcesses(head_session if own else new_session_dir(), token)
         node.redis_address = redis = a.address
     try:
         node.start_raylet(redis, num_cpus, a.object_store_memory, node_ip=a.node_ip, tie_to_parent=False,
-                          extra_args=_resource_args(a), token=token)
+                          extra_args=_resource_args(a))
     except BaseException:
         node.stop()
         raise
     _record(node, "head" if a.head else "node")
     if a.head:
-        with open(_HEAD_FILE, "w") as f:
+        with open(_head_file(), "w") as f:
             f.write(redis)
         print(f"phalanx head started: GCS at {redis}\n"
               f"  add a node:        phalanx start --address {redis}\n"
               f"  connect a driver:  phalanx.init(address=\"{redis}\")  (or address=\"auto\")\n"
               f"  look at it:        phalanx status\n"
-              f"  logs:              {node.session_dir}/logs"
-              + (f"\n  cluster token:     export PHALANX_CLUSTER_TOKEN={token}   (every node and driver needs it)"
-                 if token else ""))
+              f"  logs:              {node.session_dir}/logs\n"
+              + (f"  cluster token:     export PHALANX_CLUSTER_TOKEN={node.token}   (every other machine's nodes "
+                 "and drivers need it)" if a.node_ip not in ("127.0.0.1", "localhost") else
+                 f"  cluster token:     in {node.session_dir}/token (this user's phalanx commands here find it)"))
     else:
         print(f"phalanx node started and joined {redis}; logs in {node.session_dir}/logs")
     return 0
@@ -128,6 +175,9 @@ def cmd_status(a):
         raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
                          "`phalanx start --head`")
     host, port = _split(address)
+    token = token_for(address)
+    if token:
+        os.environ["PHALANX_CLUSTER_TOKEN"] = token
     nodes = _core.gcs_nodes(host, port, 5.0)
     actors = _core.gcs_actors(host, port, 5.0)
     now_ms = time.time() * 1000
@@ -162,7 +212,7 @@ def _alive(pid):
 
 
 def cmd_stop(a):
-    records = sorted(glob.glob(os.path.join(_CLI_DIR, "started-*.json")))
+    records = sorted(glob.glob(os.path.join(_cli_dir(), "started-*.json")))
     if not records:
         print("phalanx: nothing started here to stop")
         return 0
@@ -188,8 +238,8 @@ def cmd_stop(a):
             os.kill(pid, signal.SIGKILL)
     for path in records:
         os.unlink(path)
-    if os.path.exists(_HEAD_FILE):
-        os.unlink(_HEAD_FILE)
+    if os.path.exists(_head_file()):
+        os.unlink(_head_file())
     print(f"phalanx: stopped {len(pids)} processes")
     return 0
 
@@ -207,6 +257,8 @@ def main(argv=None):
     s.add_argument("--resources", help='custom resources as JSON, e.g. \'{"sim": 8}\'')
     s.add_argument("--object-store-memory", type=int)
     s.add_argument("--node-ip", default="127.0.0.1")
+    s.add_argument("--cpp-worker-libs", help="colon-separated shared libraries whose PHALANX_REMOTE functions this "
+                   "node's C++ workers run (without it, the node runs no C++ tasks)")
     st = sub.add_parser("status", help="nodes, resources, actors and queued work")
     st.add_argument("--address")
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")

@@ -12,6 +12,7 @@
 namespace phalanx::objectstore {
 
 namespace asio = boost::asio;
+const char kTestToken[] = "test-token";
 
 struct Node {
   explicit Node(const char* name) {
@@ -50,6 +51,7 @@ class PullServer {
       FramedConnection::Socket g(io_);
       g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), s.release());
       auto c = std::make_shared<FramedConnection>(std::move(g), "serving node");
+      c->RequireAuth(Handshake::Role::kServer, kTestToken, "127.0.0.1");
       conns_.push_back(c);
       std::weak_ptr<FramedConnection> weak = c;
       c->Start(
@@ -92,7 +94,7 @@ class ObjectTransferTest : public ::testing::Test {
         a_.table.get(), a_.store.get(),
         [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
           EXPECT_EQ(node, "node-b");
-          RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000,
+          RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken,
                                 [done](Result<std::shared_ptr<RpcClient>> r) {
                                   if (r.ok()) r.value()->Start();
                                   done(std::move(r));
@@ -197,7 +199,7 @@ class TransferChainTest : public ::testing::Test {
         [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
           auto it = peers_.find(node);
           if (it == peers_.end()) return done(Status::Unavailable("no node " + node));
-          RpcClient::ConnectTcp(io_, "127.0.0.1", it->second->server->port(), 2000,
+          RpcClient::ConnectTcp(io_, "127.0.0.1", it->second->server->port(), 2000, kTestToken,
                                 [done](Result<std::shared_ptr<RpcClient>> r) {
                                   if (r.ok()) r.value()->Start();
                                   done(std::move(r));

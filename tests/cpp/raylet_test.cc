@@ -14,7 +14,8 @@ namespace phalanx {
 class RayletTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    redis_ = std::make_unique<testing::RedisServer>();
+    redis_ = std::make_unique<testing::RedisServer>(testing::kClusterToken);
+    ::setenv("PHALANX_CLUSTER_TOKEN", testing::kClusterToken, 1);  // the raylet inherits it
     dir_ = testing::TempDir("phalanx-raylet");
     socket_ = dir_ + "/raylet.sock";
     raylet_ = testing::Spawn({PHALANX_RAYLET_PATH, "--socket", socket_, "--session-dir", dir_, "--redis-address",

@@ -3,13 +3,19 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <thread>
 
 #include "core/proto/phalanx.pb.h"
 
 namespace phalanx {
 
 namespace asio = boost::asio;
+const char kTestToken[] = "test-token";
 
 // A TCP server on the test's io_context: answers GET_STATS, ignores
 // GET_FUNCTION (so calls time out), pushes a PUSH_TASK on SEAL_OBJECT,
@@ -25,6 +31,7 @@ class TcpServer {
   int port() const { return acceptor_.local_endpoint().port(); }
   std::string big;
   int keeps_released = 0;
+  int frames = 0;  // handed to the handler (only after a peer authenticated)
 
  private:
   void Accept() {
@@ -33,10 +40,12 @@ class TcpServer {
       FramedConnection::Socket g(io_);
       g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), s.release());
       auto c = std::make_shared<FramedConnection>(std::move(g), "server side");
+      c->RequireAuth(Handshake::Role::kServer, kTestToken, "127.0.0.1", /*timeout_ms=*/300);
       conns_.push_back(c);
       FramedConnection* raw = c.get();
       c->Start(
           [this, raw](const FrameHeader& h, const char*, size_t) {
+            ++frames;
             if (h.type == rpc::GET_STATS) {
               rpc::StatsReply r;
               r.set_workers(7);
@@ -71,7 +80,7 @@ class RpcClientTest : public ::testing::Test {
   void SetUp() override {
     server_ = std::make_unique<TcpServer>(io_);
     bool done = false;
-    RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, [&](Result<std::shared_ptr<RpcClient>> r) {
+    RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken, [&](Result<std::shared_ptr<RpcClient>> r) {
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       client_ = r.value();
       done = true;
@@ -166,12 +175,106 @@ TEST(RpcClientConnectTest, NothingListeningIsUnavailable) {
   a.close();
   Status st;
   bool done = false;
-  RpcClient::ConnectTcp(io, "127.0.0.1", port, 1000, [&](Result<std::shared_ptr<RpcClient>> r) {
+  RpcClient::ConnectTcp(io, "127.0.0.1", port, 1000, kTestToken, [&](Result<std::shared_ptr<RpcClient>> r) {
     st = r.status();
     done = true;
   });
   while (!done) io.run_for(std::chrono::milliseconds(10));
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+}
+
+// A plain blocking TCP socket to the server: what an attacker has.
+int RawConnect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// Runs `io` on a thread while `body` talks to the server through blocking sockets.
+void WithLoop(asio::io_context& io, const std::function<void()>& body) {
+  auto guard = asio::make_work_guard(io);
+  std::thread t([&] { io.run(); });
+  body();
+  guard.reset();
+  io.stop();
+  t.join();
+}
+
+TEST_F(RpcClientTest, AClientWithAnotherTokenIsRefusedAndNothingItSendsIsHandled) {
+  int before = server_->frames;
+  std::shared_ptr<RpcClient> wrong;
+  bool connected = false;
+  RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, "another-token", [&](auto r) {
+    ASSERT_TRUE(r.ok());
+    wrong = r.value();
+    connected = true;
+  });
+  Run([&] { return connected; });
+  wrong->Start();
+  Status st;
+  bool done = false;
+  wrong->Call(rpc::GET_STATS, rpc::Empty(), 2000, [&](Result<std::string> r) {
+    st = r.status();
+    done = true;
+  });
+  Run([&] { return done; });
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("token"), std::string::npos) << st.ToString();
+  EXPECT_EQ(server_->frames, before);
+}
+
+TEST_F(RpcClientTest, AFrameBeforeTheHandshakeClosesTheConnectionUnread) {
+  int before = server_->frames;
+  WithLoop(io_, [&] {
+    // A kill, a pull, a forwarded task, a stats call: none is read without the handshake.
+    for (uint16_t type : {rpc::KILL_ACTOR, rpc::PULL_OBJECT, rpc::FORWARD_TASK, rpc::GET_STATS}) {
+      int fd = RawConnect(server_->port());
+      std::string f = EncodeFrame(type, 0, 1, rpc::Empty());
+      ASSERT_EQ(::send(fd, f.data(), f.size(), MSG_NOSIGNAL), static_cast<ssize_t>(f.size()));
+      char buf[64];
+      EXPECT_EQ(::recv(fd, buf, sizeof(buf), 0), 0) << "type " << type;  // closed, nothing answered
+      ::close(fd);
+    }
+  });
+  EXPECT_EQ(server_->frames, before);
+}
+
+TEST_F(RpcClientTest, APeerThatDoesNotAuthenticateIsClosedAfterTheDeadline) {
+  WithLoop(io_, [&] {
+    int fd = RawConnect(server_->port());
+    auto start = std::chrono::steady_clock::now();
+    char buf[64];
+    EXPECT_EQ(::recv(fd, buf, sizeof(buf), 0), 0);  // the server's 300 ms ran out
+    auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(250));
+    EXPECT_LT(waited, std::chrono::seconds(4));
+    ::close(fd);
+  });
+}
+
+TEST_F(RpcClientTest, AHeaderDeclaringAGibibyteAllocatesNothing) {
+  WithLoop(io_, [&] {
+    std::vector<int> fds;
+    for (int i = 0; i < 50; ++i) {
+      int fd = RawConnect(server_->port());
+      char header[kFrameHeaderSize];
+      EncodeHeader(FrameHeader{1u << 30, rpc::FORWARD_TASK, 0, 1}, header);
+      ASSERT_EQ(::send(fd, header, sizeof(header), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(header)));
+      fds.push_back(fd);
+    }
+    for (int fd : fds) {
+      char buf[64];
+      EXPECT_EQ(::recv(fd, buf, sizeof(buf), 0), 0);  // refused at the header
+      ::close(fd);
+    }
+  });
+  EXPECT_EQ(FrameReader::ProcessCharged(), 0u);
 }
 
 }  // namespace phalanx

@@ -41,12 +41,20 @@ inline std::string TempDir(const std::string& prefix) {
 inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) { return SpawnProcess(argv, log); }
 inline void Stop(pid_t pid) { StopProcess(pid); }
 
+// The token the tests' raylets and redis-servers share (PHALANX_CLUSTER_TOKEN).
+inline constexpr char kClusterToken[] = "phalanx-test-token";
+
 class RedisServer {
  public:
-  RedisServer() : port_(FreePort()), dir_(TempDir("phalanx-redis")) {
-    pid_ = Spawn({"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
-                  "--appendonly", "no", "--dir", dir_},
-                 dir_ + "/redis.log");
+  // `password`: redis-server's --requirepass (a cluster token), or none.
+  explicit RedisServer(const std::string& password = "") : port_(FreePort()), dir_(TempDir("phalanx-redis")) {
+    std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save",
+                                     "", "--appendonly", "no", "--dir", dir_};
+    if (!password.empty()) {
+      argv.push_back("--requirepass");
+      argv.push_back(password);
+    }
+    pid_ = Spawn(argv, dir_ + "/redis.log");
     for (int i = 0; i < 500; ++i) {
       redisContext* c = redisConnect("127.0.0.1", port_);
       bool ok = c != nullptr && !c->err;

@@ -23,6 +23,7 @@ def run(*args, check=True):
 def cli_dir(tmp_path, monkeypatch):
     # The CLI's records and session folders go to a folder of this test's own.
     monkeypatch.setenv("PHALANX_TEST_CLI_DIR", str(tmp_path))
+    monkeypatch.setenv("PHALANX_TMPDIR", str(tmp_path))  # the driver finds the CLI's records (and tokens) there
     phalanx.shutdown()
     yield tmp_path
     phalanx.shutdown()
@@ -66,8 +67,11 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     phalanx.shutdown()
 
     from phalanx import _core
+    from phalanx.scripts import token_for
     host, port = address.split(":")
+    os.environ["PHALANX_CLUSTER_TOKEN"] = token_for(address)  # kept in the session folder by `phalanx start`
     pids = [n["pid"] for n in _core.gcs_nodes(host, int(port), 5.0)]
+    del os.environ["PHALANX_CLUSTER_TOKEN"]
     assert len(_live_pids(pids)) == 3
     out = run("stop").stdout
     assert "stopped 4 processes" in out  # redis-server + 3 raylets

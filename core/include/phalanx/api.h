@@ -201,9 +201,11 @@ void Init(const std::string& address = "");
 
 struct InitOptions {
   std::string address;                      // "" = an embedded cluster
-  // Shared libraries holding the PHALANX_REMOTE functions: when set, workers
-  // are the generic phalanx-cpp-worker loading these (paths as the workers
-  // see them) instead of this program started again.
+  // Shared libraries holding the PHALANX_REMOTE functions: when set, the
+  // embedded cluster's workers are the generic phalanx-cpp-worker loading
+  // these instead of this program started again. Only with an embedded
+  // cluster (address ""): a running cluster's nodes run the C++ workers they
+  // were configured with (`phalanx start --cpp-worker-libs`).
   std::vector<std::string> code_libraries;
 };
 void Init(const InitOptions& options);

@@ -1,6 +1,7 @@
 """The driver API behind phalanx.init/shutdown/get/put/wait."""
 import atexit
 import json
+import math
 import os
 import threading
 import time
@@ -66,8 +67,13 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 raise UnavailableError("address='auto' but no cluster is known here: PHALANX_ADDRESS is not "
                                        "set and `phalanx start --head` was not run; pass address='HOST:PORT'")
         if address is None:
-            if num_cpus is not None and num_cpus < 0:
-                raise ValueError(f"num_cpus must be >= 0, got {num_cpus}")
+            from phalanx.remote_function import check_amount
+            if num_cpus is not None:
+                check_amount("num_cpus", num_cpus)
+            if num_gpus is not None:
+                check_amount("num_gpus", num_gpus)
+            for k, v in (resources or {}).items():
+                check_amount(f"resources[{k!r}]", v)
             if not isinstance(num_nodes, int) or num_nodes < 1:
                 raise ValueError(f"num_nodes must be a positive int, got {num_nodes!r}")
             node = NodeProcesses(new_session_dir())
@@ -97,7 +103,16 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             if any(v is not None for v in (num_cpus, num_gpus, resources, object_store_memory)):
                 raise ValueError("num_cpus, num_gpus, resources and object_store_memory are set when a "
                                  "node starts; they cannot be given when joining a cluster")
-            _connect(_find_raylet(address))
+            from phalanx.scripts import token_for
+            token = token_for(address)  # PHALANX_CLUSTER_TOKEN, or the token `phalanx start` kept here
+            state.env_token_before = os.environ.get("PHALANX_CLUSTER_TOKEN")
+            if token:
+                os.environ["PHALANX_CLUSTER_TOKEN"] = token
+            try:
+                _connect(_find_raylet(address))
+            except BaseException:
+                _restore_token()
+                raise
         state.mode = "driver"
         return dict(state.info)
 
@@ -126,6 +141,18 @@ def shutdown():
             if state.node is not None:
                 state.node.stop()
                 state.node = None
+            _restore_token()
+
+
+def _restore_token():
+    before = getattr(state, "env_token_before", False)
+    if before is False:
+        return
+    state.env_token_before = False
+    if before is None:
+        os.environ.pop("PHALANX_CLUSTER_TOKEN", None)
+    else:
+        os.environ["PHALANX_CLUSTER_TOKEN"] = before
 
 
 atexit.register(shutdown)
@@ -147,11 +174,11 @@ def _as_list(refs, fn):
 
 
 def _timeout_ms(timeout):
-    if timeout is None:
-        return -1
-    if timeout < 0:
-        raise ValueError(f"timeout must be >= 0 or None, got {timeout}")
-    return int(timeout * 1000)
+    if timeout is None or timeout == math.inf:
+        return -1  # no limit
+    if not timeout >= 0:  # (NaN too)
+        raise ValueError(f"timeout must be a number >= 0, or None (or float('inf')) for none, got {timeout}")
+    return int(min(timeout * 1000, 2**62))
 
 
 def get(refs, timeout=None):

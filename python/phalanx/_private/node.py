@@ -1,8 +1,14 @@
 """Starting and stopping the processes of a node: redis-server (the GCS, on
 the head node only) and phalanx-raylet. Used by phalanx.init() for the
-embedded local cluster and by the `phalanx` CLI."""
+embedded local cluster and by the `phalanx` CLI.
+
+Every cluster has a token (docs/security.md): redis-server's password and
+what every connection between phalanx processes proves. A cluster started
+without PHALANX_CLUSTER_TOKEN gets a random one of its own, kept in its
+session folder (mode 0700) in the file `token` (0600)."""
 import ctypes
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -39,6 +45,14 @@ def raylet_binary():
     return path
 
 
+def cpp_worker_binary():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", "phalanx-cpp-worker")
+    if not os.path.exists(path):
+        raise UnavailableError(f"the C++ worker is missing at {path}: phalanx was built without the C++ API "
+                               "(libmsgpack-cxx-dev; scripts/setup.sh installs it)")
+    return path
+
+
 def redis_binary():
     path = shutil.which("redis-server") or "/usr/bin/redis-server"
     if not os.path.exists(path):
@@ -47,19 +61,66 @@ def redis_binary():
     return path
 
 
+def _shared_root(root):
+    """The folder of every user's sessions: like /tmp (anyone makes a folder
+    of their own in it, nobody touches another's)."""
+    try:
+        os.makedirs(root, mode=0o1777, exist_ok=True)
+        st = os.stat(root)
+        if st.st_uid == os.getuid() and st.st_mode & 0o7777 != 0o1777:
+            os.chmod(root, 0o1777)
+    except PermissionError:
+        pass
+    if os.access(root, os.W_OK | os.X_OK):
+        return root
+    return private_dir(f"{root}-{os.getuid()}")  # another user's folder that we may not write in
+
+
+def private_dir(path):
+    """`path` as a folder only this user can enter (0700), made if missing;
+    refuses one that belongs to someone else."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid():
+        raise UnavailableError(f"{path} is not a folder of this user's: refusing to keep sockets or tokens in it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
 def new_session_dir(root=None):
-    root = root or os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx")
+    root = _shared_root(root or os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx"))
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    os.makedirs(root, exist_ok=True)
     for n in range(1000):  # unique even for several clusters in one second
         path = os.path.join(root, f"session_{stamp}_{os.getpid()}" + (f"_{n}" if n else ""))
         try:
-            os.makedirs(path)
+            os.mkdir(path, 0o700)
             break
         except FileExistsError:
             continue
-    os.makedirs(os.path.join(path, "logs"), exist_ok=True)
+    os.chmod(path, 0o700)  # whatever the umask
+    os.makedirs(os.path.join(path, "logs"), mode=0o700, exist_ok=True)
     return path
+
+
+def write_session_token(session_dir, token=None):
+    """Writes the cluster's token to `session_dir`/token (0600); a new random
+    one if none is given. Returns it."""
+    token = token or secrets.token_hex(16)
+    path = os.path.join(session_dir, "token")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return token
+
+
+def read_session_token(session_dir):
+    """The token kept in a session folder, or None."""
+    try:
+        with open(os.path.join(session_dir, "token")) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def _tail(path, n=20):
@@ -71,23 +132,34 @@ def _tail(path, n=20):
 
 
 class NodeProcesses:
-    """The processes this driver (or CLI) started, stopped in reverse order."""
+    """The processes this driver (or CLI) started, stopped in reverse order.
 
-    def __init__(self, session_dir):
+    `token`: the cluster's token; default PHALANX_CLUSTER_TOKEN, else a new
+    random one for this session (written to its folder). While these
+    processes run, this process's PHALANX_CLUSTER_TOKEN is that token (its
+    own GCS commands present it); stop() puts the old value back."""
+
+    def __init__(self, session_dir, token=None):
         self.session_dir = session_dir
         self.procs = []  # (name, Popen)
         self.redis_address = None
         self.raylet_socket = None
+        self.token = write_session_token(session_dir, token or os.environ.get("PHALANX_CLUSTER_TOKEN"))
+        self._env_before = os.environ.get("PHALANX_CLUSTER_TOKEN")
+        os.environ["PHALANX_CLUSTER_TOKEN"] = self.token
 
     def start_redis(self, port=None, host="127.0.0.1", tie_to_parent=True, password=None):
+        password = password or self.token
+        # The password goes in a file of the session folder, not on the command line (ps shows that).
+        conf = os.path.join(self.session_dir, "redis.conf")
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"requirepass {password}\n")
         for attempt in range(5):
             p = port or free_port(host)
             log = os.path.join(self.session_dir, "logs", "redis.log")
-            cmd = [redis_binary(), "--port", str(p), "--bind", host, "--save", "", "--appendonly", "no",
+            cmd = [redis_binary(), conf, "--port", str(p), "--bind", host, "--save", "", "--appendonly", "no",
                    "--daemonize", "no", "--logfile", log, "--dir", self.session_dir]
-            if password:
-                cmd += ["--requirepass", password]
-                os.environ["PHALANX_CLUSTER_TOKEN"] = password  # our own PING below presents it
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.STDOUT, cwd=self.session_dir,
                                     preexec_fn=_die_with_parent if tie_to_parent else None,
@@ -115,8 +187,7 @@ class NodeProcesses:
         tag = os.urandom(4).hex()  # several raylets may share a session folder
         sock = os.path.join(self.session_dir, f"raylet-{tag}.sock")
         if len(sock) > 100:  # Unix socket paths are limited to 107 bytes
-            short = os.path.join("/tmp", f"phalanx-{os.getuid()}")
-            os.makedirs(short, exist_ok=True)
+            short = private_dir(os.path.join("/tmp", f"phalanx-{os.getuid()}"))
             sock = os.path.join(short, f"raylet-{tag}.sock")
         log = os.path.join(self.session_dir, "logs", f"raylet-{tag}.log")
         worker_cmd = f"{sys.executable} -u -m phalanx._private.worker"
@@ -135,8 +206,7 @@ class NodeProcesses:
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
-        if token:
-            env["PHALANX_CLUSTER_TOKEN"] = token
+        env["PHALANX_CLUSTER_TOKEN"] = token or self.token  # inherited, never on the command line
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, preexec_fn=_die_with_parent if tie_to_parent else None,
@@ -166,3 +236,13 @@ class NodeProcesses:
                 proc.kill()
                 proc.wait()
         self.procs = []
+        self.restore_env()
+
+    def restore_env(self):
+        """This process's PHALANX_CLUSTER_TOKEN as it was before (idempotent)."""
+        if os.environ.get("PHALANX_CLUSTER_TOKEN") != self.token:
+            return  # someone set another since
+        if self._env_before is None:
+            os.environ.pop("PHALANX_CLUSTER_TOKEN", None)
+        else:
+            os.environ["PHALANX_CLUSTER_TOKEN"] = self._env_before

@@ -1,0 +1,49 @@
+#include "core/message_limits.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/ids.h"
+
+namespace phalanx {
+
+Status CheckResourceAmount(const std::string& name, double amount, const std::string& what) {
+  if (!std::isfinite(amount) || amount < 0 || amount > kMaxResourceAmount) {
+    std::ostringstream s;
+    s << what << " asks for " << amount << " of resource '" << name
+      << "': an amount must be a finite number from 0 to " << kMaxResourceAmount;
+    return Status::InvalidArgument(s.str());
+  }
+  return Status::OK();
+}
+
+Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
+  const std::string what = "task " + (spec.function_name().empty() ? std::string("(unnamed)") : spec.function_name());
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument(what + ": " + why); };
+  if (spec.task_id().size() != kTaskIdSize) return bad("malformed task id");
+  if (spec.num_returns() < 0 || spec.num_returns() > kMaxReturns) {
+    return bad("num_returns is " + std::to_string(spec.num_returns()) + "; it must be from 0 to " +
+               std::to_string(kMaxReturns));
+  }
+  if (spec.args_size() > kMaxArgs) {
+    return bad(std::to_string(spec.args_size()) + " arguments; at most " + std::to_string(kMaxArgs));
+  }
+  for (const auto& a : spec.args()) {
+    if (!a.object_id().empty() && a.object_id().size() != kObjectIdSize) return bad("an argument has a malformed ref");
+  }
+  if (spec.contained_ids_size() > kMaxIdsPerMessage) return bad("too many nested refs");
+  for (const auto& id : spec.contained_ids()) {
+    if (id.size() != kObjectIdSize) return bad("a nested ref is malformed");
+  }
+  if (!spec.actor_id().empty() && spec.actor_id().size() != kTaskIdSize) return bad("malformed actor id");
+  if (!rpc::TaskKind_IsValid(spec.kind())) return bad("unknown task kind " + std::to_string(spec.kind()));
+  if (!rpc::Language_IsValid(spec.language())) return bad("unknown language " + std::to_string(spec.language()));
+  if (!rpc::SchedulingStrategy_IsValid(spec.strategy())) {
+    return bad("unknown scheduling strategy " + std::to_string(spec.strategy()));
+  }
+  PHALANX_RETURN_IF_ERROR(CheckResourceAmount("CPU", spec.num_cpus(), what));
+  for (const auto& [name, amount] : spec.resources()) PHALANX_RETURN_IF_ERROR(CheckResourceAmount(name, amount, what));
+  return Status::OK();
+}
+
+}  // namespace phalanx

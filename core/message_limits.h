@@ -1,0 +1,32 @@
+// What one message may ask of the process that receives it. A count or a
+// size in a message decides how much its receiver allocates or keeps, so
+// each is checked against a documented limit before anything is made for it
+// (docs/protocol.md, "Limits"); a message past a limit gets a clear error
+// back, and nothing of it is kept. Frame sizes are limited per type in
+// core/frame.h. Thread-safe (pure functions).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+
+namespace phalanx {
+
+inline constexpr int kMaxReturns = 10000;       // return values of one task
+inline constexpr int kMaxArgs = 100000;         // arguments of one task
+inline constexpr int kMaxIdsPerMessage = 1 << 20;  // ids in one request (get, wait, refs, ...)
+inline constexpr double kMaxResourceAmount = 1e12;  // any one resource a task asks for
+
+// OK if `amount` of resource `name` is a quantity a task may ask for: a
+// finite number in [0, kMaxResourceAmount]. `what` names the task in errors.
+Status CheckResourceAmount(const std::string& name, double amount, const std::string& what);
+
+// OK if the spec is well-formed and within the limits: ids of the right
+// sizes, num_returns in [0, kMaxReturns], at most kMaxArgs arguments and
+// kMaxIdsPerMessage nested refs, finite non-negative resources, a known
+// language and kind. Says which field is wrong otherwise.
+Status ValidateTaskSpec(const rpc::TaskSpec& spec);
+
+}  // namespace phalanx
