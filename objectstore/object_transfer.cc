@@ -466,7 +466,7 @@ void ObjectTransfer::ReplyRange(const std::string& id, uint64_t size, uint64_t s
   r.set_state(rpc::OBJ_IN_STORE);
   r.set_size(size);
   uint64_t from = std::min(w.offset, size);
-  uint64_t n = std::min(w.length, size - from);
+  uint64_t n = std::min({w.length, size - from, kMaxPullBytes});  // whatever the reader asked
   w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n,
                     n >= kTailBytes ? store_->Lease(id) : nullptr));
 }

@@ -38,8 +38,11 @@
 
 namespace phalanx::objectstore {
 
+// The largest range one PULL_OBJECT reply carries, whatever was asked.
+inline constexpr uint64_t kMaxPullBytes = 64u << 20;
+
 struct TransferOptions {
-  uint64_t chunk_bytes = 256 << 10;  // bytes per request (measured: bench/collectives, docs/collectives.md)
+  uint64_t chunk_bytes = 256 << 10;  // (at most kMaxPullBytes)  // bytes per request (measured: bench/collectives, docs/collectives.md)
   int window = 4;                  // requests in flight per object
 };
 

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
-              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev libmsgpack-cxx-dev iproute2 procps
+              libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev libmsgpack-cxx-dev libssl-dev iproute2 procps util-linux
               python3-venv python3-dev)
 
 missing=()
