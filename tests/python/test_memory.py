@@ -30,6 +30,33 @@ def test_view_keeps_object_alive_after_ref_is_dropped(cluster):
     wait_until(lambda: phalanx.cluster_stats()["store_used"] <= used - (8 << 20), what="view release")
 
 
+@phalanx.remote(num_cpus=1)
+def _first(a):
+    return float(a[0])
+
+
+@phalanx.remote(num_cpus=1, max_retries=0)
+def _raises(a):
+    raise ValueError("boom")
+
+
+def test_a_tasks_store_argument_is_let_go_when_the_task_ends(fresh_cluster):
+    # A nearly full store: a 40 MiB argument that stayed pinned in the worker
+    # after its task (until the worker's next task) left no room for the next.
+    fresh_cluster(num_cpus=1, object_store_memory=96 << 20)
+    for task in (_first, _raises):
+        ref = phalanx.put(np.ones(40 << 20, dtype=np.uint8))
+        try:
+            phalanx.get(task.remote(ref))
+        except phalanx.exceptions.TaskError:
+            assert task is _raises
+        del ref
+        wait_until(lambda: phalanx.cluster_stats()["store_used"] == 0, timeout=10,
+                   what=f"the argument of {task._name} to be freed with no task after it")
+        big = phalanx.put(np.ones(80 << 20, dtype=np.uint8))  # fits only if the argument is gone
+        del big
+
+
 def test_many_tasks_with_1mb_results_keep_memory_flat(fresh_cluster):
     fresh_cluster(object_store_memory=1 << 30)
 

@@ -75,6 +75,51 @@ def _wait(pred, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@phalanx.remote(num_cpus=0)
+class Keeper:
+    def touch(self):
+        return "alive"
+
+
+_ATTACK = """
+import sys
+sys.path.insert(0, {tests!r})
+import wire
+host, port, oid, aid, marker = {host!r}, {port}, {oid!r}, {aid!r}, {marker!r}
+spec = wire.task_spec(bytes(range(16)), "evil", extra=wire.field_bytes(23, ("touch " + marker).encode()))
+bodies = {{wire.FORWARD_TASK: wire.forward_task(spec), wire.PULL_OBJECT: wire.pull_object(oid),
+          wire.KILL_ACTOR: wire.kill_actor(aid)}}
+answered = []
+for t in wire.ALL_TYPES:
+    s = wire.connect(host, port)
+    s.sendall(wire.frame(t, bodies.get(t, b"junk")))
+    if not wire.closed_without_answer(s):
+        answered.append(t)
+print("answered:", answered)
+"""
+
+
+def _attack_from(ns, session, where):
+    """From namespace `ns` (another host), without the token: every message to
+    raylet A is refused unread; nothing runs, nothing is returned or killed."""
+    keeper = Keeper.remote()
+    assert phalanx.get(keeper.touch.remote(), timeout=30) == "alive"
+    secret = phalanx.put(b"s" * (1 << 20))
+    port_a = [n for n in phalanx.nodes() if n["alive"] and n["address"] == A_IP][0]["port"]
+    marker = os.path.join(session, "attack-ran")
+    script = _ATTACK.format(tests=os.path.dirname(os.path.abspath(__file__)), host=A_IP, port=port_a,
+                            oid=secret.binary(), aid=keeper._actor_id, marker=marker)
+    env = {k: v for k, v in os.environ.items() if k != "PHALANX_CLUSTER_TOKEN"}
+    p = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "answered: []" in p.stdout, p.stdout
+    assert not os.path.exists(marker)
+    assert phalanx.get(keeper.touch.remote(), timeout=30) == "alive"
+    assert phalanx.get(secret, timeout=30) == b"s" * (1 << 20)
+    assert phalanx.get(where.remote(), timeout=60)[0] == B_IP  # and the cluster still serves
+
+
 def test_task_crosses_to_a_node_in_another_namespace(namespaces):
     ns_a, ns_b = namespaces
     phalanx.shutdown()
@@ -113,6 +158,7 @@ def test_task_crosses_to_a_node_in_another_namespace(namespaces):
         # `ip netns exec` execs the raylet, so the pid is the raylet's.
         assert raylet_pid == raylet_b.pid
         assert phalanx.get([where.remote() for _ in range(5)], timeout=60)[-1][0] == B_IP
+        _attack_from(ns_b, session, where)
     finally:
         phalanx.shutdown()
         for p in reversed(procs):

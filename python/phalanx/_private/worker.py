@@ -1,6 +1,7 @@
 """The Python worker process: `python -m phalanx._private.worker`, started by
 the raylet. It connects back over the raylet's Unix socket, then runs the
 tasks the raylet pushes, one at a time, until the raylet goes away."""
+import gc
 import os
 import sys
 import time
@@ -72,6 +73,7 @@ def run_task(task):
     if gpu_ids or state.gpu_ids:
         _set_gpus(gpu_ids)
     error = ""
+    pos = kw = value = None
     try:
         fn = _callable_for(kind, function_id, actor_id, method_name)
         pos, kw = [], {}
@@ -97,6 +99,7 @@ def run_task(task):
                                          f"{type(e).__name__}: {e}") from e
             returns.append((oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained), contained))
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
+        pos = kw = value = args = task = None  # noqa: F841 (the traceback keeps this frame)
         # An argument's task failed: pass its error on unchanged.
         err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)
         error = f"{type(e).__name__}: {e}"
@@ -109,6 +112,7 @@ def run_task(task):
             _core.task_done(task_id, returns, time.perf_counter() - start, error)
             raise
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
+    return not error
 
 
 def main():
@@ -125,7 +129,11 @@ def main():
             task = _core.next_task(-1)
         except UnavailableError:
             break  # the raylet is gone or told us to go
-        run_task(task)
+        ok = run_task(task)
+        # Its store arguments are unmapped and unpinned now, not at the next task.
+        del task
+        if not ok:
+            gc.collect()  # a raised exception's traceback holds the frames that held them, in a cycle
     _core.disconnect()
 
 
