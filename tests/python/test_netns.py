@@ -99,13 +99,24 @@ print("answered:", answered)
 """
 
 
-def _attack_from(ns, session, where):
+def _listening_port(ns, pid):
+    """The TCP port process `pid` listens on in namespace `ns` (read there, so
+    no traffic leaves the namespaces)."""
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltnp"], capture_output=True, text=True,
+                         timeout=20).stdout
+    for line in out.splitlines():
+        if f"pid={pid}," in line:
+            return int(line.split()[3].rpartition(":")[2])
+    raise AssertionError(f"process {pid} listens on nothing in {ns}:\n{out}")
+
+
+def _attack_from(ns, session, where, ns_a, raylet_a):
     """From namespace `ns` (another host), without the token: every message to
     raylet A is refused unread; nothing runs, nothing is returned or killed."""
     keeper = Keeper.remote()
     assert phalanx.get(keeper.touch.remote(), timeout=30) == "alive"
     secret = phalanx.put(b"s" * (1 << 20))
-    port_a = [n for n in phalanx.nodes() if n["alive"] and n["address"] == A_IP][0]["port"]
+    port_a = _listening_port(ns_a, raylet_a.pid)
     marker = os.path.join(session, "attack-ran")
     script = _ATTACK.format(tests=os.path.dirname(os.path.abspath(__file__)), host=A_IP, port=port_a,
                             oid=secret.binary(), aid=keeper._actor_id, marker=marker)
@@ -158,7 +169,7 @@ def test_task_crosses_to_a_node_in_another_namespace(namespaces):
         # `ip netns exec` execs the raylet, so the pid is the raylet's.
         assert raylet_pid == raylet_b.pid
         assert phalanx.get([where.remote() for _ in range(5)], timeout=60)[-1][0] == B_IP
-        _attack_from(ns_b, session, where)
+        _attack_from(ns_b, session, where, ns_a, procs[1])
     finally:
         phalanx.shutdown()
         for p in reversed(procs):
