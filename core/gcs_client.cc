@@ -95,6 +95,17 @@ void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> c
   GetMessage(redis_, "actors", ToHex(actor_id), "no actor " + ToHex(actor_id) + " in the GCS", std::move(cb));
 }
 
+void GcsClient::RegisterClient(const std::string& client_id, const std::string& node_id) {
+  redis_->Command({"HSET", "clients", ToHex(client_id), ToHex(node_id)});
+}
+
+void GcsClient::ClientExists(const std::string& client_id, Callback<bool> cb) {
+  redis_->Command({"HEXISTS", "clients", ToHex(client_id)}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    cb(r.value().type == RedisReply::kInteger && r.value().integer == 1);
+  });
+}
+
 void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
   redis_->Command({"HSET", "functions", ToHex(f.function_id()), f.SerializeAsString()});
 }

@@ -49,6 +49,11 @@ class GcsClient {
   void Claim(const std::string& key, Callback<bool> cb);
   void GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb);
 
+  // Client table: clients hash (client id hex -> node id): every process that
+  // ever registered with a raylet of this cluster, so the creators of objects.
+  void RegisterClient(const std::string& client_id, const std::string& node_id);
+  void ClientExists(const std::string& client_id, Callback<bool> cb);
+
   // Function table: functions hash (function id hex -> RegisterFunction), so
   // any raylet can hand a worker code a driver registered elsewhere.
   void PutFunction(const rpc::RegisterFunction& f);

@@ -457,6 +457,12 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
 
 void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m) {
   rpc::RegisterClientReply r;
+  if (m.client_id().size() != kClientIdSize) {
+    *r.mutable_status() = ToProto(Status::InvalidArgument("malformed client id"));
+    Reply(*c, rpc::REGISTER_CLIENT, req, r);
+    c->conn->Close();
+    return;
+  }
   c->pid = m.pid();
   c->client_id = m.client_id();
   c->is_worker = m.is_worker();
@@ -478,6 +484,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_node_address(options_.node_ip);
   r.set_cluster_token(options_.cluster_token);
   clients_by_id_[c->client_id] = c.get();
+  if (creators_.insert(c->client_id).second) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {
     PHALANX_LOG(Warning) << st.ToString();

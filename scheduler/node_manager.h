@@ -108,6 +108,9 @@ class NodeManager {
   // Object requests (node_objects.cc).
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
   void CompleteGet(const std::shared_ptr<PendingGet>& g);
+  // Pending ids whose creator no process of the cluster ever was (a made-up
+  // or stale ref) fail at once with NotFound instead of waiting forever.
+  void CheckCreators(const std::vector<std::string>& ids);
   void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
   void CompleteWait(const std::shared_ptr<PendingWait>& w);
   void HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m);
@@ -145,6 +148,10 @@ class NodeManager {
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
+  // Client ids known to have registered with a raylet of this cluster (the
+  // creators of objects), and the pending ids of creators being looked up.
+  std::unordered_set<std::string> creators_;
+  std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
   std::unordered_map<std::string, Client*> clients_by_id_;  // registered clients by their client id

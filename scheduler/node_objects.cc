@@ -4,6 +4,7 @@
 // or, for a wait with fetch_local off, known to be ready on another node.
 #include <chrono>
 
+#include "core/ids.h"
 #include "core/logging.h"
 #include "core/status_proto.h"
 #include "scheduler/node_manager.h"
@@ -55,6 +56,7 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   const bool fetch = !m.locate_only();
   for (const auto& id : g->ids) g->waiting += Counts(objects_, fetch, id) ? 0 : 1;
   if (g->waiting == 0) return CompleteGet(g);
+  CheckCreators(g->ids);
   for (const auto& id : g->ids) {
     if (Counts(objects_, fetch, id)) continue;
     WhenCounts(objects_, fetch, id, [this, g] {
@@ -70,6 +72,35 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
     g->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
     g->timer->async_wait([this, g](auto ec) {
       if (!ec) CompleteGet(g);
+    });
+  }
+}
+
+void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
+  for (const auto& id : ids) {
+    if (id.size() != kObjectIdSize || objects_.IsReady(id) || !objects_.RemoteNode(id).empty()) continue;
+    std::string creator = id.substr(0, kClientIdSize);
+    if (creators_.count(creator)) continue;
+    auto [it, first] = unknown_creators_.try_emplace(creator);
+    it->second.push_back(id);
+    if (!first) continue;  // asked already
+    gcs_.ClientExists(creator, [this, creator](Result<bool> known) {
+      auto waiting = unknown_creators_.find(creator);
+      if (waiting == unknown_creators_.end()) return;
+      std::vector<std::string> ids = std::move(waiting->second);
+      unknown_creators_.erase(waiting);
+      if (!known.ok()) return;  // the GCS did not answer: the get waits as it would have
+      if (known.value()) {
+        creators_.insert(creator);
+        return;
+      }
+      // No process of this cluster ever had that client id: nothing will make these.
+      for (const auto& id : ids) {
+        if (objects_.IsReady(id)) continue;
+        objects_.MarkLost(id, StatusCode::kNotFound,
+                          "no such object: ObjectRef(" + ToHex(id) +
+                              ") was not made in this cluster (no process of it has its creator's id)");
+      }
     });
   }
 }
@@ -99,6 +130,7 @@ void NodeManager::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, con
   w->fetch = !m.no_fetch();
   for (const auto& id : w->ids) w->ready += Counts(objects_, w->fetch, id) ? 1 : 0;
   if (w->ready >= w->needed) return CompleteWait(w);
+  CheckCreators(w->ids);
   for (const auto& id : w->ids) {
     if (Counts(objects_, w->fetch, id)) continue;
     WhenCounts(objects_, w->fetch, id, [this, w] {

@@ -146,3 +146,20 @@ def test_use_before_init_is_a_clear_error():
     phalanx.shutdown()
     with pytest.raises(phalanx.UnavailableError, match="init"):
         echo.remote(1)
+
+
+def test_get_of_a_ref_nobody_made_fails_at_once(cluster):
+    import time as _time
+    made_up = phalanx.ObjectRef(os.urandom(20))
+    start = _time.monotonic()
+    with pytest.raises(phalanx.exceptions.NotFoundError, match="no such object"):
+        phalanx.get(made_up, timeout=60)
+    assert _time.monotonic() - start < 10
+    ready, _ = phalanx.wait([phalanx.ObjectRef(os.urandom(20))], timeout=60)
+    assert len(ready) == 1  # decided (it is an error), not left waiting
+    # A real pending result is not mistaken for one.
+    @phalanx.remote
+    def slow():
+        _time.sleep(1.5)
+        return 3
+    assert phalanx.get(slow.remote(), timeout=60) == 3
