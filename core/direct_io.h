@@ -74,7 +74,7 @@ class DirectIo {
     std::mutex write_mu;
     std::string out;        // bytes not written yet, in order; guarded by write_mu
     bool blocked = false;   // the socket took no more: the poll thread writes `out` (POLLOUT); guarded
-    FrameReader reader{1024};
+    FrameReader reader{64 << 10};  // (small while the peer authenticates)
     std::unique_ptr<Handshake> handshake;  // accepted sockets, until the peer authenticated
     Clock::time_point handshake_deadline;
   };

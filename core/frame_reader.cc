@@ -74,7 +74,9 @@ Result<std::pair<char*, size_t>> FrameReader::Space() {
     filled_ -= start_;
     start_ = 0;
   }
-  size_t want = std::max(cap_, initial_);
+  // (Before authentication a reader holds no more than a handshake frame.)
+  size_t first = handshake_only_ ? kFrameHeaderSize + kHandshakeBody : initial_;
+  size_t want = std::max(cap_, first);
   size_t read_end = std::numeric_limits<size_t>::max();
   if (filled_ >= kFrameHeaderSize) {
     FrameHeader h = DecodeHeader(buf_.get());
@@ -91,7 +93,7 @@ Result<std::pair<char*, size_t>> FrameReader::Space() {
     }
   } else if (cap_ > kShrinkAbove) {
     want = kUncharged;  // a large frame went by: let its buffer go
-  } else if (last_full_ && cap_ < kUncharged) {
+  } else if (last_full_ && cap_ < kUncharged && !handshake_only_) {
     want = cap_ * 2;  // reads fill the buffer: take more per read (up to 64 KiB)
   }
   if (want != cap_) PHALANX_RETURN_IF_ERROR(Resize(want));

@@ -50,7 +50,9 @@ class FrameReader {
   // (the connection must close).
   Result<bool> Next(FrameHeader* h, const char** body);
 
-  // While set, only handshake frames (AUTH_*) are accepted.
+  // While set, only handshake frames (AUTH_*) are accepted, into a buffer
+  // of at most a handshake frame's size; after, the buffer starts at
+  // `initial_bytes` (the constructor's).
   void set_handshake_only(bool on) { handshake_only_ = on; }
   // Bytes received and not yet handed out by Next.
   size_t buffered() const { return filled_ - start_; }

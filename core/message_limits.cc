@@ -18,8 +18,9 @@ Status CheckResourceAmount(const std::string& name, double amount, const std::st
 }
 
 Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
-  const std::string what = "task " + (spec.function_name().empty() ? std::string("(unnamed)") : spec.function_name());
-  auto bad = [&](const std::string& why) { return Status::InvalidArgument(what + ": " + why); };
+  // (Names are built only for an error: this runs for every task.)
+  auto what = [&] { return "task " + (spec.function_name().empty() ? std::string("(unnamed)") : spec.function_name()); };
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument(what() + ": " + why); };
   if (spec.task_id().size() != kTaskIdSize) return bad("malformed task id");
   if (spec.num_returns() < 0 || spec.num_returns() > kMaxReturns) {
     return bad("num_returns is " + std::to_string(spec.num_returns()) + "; it must be from 0 to " +
@@ -41,8 +42,11 @@ Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
   if (!rpc::SchedulingStrategy_IsValid(spec.strategy())) {
     return bad("unknown scheduling strategy " + std::to_string(spec.strategy()));
   }
-  PHALANX_RETURN_IF_ERROR(CheckResourceAmount("CPU", spec.num_cpus(), what));
-  for (const auto& [name, amount] : spec.resources()) PHALANX_RETURN_IF_ERROR(CheckResourceAmount(name, amount, what));
+  auto fine = [](double v) { return std::isfinite(v) && v >= 0 && v <= kMaxResourceAmount; };
+  if (!fine(spec.num_cpus())) return CheckResourceAmount("CPU", spec.num_cpus(), what());
+  for (const auto& [name, amount] : spec.resources()) {
+    if (!fine(amount)) return CheckResourceAmount(name, amount, what());
+  }
   return Status::OK();
 }
 

@@ -43,6 +43,29 @@ static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
 }
 
 Result<std::unique_ptr<NodeManager>> NodeManager::Create(asio::io_context& io, NodeManagerOptions options) {
+  return Make(io, std::move(options), /*connect=*/true);
+}
+
+Result<std::unique_ptr<NodeManager>> NodeManager::CreateOffline(asio::io_context& io, NodeManagerOptions options) {
+  return Make(io, std::move(options), /*connect=*/false);
+}
+
+void NodeManager::HandleClientFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h,
+                                    const char* body, size_t len) {
+  std::shared_ptr<Client> c;
+  for (auto& [p, client] : clients_) {
+    if (client->conn == conn) c = client;
+  }
+  if (!c) {
+    c = std::make_shared<Client>();
+    c->conn = conn;
+    clients_[c.get()] = c;
+  }
+  OnFrame(c, h, body, len);
+}
+
+Result<std::unique_ptr<NodeManager>> NodeManager::Make(asio::io_context& io, NodeManagerOptions options,
+                                                       bool connect) {
   if (options.cluster_token.empty()) {
     return Status::InvalidArgument("no cluster token: set PHALANX_CLUSTER_TOKEN (phalanx start and phalanx.init() "
                                    "make one for each session)");
@@ -52,7 +75,7 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Create(asio::io_context& io, N
   if (!region.ok()) return region.status();
   auto store = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
   std::unique_ptr<NodeManager> nm(new NodeManager(io, std::move(options), std::move(store)));
-  PHALANX_RETURN_IF_ERROR(nm->redis_.Connect(5000));
+  if (connect) PHALANX_RETURN_IF_ERROR(nm->redis_.Connect(5000));
   return nm;
 }
 
@@ -484,7 +507,9 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_node_address(options_.node_ip);
   r.set_cluster_token(options_.cluster_token);
   clients_by_id_[c->client_id] = c.get();
-  if (creators_.insert(c->client_id).second) gcs_.RegisterClient(c->client_id, node_id_);
+  uint64_t creator;
+  std::memcpy(&creator, c->client_id.data(), sizeof(creator));
+  if (creators_.insert(creator).second) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {
     PHALANX_LOG(Warning) << st.ToString();

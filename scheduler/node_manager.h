@@ -68,6 +68,18 @@ class NodeManager {
   const std::string& node_id() const { return node_id_; }
   bool stopped() const { return stopped_; }
 
+  // For the fuzzer (tests/fuzz) and tests: a node whose GCS is not connected
+  // (every GCS call fails, as when redis-server is gone); Start it as usual.
+  static Result<std::unique_ptr<NodeManager>> CreateOffline(boost::asio::io_context& io, NodeManagerOptions options);
+  // One frame as if an authenticated peer raylet sent it on `conn` (replies go there).
+  void HandlePeerFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h, const char* body,
+                       size_t len) {
+    peers_.OnPeerFrame(conn, h, body, len);
+  }
+  // One frame as if a local client sent it on `conn` (a client of its own from its first frame on).
+  void HandleClientFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h, const char* body,
+                         size_t len);
+
  private:
   // A connected worker or driver, and what it holds, pins and creates here.
   struct Client {
@@ -93,6 +105,8 @@ class NodeManager {
 
   NodeManager(boost::asio::io_context& io, NodeManagerOptions options,
               std::unique_ptr<objectstore::ObjectStore> store);
+  static Result<std::unique_ptr<NodeManager>> Make(boost::asio::io_context& io, NodeManagerOptions options,
+                                                   bool connect);
   void Accept();
   void OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len);
   void OnClose(const std::shared_ptr<Client>& c, const Status& why);
@@ -150,7 +164,7 @@ class NodeManager {
   boost::asio::steady_timer accept_retry_;
   // Client ids known to have registered with a raylet of this cluster (the
   // creators of objects), and the pending ids of creators being looked up.
-  std::unordered_set<std::string> creators_;
+  std::unordered_set<uint64_t> creators_;  // (a client id's 8 bytes)
   std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;

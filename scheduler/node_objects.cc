@@ -3,6 +3,7 @@
 // copied here from another node (a get or a fetching wait asks for the copy),
 // or, for a wait with fetch_local off, known to be ready on another node.
 #include <chrono>
+#include <cstring>
 
 #include "core/ids.h"
 #include "core/logging.h"
@@ -78,9 +79,11 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
 
 void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
-    if (id.size() != kObjectIdSize || objects_.IsReady(id) || !objects_.RemoteNode(id).empty()) continue;
+    if (id.size() != kObjectIdSize) continue;
+    uint64_t key;
+    std::memcpy(&key, id.data(), sizeof(key));  // the creator's client id
+    if (creators_.count(key) || objects_.IsReady(id) || !objects_.RemoteNode(id).empty()) continue;
     std::string creator = id.substr(0, kClientIdSize);
-    if (creators_.count(creator)) continue;
     auto [it, first] = unknown_creators_.try_emplace(creator);
     it->second.push_back(id);
     if (!first) continue;  // asked already
@@ -91,7 +94,9 @@ void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
       unknown_creators_.erase(waiting);
       if (!known.ok()) return;  // the GCS did not answer: the get waits as it would have
       if (known.value()) {
-        creators_.insert(creator);
+        uint64_t key;
+        std::memcpy(&key, creator.data(), sizeof(key));
+        creators_.insert(key);
         return;
       }
       // No process of this cluster ever had that client id: nothing will make these.

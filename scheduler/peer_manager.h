@@ -75,11 +75,11 @@ class PeerManager {
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
   void Stop();
+  // One frame from an authenticated peer on `c` (replies go there).
+  void OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body, size_t len);
 
  private:
   void Accept();
-  // One frame from an authenticated peer.
-  void OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body, size_t len);
   // Once per dead node (whoever declared it): its actors' fate here, and its orphans.
   void SettleDeadNode(const rpc::NodeInfo& n);
   // Detached actors the dead node hosted and owned: one live node restarts each.
