@@ -7,6 +7,15 @@
 
 namespace phalanx {
 
+bool IsObjectId(const std::string& id) { return id.size() == kObjectIdSize; }
+
+bool ResultIdsOk(const rpc::TaskDone& done) {
+  for (const auto& r : done.returns()) {
+    if (!IsObjectId(r.object_id()) || !AllObjectIds(r.contained_ids())) return false;
+  }
+  return true;
+}
+
 Status CheckResourceAmount(const std::string& name, double amount, const std::string& what) {
   if (!std::isfinite(amount) || amount < 0 || amount > kMaxResourceAmount) {
     std::ostringstream s;

@@ -23,6 +23,19 @@ inline constexpr double kMaxResourceAmount = 1e12;  // any one resource a task a
 // finite number in [0, kMaxResourceAmount]. `what` names the task in errors.
 Status CheckResourceAmount(const std::string& name, double amount, const std::string& what);
 
+// Whether `id` is an object id (kObjectIdSize bytes), and every id of `ids`
+// is; `ids` may be empty. Messages whose ids are malformed are refused whole.
+bool IsObjectId(const std::string& id);
+template <typename Ids>
+bool AllObjectIds(const Ids& ids) {
+  for (const auto& id : ids) {
+    if (!IsObjectId(id)) return false;
+  }
+  return true;
+}
+// The ids of a task's results, and what they contain, are object ids.
+bool ResultIdsOk(const rpc::TaskDone& done);
+
 // OK if the spec is well-formed and within the limits: ids of the right
 // sizes, num_returns in [0, kMaxReturns], at most kMaxArgs arguments and
 // kMaxIdsPerMessage nested refs, finite non-negative resources, a known

@@ -3,6 +3,7 @@
 // and allreduces, and the links of reduce chains and allreduce assemblies:
 // those other nodes place here arrive through the PeerManager; those this
 // node places elsewhere leave through it.
+#include "core/message_limits.h"
 #include "core/status_proto.h"
 #include "scheduler/node_manager.h"
 
@@ -72,12 +73,17 @@ void NodeManager::SetUpCollectives() {
       [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
         if (type == rpc::REDUCE_STEP) {
           rpc::ReduceStep m;
-          if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed reduce step"));
+          if (!m.ParseFromString(body) || !IsObjectId(m.out_id()) || !IsObjectId(m.prev_id()) ||
+              (!m.input_id().empty() && !IsObjectId(m.input_id()))) {
+            return reply(Status::InvalidArgument("malformed reduce step"));
+          }
           return steps_.Run(m, reply, nullptr);
         }
         if (type == rpc::ASSEMBLE_SLICES) {
           rpc::AssembleSlices m;
-          if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed allreduce assembly"));
+          if (!m.ParseFromString(body) || !IsObjectId(m.out_id()) || !AllObjectIds(m.slice_ids())) {
+            return reply(Status::InvalidArgument("malformed allreduce assembly"));
+          }
           std::string out = m.out_id(), caller = m.reduce_node();
           return steps_.Assemble(m, [this, reply, out, caller](const Status& st) {
             if (st.ok()) peers_.HoldFor(caller, out);  // until the caller releases it
@@ -86,15 +92,23 @@ void NodeManager::SetUpCollectives() {
         }
         if (type == rpc::LOSE_OBJECTS) {
           rpc::LostObjects m;
-          if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed lost objects"));
+          if (!m.ParseFromString(body) || !AllObjectIds(m.object_ids())) {
+            return reply(Status::InvalidArgument("malformed lost objects"));
+          }
+          // (A code this process does not know becomes ObjectLost.)
+          StatusCode code = m.code() > 0 && m.code() <= static_cast<int>(StatusCode::kCollectiveFailed)
+                                ? static_cast<StatusCode>(m.code())
+                                : StatusCode::kObjectLost;
           // Only results someone here still waits for (a static group's rank holds its own).
           for (const auto& id : m.object_ids()) {
-            if (objects_.Contains(id)) objects_.MarkLost(id, static_cast<StatusCode>(m.code()), m.why());
+            if (objects_.Contains(id)) objects_.MarkLost(id, code, m.why());
           }
           return reply(Status::OK());
         }
         rpc::ObjectIds m;
-        if (!m.ParseFromString(body)) return reply(Status::InvalidArgument("malformed drop"));
+        if (!m.ParseFromString(body) || !AllObjectIds(m.object_ids())) {
+          return reply(Status::InvalidArgument("malformed drop"));
+        }
         steps_.Drop({m.object_ids().begin(), m.object_ids().end()});
         reply(Status::OK());
       });

@@ -166,6 +166,7 @@ Status NodeManager::Start() {
       peers_.ForgetCopy(id);
       return;
     }
+    if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
     uint32_t index = 0;
     std::memcpy(&index, id.data() + kTaskIdSize, sizeof(index));
     if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
@@ -302,7 +303,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     }
     case rpc::TASK_DONE: {
       rpc::TaskDone m;
-      if (!Parse(&m, body, len) || c->worker == nullptr) return bad("task result");
+      if (!Parse(&m, body, len) || c->worker == nullptr || !ResultIdsOk(m)) return bad("task result");
       return tasks_.OnTaskDone(c->worker, std::move(m));
     }
     case rpc::TASKS_RECALLED: {
@@ -312,43 +313,45 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     }
     case rpc::GET_OBJECTS: {
       rpc::GetObjects m;
-      if (!Parse(&m, body, len)) return bad("get");
+      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("get");
       return HandleGet(c, h.request_id, m);
     }
     case rpc::WAIT_OBJECTS: {
       rpc::WaitObjects m;
-      if (!Parse(&m, body, len)) return bad("wait");
+      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("wait");
       return HandleWait(c, h.request_id, m);
     }
     case rpc::CREATE_OBJECT: {
       rpc::CreateObject m;
-      if (!Parse(&m, body, len)) return bad("create");
+      if (!Parse(&m, body, len) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return bad("create");
       return HandleCreate(*c, h.request_id, m);
     }
     case rpc::SEAL_OBJECT: {
       rpc::SealObject m;
-      if (!Parse(&m, body, len)) return bad("seal");
+      if (!Parse(&m, body, len) || !IsObjectId(m.object_id())) return bad("seal");
       return HandleSeal(*c, m.object_id());
     }
     case rpc::ABORT_CREATE: {
       rpc::SealObject m;
-      if (!Parse(&m, body, len)) return bad("abort");
+      if (!Parse(&m, body, len) || !IsObjectId(m.object_id())) return bad("abort");
       if (c->creating.erase(m.object_id())) objects_.AbortCreate(m.object_id());
       return;
     }
     case rpc::PUT_INLINE: {
       rpc::PutInline m;
-      if (!Parse(&m, body, len)) return bad("put");
+      if (!Parse(&m, body, len) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return bad("put");
       return HandlePutInline(*c, std::move(m));
     }
     case rpc::RELEASE_OBJECTS: {
       rpc::ObjectIds m;
-      if (!Parse(&m, body, len)) return bad("release");
+      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("release");
       return HandleRelease(*c, m);
     }
     case rpc::UPDATE_REFS: {
       rpc::UpdateRefs m;
-      if (!Parse(&m, body, len)) return bad("reference update");
+      if (!Parse(&m, body, len) || !AllObjectIds(m.add()) || !AllObjectIds(m.remove())) {
+        return bad("reference update");
+      }
       return HandleRefs(*c, m);
     }
     case rpc::REGISTER_FUNCTION: {
@@ -422,6 +425,11 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
       rpc::ExpectReturns m;
       if (!Parse(&m, body, len) || m.task_ids_size() != m.num_returns_size()) return bad("expected returns");
       for (int i = 0; i < m.task_ids_size(); ++i) {
+        if (m.task_ids(i).size() != kTaskIdSize || m.num_returns(i) < 0 || m.num_returns(i) > kMaxReturns) {
+          return bad("expected returns");
+        }
+      }
+      for (int i = 0; i < m.task_ids_size(); ++i) {
         for (int k = 1; k <= m.num_returns(i); ++k) {
           std::string id = MakeObjectId(m.task_ids(i), static_cast<uint32_t>(k));
           Hold(*c, id);
@@ -432,7 +440,7 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     }
     case rpc::FETCH_OBJECTS: {
       rpc::FetchObjects m;
-      if (!Parse(&m, body, len)) return bad("fetch");
+      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("fetch");
       std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
       for (const auto& id : ids) Hold(*c, id);  // until the client lets go (UPDATE_REFS)
       if (m.node_id() != node_id_) peers_.Fetch(ids, m.node_id());
@@ -440,7 +448,10 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     }
     case rpc::REDUCE_OBJECTS: {
       rpc::ReduceObjects m;
-      if (!Parse(&m, body, len)) return bad("reduce");
+      if (!Parse(&m, body, len) || !IsObjectId(m.out_id()) && m.out_ids_size() == 0 ||
+          !AllObjectIds(m.input_ids()) || !AllObjectIds(m.out_ids())) {
+        return bad("reduce");
+      }
       return HandleReduce(*c, m);
     }
     case rpc::RENDEZVOUS: {
@@ -450,19 +461,22 @@ void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h
     }
     case rpc::LOCATE_OBJECTS: {
       rpc::LocateObjects m;
-      if (!Parse(&m, body, len) || m.node_ids_size() != m.object_ids_size() || m.sizes_size() != m.object_ids_size()) {
+      if (!Parse(&m, body, len) || m.node_ids_size() != m.object_ids_size() || m.sizes_size() != m.object_ids_size() ||
+          !AllObjectIds(m.object_ids())) {
         return bad("locate");
       }
       return HandleLocate(*c, m);
     }
     case rpc::REDUCED_INPUTS: {
       rpc::ObjectIds m;
-      if (!Parse(&m, body, len) || m.object_ids_size() != 1) return bad("reduced inputs");
+      if (!Parse(&m, body, len) || m.object_ids_size() != 1 || !IsObjectId(m.object_ids(0))) {
+        return bad("reduced inputs");
+      }
       return HandleReducedInputs(c, h.request_id, m.object_ids(0));
     }
     case rpc::DIRECT_RESULTS: {
       rpc::TaskDone m;
-      if (!Parse(&m, body, len)) return bad("direct results");
+      if (!Parse(&m, body, len) || !ResultIdsOk(m)) return bad("direct results");
       return HandleDirectResults(*c, std::move(m));
     }
     case rpc::KILL_ACTOR: {

@@ -183,7 +183,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
   switch (h.type) {
     case rpc::PULL_OBJECT: {
       rpc::PullObject m;
-      if (!m.ParseFromArray(body, static_cast<int>(len))) return malformed("pull");
+      if (!m.ParseFromArray(body, static_cast<int>(len)) || !IsObjectId(m.object_id())) return malformed("pull");
       transfer_.Serve(m, h.request_id, [weak](OutFrame frame) {
         if (auto cl = weak.lock()) cl->Send(std::move(frame));
       });
@@ -191,7 +191,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
     }
     case rpc::RELEASE_HELD: {
       rpc::ReleaseHeld m;
-      if (!m.ParseFromArray(body, static_cast<int>(len))) return malformed("release");
+      if (!m.ParseFromArray(body, static_cast<int>(len)) || !AllObjectIds(m.object_ids())) return malformed("release");
       HandleReleaseHeld(m);
       c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
       return;
@@ -392,6 +392,10 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
     std::vector<std::string> remote;
     auto* returns = reply.mutable_returns();
     for (auto it = returns->begin(); it != returns->end();) {
+      if (!IsObjectId(it->object_id()) || TaskIdOf(it->object_id()) != tid) {  // not one of this task's
+        it = returns->erase(it);
+        continue;
+      }
       if (!it->in_store()) {
         ++it;
         continue;

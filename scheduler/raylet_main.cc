@@ -2,6 +2,7 @@
 // runs the node's single io_context until SIGTERM/SIGINT or the loss of the
 // GCS. Exit code 0 after a requested stop, 1 after a failure.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -118,6 +119,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
+  // Room for many peers and clients: the soft limit on descriptors up to the hard one.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   boost::asio::io_context io(1);
   auto nm = phalanx::scheduler::NodeManager::Create(io, o);

@@ -256,6 +256,7 @@ void TaskManager::OnForwardedDone(const std::string& task_id, rpc::ForwardTaskRe
     }
   }
   for (const auto& l : reply.lost()) {
+    if (l.object_id().size() != kObjectIdSize || TaskIdOf(l.object_id()) != task_id) continue;  // not this task's
     objects_->MarkLost(l.object_id(), static_cast<StatusCode>(l.error_code()), l.error());
   }
   rpc::TaskSpec spec = it->second.spec;

@@ -10,17 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-10}
 
-# clang and its fuzzer runtime, from Debian's archive.
-missing=()
-for p in clang libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "== installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install_debs.sh clang libclang-rt-14-dev  # clang and its fuzzer runtime, from Debian's archive
 CMAKE=cmake; NINJA=ninja
 [ -x .venv/bin/cmake ] && CMAKE=.venv/bin/cmake
 [ -x .venv/bin/ninja ] && NINJA=$PWD/.venv/bin/ninja

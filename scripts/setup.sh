@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything phalanx needs on a fresh Debian 12 machine and builds it:
 #   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest, jemalloc,
-#     msgpack-c (the C++ API's serializer)
+#     msgpack-c (the C++ API's serializer), OpenSSL's libcrypto (the handshake's HMAC and random source),
+#     util-linux (setpriv, for the test of another local user)
 #   - a virtual environment in .venv with the Python dependencies from pyproject.toml
 #   - phalanx itself (`pip install .`: CMake builds the extension, the raylet and the C++ tests)
 # Safe to run again: installed pieces are skipped, the build is incremental.
@@ -11,17 +12,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
               libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev libmsgpack-cxx-dev libssl-dev iproute2 procps util-linux
               python3-venv python3-dev)
-
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "== installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install_debs.sh "${APT_PACKAGES[@]}"
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

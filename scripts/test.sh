@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs and builds phalanx, then runs every test: the C++ GoogleTest suites
-# (through CTest) and the Python end-to-end tests (pytest). Each test starts
+# (through CTest), a short run of the fuzz targets (scripts/fuzz.sh) and the
+# Python end-to-end tests (pytest). Each test starts
 # and stops its own redis-server and raylets on free ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,5 +9,7 @@ bash scripts/setup.sh
 build_dir=$(ls -d build/cp*/ | head -n 1)
 echo "== C++ tests (ctest in $build_dir)"
 .venv/bin/ctest --test-dir "$build_dir" --output-on-failure --timeout 300 -j 2
+echo "== fuzzing (libFuzzer, 10 s per target; docs/security.md)"
+bash scripts/fuzz.sh 10
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest -q tests/python "$@"

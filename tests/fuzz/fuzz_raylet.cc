@@ -16,6 +16,7 @@
 #include <string>
 
 #include <boost/asio.hpp>
+#include <google/protobuf/stubs/logging.h>
 
 #include "core/frame.h"
 #include "core/framed_connection.h"
@@ -57,6 +58,7 @@ std::string Dir() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   SetMinLogLevel(LogLevel::kError);  // malformed input is logged as warnings: keep the run quiet
+  google::protobuf::SetLogHandler(nullptr);  // (and protobuf's parse errors)
   return 0;
 }
 

@@ -7,6 +7,7 @@ The same from another host (a network namespace): tests/python/test_netns.py."""
 import os
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -137,71 +138,67 @@ def test_num_returns_of_2_31_is_an_error_not_an_allocation(victim):
     _still_serving(victim)
 
 
-def _open_many(n):
+def _growth_under_flood(pid, connect, n, first_bytes, token=None):
+    """How much `pid`'s RSS grows while `n` connections (made by `connect`,
+    authenticated with `token` if given) have each sent `first_bytes`."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n + 100:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    before = proc_rss_bytes(pid)
+    socks = []
+    try:
+        for _ in range(n):
+            s = connect()
+            if token:
+                wire.handshake(s, token)
+            s.sendall(first_bytes)
+            socks.append(s)
+        time.sleep(1.0)
+        return proc_rss_bytes(pid) - before
+    finally:
+        for s in socks:
+            s.close()
 
 
 def test_a_thousand_connections_declaring_a_gibibyte_cost_the_raylet_nothing(victim):
     raylet = node_procs()["raylet"].pid
     host, port = _raylet_address()
-    _open_many(1000)
-    before = proc_rss_bytes(raylet)
-    socks = []
-    for _ in range(1000):
-        s = wire.connect(host, port)
-        s.sendall(wire.frame(wire.FORWARD_TASK, length=1 << 30))  # the header alone
-        socks.append(s)
-    time.sleep(1.0)
-    grown = proc_rss_bytes(raylet) - before
-    for s in socks:
-        s.close()
+    tcp = lambda: wire.connect(host, port)  # noqa: E731
+    grown = _growth_under_flood(raylet, tcp, 1000, wire.frame(wire.FORWARD_TASK, length=1 << 30))  # headers alone
     assert grown < 8 << 20, f"the raylet grew by {grown >> 20} MiB"
     # Peers that hold the token are bounded too: a body declared at 500 MiB
     # costs what arrives (1 KiB here), not what is declared.
-    before = proc_rss_bytes(raylet)
-    socks = []
-    for _ in range(100):
-        s = wire.connect(host, port)
-        wire.handshake(s, _token())
-        s.sendall(wire.frame(wire.FORWARD_TASK, length=500 << 20) + b"\x0a" * 1024)
-        socks.append(s)
-    time.sleep(1.0)
-    grown = proc_rss_bytes(raylet) - before
-    for s in socks:
-        s.close()
+    grown = _growth_under_flood(raylet, tcp, 100, wire.frame(wire.FORWARD_TASK, length=500 << 20) + b"\x0a" * 1024,
+                                token=_token())
     assert grown < 8 << 20, f"the raylet grew by {grown >> 20} MiB for 100 KiB received"
+    # And its Unix socket (this user's own processes): the same rule.
+    sock_path = [n for n in phalanx.nodes() if n["alive"]][0]["socket_path"]
+
+    def unix():
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock_path)
+        return s
+    grown = _growth_under_flood(raylet, unix, 100, wire.frame(wire.SUBMIT_TASK, length=500 << 20) + b"\x0a" * 1024)
+    assert grown < 8 << 20, f"the raylet grew by {grown >> 20} MiB on its Unix socket"
     _still_serving(victim)
 
 
 def test_an_actor_workers_direct_port_acts_on_nothing_without_the_token(victim):
-    host, port = _raylet_address()
     gcs_host, _, gcs_port = phalanx._private.state.info["gcs_address"].rpartition(":")
     from phalanx import _core
     actor = [a for a in _core.gcs_actors(gcs_host, int(gcs_port)) if a["state"] == "ALIVE"][0]
     assert actor["worker_port"] > 0
-    worker_pid = actor["pid"]
-    before = proc_rss_bytes(worker_pid)
+    direct = lambda: wire.connect(actor["worker_host"], actor["worker_port"])  # noqa: E731
     for t in (wire.DIRECT_HELLO, wire.DIRECT_CALL, wire.KILL_ACTOR, wire.FORWARD_TASK):
-        s = wire.connect(actor["worker_host"], actor["worker_port"])
+        s = direct()
         s.sendall(wire.frame(t, b"\x0a\x04junk"))
         assert wire.closed_without_answer(s), f"message type {t} got an answer"
         s.close()
-    s = wire.connect(actor["worker_host"], actor["worker_port"])
+    s = direct()
     with pytest.raises(ConnectionError):
         wire.handshake(s, "not-the-token")
     s.close()
-    _open_many(1000)
-    socks = []
-    for _ in range(1000):
-        s = wire.connect(actor["worker_host"], actor["worker_port"])
-        s.sendall(wire.frame(wire.DIRECT_CALL, length=1 << 30))
-        socks.append(s)
-    time.sleep(1.0)
-    grown = proc_rss_bytes(worker_pid) - before
-    for s in socks:
-        s.close()
+    grown = _growth_under_flood(actor["pid"], direct, 1000, wire.frame(wire.DIRECT_CALL, length=1 << 30))
     assert grown < 8 << 20, f"the actor's worker grew by {grown >> 20} MiB"
     assert phalanx.get(victim["keeper"].touch.remote()) == 2  # no call from the attacker ran
     _still_serving(victim)
