@@ -73,7 +73,9 @@ void NodeManager::SetUpCollectives() {
       [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
         if (type == rpc::REDUCE_STEP) {
           rpc::ReduceStep m;
-          if (!m.ParseFromString(body) || !IsObjectId(m.out_id()) || !IsObjectId(m.prev_id()) ||
+          // (prev_id is empty for the first link of a slice, input_id for a plain copy.)
+          if (!m.ParseFromString(body) || !IsObjectId(m.out_id()) ||
+              (!m.prev_id().empty() && !IsObjectId(m.prev_id())) ||
               (!m.input_id().empty() && !IsObjectId(m.input_id()))) {
             return reply(Status::InvalidArgument("malformed reduce step"));
           }

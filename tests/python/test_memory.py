@@ -16,7 +16,7 @@ def test_dropped_put_is_freed(cluster):
     ref = phalanx.put(np.zeros(10 << 20, dtype=np.uint8))
     assert phalanx.cluster_stats()["store_used"] >= before + (10 << 20)
     del ref
-    wait_until(lambda: phalanx.cluster_stats()["store_used"] == before, what="store to be freed")
+    wait_until(lambda: phalanx.cluster_stats()["store_used"] <= before, what="store to be freed")  # (earlier tests' may go too)
 
 
 def test_view_keeps_object_alive_after_ref_is_dropped(cluster):
