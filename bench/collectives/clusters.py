@@ -42,14 +42,14 @@ def add_cluster_args(ap):
 def start_phalanx(nodes, netns=False, chunk_bytes=None, window=None):
     """Starts redis and `nodes` raylets (1 CPU each) and connects this
     process as the driver on node 0. Returns the NodeProcesses to stop."""
-    node = NodeProcesses(new_session_dir())
     ip = (lambda k: f"10.77.0.{k + 1}") if netns else (lambda k: "127.0.0.1")
     extra = ["--heartbeat-ms", "200"]
     if chunk_bytes:
         extra += ["--transfer-chunk-bytes", str(chunk_bytes)]
     if window:
         extra += ["--transfer-window", str(window)]
-    token = uuid.uuid4().hex if netns else None
+    token = uuid.uuid4().hex if netns else None  # (None: the session's own)
+    node = NodeProcesses(new_session_dir(), token)
     try:
         redis = node.start_redis(host=ip(0), password=token)
         head = node.start_raylet(redis, num_cpus=1, node_ip=ip(0), token=token,

@@ -149,7 +149,10 @@ class NodeProcesses:
         os.environ["PHALANX_CLUSTER_TOKEN"] = self.token
 
     def start_redis(self, port=None, host="127.0.0.1", tie_to_parent=True, password=None):
-        password = password or self.token
+        if password and password != self.token:  # another token for this cluster: it becomes the session's
+            self.token = write_session_token(self.session_dir, password)
+            os.environ["PHALANX_CLUSTER_TOKEN"] = password
+        password = self.token
         # The password goes in a file of the session folder, not on the command line (ps shows that).
         conf = os.path.join(self.session_dir, "redis.conf")
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
