@@ -23,6 +23,7 @@ void FramedConnection::RequireAuth(Handshake::Role role, const std::string& toke
   handshake_ = std::make_unique<Handshake>(role, token, peer_name_);
   auth_address_ = std::move(address);
   reader_.set_handshake_only(true);
+  auth_timeout_ms_ = timeout_ms;
   auth_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), std::chrono::milliseconds(timeout_ms));
 }
 
@@ -36,13 +37,10 @@ void FramedConnection::Start(FrameHandler on_frame, CloseHandler on_close) {
   on_close_ = std::move(on_close);
   if (handshake_) {
     std::weak_ptr<FramedConnection> weak = shared_from_this();
-    int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(auth_timer_->expiry() -
-                                                                       asio::steady_timer::clock_type::now())
-                     .count();
-    auth_timer_->async_wait([weak, ms](const boost::system::error_code& ec) {
+    auth_timer_->async_wait([weak](const boost::system::error_code& ec) {
       auto self = weak.lock();
       if (ec || !self || self->closed_ || !self->handshake_) return;
-      std::string why = "did not authenticate within " + std::to_string(std::max<int64_t>(ms, 0)) + " ms";
+      std::string why = "did not authenticate within " + std::to_string(self->auth_timeout_ms_) + " ms";
       LogRefusedPeer(self->auth_address_, why);
       self->Fail(Status::Unavailable(self->peer_name_ + " " + why));
     });

@@ -91,6 +91,7 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::unique_ptr<Handshake> handshake_;          // set until the peer authenticated
   std::unique_ptr<boost::asio::steady_timer> auth_timer_;
   std::string auth_address_;
+  int64_t auth_timeout_ms_ = 0;
   bool write_scheduled_ = false;
   std::deque<OutFrame> handshake_out_;  // handshake frames: written first, before authentication
   std::deque<OutFrame> queue_;     // frames waiting to be written (after authentication)
