@@ -102,10 +102,11 @@ Status DirectIo::ListenUnix(const std::string& path) {
   ::unlink(path.c_str());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Unavailable(Errno("socket()"));
-  mode_t old_mask = ::umask(0077);  // only this user may connect
-  int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::umask(old_mask);
-  if (bound != 0 || ::listen(fd, 128) != 0) {
+  // Only this user may connect (connect() needs write permission on the
+  // socket; it lives in the 0700 session folder meanwhile). No umask: it is
+  // the whole process's, and this one has other threads.
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::chmod(path.c_str(), 0600) != 0 ||
+      ::listen(fd, 128) != 0) {
     Status st = Status::Unavailable(Errno(("cannot listen on " + path).c_str()));
     ::close(fd);
     return st;
@@ -146,12 +147,7 @@ Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_
     if (fd < 0) return Status::Unavailable(Errno("socket()"));
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
       int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      Status st = ClientHandshake(fd, token_, path, std::max<int64_t>(left, 1));
-      if (!st.ok()) {
-        ::close(fd);
-        return st;
-      }
-      return Add(fd, false, false, path);
+      return AddAuthenticated(fd, /*tcp=*/false, path, left);
     }
     std::string err = std::strerror(errno);
     ::close(fd);
@@ -185,12 +181,16 @@ Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t
     ::close(fd);
     return Status::Unavailable("cannot connect to " + peer + ": " + err);
   }
+  return AddAuthenticated(fd, /*tcp=*/true, peer, timeout_ms);
+}
+
+Result<uint64_t> DirectIo::AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms) {
   Status st = ClientHandshake(fd, token_, peer, std::max<int64_t>(timeout_ms, 1));
   if (!st.ok()) {
     ::close(fd);
     return st;
   }
-  return Add(fd, false, true, peer);
+  return Add(fd, false, tcp, peer);
 }
 
 Status DirectIo::Send(uint64_t conn, const std::string& bytes) {

@@ -80,6 +80,9 @@ class DirectIo {
   };
   // `authenticate`: an accepted socket, whose peer must prove the token first.
   uint64_t Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate = false);
+  // Runs the client side of the handshake on connected `fd` (closing it if
+  // that fails), then adds it.
+  Result<uint64_t> AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms);
   // A handshake frame on an accepted socket; false if the peer failed.
   bool OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body, Status* why);
   void Wake();

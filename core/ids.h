@@ -22,6 +22,15 @@ std::string FromHex(const std::string& hex);
 
 std::string MakeTaskId(const std::string& client_id, uint64_t counter);
 std::string MakeObjectId(const std::string& task_id, uint32_t index);
+// The first 8 bytes of a client id, or of an id it made (task and object
+// ids start with their creator's client id): a key for sets of creators.
+// REQUIRES: id.size() >= kClientIdSize.
+inline uint64_t CreatorKey(const std::string& id) {
+  uint64_t key;
+  std::memcpy(&key, id.data(), sizeof(key));
+  return key;
+}
+
 // The creating task of an object id. REQUIRES: object_id.size() == kObjectIdSize.
 inline std::string TaskIdOf(const std::string& object_id) { return object_id.substr(0, kTaskIdSize); }
 

@@ -16,8 +16,12 @@ bool ResultIdsOk(const rpc::TaskDone& done) {
   return true;
 }
 
+bool IsResourceAmount(double amount) {
+  return std::isfinite(amount) && amount >= 0 && amount <= kMaxResourceAmount;
+}
+
 Status CheckResourceAmount(const std::string& name, double amount, const std::string& what) {
-  if (!std::isfinite(amount) || amount < 0 || amount > kMaxResourceAmount) {
+  if (!IsResourceAmount(amount)) {
     std::ostringstream s;
     s << what << " asks for " << amount << " of resource '" << name
       << "': an amount must be a finite number from 0 to " << kMaxResourceAmount;
@@ -51,10 +55,9 @@ Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
   if (!rpc::SchedulingStrategy_IsValid(spec.strategy())) {
     return bad("unknown scheduling strategy " + std::to_string(spec.strategy()));
   }
-  auto fine = [](double v) { return std::isfinite(v) && v >= 0 && v <= kMaxResourceAmount; };
-  if (!fine(spec.num_cpus())) return CheckResourceAmount("CPU", spec.num_cpus(), what());
+  if (!IsResourceAmount(spec.num_cpus())) return CheckResourceAmount("CPU", spec.num_cpus(), what());
   for (const auto& [name, amount] : spec.resources()) {
-    if (!fine(amount)) return CheckResourceAmount(name, amount, what());
+    if (!IsResourceAmount(amount)) return CheckResourceAmount(name, amount, what());
   }
   return Status::OK();
 }

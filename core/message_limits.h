@@ -16,11 +16,13 @@ namespace phalanx {
 
 inline constexpr int kMaxReturns = 10000;       // return values of one task
 inline constexpr int kMaxArgs = 100000;         // arguments of one task
-inline constexpr int kMaxIdsPerMessage = 1 << 20;  // ids in one request (get, wait, refs, ...)
+inline constexpr int kMaxIdsPerMessage = 1 << 20;  // refs nested in one task's arguments
+// (Lists of ids in other requests are bounded by their frame's limit, kListBody.)
 inline constexpr double kMaxResourceAmount = 1e12;  // any one resource a task asks for
 
-// OK if `amount` of resource `name` is a quantity a task may ask for: a
-// finite number in [0, kMaxResourceAmount]. `what` names the task in errors.
+// Whether `amount` is a quantity a task may ask for: a finite number in [0, kMaxResourceAmount].
+bool IsResourceAmount(double amount);
+// OK if IsResourceAmount; else says so, naming the resource and (`what`) the task.
 Status CheckResourceAmount(const std::string& name, double amount, const std::string& what);
 
 // Whether `id` is an object id (kObjectIdSize bytes), and every id of `ids`

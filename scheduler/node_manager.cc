@@ -521,9 +521,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_node_address(options_.node_ip);
   r.set_cluster_token(options_.cluster_token);
   clients_by_id_[c->client_id] = c.get();
-  uint64_t creator;
-  std::memcpy(&creator, c->client_id.data(), sizeof(creator));
-  if (creators_.insert(creator).second) gcs_.RegisterClient(c->client_id, node_id_);
+  if (creators_.insert(CreatorKey(c->client_id)).second) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {
     PHALANX_LOG(Warning) << st.ToString();

@@ -164,7 +164,7 @@ class NodeManager {
   boost::asio::steady_timer accept_retry_;
   // Client ids known to have registered with a raylet of this cluster (the
   // creators of objects), and the pending ids of creators being looked up.
-  std::unordered_set<uint64_t> creators_;  // (a client id's 8 bytes)
+  std::unordered_set<uint64_t> creators_;  // CreatorKey of each
   std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
   boost::asio::steady_timer heartbeat_timer_;
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;

@@ -80,9 +80,7 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
 void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
     if (id.size() != kObjectIdSize) continue;
-    uint64_t key;
-    std::memcpy(&key, id.data(), sizeof(key));  // the creator's client id
-    if (creators_.count(key) || objects_.IsReady(id) || !objects_.RemoteNode(id).empty()) continue;
+    if (creators_.count(CreatorKey(id)) || objects_.IsReady(id) || !objects_.RemoteNode(id).empty()) continue;
     std::string creator = id.substr(0, kClientIdSize);
     auto [it, first] = unknown_creators_.try_emplace(creator);
     it->second.push_back(id);
@@ -94,9 +92,7 @@ void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
       unknown_creators_.erase(waiting);
       if (!known.ok()) return;  // the GCS did not answer: the get waits as it would have
       if (known.value()) {
-        uint64_t key;
-        std::memcpy(&key, creator.data(), sizeof(key));
-        creators_.insert(key);
+        creators_.insert(CreatorKey(creator));
         return;
       }
       // No process of this cluster ever had that client id: nothing will make these.

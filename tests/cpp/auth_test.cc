@@ -15,6 +15,13 @@ Result<std::string> Deliver(Handshake& to, const std::string& frame) {
   return to.OnFrame(h, frame.data() + kFrameHeaderSize, h.length);
 }
 
+// The AuthChallenge in an encoded frame.
+rpc::AuthChallenge ChallengeIn(const std::string& frame) {
+  rpc::AuthChallenge c;
+  EXPECT_TRUE(c.ParseFromArray(frame.data() + kFrameHeaderSize, static_cast<int>(frame.size() - kFrameHeaderSize)));
+  return c;
+}
+
 TEST(HandshakeTest, TwoHoldersOfTheTokenAuthenticateEachOther) {
   Handshake client(Handshake::Role::kClient, "secret", "server");
   Handshake server(Handshake::Role::kServer, "secret", "client");
@@ -58,9 +65,6 @@ TEST(HandshakeTest, AClientWithAnotherTokenIsRefused) {
   // compute what it would send with its own token.
   auto challenge = Deliver(server, client.Begin());
   ASSERT_TRUE(challenge.ok());
-  rpc::AuthChallenge c;
-  ASSERT_TRUE(c.ParseFromArray(challenge.value().data() + kFrameHeaderSize,
-                               static_cast<int>(challenge.value().size() - kFrameHeaderSize)));
   rpc::AuthProof forged;
   forged.set_proof(std::string(32, '\x5a'));
   auto r = Deliver(server, EncodeFrame(rpc::AUTH_PROOF, 0, 0, forged));
@@ -92,11 +96,8 @@ TEST(HandshakeTest, AServersProofCannotBeReflectedAsAClientsProof) {
   hello.set_nonce(std::string(kAuthNonceBytes, '\x01'));
   auto challenge = Deliver(server, EncodeFrame(rpc::AUTH_HELLO, 0, 0, hello));
   ASSERT_TRUE(challenge.ok());
-  rpc::AuthChallenge c;
-  ASSERT_TRUE(c.ParseFromArray(challenge.value().data() + kFrameHeaderSize,
-                               static_cast<int>(challenge.value().size() - kFrameHeaderSize)));
   rpc::AuthProof echo;
-  echo.set_proof(c.proof());
+  echo.set_proof(ChallengeIn(challenge.value()).proof());
   EXPECT_FALSE(Deliver(server, EncodeFrame(rpc::AUTH_PROOF, 0, 0, echo)).ok());
 }
 
