@@ -27,8 +27,9 @@ bool SameBytes(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-std::string Proof(const std::string& token, const char* label, const std::string& first, const std::string& second) {
-  return HmacSha256(token, std::string(label) + first + second);
+std::string Proof(const std::string& token, const char* label, const std::string& first, const std::string& second,
+                  const std::string& binding) {
+  return HmacSha256(token, std::string(label) + first + second + binding);
 }
 }  // namespace
 
@@ -85,7 +86,7 @@ Result<std::string> Handshake::OnFrame(const FrameHeader& h, const char* body, s
     server_nonce_ = SecureRandomBytes(kAuthNonceBytes);
     rpc::AuthChallenge c;
     c.set_nonce(server_nonce_);
-    c.set_proof(Proof(token_, kServerLabel, client_nonce_, server_nonce_));
+    c.set_proof(Proof(token_, kServerLabel, client_nonce_, server_nonce_, binding_));
     state_ = State::kChallengeSent;
     return EncodeFrame(rpc::AUTH_CHALLENGE, 0, 0, c);
   }
@@ -94,7 +95,7 @@ Result<std::string> Handshake::OnFrame(const FrameHeader& h, const char* body, s
     if (h.type != rpc::AUTH_PROOF || !p.ParseFromArray(body, static_cast<int>(len))) {
       return Fail("sent a malformed handshake");
     }
-    if (!SameBytes(p.proof(), Proof(token_, kClientLabel, server_nonce_, client_nonce_))) {
+    if (!SameBytes(p.proof(), Proof(token_, kClientLabel, server_nonce_, client_nonce_, binding_))) {
       return Fail("does not hold this cluster's token");
     }
     state_ = State::kDone;
@@ -106,12 +107,12 @@ Result<std::string> Handshake::OnFrame(const FrameHeader& h, const char* body, s
         c.nonce().size() != kAuthNonceBytes) {
       return Fail("answered the handshake with something else");
     }
-    if (!SameBytes(c.proof(), Proof(token_, kServerLabel, client_nonce_, c.nonce()))) {
+    if (!SameBytes(c.proof(), Proof(token_, kServerLabel, client_nonce_, c.nonce(), binding_))) {
       return Fail("does not hold this cluster's token (another cluster, or a different PHALANX_CLUSTER_TOKEN)");
     }
     server_nonce_ = c.nonce();
     rpc::AuthProof p;
-    p.set_proof(Proof(token_, kClientLabel, server_nonce_, client_nonce_));
+    p.set_proof(Proof(token_, kClientLabel, server_nonce_, client_nonce_, binding_));
     state_ = State::kDone;
     return EncodeFrame(rpc::AUTH_PROOF, 0, 0, p);
   }

@@ -9,7 +9,8 @@
 // The client checks the server's proof before it sends anything else, the
 // server reads nothing else before the client's proof checks out: mutual,
 // and a recorded handshake cannot be replayed (the other side's nonce is new
-// each time). Proofs are compared in constant time. Without TLS, what
+// each time). Proofs are compared in constant time. Under TLS (--tls,
+// core/tls.h) the proofs also cover the channel's exporter; without it, what
 // follows the handshake is not encrypted or protected from a man in the
 // middle (docs/security.md).
 //
@@ -45,6 +46,10 @@ class Handshake {
   // connection. After an error or done(), REQUIRES: not called again.
   Result<std::string> OnFrame(const FrameHeader& h, const char* body, size_t len);
   bool done() const { return state_ == State::kDone; }
+  // Binds both proofs to the channel they cross (a TLS channel's exporter,
+  // core/tls.h): a proof made for one channel fails on any other, so a man
+  // in the middle cannot relay the handshake. REQUIRES: before Begin/OnFrame.
+  void set_channel_binding(std::string binding) { binding_ = std::move(binding); }
 
  private:
   enum class State { kStart, kHelloSent, kChallengeSent, kDone, kFailed };
@@ -56,6 +61,7 @@ class Handshake {
   State state_ = State::kStart;
   std::string client_nonce_;
   std::string server_nonce_;
+  std::string binding_;  // empty without TLS
 };
 
 // HMAC-SHA256(key, data): 32 bytes.
