@@ -20,11 +20,18 @@ FramedConnection::FramedConnection(Socket socket, std::string peer_name)
 
 void FramedConnection::RequireAuth(Handshake::Role role, const std::string& token, std::string address,
                                    int64_t timeout_ms) {
+  role_ = role;
   handshake_ = std::make_unique<Handshake>(role, token, peer_name_);
   auth_address_ = std::move(address);
   reader_.set_handshake_only(true);
   auth_timeout_ms_ = timeout_ms;
   auth_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), std::chrono::milliseconds(timeout_ms));
+}
+
+void FramedConnection::UseTls(std::shared_ptr<const TlsContext> ctx) {
+  PHALANX_CHECK(handshake_) << "TLS without the handshake";
+  tls_ = std::make_unique<TlsSession>(std::move(ctx), role_ == Handshake::Role::kServer, peer_name_);
+  tls_in_.resize(64 << 10);
 }
 
 FramedConnection::~FramedConnection() {
@@ -44,38 +51,94 @@ void FramedConnection::Start(FrameHandler on_frame, CloseHandler on_close) {
       LogRefusedPeer(self->auth_address_, why);
       self->Fail(Status::Unavailable(self->peer_name_ + " " + why));
     });
-    std::string hello = handshake_->Begin();
-    if (!hello.empty()) {
-      handshake_out_.push_back(OutFrame{std::move(hello)});
+    if (tls_) {
+      Status st = tls_->Advance();  // a client's first flight
+      PHALANX_CHECK(st.ok()) << st.message();
       WriteMore();
+    } else {
+      OnTlsEstablished();
     }
   }
   ReadMore();
 }
 
+void FramedConnection::OnTlsEstablished() {
+  tls_ready_ = true;
+  if (tls_) handshake_->set_channel_binding(tls_->ChannelBinding());
+  std::string hello = handshake_->Begin();
+  if (!hello.empty()) handshake_out_.push_back(OutFrame{std::move(hello)});
+  if (!write_in_flight_) WriteMore();
+}
+
 void FramedConnection::ReadMore() {
-  auto space = reader_.Space();
-  if (!space.ok()) {
-    PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
-    Fail(space.status());
-    return;
+  char* into;
+  size_t room;
+  if (tls_) {
+    into = tls_in_.data();
+    room = tls_in_.size();
+  } else {
+    auto space = reader_.Space();
+    if (!space.ok()) {
+      PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
+      Fail(space.status());
+      return;
+    }
+    into = space.value().first;
+    room = space.value().second;
   }
   auto self = shared_from_this();
-  socket_.async_read_some(
-      asio::buffer(space.value().first, space.value().second),
-      [this, self](const boost::system::error_code& ec, size_t n) {
-        if (closed_) return;
-        if (ec) {
-          bool clean = ec == asio::error::eof && reader_.buffered() == 0;
-          Fail(clean ? Status::OK()
-                     : Status::Unavailable(peer_name_ + ": " +
-                                           (ec == asio::error::eof ? "connection lost mid-frame" : ec.message())));
-          return;
-        }
-        reader_.Commit(n);
-        if (!DispatchFrames()) return;
-        ReadMore();
-      });
+  socket_.async_read_some(asio::buffer(into, room), [this, self, into](const boost::system::error_code& ec, size_t n) {
+    if (closed_) return;
+    if (ec) {
+      bool clean = ec == asio::error::eof && reader_.buffered() == 0;
+      Fail(clean ? Status::OK()
+                 : Status::Unavailable(peer_name_ + ": " +
+                                       (ec == asio::error::eof ? "connection lost mid-frame" : ec.message())));
+      return;
+    }
+    if (!OnBytes(into, n)) return;
+    ReadMore();
+  });
+}
+
+bool FramedConnection::OnBytes(const char* data, size_t n) {
+  if (first_bytes_ && handshake_ && !tls_ && role_ == Handshake::Role::kServer && LooksLikeTls(data, n)) {
+    std::string why = "speaks TLS: the peer runs with --tls (PHALANX_TLS=1), this node without; every node of a "
+                      "cluster must use the same setting";
+    LogRefusedPeer(auth_address_, why);
+    Fail(Status::Unavailable(peer_name_ + " " + why));
+    return false;
+  }
+  first_bytes_ = false;
+  if (!tls_) {
+    reader_.Commit(n);
+    return DispatchFrames();
+  }
+  tls_->Feed(data, n);
+  return DrainTls();
+}
+
+bool FramedConnection::DrainTls() {
+  while (true) {
+    auto space = reader_.Space();
+    if (!space.ok()) {
+      PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
+      Fail(space.status());
+      return false;
+    }
+    auto got = tls_->Read(space.value().first, space.value().second);
+    if (!got.ok()) {
+      if (handshake_) LogRefusedPeer(auth_address_, got.status().message());
+      Fail(got.status());
+      return false;
+    }
+    if (!tls_ready_ && tls_->established()) OnTlsEstablished();
+    if (got.value() == 0) break;
+    reader_.Commit(got.value());
+    if (!DispatchFrames()) return false;
+  }
+  if (tls_->has_output() && !write_in_flight_) WriteMore();  // handshake flights
+  return true;
 }
 
 bool FramedConnection::OnHandshakeFrame(const FrameHeader& h, const char* body) {
@@ -91,7 +154,7 @@ bool FramedConnection::OnHandshakeFrame(const FrameHeader& h, const char* body) 
     auth_timer_->cancel();
     reader_.set_handshake_only(false);
   }
-  if (writing_.empty()) WriteMore();
+  if (!write_in_flight_) WriteMore();
   return true;
 }
 
@@ -124,18 +187,18 @@ void FramedConnection::Send(OutFrame frame) {
   queued_bytes_ += frame.size();
   queue_.push_back(std::move(frame));
   if (handshake_) return;  // written once the peer authenticated
-  if (writing_.empty() && !write_scheduled_) {
+  if (!write_in_flight_ && !write_scheduled_) {
     // Write after the current handler: whatever else it sends joins this write.
     write_scheduled_ = true;
     asio::post(socket_.get_executor(), [this, self = shared_from_this()] {
       write_scheduled_ = false;
-      if (writing_.empty()) WriteMore();
+      if (!write_in_flight_) WriteMore();
     });
   }
 }
 
 void FramedConnection::WriteMore() {
-  if (closed_) return;
+  if (closed_ || write_in_flight_) return;
   std::vector<asio::const_buffer> bufs;
   size_t total = 0;        // bytes in this write
   size_t from_queue = 0;   // of those, Send's (counted in queued_bytes_)
@@ -150,12 +213,32 @@ void FramedConnection::WriteMore() {
       if (f.tail_len > 0) bufs.emplace_back(asio::buffer(f.tail, f.tail_len));
     }
   };
-  take(handshake_out_, false);
+  if (!tls_ || tls_ready_) take(handshake_out_, false);
   if (!handshake_ && handshake_out_.empty()) take(queue_, true);
-  if (bufs.empty()) return;
+  if (tls_) {
+    // One buffer of records: the frames encrypted (copied), then written whole.
+    for (const auto& b : bufs) {
+      Status st = tls_->Write(static_cast<const char*>(b.data()), b.size());
+      if (!st.ok()) {
+        Fail(st);
+        return;
+      }
+    }
+    writing_.clear();  // (their bytes are in the records now)
+    tls_->TakeOutput(&tls_out_);
+    bufs.assign(1, asio::buffer(tls_out_));
+    if (tls_out_.empty()) bufs.clear();
+  }
+  if (bufs.empty()) {
+    queued_bytes_ -= from_queue;
+    return;
+  }
+  write_in_flight_ = true;
   auto self = shared_from_this();
   asio::async_write(socket_, bufs, [this, self, from_queue](const boost::system::error_code& ec, size_t) {
+    write_in_flight_ = false;
     writing_.clear();
+    tls_out_.clear();
     queued_bytes_ -= from_queue;
     if (closed_) return;
     if (ec) {
@@ -167,7 +250,7 @@ void FramedConnection::WriteMore() {
 }
 
 Status FramedConnection::SendWithFd(const std::string& frame, int fd) {
-  PHALANX_CHECK(writing_.empty() && queue_.empty() && !write_scheduled_) << "SendWithFd with writes in flight";
+  PHALANX_CHECK(!tls_ && !write_in_flight_ && queue_.empty() && !write_scheduled_) << "SendWithFd with writes in flight";
   struct msghdr msg {};
   struct iovec iov {};
   iov.iov_base = const_cast<char*>(frame.data());

@@ -6,7 +6,10 @@
 // never a declared length. With RequireAuth, the connection first runs the
 // cluster-token handshake (core/auth.h) within a deadline: no frame reaches
 // the handler, and none of Send's frames leave, before it succeeds; a
-// failed or slow one closes the connection and logs the peer.
+// failed or slow one closes the connection and logs the peer. With
+// UseTls, every byte after the TCP connect is TLS (core/tls.h): the TLS
+// handshake, then the cluster-token handshake bound to that channel, then
+// the frames, within the same deadline.
 // Not thread-safe: every method must run on the connection's
 // io_context thread. Lives on: the io_context of whoever accepted it (the
 // raylet's main loop).
@@ -24,6 +27,7 @@
 #include "core/auth.h"
 #include "core/frame.h"
 #include "core/frame_reader.h"
+#include "core/tls.h"
 
 namespace phalanx {
 
@@ -56,6 +60,9 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // within `timeout_ms`. `address` names the peer in the refusal log.
   void RequireAuth(Handshake::Role role, const std::string& token, std::string address,
                    int64_t timeout_ms = kAuthTimeoutMs);
+  // Speak TLS (as the server or the client of it) under the handshake.
+  // REQUIRES: RequireAuth called first, before Start.
+  void UseTls(std::shared_ptr<const TlsContext> ctx);
   // Starts reading. REQUIRES: called once.
   void Start(FrameHandler on_frame, CloseHandler on_close);
   // Queues one encoded frame (header included).
@@ -76,6 +83,12 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
 
  private:
   void ReadMore();
+  // Handles `n` bytes that arrived at `data`; false if the connection closed.
+  bool OnBytes(const char* data, size_t n);
+  // TLS: decrypts what arrived into the frame reader; false if the connection closed.
+  bool DrainTls();
+  // Whatever the handshake state needs once TLS is established (client: its hello).
+  void OnTlsEstablished();
   // Hands every whole frame read to the handshake or the handler; false if the connection closed.
   bool DispatchFrames();
   // A handshake frame: answers it; false if the peer failed (the connection is closed).
@@ -89,10 +102,17 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   CloseHandler on_close_;
   FrameReader reader_;
   std::unique_ptr<Handshake> handshake_;          // set until the peer authenticated
+  Handshake::Role role_ = Handshake::Role::kServer;
+  std::unique_ptr<TlsSession> tls_;               // with UseTls
+  std::vector<char> tls_in_;                      // TLS: bytes read from the socket
+  std::string tls_out_;                           // TLS: the records being written
+  bool tls_ready_ = false;                        // TLS: OnTlsEstablished ran
+  bool first_bytes_ = true;                       // nothing read yet
   std::unique_ptr<boost::asio::steady_timer> auth_timer_;
   std::string auth_address_;
   int64_t auth_timeout_ms_ = 0;
   bool write_scheduled_ = false;
+  bool write_in_flight_ = false;
   std::deque<OutFrame> handshake_out_;  // handshake frames: written first, before authentication
   std::deque<OutFrame> queue_;     // frames waiting to be written (after authentication)
   std::vector<OutFrame> writing_;  // frames in the current gathered write

@@ -7,7 +7,8 @@ namespace phalanx {
 namespace asio = boost::asio;
 
 void RpcClient::ConnectTcp(asio::io_context& io, const std::string& host, int port, int64_t timeout_ms,
-                           const std::string& token, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+                           const std::string& token, std::shared_ptr<const TlsContext> tls,
+                           std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
   std::string peer = host + ":" + std::to_string(port);
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
@@ -26,7 +27,7 @@ void RpcClient::ConnectTcp(asio::io_context& io, const std::string& host, int po
     done(Status::TimedOut("connecting to " + peer + " took longer than " + std::to_string(timeout_ms) + " ms"));
   });
   sock->async_connect(asio::ip::tcp::endpoint(addr, static_cast<uint16_t>(port)),
-                      [&io, sock, timer, finished, done, peer, token](const boost::system::error_code& e) {
+                      [&io, sock, timer, finished, done, peer, token, tls](const boost::system::error_code& e) {
                         if (*finished) return;
                         *finished = true;
                         timer->cancel();
@@ -39,6 +40,7 @@ void RpcClient::ConnectTcp(asio::io_context& io, const std::string& host, int po
                         g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), sock->release());
                         auto conn = std::make_shared<FramedConnection>(std::move(g), peer);
                         conn->RequireAuth(Handshake::Role::kClient, token, peer);
+                        if (tls) conn->UseTls(tls);
                         done(std::make_shared<RpcClient>(io, conn));
                       });
 }

@@ -28,9 +28,11 @@ class RpcClient : public std::enable_shared_from_this<RpcClient> {
 
   // Connects over TCP to host:port within `timeout_ms`; `done` runs on `io`.
   // The connection authenticates with `token` (core/auth.h) before any call
-  // goes out; a peer without the token fails every call naming it.
+  // goes out; a peer without the token fails every call naming it. With
+  // `tls` (non-null) the whole connection is TLS (core/tls.h).
   static void ConnectTcp(boost::asio::io_context& io, const std::string& host, int port, int64_t timeout_ms,
-                         const std::string& token, std::function<void(Result<std::shared_ptr<RpcClient>>)> done);
+                         const std::string& token, std::shared_ptr<const TlsContext> tls,
+                         std::function<void(Result<std::shared_ptr<RpcClient>>)> done);
   // Wraps an established connection. Call Start before any Call.
   RpcClient(boost::asio::io_context& io, std::shared_ptr<FramedConnection> conn);
 

@@ -203,8 +203,9 @@ Status TlsSession::Advance() {
     if (key == nullptr || EVP_PKEY_get_raw_public_key(key, raw, &len) != 1 ||
         std::string(reinterpret_cast<char*>(raw), len) != ctx_->public_key()) {
       ERR_clear_error();
-      return Status::Unavailable(peer_ + " presented a TLS key that is not this cluster's (another cluster, a "
-                                 "different PHALANX_CLUSTER_TOKEN, or someone in the middle)");
+      return Status::Unavailable(peer_ + " presented a TLS key that is not this cluster's: it does not hold the "
+                                 "cluster token (another cluster, a different PHALANX_CLUSTER_TOKEN, or someone in "
+                                 "the middle)");
     }
   }
   established_ = true;

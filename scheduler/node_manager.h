@@ -42,6 +42,9 @@ struct NodeManagerOptions {
   // The cluster's shared token (PHALANX_CLUSTER_TOKEN): redis-server's
   // password, and what every peer connection proves (core/auth.h). Required.
   std::string cluster_token;
+  // --tls: TLS for every connection to another node and to redis-server
+  // (core/tls.h); null for plain TCP.
+  std::shared_ptr<const TlsContext> tls;
   double num_cpus = 1;
   int num_gpus = -1;                    // -1: as many as the CUDA driver reports (0 without one)
   std::map<std::string, double> resources;  // custom resources (and "memory")

@@ -16,12 +16,14 @@ constexpr auto kServeLinger = std::chrono::milliseconds(1000);
 }  // namespace
 
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
+                         std::shared_ptr<const TlsContext> tls,
                          int64_t dead_after_ms, TaskManager* tasks, objectstore::ObjectTable* objects,
                          objectstore::ObjectStore* store, GcsClient* gcs, objectstore::TransferOptions transfer_options)
     : io_(io),
       node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
       token_(std::move(token)),
+      tls_(std::move(tls)),
       tasks_(tasks),
       objects_(objects),
       store_(store),
@@ -159,6 +161,7 @@ void PeerManager::Accept() {
     g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), sock.release());
     auto conn = std::make_shared<FramedConnection>(std::move(g), "raylet at " + peer);
     conn->RequireAuth(Handshake::Role::kServer, token_, address);
+    if (tls_) conn->UseTls(tls_);
     inbound_.push_back(conn);
     std::weak_ptr<FramedConnection> weak = conn;
     conn->Start(
@@ -329,7 +332,7 @@ void PeerManager::WithClient(const rpc::NodeInfo& node,
   auto& queue = connecting_[id];
   queue.push_back(std::move(fn));
   if (queue.size() > 1) return;  // a connect is under way
-  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000, token_, [this, id](Result<std::shared_ptr<RpcClient>> r) {
+  RpcClient::ConnectTcp(io_, node.address(), node.port(), 5000, token_, tls_, [this, id](Result<std::shared_ptr<RpcClient>> r) {
     auto waiting = std::move(connecting_[id]);
     connecting_.erase(id);
     if (r.ok()) {

@@ -29,8 +29,10 @@ namespace phalanx::scheduler {
 
 class PeerManager {
  public:
-  // `token`: the cluster token every peer must prove (non-empty).
+  // `token`: the cluster token every peer must prove (non-empty); `tls`:
+  // every peer connection is TLS under the handshake (null: plain TCP).
   PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
+              std::shared_ptr<const TlsContext> tls,
               int64_t dead_after_ms, TaskManager* tasks, objectstore::ObjectTable* objects,
               objectstore::ObjectStore* store, GcsClient* gcs, objectstore::TransferOptions transfer = {});
 
@@ -96,6 +98,7 @@ class PeerManager {
   std::string node_id_;
   std::string node_ip_;
   std::string token_;
+  std::shared_ptr<const TlsContext> tls_;
   TaskManager* tasks_;
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;

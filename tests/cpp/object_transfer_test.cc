@@ -94,7 +94,7 @@ class ObjectTransferTest : public ::testing::Test {
         a_.table.get(), a_.store.get(),
         [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
           EXPECT_EQ(node, "node-b");
-          RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken,
+          RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken, nullptr,
                                 [done](Result<std::shared_ptr<RpcClient>> r) {
                                   if (r.ok()) r.value()->Start();
                                   done(std::move(r));
@@ -199,7 +199,7 @@ class TransferChainTest : public ::testing::Test {
         [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
           auto it = peers_.find(node);
           if (it == peers_.end()) return done(Status::Unavailable("no node " + node));
-          RpcClient::ConnectTcp(io_, "127.0.0.1", it->second->server->port(), 2000, kTestToken,
+          RpcClient::ConnectTcp(io_, "127.0.0.1", it->second->server->port(), 2000, kTestToken, nullptr,
                                 [done](Result<std::shared_ptr<RpcClient>> r) {
                                   if (r.ok()) r.value()->Start();
                                   done(std::move(r));

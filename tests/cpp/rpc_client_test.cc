@@ -1,4 +1,5 @@
-// RpcClient over real TCP on loopback: replies, timeouts, pushes, peer death.
+// RpcClient over real TCP on loopback: replies, timeouts, pushes, peer death;
+// each test runs over plain TCP and over TLS (core/tls.h).
 #include "core/rpc_client.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,8 @@ const char kTestToken[] = "test-token";
 // body is written from `big` (OutFrame tail), counting the released keeps.
 class TcpServer {
  public:
-  explicit TcpServer(asio::io_context& io) : io_(io), acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
+  TcpServer(asio::io_context& io, std::shared_ptr<const TlsContext> tls)
+      : io_(io), tls_(std::move(tls)), acceptor_(io, {asio::ip::make_address("127.0.0.1"), 0}) {
     big.resize(300 << 10);
     for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
     Accept();
@@ -41,6 +43,7 @@ class TcpServer {
       g.assign(asio::generic::stream_protocol(AF_INET, SOCK_STREAM), s.release());
       auto c = std::make_shared<FramedConnection>(std::move(g), "server side");
       c->RequireAuth(Handshake::Role::kServer, kTestToken, "127.0.0.1", /*timeout_ms=*/300);
+      if (tls_) c->UseTls(tls_);
       conns_.push_back(c);
       FramedConnection* raw = c.get();
       c->Start(
@@ -71,16 +74,25 @@ class TcpServer {
     });
   }
   asio::io_context& io_;
+  std::shared_ptr<const TlsContext> tls_;
   asio::ip::tcp::acceptor acceptor_;
   std::vector<std::shared_ptr<FramedConnection>> conns_;
 };
 
-class RpcClientTest : public ::testing::Test {
+// The TLS context for `token` when the test runs over TLS, else null.
+std::shared_ptr<const TlsContext> TlsFor(bool tls, const std::string& token) {
+  if (!tls) return nullptr;
+  auto c = TlsContext::Create(token);
+  EXPECT_TRUE(c.ok());
+  return c.value();
+}
+
+class RpcClientTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<TcpServer>(io_);
+    server_ = std::make_unique<TcpServer>(io_, TlsFor(GetParam(), kTestToken));
     bool done = false;
-    RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken, [&](Result<std::shared_ptr<RpcClient>> r) {
+    RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken, TlsFor(GetParam(), kTestToken), [&](Result<std::shared_ptr<RpcClient>> r) {
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       client_ = r.value();
       done = true;
@@ -98,7 +110,7 @@ class RpcClientTest : public ::testing::Test {
   std::vector<uint16_t> pushes_;
 };
 
-TEST_F(RpcClientTest, ManyCallsEachGetTheirReply) {
+TEST_P(RpcClientTest, ManyCallsEachGetTheirReply) {
   int ok = 0;
   for (int i = 0; i < 100; ++i) {
     client_->Call(rpc::GET_STATS, rpc::Empty(), 2000, [&](Result<std::string> r) {
@@ -111,7 +123,7 @@ TEST_F(RpcClientTest, ManyCallsEachGetTheirReply) {
   EXPECT_EQ(client_->pending(), 0u);
 }
 
-TEST_F(RpcClientTest, LargeRepliesWrittenFromForeignMemoryArriveWholeAndInOrder) {
+TEST_P(RpcClientTest, LargeRepliesWrittenFromForeignMemoryArriveWholeAndInOrder) {
   // Large frames mixed with small ones: each large body is read in place
   // (CallView) and must be byte-exact; every keep is released once written.
   int good = 0, small = 0;
@@ -129,7 +141,7 @@ TEST_F(RpcClientTest, LargeRepliesWrittenFromForeignMemoryArriveWholeAndInOrder)
   EXPECT_EQ(server_->keeps_released, kLarge);
 }
 
-TEST_F(RpcClientTest, UnansweredCallTimesOutNamingThePeer) {
+TEST_P(RpcClientTest, UnansweredCallTimesOutNamingThePeer) {
   Status st;
   bool done = false;
   client_->Call(rpc::GET_FUNCTION, rpc::GetFunction(), 100, [&](Result<std::string> r) {
@@ -141,14 +153,14 @@ TEST_F(RpcClientTest, UnansweredCallTimesOutNamingThePeer) {
   EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos);
 }
 
-TEST_F(RpcClientTest, PushesReachThePushHandler) {
+TEST_P(RpcClientTest, PushesReachThePushHandler) {
   client_->Call(rpc::SEAL_OBJECT, rpc::SealObject(), -1, [](Result<std::string>) {});
   Run([&] { return !pushes_.empty(); });
   ASSERT_EQ(pushes_.size(), 1u);
   EXPECT_EQ(pushes_[0], rpc::PUSH_TASK);
 }
 
-TEST_F(RpcClientTest, PeerClosingFailsEveryPendingCallOnce) {
+TEST_P(RpcClientTest, PeerClosingFailsEveryPendingCallOnce) {
   int failed = 0;
   for (int i = 0; i < 3; ++i) {
     client_->Call(rpc::GET_FUNCTION, rpc::GetFunction(), 10000, [&](Result<std::string> r) {
@@ -175,7 +187,7 @@ TEST(RpcClientConnectTest, NothingListeningIsUnavailable) {
   a.close();
   Status st;
   bool done = false;
-  RpcClient::ConnectTcp(io, "127.0.0.1", port, 1000, kTestToken, [&](Result<std::shared_ptr<RpcClient>> r) {
+  RpcClient::ConnectTcp(io, "127.0.0.1", port, 1000, kTestToken, nullptr, [&](Result<std::shared_ptr<RpcClient>> r) {
     st = r.status();
     done = true;
   });
@@ -206,11 +218,11 @@ void WithLoop(asio::io_context& io, const std::function<void()>& body) {
   t.join();
 }
 
-TEST_F(RpcClientTest, AClientWithAnotherTokenIsRefusedAndNothingItSendsIsHandled) {
+TEST_P(RpcClientTest, AClientWithAnotherTokenIsRefusedAndNothingItSendsIsHandled) {
   int before = server_->frames;
   std::shared_ptr<RpcClient> wrong;
   bool connected = false;
-  RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, "another-token", [&](auto r) {
+  RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, "another-token", TlsFor(GetParam(), "another-token"), [&](auto r) {
     ASSERT_TRUE(r.ok());
     wrong = r.value();
     connected = true;
@@ -229,7 +241,7 @@ TEST_F(RpcClientTest, AClientWithAnotherTokenIsRefusedAndNothingItSendsIsHandled
   EXPECT_EQ(server_->frames, before);
 }
 
-TEST_F(RpcClientTest, AFrameBeforeTheHandshakeClosesTheConnectionUnread) {
+TEST_P(RpcClientTest, AFrameBeforeTheHandshakeClosesTheConnectionUnread) {
   int before = server_->frames;
   WithLoop(io_, [&] {
     // A kill, a pull, a forwarded task, a stats call: none is read without the handshake.
@@ -245,7 +257,7 @@ TEST_F(RpcClientTest, AFrameBeforeTheHandshakeClosesTheConnectionUnread) {
   EXPECT_EQ(server_->frames, before);
 }
 
-TEST_F(RpcClientTest, APeerThatDoesNotAuthenticateIsClosedAfterTheDeadline) {
+TEST_P(RpcClientTest, APeerThatDoesNotAuthenticateIsClosedAfterTheDeadline) {
   WithLoop(io_, [&] {
     int fd = RawConnect(server_->port());
     auto start = std::chrono::steady_clock::now();
@@ -258,7 +270,7 @@ TEST_F(RpcClientTest, APeerThatDoesNotAuthenticateIsClosedAfterTheDeadline) {
   });
 }
 
-TEST_F(RpcClientTest, AHeaderDeclaringAGibibyteAllocatesNothing) {
+TEST_P(RpcClientTest, AHeaderDeclaringAGibibyteAllocatesNothing) {
   WithLoop(io_, [&] {
     std::vector<int> fds;
     for (int i = 0; i < 50; ++i) {
@@ -276,5 +288,8 @@ TEST_F(RpcClientTest, AHeaderDeclaringAGibibyteAllocatesNothing) {
   });
   EXPECT_EQ(FrameReader::ProcessCharged(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(PlainAndTls, RpcClientTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Tls" : "Plain"; });
 
 }  // namespace phalanx
