@@ -16,6 +16,7 @@
 #include "core/frame_reader.h"
 #include "core/logging.h"
 #include "core/proto/phalanx.pb.h"
+#include "core/tls.h"
 
 namespace phalanx {
 
@@ -119,60 +120,48 @@ Result<std::string> Handshake::OnFrame(const FrameHeader& h, const char* body, s
   return Fail("sent a handshake frame out of order");
 }
 
-Status ClientHandshake(int fd, const std::string& token, const std::string& peer, int64_t timeout_ms) {
+Status ClientHandshake(int fd, const std::string& token, const std::string& peer, int64_t timeout_ms,
+                       const std::shared_ptr<const TlsContext>& tls, std::unique_ptr<TlsSession>* session) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto wait = [&](short events) -> Status {
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        return Status::TimedOut(peer + " did not complete the handshake within " + std::to_string(timeout_ms) + " ms");
-      }
-      pollfd p{fd, events, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r > 0) return Status::OK();
-      if (r < 0 && errno != EINTR) return Status::Unavailable(peer + ": poll failed: " + std::strerror(errno));
+  BlockingStream stream(fd, peer);
+  Handshake hs(Handshake::Role::kClient, token, peer);
+  auto run = [&]() -> Status {
+    if (tls) {
+      PHALANX_RETURN_IF_ERROR(stream.StartTls(tls, deadline));
+      hs.set_channel_binding(stream.session()->ChannelBinding());
     }
-  };
-  auto send_all = [&](const std::string& bytes) -> Status {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        PHALANX_RETURN_IF_ERROR(wait(POLLOUT));
-        continue;
+    PHALANX_RETURN_IF_ERROR(stream.Write(hs.Begin(), deadline));
+    FrameReader reader(kHandshakeBody + kFrameHeaderSize);
+    reader.set_handshake_only(true);
+    while (!hs.done()) {
+      PHALANX_ASSIGN_OR_RETURN(auto space, reader.Space());
+      // Only the handshake's bytes: what follows it belongs to the connection's reader.
+      size_t want = std::min(space.second, kFrameHeaderSize);
+      if (reader.buffered() >= kFrameHeaderSize) {
+        FrameHeader h = DecodeHeader(space.first - reader.buffered());
+        want = std::min(space.second, kFrameHeaderSize + h.length - reader.buffered());
       }
-      if (n < 0) return Status::Unavailable(peer + ": handshake write failed: " + std::strerror(errno));
-      off += static_cast<size_t>(n);
+      PHALANX_ASSIGN_OR_RETURN(size_t n, stream.Read(space.first, want, deadline));
+      reader.Commit(n);
+      FrameHeader h;
+      const char* body = nullptr;
+      PHALANX_ASSIGN_OR_RETURN(bool got, reader.Next(&h, &body));
+      if (!got) continue;
+      PHALANX_ASSIGN_OR_RETURN(std::string reply, hs.OnFrame(h, body, h.length));
+      if (!reply.empty()) PHALANX_RETURN_IF_ERROR(stream.Write(reply, deadline));
     }
     return Status::OK();
   };
-  Handshake hs(Handshake::Role::kClient, token, peer);
-  PHALANX_RETURN_IF_ERROR(send_all(hs.Begin()));
-  FrameReader reader(kHandshakeBody + kFrameHeaderSize);
-  reader.set_handshake_only(true);
-  while (!hs.done()) {
-    PHALANX_RETURN_IF_ERROR(wait(POLLIN));
-    PHALANX_ASSIGN_OR_RETURN(auto space, reader.Space());
-    // Only the handshake's bytes: what follows it belongs to the connection's reader.
-    size_t want = std::min(space.second, kFrameHeaderSize);
-    if (reader.buffered() >= kFrameHeaderSize) {
-      FrameHeader h = DecodeHeader(space.first - reader.buffered());
-      want = std::min(space.second, kFrameHeaderSize + h.length - reader.buffered());
-    }
-    ssize_t n = ::recv(fd, space.first, want, MSG_DONTWAIT);
-    if (n == 0) return Status::Unavailable(peer + " closed the connection during the handshake (wrong cluster token?)");
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      return Status::Unavailable(peer + ": handshake read failed: " + std::strerror(errno));
-    }
-    reader.Commit(static_cast<size_t>(n));
-    FrameHeader h;
-    const char* body = nullptr;
-    PHALANX_ASSIGN_OR_RETURN(bool got, reader.Next(&h, &body));
-    if (!got) continue;
-    PHALANX_ASSIGN_OR_RETURN(std::string reply, hs.OnFrame(h, body, h.length));
-    if (!reply.empty()) PHALANX_RETURN_IF_ERROR(send_all(reply));
+  Status st = run();
+  if (st.code() == StatusCode::kTimedOut) {
+    return Status::TimedOut(peer + " did not complete the handshake within " + std::to_string(timeout_ms) + " ms");
   }
+  if (!st.ok() && st.message().find("closed the connection") != std::string::npos) {
+    return Status::Unavailable(st.message() + " during the handshake (wrong cluster token" +
+                               (tls ? ", or it runs without --tls?)" : ", or it runs with --tls?)"));
+  }
+  PHALANX_RETURN_IF_ERROR(st);
+  if (session) *session = stream.ReleaseTls();
   return Status::OK();
 }
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/frame.h"
@@ -69,9 +70,17 @@ std::string HmacSha256(const std::string& key, const std::string& data);
 // `n` bytes from the system's random source (OpenSSL's RAND_bytes).
 std::string SecureRandomBytes(size_t n);
 
+class TlsContext;
+class TlsSession;
+
 // Runs the client side on a connected blocking-or-not socket `fd` until done,
-// within `timeout_ms`. For connections made outside an event loop.
-Status ClientHandshake(int fd, const std::string& token, const std::string& peer, int64_t timeout_ms);
+// within `timeout_ms`. For connections made outside an event loop. With
+// `tls` (non-null), TLS first and the handshake inside it; *session then
+// holds the channel (with any bytes that arrived past the handshake), for
+// the connection to go on with.
+Status ClientHandshake(int fd, const std::string& token, const std::string& peer, int64_t timeout_ms,
+                       const std::shared_ptr<const TlsContext>& tls = nullptr,
+                       std::unique_ptr<TlsSession>* session = nullptr);
 
 // Logs a refused peer: the first refusal from an address in full, later ones
 // from it at 1, 10, 100, ... (so a flood cannot fill the log).

@@ -55,6 +55,11 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   if (r.inline_threshold() > 0) cw->inline_threshold_ = r.inline_threshold();
   cw->node_address_ = r.node_address();
   cw->cluster_token_ = r.cluster_token();
+  if (r.tls()) {
+    auto tls = TlsContext::Create(r.cluster_token());
+    if (!tls.ok()) return tls.status();
+    cw->tls_ = tls.value();
+  }
   {
     // Warnings from the raylet are printed as they arrive. A worker that
     // blocks in a get gives back the tasks queued behind the running one, so

@@ -204,6 +204,7 @@ class CoreWorker {
   CoreWorkerOptions options_;
   std::string node_address_;
   std::string cluster_token_;
+  std::shared_ptr<const TlsContext> tls_;  // the cluster runs with --tls
   std::string client_id_;
   std::string node_id_;
   std::string session_dir_;

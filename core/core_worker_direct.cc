@@ -37,7 +37,7 @@ Status CoreWorker::ReleaseHeldReturns(const rpc::TaskDone& done) {
 DirectIo* CoreWorker::Io() {
   std::lock_guard<std::mutex> l(io_mu_);
   if (!io_) {
-    io_ = std::make_unique<DirectIo>(cluster_token_,
+    io_ = std::make_unique<DirectIo>(cluster_token_, tls_,
                                      [this](uint64_t conn, std::vector<Frame>& f) { OnDirectFrames(conn, f); },
                                      [this](uint64_t conn, const Status& why) { OnDirectClose(conn, why); });
   }

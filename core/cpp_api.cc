@@ -1,7 +1,9 @@
 // The non-template half of the C++ API (core/include/phalanx/api.h): the
 // process's core worker, the embedded cluster, and the C++ worker loop.
+#include <arpa/inet.h>
 #include <fcntl.h>
-#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +21,8 @@
 #include "core/core_worker.h"
 #include "core/ids.h"
 #include "core/process.h"
+#include "core/redis_client.h"
+#include "core/tls.h"
 #include "phalanx/api.h"
 
 namespace phalanx {
@@ -47,10 +51,14 @@ std::string SelfExe() {
 
 int FreePort() {
   for (int port = 20000 + ::getpid() % 20000, i = 0; i < 200; ++i, ++port) {
-    redisContext* c = redisConnect("127.0.0.1", port);
-    bool used = c != nullptr && !c->err;
-    if (c) redisFree(c);
-    if (!used) return port;
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (fd >= 0) ::close(fd);
+    if (free) return port;
   }
   return 0;
 }
@@ -92,14 +100,19 @@ std::string StartEmbedded(const std::vector<std::string>& libraries) {
   ::mkdir((dir + "/logs").c_str(), 0700);
   std::string token = MakeSessionToken(dir);
   int port = FreePort();
-  g_started.push_back(SpawnProcess({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                    "--appendonly", "no", "--dir", dir, "--requirepass", token},
+  // The password in a 0600 file, not on argv (which ps shows every user).
+  std::string conf = dir + "/redis.conf";
+  int cfd = ::open(conf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (cfd < 0) throw std::runtime_error("cannot write " + conf + ": " + std::strerror(errno));
+  std::string text = "requirepass " + token + "\n";
+  bool wrote = ::write(cfd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(cfd);
+  if (!wrote) throw std::runtime_error("cannot write " + conf);
+  g_started.push_back(SpawnProcess({"redis-server", conf, "--port", std::to_string(port), "--bind", "127.0.0.1",
+                                    "--save", "", "--appendonly", "no", "--dir", dir},
                                    dir + "/logs/redis.log"));
   for (int i = 0; i < 500; ++i) {
-    redisContext* c = redisConnect("127.0.0.1", port);
-    bool ok = c != nullptr && !c->err;
-    if (c) redisFree(c);
-    if (ok) break;
+    if (RedisConnection::Open("127.0.0.1", port, token, nullptr, 200).ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const char* env_bin = std::getenv("PHALANX_RAYLET_BIN");
@@ -117,32 +130,22 @@ std::string StartEmbedded(const std::vector<std::string>& libraries) {
 std::string FindRaylet(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos) throw std::invalid_argument("address wants HOST:PORT, got " + address);
-  redisContext* c = redisConnect(address.substr(0, colon).c_str(), std::stoi(address.substr(colon + 1)));
-  if (c == nullptr || c->err) {
-    if (c) redisFree(c);
-    throw std::runtime_error("cannot reach redis-server (GCS) at " + address);
-  }
-  if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) {
-    auto* a = static_cast<redisReply*>(redisCommand(c, "AUTH %s", token));
-    bool ok = a != nullptr && a->type == REDIS_REPLY_STATUS;
-    if (a) freeReplyObject(a);
-    if (!ok) {
-      redisFree(c);
-      throw std::runtime_error("redis-server (GCS) at " + address + " refused PHALANX_CLUSTER_TOKEN");
-    }
-  }
-  auto* r = static_cast<redisReply*>(redisCommand(c, "HGETALL nodes"));
+  const char* env = std::getenv("PHALANX_CLUSTER_TOKEN");
+  std::string token = env ? env : "";
+  auto c = RedisConnection::Open(address.substr(0, colon), std::stoi(address.substr(colon + 1)), token,
+                                 TlsFromEnvironment(token), 5000);
+  if (!c.ok()) throw std::runtime_error(c.status().message());
+  auto r = c.value()->Command({"HGETALL", "nodes"});
+  if (!r.ok()) throw std::runtime_error(r.status().message());
   std::string found;
-  for (size_t i = 1; r && i < r->elements; i += 2) {
+  const auto& e = r.value().elements;
+  for (size_t i = 1; i < e.size(); i += 2) {
     rpc::NodeInfo n;
-    if (n.ParseFromArray(r->element[i]->str, static_cast<int>(r->element[i]->len)) && n.alive() &&
-        ::access(n.socket_path().c_str(), F_OK) == 0) {
+    if (n.ParseFromString(e[i].str) && n.alive() && ::access(n.socket_path().c_str(), F_OK) == 0) {
       found = n.socket_path();
       break;
     }
   }
-  if (r) freeReplyObject(r);
-  redisFree(c);
   if (found.empty()) throw std::runtime_error("no live raylet of the cluster at " + address + " on this machine");
   return found;
 }

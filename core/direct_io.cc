@@ -41,8 +41,9 @@ void TuneTcp(int fd) {
 void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 }  // namespace
 
-DirectIo::DirectIo(std::string token, FrameHandler on_frames, CloseHandler on_close)
-    : token_(std::move(token)), on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
+DirectIo::DirectIo(std::string token, std::shared_ptr<const TlsContext> tls, FrameHandler on_frames,
+                   CloseHandler on_close)
+    : token_(std::move(token)), tls_(std::move(tls)), on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { Loop(); });
 }
@@ -71,12 +72,19 @@ void DirectIo::Wake() {
   (void)n;
 }
 
-uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate) {
+uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate,
+                       std::unique_ptr<TlsSession> tls) {
   auto c = std::make_shared<Conn>();
   c->fd = fd;
   c->listener = listener;
   c->tcp = tcp;
   c->peer = std::move(peer);
+  c->tls = std::move(tls);
+  if (c->tls) {  // a connected socket: the handshake ran; bytes past it may wait in the channel
+    c->tls_bound = true;
+    c->unread = c->tls->has_input();
+  }
+  if (authenticate && tcp && tls_) c->tls = std::make_unique<TlsSession>(tls_, /*server=*/true, c->peer);
   if (authenticate) {
     c->handshake = std::make_unique<Handshake>(Handshake::Role::kServer, token_, c->peer);
     c->handshake_deadline = Clock::now() + std::chrono::milliseconds(kAuthTimeoutMs);
@@ -185,12 +193,13 @@ Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t
 }
 
 Result<uint64_t> DirectIo::AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms) {
-  Status st = ClientHandshake(fd, token_, peer, std::max<int64_t>(timeout_ms, 1));
+  std::unique_ptr<TlsSession> session;
+  Status st = ClientHandshake(fd, token_, peer, std::max<int64_t>(timeout_ms, 1), tcp ? tls_ : nullptr, &session);
   if (!st.ok()) {
     ::close(fd);
     return st;
   }
-  return Add(fd, false, tcp, peer);
+  return Add(fd, false, tcp, peer, /*authenticate=*/false, std::move(session));
 }
 
 Status DirectIo::Send(uint64_t conn, const std::string& bytes) {
@@ -208,10 +217,24 @@ Status DirectIo::Send(uint64_t conn, const std::string& bytes) {
 
 Status DirectIo::WriteOutLocked(Conn& c) {
   if (c.blocked) return Status::OK();  // the poll thread writes when the socket has room
+  if (c.tls) {
+    // Frames are sealed into records only once the channel is up (an
+    // accepted socket's first frames are the handshake's own replies).
+    if (!c.out.empty() && c.tls->established()) {
+      Status st = c.tls->Write(c.out.data(), c.out.size());
+      c.out.clear();
+      if (!st.ok()) {
+        if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
+        return st;
+      }
+    }
+    c.tls->TakeOutput(&c.wire);
+  }
+  std::string& pending = c.tls ? c.wire : c.out;
   size_t off = 0;
-  while (off < c.out.size()) {
+  while (off < pending.size()) {
     if (c.fd < 0) return Status::Unavailable(c.peer + " is closed");
-    ssize_t n = ::send(c.fd, c.out.data() + off, c.out.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::send(c.fd, pending.data() + off, pending.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -221,12 +244,12 @@ Status DirectIo::WriteOutLocked(Conn& c) {
       }
       std::string why = std::strerror(errno);
       ::shutdown(c.fd, SHUT_RDWR);  // the poll thread reports the close
-      c.out.clear();
+      pending.clear();
       return Status::Unavailable("cannot write to " + c.peer + ": " + why);
     }
     off += static_cast<size_t>(n);
   }
-  c.out.erase(0, off);
+  pending.erase(0, off);
   return Status::OK();
 }
 
@@ -303,23 +326,74 @@ bool DirectIo::OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body,
   return true;
 }
 
-bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
-  auto space = c.reader.Space();
-  if (!space.ok()) {
-    *why = Status::Unavailable(c.peer + ": " + space.status().message());
-    return false;
-  }
-  ssize_t n = ::recv(c.fd, space.value().first, space.value().second, MSG_DONTWAIT);
+bool DirectIo::ReadTls(Conn& c, Status* why) {
+  char raw[kReadChunk];
+  ssize_t n = ::recv(c.fd, raw, sizeof(raw), MSG_DONTWAIT);
   if (n == 0) {
     *why = Status::Unavailable(c.peer + " closed the connection");
     return false;
   }
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EINTR) return true;
+  if (n < 0 && errno != EAGAIN && errno != EINTR) {
     *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
     return false;
   }
-  c.reader.Commit(static_cast<size_t>(n));
+  std::lock_guard<std::mutex> w(c.write_mu);
+  if (n > 0) c.tls->Feed(raw, static_cast<size_t>(n));
+  c.unread = false;
+  while (true) {
+    auto space = c.reader.Space();
+    if (!space.ok()) {
+      *why = Status::Unavailable(c.peer + ": " + space.status().message());
+      return false;
+    }
+    auto got = c.tls->Read(space.value().first, space.value().second);
+    if (!got.ok()) {
+      if (c.handshake) LogRefusedPeer(c.peer, got.status().message());
+      *why = got.status();
+      return false;
+    }
+    if (got.value() == 0) break;
+    c.reader.Commit(got.value());
+    if (c.reader.buffered() >= kReadChunk) {  // enough for one batch: the rest at the next turn
+      c.unread = c.tls->has_input();
+      break;
+    }
+  }
+  if (!c.tls_bound && c.tls->established()) {
+    c.tls_bound = true;
+    c.handshake->set_channel_binding(c.tls->ChannelBinding());
+  }
+  if (c.tls->has_output()) {  // the TLS handshake's replies
+    Status st = WriteOutLocked(c);
+    if (!st.ok()) {
+      *why = st;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
+  if (c.tls) {
+    if (!ReadTls(c, why)) return false;
+  } else {
+    auto space = c.reader.Space();
+    if (!space.ok()) {
+      *why = Status::Unavailable(c.peer + ": " + space.status().message());
+      return false;
+    }
+    ssize_t n = ::recv(c.fd, space.value().first, space.value().second, MSG_DONTWAIT);
+    if (n == 0) {
+      *why = Status::Unavailable(c.peer + " closed the connection");
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return true;
+      *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
+      return false;
+    }
+    c.reader.Commit(static_cast<size_t>(n));
+  }
   while (true) {
     FrameHeader h;
     const char* body = nullptr;
@@ -351,7 +425,7 @@ void DirectIo::Loop() {
     conns.push_back(nullptr);
     bool queued;
     Clock::time_point since;
-    Clock::time_point auth_due = Clock::time_point::max();  // the next handshake deadline
+    Clock::time_point auth_due = Clock::time_point::max();  // the next handshake deadline (or now)
     std::vector<std::pair<uint64_t, std::shared_ptr<Conn>>> expired;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -371,6 +445,7 @@ void DirectIo::Loop() {
           std::lock_guard<std::mutex> w(c->write_mu);
           if (c->blocked) events |= POLLOUT;
         }
+        if (c->tls && c->unread) auth_due = now;  // bytes wait in the channel: do not sleep
         fds.push_back(pollfd{c->fd, events, 0});
         ids.push_back(id);
         conns.push_back(c);
@@ -405,7 +480,7 @@ void DirectIo::Loop() {
       }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
+      if (fds[i].revents == 0 && !(conns[i]->tls && conns[i]->unread)) continue;
       Conn& c = *conns[i];
       uint64_t id = ids[i];
       if (fds[i].revents & POLLOUT) {

@@ -14,7 +14,9 @@
 // Connect* runs the client side before it returns, and an accepted socket
 // reports no frame before its peer proved the token (within kAuthTimeoutMs,
 // else it is closed and the address logged). Unix peers must also run as
-// this process's user. Memory follows the bytes that arrived (FrameReader).
+// this process's user. With a TLS context (--tls), TCP sockets are TLS
+// under the handshake (core/tls.h); Unix sockets never leave the machine.
+// Memory follows the bytes that arrived (FrameReader).
 // Idle, the thread sleeps in poll(): no CPU.
 // Thread-safe.
 #pragma once
@@ -33,6 +35,7 @@
 #include "core/blocking_connection.h"
 #include "core/frame_reader.h"
 #include "core/status.h"
+#include "core/tls.h"
 
 namespace phalanx {
 
@@ -41,8 +44,9 @@ class DirectIo {
   using FrameHandler = std::function<void(uint64_t conn, std::vector<Frame>& frames)>;
   using CloseHandler = std::function<void(uint64_t conn, const Status& why)>;
 
-  // `token`: the cluster token both ends of every connection prove (non-empty).
-  DirectIo(std::string token, FrameHandler on_frames, CloseHandler on_close);
+  // `token`: the cluster token both ends of every connection prove
+  // (non-empty); `tls`: TLS for TCP sockets (null: plain).
+  DirectIo(std::string token, std::shared_ptr<const TlsContext> tls, FrameHandler on_frames, CloseHandler on_close);
   ~DirectIo();  // closes every socket (without calling on_close) and joins the thread
 
   // Listens; accepted sockets get ids of their own and report through the handlers.
@@ -73,13 +77,21 @@ class DirectIo {
     std::string peer;
     std::mutex write_mu;
     std::string out;        // bytes not written yet, in order; guarded by write_mu
+    // TLS (TCP with a context): the channel, used under write_mu by the
+    // writers and the poll thread alike; `wire` holds its records not yet
+    // written (`out` is encrypted into it as the socket takes bytes).
+    std::unique_ptr<TlsSession> tls;
+    std::string wire;       // guarded by write_mu
+    bool tls_bound = false;  // the handshake is bound to the channel; poll thread
+    std::atomic<bool> unread{false};  // TLS: bytes decrypted or fed and not yet read
     bool blocked = false;   // the socket took no more: the poll thread writes `out` (POLLOUT); guarded
     FrameReader reader{64 << 10};  // (small while the peer authenticates)
     std::unique_ptr<Handshake> handshake;  // accepted sockets, until the peer authenticated
     Clock::time_point handshake_deadline;
   };
   // `authenticate`: an accepted socket, whose peer must prove the token first.
-  uint64_t Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate = false);
+  uint64_t Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate = false,
+              std::unique_ptr<TlsSession> tls = nullptr);
   // Runs the client side of the handshake on connected `fd` (closing it if
   // that fails), then adds it.
   Result<uint64_t> AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms);
@@ -91,11 +103,15 @@ class DirectIo {
   void Drop(uint64_t id, Conn& c, const Status& why, bool report);
   // Reads what `c` has; false when it closed or failed (`why` says how).
   bool ReadFrom(Conn& c, std::vector<Frame>* out, Status* why);
+  // TLS: reads what the socket has into the channel and what it decrypts
+  // into c.reader (sending the TLS handshake's replies); false as ReadFrom.
+  bool ReadTls(Conn& c, Status* why);
   // Writes `out` as far as the socket takes it without blocking; what is
   // left stays queued for POLLOUT. REQUIRES c.write_mu held.
   Status WriteOutLocked(Conn& c);
 
   std::string token_;
+  std::shared_ptr<const TlsContext> tls_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
   int wake_fd_ = -1;

@@ -1,7 +1,16 @@
 #include "core/redis_client.h"
 
-#include <hiredis/async.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "core/logging.h"
 #include "core/process.h"
@@ -27,130 +36,302 @@ RedisReply RedisReply::From(const redisReply* r) {
   return out;
 }
 
-// Watches one hiredis context's socket on the io_context and calls hiredis's
-// read/write handlers when it is ready, as hiredis's event hooks ask.
-class RedisAsioContext {
- public:
-  RedisAsioContext(asio::io_context& io, redisAsyncContext* ac) : ac_(ac), socket_(io, ac->c.fd) {
-    ac->ev.data = this;
-    ac->ev.addRead = [](void* p) { static_cast<RedisAsioContext*>(p)->Want(true, true); };
-    ac->ev.delRead = [](void* p) { static_cast<RedisAsioContext*>(p)->Want(true, false); };
-    ac->ev.addWrite = [](void* p) { static_cast<RedisAsioContext*>(p)->Want(false, true); };
-    ac->ev.delWrite = [](void* p) { static_cast<RedisAsioContext*>(p)->Want(false, false); };
-    ac->ev.cleanup = [](void* p) { static_cast<RedisAsioContext*>(p)->Detach(); };
+std::string FormatRedisCommand(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
   }
-  ~RedisAsioContext() { Detach(); }
+  char* cmd = nullptr;
+  int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+  PHALANX_CHECK(n >= 0 && cmd != nullptr) << "out of memory formatting a redis command";
+  std::string out(cmd, static_cast<size_t>(n));
+  redisFreeCommand(cmd);
+  return out;
+}
 
-  void Detach() {
-    if (ac_ == nullptr) return;
-    ac_ = nullptr;
+namespace {
+
+// Takes every whole reply `reader` holds; false (with *why) on a protocol error.
+template <typename F>
+bool TakeReplies(redisReader* reader, F&& each, std::string* why) {
+  while (true) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader, &reply) != REDIS_OK) {
+      *why = std::string("malformed reply: ") + reader->errstr;
+      return false;
+    }
+    if (reply == nullptr) return true;
+    RedisReply r = RedisReply::From(static_cast<redisReply*>(reply));
+    freeReplyObject(reply);
+    each(std::move(r));
+  }
+}
+
+// A TCP connection to host:port within `timeout_ms`: a blocking-free
+// connect, then the socket (close-on-exec, non-blocking).
+Result<int> ConnectWithin(const std::string& host, int port, int64_t timeout_ms) {
+  std::string address = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (gai != 0) return Status::Unavailable("cannot resolve " + address + ": " + ::gai_strerror(gai));
+  std::string why = "no address";
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    int r = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
+      int err = ETIMEDOUT;
+      socklen_t len = sizeof(err);
+      if (r == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      r = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (r != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return Status::Unavailable("cannot reach redis-server (GCS) at " + address + ": " + why);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+}  // namespace
+
+// ---- RedisConnection ----
+
+Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const std::string& host, int port,
+                                                               const std::string& password,
+                                                               std::shared_ptr<const TlsContext> tls,
+                                                               int64_t timeout_ms) {
+  std::unique_ptr<RedisConnection> c(new RedisConnection());
+  c->address_ = host + ":" + std::to_string(port);
+  c->timeout_ms_ = timeout_ms;
+  PHALANX_ASSIGN_OR_RETURN(c->fd_, ConnectWithin(host, port, timeout_ms));
+  c->reader_ = redisReaderCreate();
+  PHALANX_CHECK(c->reader_ != nullptr) << "out of memory";
+  c->stream_ = std::make_unique<BlockingStream>(c->fd_, "redis-server (GCS) at " + c->address_);
+  if (tls) {
+    Status st = c->stream_->StartTls(tls, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+    if (!st.ok()) return Status::Unavailable(st.message());
+  }
+  if (!tls) {
+    // A PING first, without the token: a server that does not answer in
+    // Redis's protocol (a TLS port) never sees the token in plaintext.
+    auto pong = c->Command({"PING"});
+    bool redis = pong.ok() && (pong.value().type == RedisReply::kStatus || pong.value().type == RedisReply::kError);
+    if (!redis) {
+      return Status::Unavailable("redis-server (GCS) at " + c->address_ + " does not answer in plain Redis (" +
+                                 (pong.ok() ? "an unexpected reply" : pong.status().message()) +
+                                 "): if the cluster runs with --tls, set PHALANX_TLS=1 (phalanx start --tls)");
+    }
+  }
+  if (!password.empty()) {
+    auto r = c->Command({"AUTH", password});
+    PHALANX_RETURN_IF_ERROR(r.status());
+    if (r.value().type != RedisReply::kStatus) {
+      return Status::Unavailable("redis-server (GCS) at " + c->address_ + " refused the cluster token (" +
+                                 r.value().str + "): set PHALANX_CLUSTER_TOKEN to this cluster's");
+    }
+  }
+  return c;
+}
+
+RedisConnection::~RedisConnection() {
+  if (reader_) redisReaderFree(reader_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int RedisConnection::ReleaseFd() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& args) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  BlockingStream& s = *stream_;
+  auto fail = [&](const Status& st) -> Status {
+    if (st.code() == StatusCode::kTimedOut) {
+      return Status::TimedOut("redis-server (GCS) at " + address_ + " did not answer within " +
+                              std::to_string(timeout_ms_) + " ms");
+    }
+    return st;
+  };
+  Status st = s.Write(FormatRedisCommand(args), deadline);
+  if (!st.ok()) return fail(st);
+  char buf[16 << 10];
+  while (true) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+      return Status::Unavailable("redis-server (GCS) at " + address_ + " sent a malformed reply: " + reader_->errstr);
+    }
+    if (reply != nullptr) {
+      RedisReply r = RedisReply::From(static_cast<redisReply*>(reply));
+      freeReplyObject(reply);
+      return r;
+    }
+    auto n = s.Read(buf, sizeof(buf), deadline);
+    if (!n.ok()) return fail(n.status());
+    redisReaderFeed(reader_, buf, n.value());
+  }
+}
+
+// ---- RedisClient ----
+
+// One connection to redis-server on the io_context: writes what was queued
+// in one turn of the loop at once, parses replies as they arrive and hands
+// each to `on_reply`; the first failure goes to `on_lost`, once.
+class RedisClient::Link : public std::enable_shared_from_this<Link> {
+ public:
+  Link(asio::io_context& io, int fd, std::unique_ptr<TlsSession> tls) : socket_(io), tls_(std::move(tls)) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
+    socket_.assign(asio::generic::stream_protocol(local.ss_family, SOCK_STREAM), fd);
+    reader_ = redisReaderCreate();
+    PHALANX_CHECK(reader_ != nullptr) << "out of memory";
+    in_.resize(64 << 10);
+  }
+  ~Link() { redisReaderFree(reader_); }
+
+  void Start(std::function<void(RedisReply)> on_reply, std::function<void(const std::string&)> on_lost) {
+    on_reply_ = std::move(on_reply);
+    on_lost_ = std::move(on_lost);
+    ReadMore();
+  }
+  void Send(std::string bytes) {
+    if (closed_) return;
+    queued_ += bytes;
+    if (writing_ || scheduled_) return;
+    scheduled_ = true;  // after the current handler: whatever else it sends joins this write
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      self->scheduled_ = false;
+      self->WriteMore();
+    });
+  }
+  void Close() {
+    closed_ = true;
+    on_reply_ = nullptr;
+    on_lost_ = nullptr;
     boost::system::error_code ec;
-    socket_.cancel(ec);
-    socket_.release();  // hiredis owns and closes the fd
+    socket_.close(ec);
   }
 
  private:
-  void Want(bool read, bool on) {
-    (read ? want_read_ : want_write_) = on;
-    Arm();
+  void Fail(const std::string& why) {
+    if (closed_) return;
+    auto lost = std::move(on_lost_);
+    Close();
+    if (lost) lost(why);
   }
-  void Arm() {
-    if (ac_ == nullptr) return;
-    if (want_read_ && !read_armed_) {
-      read_armed_ = true;
-      socket_.async_wait(asio::posix::stream_descriptor::wait_read, [this, alive = alive_](auto ec) {
-        if (!*alive) return;
-        read_armed_ = false;
-        if (ec || ac_ == nullptr) return;
-        if (want_read_) redisAsyncHandleRead(ac_);
-        Arm();
-      });
+  void WriteMore() {
+    if (closed_ || writing_ || queued_.empty()) return;
+    writing_ = true;
+    out_.clear();
+    if (tls_) {
+      Status st = tls_->Write(queued_.data(), queued_.size());
+      queued_.clear();
+      if (!st.ok()) return Fail(st.message());
+      tls_->TakeOutput(&out_);
+    } else {
+      out_.swap(queued_);
     }
-    if (want_write_ && !write_armed_) {
-      write_armed_ = true;
-      socket_.async_wait(asio::posix::stream_descriptor::wait_write, [this, alive = alive_](auto ec) {
-        if (!*alive) return;
-        write_armed_ = false;
-        if (ec || ac_ == nullptr) return;
-        if (want_write_) redisAsyncHandleWrite(ac_);
-        Arm();
-      });
+    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](auto ec, size_t) {
+      self->writing_ = false;
+      if (ec) return self->Fail("write failed: " + ec.message());
+      self->WriteMore();
+    });
+  }
+  void ReadMore() {
+    socket_.async_read_some(asio::buffer(in_), [self = shared_from_this()](auto ec, size_t n) {
+      if (self->closed_) return;
+      if (ec) return self->Fail(ec == asio::error::eof ? "connection closed" : ec.message());
+      if (!self->OnBytes(n)) return;
+      self->ReadMore();
+    });
+  }
+  bool OnBytes(size_t n) {
+    if (tls_) {
+      tls_->Feed(in_.data(), n);
+      char plain[16 << 10];
+      while (true) {
+        auto got = tls_->Read(plain, sizeof(plain));
+        if (!got.ok()) {
+          Fail(got.status().message());
+          return false;
+        }
+        if (got.value() == 0) break;
+        redisReaderFeed(reader_, plain, got.value());
+      }
+    } else {
+      redisReaderFeed(reader_, in_.data(), n);
     }
+    std::string why;
+    auto self = shared_from_this();  // (a handler may close the client)
+    bool ok = TakeReplies(reader_, [&](RedisReply r) { if (on_reply_) on_reply_(std::move(r)); }, &why);
+    if (!ok) Fail(why);
+    return ok && !closed_;
   }
 
- public:
-  // Set false before destruction so callbacks already queued do nothing.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-
- private:
-  redisAsyncContext* ac_;
-  asio::posix::stream_descriptor socket_;
-  bool want_read_ = false, want_write_ = false;
-  bool read_armed_ = false, write_armed_ = false;
+  asio::generic::stream_protocol::socket socket_;
+  std::unique_ptr<TlsSession> tls_;
+  redisReader* reader_ = nullptr;
+  std::vector<char> in_;
+  std::string queued_;  // commands for the next write
+  std::string out_;     // the write in flight
+  bool writing_ = false;
+  bool scheduled_ = false;
+  bool closed_ = false;
+  std::function<void(RedisReply)> on_reply_;
+  std::function<void(const std::string&)> on_lost_;
 };
 
-struct RedisClient::Pending {
-  RedisClient* self;
-  ReplyCallback cb;
-};
-
-RedisClient::RedisClient(asio::io_context& io, std::string host, int port, std::string password)
-    : io_(io), host_(std::move(host)), port_(port), password_(std::move(password)) {}
+RedisClient::RedisClient(asio::io_context& io, std::string host, int port, std::string password,
+                         std::shared_ptr<const TlsContext> tls)
+    : io_(io), host_(std::move(host)), port_(port), password_(std::move(password)), tls_(std::move(tls)) {}
 
 RedisClient::~RedisClient() {
   connected_ = false;
-  for (auto* glue : {cmd_glue_.get(), sub_glue_.get()}) {
-    if (glue) *glue->alive_ = false;
+  for (auto* l : {&cmd_, &sub_}) {
+    if (*l) (*l)->Close();
   }
-  // redisAsyncFree runs pending callbacks with a null reply; they see !connected_.
-  if (cmd_) { cmd_->data = nullptr; redisAsyncFree(cmd_); }
-  if (sub_) { sub_->data = nullptr; redisAsyncFree(sub_); }
+  // Callers waiting on a reply hear that none will come.
+  auto waiting = std::move(callbacks_);
+  for (auto& cb : waiting) {
+    if (cb) cb(Status::Unavailable("lost the connection to redis-server (GCS)"));
+  }
 }
 
 Status RedisClient::Connect(int64_t timeout_ms) {
-  timeval tv{static_cast<time_t>(timeout_ms / 1000), static_cast<suseconds_t>((timeout_ms % 1000) * 1000)};
-  redisContext* probe = redisConnectWithTimeout(host_.c_str(), port_, tv);
-  if (probe == nullptr || probe->err) {
-    std::string why = probe ? probe->errstr : "out of memory";
-    if (probe) redisFree(probe);
-    return Status::Unavailable("cannot reach redis-server (GCS) at " + address() + ": " + why);
-  }
-  redisSetTimeout(probe, tv);
-  if (!password_.empty()) {
-    auto* a = static_cast<redisReply*>(redisCommand(probe, "AUTH %b", password_.data(), password_.size()));
-    bool authed = a != nullptr && a->type == REDIS_REPLY_STATUS;
-    if (a) freeReplyObject(a);
-    if (!authed) {
-      redisFree(probe);
-      return Status::Unavailable("redis-server (GCS) at " + address() + " refused the cluster token");
+  std::shared_ptr<Link>* links[] = {&cmd_, &sub_};
+  for (auto* link : links) {
+    PHALANX_ASSIGN_OR_RETURN(auto c, RedisConnection::Open(host_, port_, password_, tls_, timeout_ms));
+    if (link == &cmd_) {
+      auto pong = c->Command({"PING"});
+      if (!pong.ok() || pong.value().type != RedisReply::kStatus) {
+        return Status::Unavailable("redis-server (GCS) at " + address() + " did not answer PING: " +
+                                   (pong.ok() ? pong.value().str : pong.status().message()));
+      }
     }
+    std::unique_ptr<TlsSession> tls = c->ReleaseTls();
+    int fd = c->ReleaseFd();  // (close-on-exec: no worker, or process a task starts, inherits the GCS connection)
+    *link = std::make_shared<Link>(io_, fd, std::move(tls));
   }
-  auto* r = static_cast<redisReply*>(redisCommand(probe, "PING"));
-  bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-  std::string why = r == nullptr ? std::string(probe->errstr) : std::string(r->str ? r->str : "");
-  if (r) freeReplyObject(r);
-  redisFree(probe);
-  if (!ok) return Status::Unavailable("redis-server (GCS) at " + address() + " did not answer PING: " + why);
-
-  for (auto** ctx : {&cmd_, &sub_}) {
-    *ctx = redisAsyncConnect(host_.c_str(), port_);
-    if (*ctx == nullptr || (*ctx)->err) {
-      return Status::Unavailable("cannot reach redis-server (GCS) at " + address());
-    }
-    (*ctx)->data = this;
-    SetCloseOnExec((*ctx)->c.fd);  // no worker (or process a task starts) inherits the GCS connection
-    redisAsyncSetDisconnectCallback(*ctx, &RedisClient::OnDisconnect);
-  }
-  cmd_glue_ = std::make_unique<RedisAsioContext>(io_, cmd_);
-  sub_glue_ = std::make_unique<RedisAsioContext>(io_, sub_);
   connected_ = true;
-  if (!password_.empty()) {  // queued first on each connection, so everything after is authorized
-    for (auto* ctx : {cmd_, sub_}) {
-      const char* argv[] = {"AUTH", password_.data()};
-      size_t lens[] = {4, password_.size()};
-      redisAsyncCommandArgv(ctx, nullptr, nullptr, 2, argv, lens);
-    }
-  }
+  cmd_->Start([this](RedisReply r) { OnReply(r); }, [this](const std::string& why) { Lost(why); });
+  sub_->Start([this](RedisReply r) { OnMessage(r); }, [this](const std::string& why) { Lost(why); });
   return Status::OK();
 }
 
@@ -163,39 +344,20 @@ void RedisClient::Command(const std::vector<std::string>& args, ReplyCallback cb
     }
     return;
   }
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* p = new Pending{this, std::move(cb)};
-  ++pending_;
-  if (redisAsyncCommandArgv(cmd_, &RedisClient::OnReply, p, static_cast<int>(argv.size()), argv.data(),
-                            lens.data()) != REDIS_OK) {
-    --pending_;
-    auto cb2 = std::move(p->cb);
-    delete p;
-    if (cb2) cb2(Status::Unavailable("redis-server (GCS) at " + address() + " refused the command"));
-  }
+  callbacks_.push_back(std::move(cb));
+  cmd_->Send(FormatRedisCommand(args));
 }
 
-void RedisClient::OnReply(redisAsyncContext* ac, void* reply, void* privdata) {
-  auto* p = static_cast<Pending*>(privdata);
-  std::unique_ptr<Pending> owner(p);
-  auto* self = static_cast<RedisClient*>(ac->data);
-  if (self) --self->pending_;
-  if (!p->cb) return;
-  if (reply == nullptr || self == nullptr) {
-    p->cb(Status::Unavailable("lost the connection to redis-server (GCS)"));
-    return;
-  }
-  RedisReply r = RedisReply::From(static_cast<redisReply*>(reply));
+void RedisClient::OnReply(const RedisReply& r) {
+  if (callbacks_.empty()) return;  // (nothing was asked: ignore)
+  ReplyCallback cb = std::move(callbacks_.front());
+  callbacks_.pop_front();
+  if (!cb) return;
   if (r.type == RedisReply::kError) {
-    p->cb(Status::Internal("redis error: " + r.str));
+    cb(Status::Internal("redis error: " + r.str));
     return;
   }
-  p->cb(std::move(r));
+  cb(r);
 }
 
 void RedisClient::Subscribe(const std::string& channel, MessageCallback cb, std::function<void()> subscribed) {
@@ -211,55 +373,43 @@ void RedisClient::Subscribe(const std::string& channel, MessageCallback cb, std:
       asio::post(io_, std::move(subscribed));
     }
   }
-  if (!first) return;
-  const char* argv[] = {"SUBSCRIBE", channel.data()};
-  size_t lens[] = {9, channel.size()};
-  redisAsyncCommandArgv(sub_, &RedisClient::OnMessage, nullptr, 2, argv, lens);
+  if (first) sub_->Send(FormatRedisCommand({"SUBSCRIBE", channel}));
 }
 
 void RedisClient::Unsubscribe(const std::string& channel) {
   if (!connected_ || subscriptions_.erase(channel) == 0) return;
   unconfirmed_.erase(channel);
-  const char* argv[] = {"UNSUBSCRIBE", channel.data()};
-  size_t lens[] = {11, channel.size()};
-  redisAsyncCommandArgv(sub_, &RedisClient::OnMessage, nullptr, 2, argv, lens);
+  sub_->Send(FormatRedisCommand({"UNSUBSCRIBE", channel}));
 }
 
-void RedisClient::OnMessage(redisAsyncContext* ac, void* reply, void*) {
-  auto* self = static_cast<RedisClient*>(ac->data);
-  auto* r = static_cast<redisReply*>(reply);
-  if (self == nullptr || r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return;
-  std::string kind(r->element[0]->str, r->element[0]->len);
-  std::string channel(r->element[1]->str, r->element[1]->len);
+void RedisClient::OnMessage(const RedisReply& r) {
+  if (r.type != RedisReply::kArray || r.elements.size() != 3) return;
+  const std::string& kind = r.elements[0].str;
+  const std::string& channel = r.elements[1].str;
   if (kind == "subscribe") {
-    auto w = self->unconfirmed_.find(channel);
-    if (w == self->unconfirmed_.end()) return;
+    auto w = unconfirmed_.find(channel);
+    if (w == unconfirmed_.end()) return;
     auto waiting = std::move(w->second);
-    self->unconfirmed_.erase(w);
+    unconfirmed_.erase(w);
     for (auto& f : waiting) f();
     return;
   }
   if (kind != "message") return;
-  auto it = self->subscriptions_.find(channel);
-  if (it == self->subscriptions_.end()) return;
+  auto it = subscriptions_.find(channel);
+  if (it == subscriptions_.end()) return;
   MessageCallback cb = it->second;  // (a subscriber may unsubscribe while it runs)
-  cb(channel, std::string(r->element[2]->str, r->element[2]->len));
-}
-
-void RedisClient::OnDisconnect(const redisAsyncContext* ac, int status) {
-  auto* self = static_cast<RedisClient*>(ac->data);
-  if (self == nullptr) return;
-  if (ac == self->cmd_) { self->cmd_glue_->Detach(); self->cmd_ = nullptr; }
-  if (ac == self->sub_) { self->sub_glue_->Detach(); self->sub_ = nullptr; }
-  self->Lost(status == REDIS_OK ? "connection closed" : (ac->errstr ? ac->errstr : "connection lost"));
+  cb(channel, r.elements[2].str);
 }
 
 void RedisClient::Lost(const std::string& why) {
   if (!connected_) return;
   connected_ = false;
   PHALANX_LOG(Error) << "lost redis-server (GCS) at " << address() << ": " << why;
-  if (cmd_) { cmd_->data = nullptr; redisAsyncDisconnect(cmd_); cmd_ = nullptr; }
-  if (sub_) { sub_->data = nullptr; redisAsyncDisconnect(sub_); sub_ = nullptr; }
+  for (auto* l : {&cmd_, &sub_}) (*l)->Close();
+  auto waiting = std::move(callbacks_);
+  for (auto& cb : waiting) {
+    if (cb) cb(Status::Unavailable("lost the connection to redis-server (GCS) at " + address() + ": " + why));
+  }
   if (on_disconnect_) on_disconnect_(Status::Unavailable("lost redis-server (GCS) at " + address() + ": " + why));
 }
 

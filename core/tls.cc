@@ -1,6 +1,8 @@
 #include "core/tls.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -259,6 +261,81 @@ std::string TlsSession::ChannelBinding() const {
                                            nullptr, 0, 0) == 1)
       << "TLS exporter failed";
   return std::string(reinterpret_cast<char*>(out), sizeof(out));
+}
+
+Status BlockingStream::Wait(short events, Deadline deadline) {
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::TimedOut(peer_ + " did not answer in time");
+    pollfd p{fd_, events, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r > 0) return Status::OK();
+    if (r < 0 && errno != EINTR) return Status::Unavailable(peer_ + ": poll failed: " + std::strerror(errno));
+  }
+}
+
+Status BlockingStream::SendRaw(const char* p, size_t n, Deadline deadline) {
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = ::send(fd_, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+      PHALANX_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
+      continue;
+    }
+    if (w < 0) return Status::Unavailable(peer_ + ": write failed: " + std::strerror(errno));
+    off += static_cast<size_t>(w);
+  }
+  return Status::OK();
+}
+
+Status BlockingStream::Flush(Deadline deadline) {
+  std::string out;
+  tls_->TakeOutput(&out);
+  return SendRaw(out.data(), out.size(), deadline);
+}
+
+Status BlockingStream::StartTls(std::shared_ptr<const TlsContext> ctx, Deadline deadline) {
+  tls_ = std::make_unique<TlsSession>(std::move(ctx), /*server=*/false, peer_);
+  while (true) {
+    PHALANX_RETURN_IF_ERROR(tls_->Advance());
+    PHALANX_RETURN_IF_ERROR(Flush(deadline));
+    if (tls_->established()) return Status::OK();
+    PHALANX_RETURN_IF_ERROR(Wait(POLLIN, deadline));
+    char raw[16 << 10];
+    ssize_t n = ::recv(fd_, raw, sizeof(raw), MSG_DONTWAIT);
+    if (n == 0) return Status::Unavailable(peer_ + " closed the connection during the TLS handshake (does it run "
+                                           "without --tls?)");
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      return Status::Unavailable(peer_ + ": TLS handshake read failed: " + std::strerror(errno));
+    }
+    if (n > 0) tls_->Feed(raw, static_cast<size_t>(n));
+  }
+}
+
+Status BlockingStream::Write(const std::string& bytes, Deadline deadline) {
+  if (!tls_) return SendRaw(bytes.data(), bytes.size(), deadline);
+  PHALANX_RETURN_IF_ERROR(tls_->Write(bytes.data(), bytes.size()));
+  return Flush(deadline);
+}
+
+Result<size_t> BlockingStream::Read(char* p, size_t want, Deadline deadline) {
+  while (true) {
+    if (tls_) {
+      PHALANX_ASSIGN_OR_RETURN(size_t n, tls_->Read(p, want));
+      if (tls_->has_output()) PHALANX_RETURN_IF_ERROR(Flush(deadline));
+      if (n > 0) return n;
+    }
+    PHALANX_RETURN_IF_ERROR(Wait(POLLIN, deadline));
+    char raw[16 << 10];
+    ssize_t n = tls_ ? ::recv(fd_, raw, sizeof(raw), MSG_DONTWAIT) : ::recv(fd_, p, want, MSG_DONTWAIT);
+    if (n == 0) return Status::Unavailable(peer_ + " closed the connection");
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return Status::Unavailable(peer_ + ": read failed: " + std::strerror(errno));
+    }
+    if (!tls_) return static_cast<size_t>(n);
+    tls_->Feed(raw, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace phalanx

@@ -19,6 +19,7 @@
 // Not thread-safe: one session per connection, one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -101,6 +102,35 @@ class TlsSession {
   bool established_ = false;
   bool first_byte_checked_ = false;
   bool not_tls_ = false;  // a server whose peer opened with something other than TLS
+};
+
+// A connected socket used blockingly, every call within a deadline, through
+// a TLS channel once StartTls ran, else plain. For the connections made
+// outside an event loop: the handshake's client side (core/auth.h) and the
+// blocking redis connections.
+class BlockingStream {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+  // `fd`: connected, not owned. `peer` names the other end in errors.
+  BlockingStream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  // Runs the client side of the TLS handshake.
+  Status StartTls(std::shared_ptr<const TlsContext> ctx, Deadline deadline);
+  // Sends all of `bytes`.
+  Status Write(const std::string& bytes, Deadline deadline);
+  // At least 1 and at most `want` bytes of the stream; never reads past
+  // them in plaintext mode (TLS keeps what it read in its channel).
+  Result<size_t> Read(char* p, size_t want, Deadline deadline);
+  // The channel (null without TLS), with whatever it holds unread.
+  std::unique_ptr<TlsSession> ReleaseTls() { return std::move(tls_); }
+  TlsSession* session() const { return tls_.get(); }
+
+ private:
+  Status Wait(short events, Deadline deadline);
+  Status SendRaw(const char* p, size_t n, Deadline deadline);
+  Status Flush(Deadline deadline);
+  int fd_;
+  std::string peer_;
+  std::unique_ptr<TlsSession> tls_;
 };
 
 // Whether `data` starts like a TLS record (a handshake record, 0x16 0x03):

@@ -89,7 +89,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       pool_(io, WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
                                   options_.session_dir, options_.session_dir + "/logs", {}}),
       tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
-      redis_(io, options_.redis_host, options_.redis_port, options_.cluster_token),
+      redis_(io, options_.redis_host, options_.redis_port, options_.cluster_token, options_.tls),
       gcs_(&redis_),
       peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms, &tasks_, &objects_,
              store_.get(), &gcs_, options_.transfer),
@@ -520,6 +520,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_inline_threshold(options_.inline_threshold);
   r.set_node_address(options_.node_ip);
   r.set_cluster_token(options_.cluster_token);
+  r.set_tls(options_.tls != nullptr);
   clients_by_id_[c->client_id] = c.get();
   if (creators_.insert(CreatorKey(c->client_id)).second) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());

@@ -24,8 +24,9 @@ const char kUsage[] =
     "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
     "         [--inline-threshold BYTES] [--pipeline-depth N] [--num-gpus N]\n"
     "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n"
-    "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N]\n"
-    "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n";
+    "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N] [--tls 0|1]\n"
+    "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
+    "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
 // Parses a flat JSON object of numbers: {"sim": 8, "tpu": 0.5}.
 std::map<std::string, double> ParseResources(const std::string& text) {
@@ -96,6 +97,14 @@ int main(int argc, char** argv) {
     o.redis_host = addr.substr(0, colon);
     o.redis_port = std::stoi(addr.substr(colon + 1));
     if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) o.cluster_token = token;  // not on argv: ps shows it
+    const char* tls_env = std::getenv("PHALANX_TLS");
+    bool tls = f.count("tls") ? f["tls"] == "1" : (tls_env != nullptr && std::string(tls_env) == "1");
+    if (f.count("tls") && f["tls"] != "0" && f["tls"] != "1") throw std::invalid_argument("--tls wants 0 or 1");
+    if (tls && !o.cluster_token.empty()) {
+      auto ctx = phalanx::TlsContext::Create(o.cluster_token);
+      if (!ctx.ok()) throw std::invalid_argument(ctx.status().message());
+      o.tls = ctx.value();
+    }
     if (f.count("num-cpus")) o.num_cpus = std::stod(f["num-cpus"]);
     if (!(o.num_cpus >= 0 && o.num_cpus <= 1e12)) throw std::invalid_argument("--num-cpus must be from 0 to 1e12");
     if (f.count("object-store-memory")) o.store_capacity = std::stoull(f["object-store-memory"]);

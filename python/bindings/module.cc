@@ -1,13 +1,14 @@
 // phalanx._core: the Python face of the core worker library. Python code in
 // phalanx/ builds on these functions; users never import this directly.
 // Waits release the GIL and check for Ctrl-C every 100 ms.
-#include <hiredis/hiredis.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <unistd.h>
 
 #include "core/ids.h"
+#include "core/redis_client.h"
+#include "core/tls.h"
 #include "python/bindings/py_core.h"
 
 namespace phalanx::py {
@@ -54,71 +55,42 @@ Status CheckInterrupt() {
   return Status::OK();
 }
 
-pyb::object RedisToPython(const redisReply* r) {
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS: return pyb::bytes(r->str, r->len);
-    case REDIS_REPLY_INTEGER: return pyb::int_(r->integer);
-    case REDIS_REPLY_ARRAY: {
+pyb::object RedisToPython(const RedisReply& r) {
+  switch (r.type) {
+    case RedisReply::kString:
+    case RedisReply::kStatus: return pyb::bytes(r.str);
+    case RedisReply::kInteger: return pyb::int_(r.integer);
+    case RedisReply::kArray: {
       pyb::list l;
-      for (size_t i = 0; i < r->elements; ++i) l.append(RedisToPython(r->element[i]));
+      for (const auto& e : r.elements) l.append(RedisToPython(e));
       return std::move(l);
     }
-    case REDIS_REPLY_ERROR: {
-      std::string msg(r->str, r->len);
-      if (msg.rfind("NOAUTH", 0) == 0) {
+    case RedisReply::kError: {
+      if (r.str.rfind("NOAUTH", 0) == 0) {
         throw StatusError(Status::Unavailable("this cluster's redis-server (GCS) requires the cluster token: "
                                               "set PHALANX_CLUSTER_TOKEN to the token its head printed"));
       }
-      throw StatusError(Status::Internal("redis error: " + msg));
+      throw StatusError(Status::Internal("redis error: " + r.str));
     }
     default: return pyb::none();
   }
 }
 
-// One command on a fresh connection; for the CLI, init(address=...) and tests.
+// One command on a fresh connection; for the CLI, init(address=...) and
+// tests. The token (PHALANX_CLUSTER_TOKEN) and TLS (PHALANX_TLS=1) come from
+// the environment, as for every process of the cluster.
 pyb::object RedisCommand(const std::string& host, int port, const std::vector<std::string>& args, double timeout_s) {
-  timeval tv{static_cast<time_t>(timeout_s), static_cast<suseconds_t>((timeout_s - static_cast<long>(timeout_s)) * 1e6)};
-  redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
-  std::string addr = host + ":" + std::to_string(port);
-  if (c == nullptr || c->err) {
-    std::string why = c ? c->errstr : "out of memory";
-    if (c) redisFree(c);
-    throw StatusError(Status::Unavailable("cannot reach redis-server (GCS) at " + addr + ": " + why));
-  }
-  redisSetTimeout(c, tv);
-  if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) {  // the cluster's shared token
-    auto* a = static_cast<redisReply*>(redisCommand(c, "AUTH %s", token));
-    bool ok = a != nullptr && a->type == REDIS_REPLY_STATUS;
-    if (a) freeReplyObject(a);
-    if (!ok) {
-      redisFree(c);
-      throw StatusError(Status::Unavailable("redis-server (GCS) at " + addr + " refused PHALANX_CLUSTER_TOKEN"));
-    }
-  }
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
-  if (r == nullptr) {
-    std::string why = c->errstr;
-    redisFree(c);
-    throw StatusError(Status::Unavailable("redis-server (GCS) at " + addr + " did not answer: " + why));
-  }
-  pyb::object out;
-  try {
-    out = RedisToPython(r);
-  } catch (...) {
-    freeReplyObject(r);
-    redisFree(c);
-    throw;
-  }
-  freeReplyObject(r);
-  redisFree(c);
-  return out;
+  const char* env = std::getenv("PHALANX_CLUSTER_TOKEN");
+  std::string token = env ? env : "";
+  auto run = [&]() -> Result<RedisReply> {
+    pyb::gil_scoped_release unlocked;
+    PHALANX_ASSIGN_OR_RETURN(auto c, RedisConnection::Open(host, port, token, TlsFromEnvironment(token),
+                                                           static_cast<int64_t>(std::max(timeout_s, 0.001) * 1000)));
+    return c->Command(args);
+  };
+  Result<RedisReply> r = run();
+  if (!r.ok()) throw StatusError(r.status());
+  return RedisToPython(r.value());
 }
 
 }  // namespace
@@ -510,4 +482,14 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("redis_command", &RedisCommand, pyb::arg("host"), pyb::arg("port"), pyb::arg("args"),
         pyb::arg("timeout_s") = 5.0);
+  m.def(
+      "write_tls_pem",
+      [](const std::string& token, const std::string& cert_path, const std::string& key_path) {
+        auto ctx = TlsContext::Create(token);
+        if (!ctx.ok()) throw StatusError(ctx.status());
+        Status st = ctx.value()->WritePem(cert_path, key_path);
+        if (!st.ok()) throw StatusError(st);
+      },
+      "Writes the cluster's TLS certificate and key (derived from `token`) as PEM files (key 0600).",
+      pyb::arg("token"), pyb::arg("cert_path"), pyb::arg("key_path"));
 }

@@ -76,6 +76,28 @@ def token_for(address):
     return None
 
 
+def tls_for(address):
+    """Whether the cluster whose GCS is at `address` runs with TLS: PHALANX_TLS=1,
+    else what this user's `phalanx start` of it marked in its session folder."""
+    from phalanx._private.node import read_session_tls
+    if os.environ.get("PHALANX_TLS") == "1":
+        return True
+    return any(read_session_tls(rec.get("session_dir", "")) for _, rec in _records()
+               if rec.get("redis_address") == address)
+
+
+def use_cluster(address):
+    """Sets PHALANX_CLUSTER_TOKEN and PHALANX_TLS in this process's environment
+    for the cluster at `address` (token_for, tls_for); returns what they were."""
+    before = {k: os.environ.get(k) for k in ("PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")}
+    token = token_for(address)
+    if token:
+        os.environ["PHALANX_CLUSTER_TOKEN"] = token
+    if tls_for(address):
+        os.environ["PHALANX_TLS"] = "1"
+    return before
+
+
 def _record(node, role):
     from phalanx._private.node import _shared_root, private_dir
     _shared_root(_root())
@@ -114,14 +136,15 @@ def cmd_start(a):
     num_cpus = a.num_cpus if a.num_cpus is not None else os.cpu_count()
     # Every cluster has a token: redis-server refuses whoever does not present
     # it, and every connection between phalanx processes proves it.
+    if a.tls:
+        os.environ["PHALANX_TLS"] = "1"
     if a.head:
         node = NodeProcesses(new_session_dir(), os.environ.get("PHALANX_CLUSTER_TOKEN"))  # (else a random one)
         redis = node.start_redis(port=a.port, host=a.node_ip, tie_to_parent=False)
     else:
         from phalanx.exceptions import UnavailableError
-        token = token_for(a.address)
-        if token:
-            os.environ["PHALANX_CLUSTER_TOKEN"] = token
+        use_cluster(a.address)
+        token = os.environ.get("PHALANX_CLUSTER_TOKEN")
         host, port = _split(a.address)
         try:
             nodes = alive_nodes(host, port)  # fails clearly if nothing answers there
@@ -175,9 +198,7 @@ def cmd_status(a):
         raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
                          "`phalanx start --head`")
     host, port = _split(address)
-    token = token_for(address)
-    if token:
-        os.environ["PHALANX_CLUSTER_TOKEN"] = token
+    use_cluster(address)
     nodes = _core.gcs_nodes(host, port, 5.0)
     actors = _core.gcs_actors(host, port, 5.0)
     now_ms = time.time() * 1000
@@ -257,6 +278,9 @@ def main(argv=None):
     s.add_argument("--resources", help='custom resources as JSON, e.g. \'{"sim": 8}\'')
     s.add_argument("--object-store-memory", type=int)
     s.add_argument("--node-ip", default="127.0.0.1")
+    s.add_argument("--tls", action="store_true",
+                   help="TLS for every connection between machines (GCS, raylets, actor calls); give it on "
+                        "every node (or set PHALANX_TLS=1); docs/security.md")
     s.add_argument("--cpp-worker-libs", help="colon-separated shared libraries whose PHALANX_REMOTE functions this "
                    "node's C++ workers run (without it, the node runs no C++ tasks)")
     st = sub.add_parser("status", help="nodes, resources, actors and queued work")

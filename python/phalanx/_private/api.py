@@ -103,11 +103,9 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             if any(v is not None for v in (num_cpus, num_gpus, resources, object_store_memory)):
                 raise ValueError("num_cpus, num_gpus, resources and object_store_memory are set when a "
                                  "node starts; they cannot be given when joining a cluster")
-            from phalanx.scripts import token_for
-            token = token_for(address)  # PHALANX_CLUSTER_TOKEN, or the token `phalanx start` kept here
-            state.env_token_before = os.environ.get("PHALANX_CLUSTER_TOKEN")
-            if token:
-                os.environ["PHALANX_CLUSTER_TOKEN"] = token
+            from phalanx.scripts import use_cluster
+            # PHALANX_CLUSTER_TOKEN and PHALANX_TLS, or what `phalanx start` kept here
+            state.env_token_before = use_cluster(address)
             try:
                 _connect(_find_raylet(address))
             except BaseException:
@@ -149,10 +147,11 @@ def _restore_token():
     if before is False:
         return
     state.env_token_before = False
-    if before is None:
-        os.environ.pop("PHALANX_CLUSTER_TOKEN", None)
-    else:
-        os.environ["PHALANX_CLUSTER_TOKEN"] = before
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 atexit.register(shutdown)

@@ -123,6 +123,17 @@ def read_session_token(session_dir):
         return None
 
 
+def write_session_tls(session_dir):
+    """Marks a session's cluster as running with TLS (`tls` in its folder)."""
+    with open(os.path.join(session_dir, "tls"), "w") as f:
+        f.write("1")
+
+
+def read_session_tls(session_dir):
+    """Whether a session folder's cluster runs with TLS."""
+    return os.path.exists(os.path.join(session_dir, "tls"))
+
+
 def _tail(path, n=20):
     try:
         with open(path, errors="replace") as f:
@@ -137,16 +148,27 @@ class NodeProcesses:
     `token`: the cluster's token; default PHALANX_CLUSTER_TOKEN, else a new
     random one for this session (written to its folder). While these
     processes run, this process's PHALANX_CLUSTER_TOKEN is that token (its
-    own GCS commands present it); stop() puts the old value back."""
+    own GCS commands present it); stop() puts the old value back.
 
-    def __init__(self, session_dir, token=None):
+    `tls`: every connection that can leave the machine is TLS (redis-server,
+    raylet to raylet, actor workers over TCP; docs/security.md); default
+    PHALANX_TLS=1 in the environment. Set in this process's environment
+    (PHALANX_TLS) while the processes run, and marked in the session folder."""
+
+    def __init__(self, session_dir, token=None, tls=None):
         self.session_dir = session_dir
         self.procs = []  # (name, Popen)
         self.redis_address = None
         self.raylet_socket = None
         self.token = write_session_token(session_dir, token or os.environ.get("PHALANX_CLUSTER_TOKEN"))
-        self._env_before = os.environ.get("PHALANX_CLUSTER_TOKEN")
+        self.tls = bool(tls) if tls is not None else os.environ.get("PHALANX_TLS") == "1"
+        self._env_before = {k: os.environ.get(k) for k in ("PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")}
         os.environ["PHALANX_CLUSTER_TOKEN"] = self.token
+        if self.tls:
+            write_session_tls(session_dir)
+            os.environ["PHALANX_TLS"] = "1"
+        else:
+            os.environ.pop("PHALANX_TLS", None)
 
     def start_redis(self, port=None, host="127.0.0.1", tie_to_parent=True, password=None):
         if password and password != self.token:  # another token for this cluster: it becomes the session's
@@ -163,6 +185,8 @@ class NodeProcesses:
             log = os.path.join(self.session_dir, "logs", "redis.log")
             cmd = [redis_binary(), conf, "--port", str(p), "--bind", host, "--save", "", "--appendonly", "no",
                    "--daemonize", "no", "--logfile", log, "--dir", self.session_dir]
+            if self.tls:  # TLS only: no plaintext port at all
+                cmd += ["--port", "0", "--tls-port", str(p)] + self._redis_tls_args()
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.STDOUT, cwd=self.session_dir,
                                     preexec_fn=_die_with_parent if tie_to_parent else None,
@@ -184,6 +208,14 @@ class NodeProcesses:
                 break
         raise UnavailableError(f"redis-server did not start; its log {log} ends with:\n{_tail(log)}")
 
+    def _redis_tls_args(self):
+        """redis-server's TLS settings: the cluster's key (derived from the token,
+        core/tls.h) as its certificate; clients prove the token with AUTH."""
+        cert = os.path.join(self.session_dir, "tls-cert.pem")
+        key = os.path.join(self.session_dir, "tls-key.pem")
+        _core.write_tls_pem(self.token, cert, key)
+        return ["--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no"]
+
     def start_raylet(self, redis_address, num_cpus, object_store_memory=None, node_ip="127.0.0.1",
                      tie_to_parent=True, extra_args=(), token=None, netns=None):
         """`netns`: run it in that network namespace (`ip netns exec`), as another host."""
@@ -199,6 +231,7 @@ class NodeProcesses:
                "--num-cpus", str(num_cpus), "--node-ip", node_ip]
         if object_store_memory:
             cmd += ["--object-store-memory", str(int(object_store_memory))]
+        cmd += ["--tls", "1" if self.tls else "0"]
         cmd += list(extra_args)
         if netns:
             cmd = ["ip", "netns", "exec", netns] + cmd  # it execs: the pid stays the raylet's
@@ -242,10 +275,11 @@ class NodeProcesses:
         self.restore_env()
 
     def restore_env(self):
-        """This process's PHALANX_CLUSTER_TOKEN as it was before (idempotent)."""
+        """This process's PHALANX_CLUSTER_TOKEN and PHALANX_TLS as they were before (idempotent)."""
         if os.environ.get("PHALANX_CLUSTER_TOKEN") != self.token:
             return  # someone set another since
-        if self._env_before is None:
-            os.environ.pop("PHALANX_CLUSTER_TOKEN", None)
-        else:
-            os.environ["PHALANX_CLUSTER_TOKEN"] = self._env_before
+        for k, v in self._env_before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
