@@ -131,20 +131,35 @@ def _attack_from(ns, session, where, ns_a, raylet_a):
     assert phalanx.get(where.remote(), timeout=60)[0] == B_IP  # and the cluster still serves
 
 
-def test_task_crosses_to_a_node_in_another_namespace(namespaces):
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_task_crosses_to_a_node_in_another_namespace(namespaces, tls, monkeypatch):
     ns_a, ns_b = namespaces
     phalanx.shutdown()
     session = new_session_dir()
     logs = os.path.join(session, "logs")
     port = 6390  # inside a namespace made for this test alone: nothing else can hold it
     procs = []
+    if tls:
+        monkeypatch.setenv("PHALANX_TLS", "1")
+    else:
+        monkeypatch.delenv("PHALANX_TLS", raising=False)
     try:
-        redis = _spawn(ns_a, [redis_binary(), "--port", str(port), "--bind", A_IP, "--save", "", "--appendonly",
-                              "no", "--dir", session, "--requirepass", TOKEN], os.path.join(logs, "redis.log"))
+        conf = os.path.join(session, "redis.conf")
+        with open(os.open(conf, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write(f"requirepass {TOKEN}\n")
+        redis_args = [redis_binary(), conf, "--port", str(port), "--bind", A_IP, "--save", "", "--appendonly", "no",
+                      "--dir", session]
+        if tls:
+            from phalanx import _core
+            cert, key = os.path.join(session, "cert.pem"), os.path.join(session, "key.pem")
+            _core.write_tls_pem(TOKEN, cert, key)
+            redis_args += ["--port", "0", "--tls-port", str(port), "--tls-cert-file", cert, "--tls-key-file", key,
+                           "--tls-auth-clients", "no"]
+        redis = _spawn(ns_a, redis_args, os.path.join(logs, "redis.log"))
         procs.append(redis)
         worker = f"{sys.executable} -u -m phalanx._private.worker"
         common = ["--session-dir", session, "--redis-address", f"{A_IP}:{port}", "--worker-command", worker,
-                  "--num-cpus", "1", "--heartbeat-ms", "200"]
+                  "--num-cpus", "1", "--heartbeat-ms", "200", "--tls", "1" if tls else "0"]
         sock_a, sock_b = os.path.join(session, "a.sock"), os.path.join(session, "b.sock")
         time.sleep(0.3)
         procs.append(_spawn(ns_a, [raylet_binary(), "--socket", sock_a, "--node-ip", A_IP] + common,
@@ -169,6 +184,12 @@ def test_task_crosses_to_a_node_in_another_namespace(namespaces):
         # `ip netns exec` execs the raylet, so the pid is the raylet's.
         assert raylet_pid == raylet_b.pid
         assert phalanx.get([where.remote() for _ in range(5)], timeout=60)[-1][0] == B_IP
+
+        @phalanx.remote(resources={"far": 1})
+        def flip(x):
+            return x[::-1]
+        big = bytes(range(256)) * (12 << 10)  # 3 MiB each way, copied between the namespaces
+        assert phalanx.get(flip.remote(phalanx.put(big)), timeout=60) == big[::-1]
         _attack_from(ns_b, session, where, ns_a, procs[1])
     finally:
         phalanx.shutdown()
