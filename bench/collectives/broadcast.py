@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 import phalanx
-from clusters import add_cluster_args, csv_line, measure, start_phalanx, start_ray, stop_phalanx, stop_ray
+from clusters import PHALANX, add_cluster_args, csv_line, measure, start_phalanx, start_ray, stop_phalanx, stop_ray
 
 
 def run_ray(nodes, sizes, warmup, reps, netns, rate):
@@ -65,7 +65,7 @@ def run_phalanx(a, sizes):
 
             times = measure(once, a.warmup, a.reps, prepare=lambda: phalanx.put(np.ones(size // 4, dtype=np.float32)),
                             pause=0.3)
-            print(csv_line("phalanx", "broadcast", a.nodes, size, times, a.rate), flush=True)
+            print(csv_line(PHALANX, "broadcast", a.nodes, size, times, a.rate), flush=True)
     finally:
         stop_phalanx(node)
 

@@ -39,6 +39,11 @@ def add_cluster_args(ap):
     ap.add_argument("--window", type=int, help="raylet --transfer-window")
 
 
+# The name phalanx's rows carry: "phalanx+tls" when it runs with TLS
+# (PHALANX_TLS=1, run_netns.sh's TLS=1 or TLS=both), so one table holds both.
+PHALANX = "phalanx+tls" if os.environ.get("PHALANX_TLS") == "1" else "phalanx"
+
+
 def start_phalanx(nodes, netns=False, chunk_bytes=None, window=None):
     """Starts redis and `nodes` raylets (1 CPU each) and connects this
     process as the driver on node 0. Returns the NodeProcesses to stop."""

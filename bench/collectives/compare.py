@@ -42,21 +42,26 @@ def main():
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     rows = read(a.files)
-    peers = sorted({p for r in rows.values() for p in r if p != "phalanx"})
+    # phalanx+tls (run_netns.sh TLS=both): its own column and its cost against plain phalanx, not a peer.
+    tls = any("phalanx+tls" in r for r in rows.values())
+    peers = sorted({p for r in rows.values() for p in r if p not in ("phalanx", "phalanx+tls")})
     bw = rate_bytes_per_s(a.rate)
-    head = ["op", "nodes", "size", "phalanx ms", "x S/B", *(f"{p} ms" for p in peers), "phalanx / best peer"]
+    head = ["op", "nodes", "size", "phalanx ms", "x S/B", *(["phalanx+tls ms", "tls / plain"] if tls else []),
+            *(f"{p} ms" for p in peers), "phalanx / best peer"]
     print("| " + " | ".join(head) + " |")
     print("|---" * len(head) + "|")
     for (op, world, size), r in sorted(rows.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
         if "phalanx" not in r:
             continue
         mine = r["phalanx"]
+        with_tls = r.get("phalanx+tls")
+        tls_cells = ([f"{with_tls * 1e3:,.1f}", f"{with_tls / mine:.2f}"] if with_tls else ["-", "-"]) if tls else []
         if op in PEER_OP:  # the peers' figures for the op this one compares with (a peer's own first)
             r = {**rows.get((PEER_OP[op], world, size), {}), **r}
         theirs = [r[p] for p in peers if p in r]
         best = f"{mine / min(theirs):.2f}" if theirs else "-"
         cells = [f"{r[p] * 1e3:,.1f}" if p in r else "-" for p in peers]
-        row = [op, world, size, f"{mine * 1e3:,.1f}", f"{mine / (size / bw):.2f}", *cells, best]
+        row = [op, world, size, f"{mine * 1e3:,.1f}", f"{mine / (size / bw):.2f}", *tls_cells, *cells, best]
         print("| " + " | ".join(str(c) for c in row) + " |")
     return 0
 

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from clusters import (add_cluster_args, csv_line, measure, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx,
+from clusters import (PHALANX, add_cluster_args, csv_line, measure, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx,
                       stop_ray)
 
 
@@ -118,7 +118,7 @@ def bench_phalanx(a, sizes, ops):
                 return time.perf_counter() - t0 - max(delays)
 
             before = phalanx.cluster_stats()
-            report(a, "phalanx", size, ops, reduce_once, allreduce_once, staggered_once,
+            report(a, PHALANX, size, ops, reduce_once, allreduce_once, staggered_once,
                    (allreduce_ready_once, inputs_ready))
             if "group_allreduce" in ops:
                 if size == sizes[0]:
@@ -126,7 +126,7 @@ def bench_phalanx(a, sizes, ops):
                 per_rank = phalanx.get([g.group_allreduce.remote(size, a.warmup + a.reps, want) for g in actors],
                                        timeout=600)
                 slowest = [max(t) for t in zip(*per_rank)][a.warmup:]
-                print(csv_line("phalanx", "group_allreduce", a.nodes, size, slowest, a.rate), flush=True)
+                print(csv_line(PHALANX, "group_allreduce", a.nodes, size, slowest, a.rate), flush=True)
             after = phalanx.cluster_stats()
             print(f"# phalanx {size} bytes: {after['reduce_chains'] - before['reduce_chains']} reduces ran as a chain "
                   f"over the inputs' nodes, {after['reduce_fallbacks'] - before['reduce_fallbacks']} fell back",

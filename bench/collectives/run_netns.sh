@@ -9,6 +9,7 @@
 # (scripts/bench.sh). The namespaces are removed at the end.
 #   N=8 RATE=1gbit SIZES=33554432 bench/collectives/run_netns.sh [broadcast.py|reduce.py|all] [its flags]
 #   PEERS="ray mpi gloo-cpp torch-gloo dask" ...   which peers (PEERS=none: phalanx only)
+#   TLS=1 ...      phalanx with --tls;  TLS=both ...  phalanx plain and with --tls, both in the table
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -36,10 +37,17 @@ OUT=$(mktemp -d /tmp/phalanx-netns.XXXXXX)
 stop_ray() { [ "$RAY" = none ] || "$ROOT/.venv/bin/ray" stop --force >/dev/null 2>&1 || true; }
 trap 'stop_ray; bash "$NETNS" down >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
 
+case "${TLS:-0}" in
+  0) TLS_RUNS=(0) ;; 1) TLS_RUNS=(1) ;; both) TLS_RUNS=(0 1) ;;
+  *) echo "TLS wants 0, 1 or both" >&2; exit 2 ;;
+esac
 bash "$NETNS" up "$N" "$RATE" 100us >/dev/null
 for script in "${SCRIPTS[@]}"; do
-  ip netns exec pnode0 "$ROOT/.venv/bin/python" "$HERE/$script" --netns --nodes "$N" --rate "$RATE" \
-    --sizes "$SIZES" --peers "$RAY" "$@" | tee -a "$OUT/phalanx.csv"
+  for tls in "${TLS_RUNS[@]}"; do
+    peers=$RAY; [ "$tls" = "${TLS_RUNS[0]}" ] || peers=none  # (Ray once)
+    ip netns exec pnode0 env PHALANX_TLS="$tls" "$ROOT/.venv/bin/python" "$HERE/$script" --netns --nodes "$N" \
+      --rate "$RATE" --sizes "$SIZES" --peers "$peers" "$@" | tee -a "$OUT/phalanx.csv"
+  done
 done
 bash "$NETNS" down >/dev/null
 

@@ -32,6 +32,25 @@ def wire_seeds():
     write("fuzz_wire", "forward_first", b"\x40" + wire.frame(wire.FORWARD_TASK, wire.forward_task(
         wire.task_spec(TID, "f"))))
     write("fuzz_wire", "gib_header", b"\x01" + wire.frame(wire.FORWARD_TASK, length=1 << 30))
+    write("fuzz_wire", "tls_client_hello", b"\x80" + tls_client_hello())
+    write("fuzz_wire", "tls_hello_small_reads", b"\x87" + tls_client_hello() + hello)
+
+
+def tls_client_hello():
+    """A TLS 1.3 ClientHello (Python's ssl module over memory BIOs): what a
+    TLS node's ports read first."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    conn = ctx.wrap_bio(incoming, outgoing)
+    try:
+        conn.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
 
 
 def rec(to_client, msg_type, body, flags=0):
