@@ -122,6 +122,7 @@ std::string StartEmbedded(const std::vector<std::string>& libraries) {
   g_started.push_back(SpawnProcess({raylet, "--socket", sock, "--session-dir", dir, "--redis-address",
                                     "127.0.0.1:" + std::to_string(port), "--worker-command", "/bin/false",
                                     "--cpp-worker-command", CppWorkerCommand(libraries), "--prestart-workers", "0",
+                                    "--tls", "0",  // loopback only (and its redis-server is plain)
                                     "--num-cpus", std::to_string(cpus)},
                                    dir + "/logs/raylet.log"));
   return sock;
