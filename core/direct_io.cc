@@ -165,31 +165,8 @@ Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_
 }
 
 Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t timeout_ms) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return Status::InvalidArgument("not an IPv4 address: " + host);
-  }
-  std::string peer = host + ":" + std::to_string(port);
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Status::Unavailable(Errno("socket()"));
-  int r = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  if (r != 0 && errno == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
-    int err = ETIMEDOUT;
-    socklen_t len = sizeof(err);
-    if (r == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    r = err == 0 ? 0 : -1;
-    errno = err;
-  }
-  if (r != 0) {
-    std::string err = std::strerror(errno);
-    ::close(fd);
-    return Status::Unavailable("cannot connect to " + peer + ": " + err);
-  }
-  return AddAuthenticated(fd, /*tcp=*/true, peer, timeout_ms);
+  PHALANX_ASSIGN_OR_RETURN(int fd, ConnectTcpWithin(host, port, timeout_ms));
+  return AddAuthenticated(fd, /*tcp=*/true, host + ":" + std::to_string(port), timeout_ms);
 }
 
 Result<uint64_t> DirectIo::AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms) {

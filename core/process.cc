@@ -1,11 +1,14 @@
 #include "core/process.h"
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -58,6 +61,40 @@ void SetCloseOnExec(int fd) {
   if (fd < 0) return;
   int flags = ::fcntl(fd, F_GETFD);
   if (flags >= 0 && !(flags & FD_CLOEXEC)) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+Result<int> ConnectTcpWithin(const std::string& host, int port, int64_t timeout_ms) {
+  std::string address = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (gai != 0) return Status::Unavailable("cannot connect to " + address + ": " + ::gai_strerror(gai));
+  std::string why = "no address";
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    int r = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
+      int err = ETIMEDOUT;
+      socklen_t len = sizeof(err);
+      if (r == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      r = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (r != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return Status::Unavailable("cannot connect to " + address + ": " + why);
+  return fd;
 }
 
 }  // namespace phalanx

@@ -1,5 +1,6 @@
 // Starting and stopping helper processes (redis-server, raylets) from C++:
-// used by the C++ API's embedded cluster and by the tests. Thread-safe.
+// used by the C++ API's embedded cluster and by the tests; and the small
+// descriptor and socket helpers every process uses. Thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -22,5 +23,9 @@ void SetCloseOnExec(int fd);
 // OK if the process at the other end of Unix socket `fd` runs as this
 // process's user (or root); Unavailable naming its uid and pid if not.
 Status CheckPeerUser(int fd);
+// A TCP connection to host:port (a name or an address) within `timeout_ms`,
+// without blocking past it: the socket, close-on-exec and non-blocking.
+// Unavailable "cannot connect to HOST:PORT: why" if not.
+Result<int> ConnectTcpWithin(const std::string& host, int port, int64_t timeout_ms);
 
 }  // namespace phalanx

@@ -69,44 +69,6 @@ bool TakeReplies(redisReader* reader, F&& each, std::string* why) {
   }
 }
 
-// A TCP connection to host:port within `timeout_ms`: a blocking-free
-// connect, then the socket (close-on-exec, non-blocking).
-Result<int> ConnectWithin(const std::string& host, int port, int64_t timeout_ms) {
-  std::string address = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (gai != 0) return Status::Unavailable("cannot resolve " + address + ": " + ::gai_strerror(gai));
-  std::string why = "no address";
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    int r = ::connect(fd, a->ai_addr, a->ai_addrlen);
-    if (r != 0 && errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
-      int err = ETIMEDOUT;
-      socklen_t len = sizeof(err);
-      if (r == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      r = err == 0 ? 0 : -1;
-      errno = err;
-    }
-    if (r != 0) {
-      why = std::strerror(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd < 0) return Status::Unavailable("cannot reach redis-server (GCS) at " + address + ": " + why);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
 }  // namespace
 
 // ---- RedisConnection ----
@@ -118,7 +80,11 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const std::string
   std::unique_ptr<RedisConnection> c(new RedisConnection());
   c->address_ = host + ":" + std::to_string(port);
   c->timeout_ms_ = timeout_ms;
-  PHALANX_ASSIGN_OR_RETURN(c->fd_, ConnectWithin(host, port, timeout_ms));
+  auto fd = ConnectTcpWithin(host, port, timeout_ms);
+  if (!fd.ok()) return Status::Unavailable("cannot reach redis-server (GCS): " + fd.status().message());
+  c->fd_ = fd.value();
+  int one = 1;
+  ::setsockopt(c->fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   c->reader_ = redisReaderCreate();
   PHALANX_CHECK(c->reader_ != nullptr) << "out of memory";
   c->stream_ = std::make_unique<BlockingStream>(c->fd_, "redis-server (GCS) at " + c->address_);

@@ -20,7 +20,7 @@ import wire
 
 
 @pytest.fixture
-def tls_cluster(fresh_cluster, monkeypatch):
+def tls_cluster(monkeypatch, fresh_cluster):  # (this order: the cluster stops, then the environment is restored)
     monkeypatch.setenv("PHALANX_TLS", "1")
     fresh_cluster(num_cpus=2, num_nodes=2)
     host, _, port = state.info["gcs_address"].rpartition(":")
