@@ -81,8 +81,10 @@ Result<std::shared_ptr<TlsContext>> TlsContext::Create(const std::string& token)
     ctx->public_key_.assign(reinterpret_cast<char*>(raw), raw_len);
     X509_NAME* name = X509_get_subject_name(cert);
     ok = X509_set_version(cert, 2) == 1 && ASN1_INTEGER_set(X509_get_serialNumber(cert), 1) == 1 &&
-         X509_gmtime_adj(X509_getm_notBefore(cert), -24L * 3600) != nullptr &&
-         X509_gmtime_adj(X509_getm_notAfter(cert), 100L * 365 * 24 * 3600) != nullptr &&
+         // Fixed dates (RFC 5280's "no well-defined expiration" for the end) and a
+         // deterministic signature (Ed25519): every process makes the same certificate.
+         ASN1_TIME_set_string(X509_getm_notBefore(cert), "20200101000000Z") == 1 &&
+         ASN1_TIME_set_string(X509_getm_notAfter(cert), "99991231235959Z") == 1 &&
          X509_set_pubkey(cert, key) == 1 &&
          X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
                                     reinterpret_cast<const unsigned char*>("phalanx cluster"), -1, -1, 0) == 1 &&

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "core/auth.h"
 
 namespace phalanx {
@@ -111,6 +114,19 @@ TEST(TlsTest, HandshakeProofsDoNotCrossChannels) {
   h = DecodeHeader(challenge.value().data());
   auto proof = client.OnFrame(h, challenge.value().data() + kFrameHeaderSize, h.length);
   EXPECT_FALSE(proof.ok());
+}
+
+TEST(TlsTest, EveryProcessOfAClusterMakesTheSameCertificate) {
+  std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(Ctx("secret")->WritePem(dir + "/c1.pem", dir + "/k1.pem").ok());
+  ASSERT_TRUE(Ctx("secret")->WritePem(dir + "/c2.pem", dir + "/k2.pem").ok());
+  ASSERT_TRUE(Ctx("other")->WritePem(dir + "/c3.pem", dir + "/k3.pem").ok());
+  auto read = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(dir + "/c1.pem"), read(dir + "/c2.pem"));
+  EXPECT_NE(read(dir + "/c1.pem"), read(dir + "/c3.pem"));
 }
 
 TEST(TlsTest, PemFilesAreWrittenWithAPrivateKey) {
