@@ -156,7 +156,7 @@ Status ClientHandshake(int fd, const std::string& token, const std::string& peer
   if (st.code() == StatusCode::kTimedOut) {
     return Status::TimedOut(peer + " did not complete the handshake within " + std::to_string(timeout_ms) + " ms");
   }
-  if (!st.ok() && st.message().find("closed the connection") != std::string::npos) {
+  if (!st.ok() && stream.peer_closed()) {
     return Status::Unavailable(st.message() + " during the handshake (wrong cluster token" +
                                (tls ? ", or it runs without --tls?)" : ", or it runs with --tls?)"));
   }

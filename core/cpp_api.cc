@@ -79,13 +79,8 @@ std::string CppWorkerCommand(const std::vector<std::string>& libraries) {
 // in the session folder (0600) for other processes of this user.
 std::string MakeSessionToken(const std::string& dir) {
   std::string token = ToHex(SecureRandomBytes(16));
-  std::string path = dir + "/token";
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    ssize_t n = ::write(fd, token.data(), token.size());
-    (void)n;
-    ::close(fd);
-  }
+  Status st = WriteFileWithMode(dir + "/token", token, 0600);
+  if (!st.ok()) throw std::runtime_error(st.message());
   ::setenv("PHALANX_CLUSTER_TOKEN", token.c_str(), 1);
   return token;
 }
@@ -102,12 +97,8 @@ std::string StartEmbedded(const std::vector<std::string>& libraries) {
   int port = FreePort();
   // The password in a 0600 file, not on argv (which ps shows every user).
   std::string conf = dir + "/redis.conf";
-  int cfd = ::open(conf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (cfd < 0) throw std::runtime_error("cannot write " + conf + ": " + std::strerror(errno));
-  std::string text = "requirepass " + token + "\n";
-  bool wrote = ::write(cfd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(cfd);
-  if (!wrote) throw std::runtime_error("cannot write " + conf);
+  Status wrote = WriteFileWithMode(conf, "requirepass " + token + "\n", 0600);
+  if (!wrote.ok()) throw std::runtime_error(wrote.message());
   g_started.push_back(SpawnProcess({"redis-server", conf, "--port", std::to_string(port), "--bind", "127.0.0.1",
                                     "--save", "", "--appendonly", "no", "--dir", dir},
                                    dir + "/logs/redis.log"));

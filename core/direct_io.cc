@@ -303,19 +303,8 @@ bool DirectIo::OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body,
   return true;
 }
 
-bool DirectIo::ReadTls(Conn& c, Status* why) {
-  char raw[kReadChunk];
-  ssize_t n = ::recv(c.fd, raw, sizeof(raw), MSG_DONTWAIT);
-  if (n == 0) {
-    *why = Status::Unavailable(c.peer + " closed the connection");
-    return false;
-  }
-  if (n < 0 && errno != EAGAIN && errno != EINTR) {
-    *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
-    return false;
-  }
-  std::lock_guard<std::mutex> w(c.write_mu);
-  if (n > 0) c.tls->Feed(raw, static_cast<size_t>(n));
+bool DirectIo::DecryptLocked(Conn& c, const char* raw, size_t n, Status* why) {
+  c.tls->Feed(raw, n);
   c.unread = false;
   while (true) {
     auto space = c.reader.Space();
@@ -351,25 +340,33 @@ bool DirectIo::ReadTls(Conn& c, Status* why) {
 }
 
 bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
-  if (c.tls) {
-    if (!ReadTls(c, why)) return false;
-  } else {
+  // Plain: straight into the frame reader. TLS: into raw_, then decrypted into it.
+  if (c.tls && raw_.empty()) raw_.resize(kReadChunk);
+  std::pair<char*, size_t> into{raw_.data(), raw_.size()};
+  if (!c.tls) {
     auto space = c.reader.Space();
     if (!space.ok()) {
       *why = Status::Unavailable(c.peer + ": " + space.status().message());
       return false;
     }
-    ssize_t n = ::recv(c.fd, space.value().first, space.value().second, MSG_DONTWAIT);
-    if (n == 0) {
-      *why = Status::Unavailable(c.peer + " closed the connection");
-      return false;
-    }
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) return true;
-      *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
-      return false;
-    }
-    c.reader.Commit(static_cast<size_t>(n));
+    into = space.value();
+  }
+  ssize_t n = ::recv(c.fd, into.first, into.second, MSG_DONTWAIT);
+  if (n == 0) {
+    *why = Status::Unavailable(c.peer + " closed the connection");
+    return false;
+  }
+  if (n < 0 && errno != EAGAIN && errno != EINTR) {
+    *why = Status::Unavailable(c.peer + ": " + std::strerror(errno));
+    return false;
+  }
+  size_t got = n > 0 ? static_cast<size_t>(n) : 0;
+  if (c.tls) {
+    std::lock_guard<std::mutex> w(c.write_mu);  // (the channel is shared with the writers)
+    if (!DecryptLocked(c, raw_.data(), got, why)) return false;
+  } else {
+    if (got == 0) return true;
+    c.reader.Commit(got);
   }
   while (true) {
     FrameHeader h;
@@ -402,7 +399,8 @@ void DirectIo::Loop() {
     conns.push_back(nullptr);
     bool queued;
     Clock::time_point since;
-    Clock::time_point auth_due = Clock::time_point::max();  // the next handshake deadline (or now)
+    Clock::time_point auth_due = Clock::time_point::max();  // the next handshake deadline
+    bool unread = false;  // a TLS channel holds bytes already read from its socket
     std::vector<std::pair<uint64_t, std::shared_ptr<Conn>>> expired;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -422,7 +420,7 @@ void DirectIo::Loop() {
           std::lock_guard<std::mutex> w(c->write_mu);
           if (c->blocked) events |= POLLOUT;
         }
-        if (c->tls && c->unread) auth_due = now;  // bytes wait in the channel: do not sleep
+        unread = unread || (c->tls && c->unread);
         fds.push_back(pollfd{c->fd, events, 0});
         ids.push_back(id);
         conns.push_back(c);
@@ -433,7 +431,7 @@ void DirectIo::Loop() {
       Drop(id, *c, Status::Unavailable(c->peer + " did not authenticate"), /*report=*/false);
     }
     int r;
-    Clock::time_point wake = auth_due;
+    Clock::time_point wake = unread ? Clock::now() : auth_due;  // (unread: do not sleep)
     if (queued) wake = std::min(wake, since + kQueueDelay);
     if (wake != Clock::time_point::max()) {
       // Let a burst of SendLater frames gather, then write each socket's in one go.

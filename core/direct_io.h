@@ -103,9 +103,10 @@ class DirectIo {
   void Drop(uint64_t id, Conn& c, const Status& why, bool report);
   // Reads what `c` has; false when it closed or failed (`why` says how).
   bool ReadFrom(Conn& c, std::vector<Frame>* out, Status* why);
-  // TLS: reads what the socket has into the channel and what it decrypts
-  // into c.reader (sending the TLS handshake's replies); false as ReadFrom.
-  bool ReadTls(Conn& c, Status* why);
+  // TLS: feeds `n` bytes read from the socket to the channel and what it
+  // decrypts into c.reader (sending the TLS handshake's replies); false as
+  // ReadFrom. REQUIRES c.write_mu held.
+  bool DecryptLocked(Conn& c, const char* raw, size_t n, Status* why);
   // Writes `out` as far as the socket takes it without blocking; what is
   // left stays queued for POLLOUT. REQUIRES c.write_mu held.
   Status WriteOutLocked(Conn& c);
@@ -120,6 +121,7 @@ class DirectIo {
   uint64_t next_id_ = 1;                                       // guarded by mu_
   std::vector<std::shared_ptr<Conn>> queued_;                  // conns with SendLater bytes; guarded by mu_
   Clock::time_point queued_since_;                             // guarded by mu_
+  std::vector<char> raw_;  // TLS: bytes just read from a socket; poll thread only
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -56,14 +56,14 @@ void FramedConnection::Start(FrameHandler on_frame, CloseHandler on_close) {
       PHALANX_CHECK(st.ok()) << st.message();
       WriteMore();
     } else {
-      OnTlsEstablished();
+      OnChannelReady();
     }
   }
   ReadMore();
 }
 
-void FramedConnection::OnTlsEstablished() {
-  tls_ready_ = true;
+void FramedConnection::OnChannelReady() {
+  channel_ready_ = true;
   if (tls_) handshake_->set_channel_binding(tls_->ChannelBinding());
   std::string hello = handshake_->Begin();
   if (!hello.empty()) handshake_out_.push_back(OutFrame{std::move(hello)});
@@ -77,14 +77,10 @@ void FramedConnection::ReadMore() {
     into = tls_in_.data();
     room = tls_in_.size();
   } else {
-    auto space = reader_.Space();
-    if (!space.ok()) {
-      PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
-      Fail(space.status());
-      return;
-    }
-    into = space.value().first;
-    room = space.value().second;
+    std::pair<char*, size_t> space;
+    if (!ReaderSpace(&space)) return;
+    into = space.first;
+    room = space.second;
   }
   auto self = shared_from_this();
   socket_.async_read_some(asio::buffer(into, room), [this, self, into](const boost::system::error_code& ec, size_t n) {
@@ -99,6 +95,17 @@ void FramedConnection::ReadMore() {
     if (!OnBytes(into, n)) return;
     ReadMore();
   });
+}
+
+bool FramedConnection::ReaderSpace(std::pair<char*, size_t>* out) {
+  auto space = reader_.Space();
+  if (!space.ok()) {
+    PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
+    Fail(space.status());
+    return false;
+  }
+  *out = space.value();
+  return true;
 }
 
 bool FramedConnection::OnBytes(const char* data, size_t n) {
@@ -120,19 +127,15 @@ bool FramedConnection::OnBytes(const char* data, size_t n) {
 
 bool FramedConnection::DrainTls() {
   while (true) {
-    auto space = reader_.Space();
-    if (!space.ok()) {
-      PHALANX_LOG(Warning) << "closing connection to " << peer_name_ << ": " << space.status().message();
-      Fail(space.status());
-      return false;
-    }
-    auto got = tls_->Read(space.value().first, space.value().second);
+    std::pair<char*, size_t> space;
+    if (!ReaderSpace(&space)) return false;
+    auto got = tls_->Read(space.first, space.second);
     if (!got.ok()) {
       if (handshake_) LogRefusedPeer(auth_address_, got.status().message());
       Fail(got.status());
       return false;
     }
-    if (!tls_ready_ && tls_->established()) OnTlsEstablished();
+    if (!channel_ready_ && tls_->established()) OnChannelReady();
     if (got.value() == 0) break;
     reader_.Commit(got.value());
     if (!DispatchFrames()) return false;
@@ -213,7 +216,7 @@ void FramedConnection::WriteMore() {
       if (f.tail_len > 0) bufs.emplace_back(asio::buffer(f.tail, f.tail_len));
     }
   };
-  if (!tls_ || tls_ready_) take(handshake_out_, false);
+  if (!tls_ || channel_ready_) take(handshake_out_, false);
   if (!handshake_ && handshake_out_.empty()) take(queue_, true);
   if (tls_) {
     // One buffer of records: the frames encrypted (copied), then written whole.

@@ -87,8 +87,10 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   bool OnBytes(const char* data, size_t n);
   // TLS: decrypts what arrived into the frame reader; false if the connection closed.
   bool DrainTls();
-  // Whatever the handshake state needs once TLS is established (client: its hello).
-  void OnTlsEstablished();
+  // Starts the handshake once the channel is up (at Start, or once TLS is): a client sends its hello.
+  void OnChannelReady();
+  // Where the next read may put bytes; closes the connection (false) if the reader cannot grow.
+  bool ReaderSpace(std::pair<char*, size_t>* out);
   // Hands every whole frame read to the handshake or the handler; false if the connection closed.
   bool DispatchFrames();
   // A handshake frame: answers it; false if the peer failed (the connection is closed).
@@ -106,7 +108,7 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::unique_ptr<TlsSession> tls_;               // with UseTls
   std::vector<char> tls_in_;                      // TLS: bytes read from the socket
   std::string tls_out_;                           // TLS: the records being written
-  bool tls_ready_ = false;                        // TLS: OnTlsEstablished ran
+  bool channel_ready_ = false;                    // the handshake may start (TLS: once TLS is up)
   bool first_bytes_ = true;                       // nothing read yet
   std::unique_ptr<boost::asio::steady_timer> auth_timer_;
   std::string auth_address_;

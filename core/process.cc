@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,6 +96,23 @@ Result<int> ConnectTcpWithin(const std::string& host, int port, int64_t timeout_
   ::freeaddrinfo(found);
   if (fd < 0) return Status::Unavailable("cannot connect to " + address + ": " + why);
   return fd;
+}
+
+Status WriteFileWithMode(const std::string& path, const std::string& bytes, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Status::Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  ::fchmod(fd, mode);  // (an existing file keeps its mode through open)
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n <= 0) {
+      ::close(fd);
+      return Status::Unavailable("cannot write " + path + ": " + std::strerror(errno));
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::OK();
 }
 
 }  // namespace phalanx

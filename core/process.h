@@ -23,6 +23,9 @@ void SetCloseOnExec(int fd);
 // OK if the process at the other end of Unix socket `fd` runs as this
 // process's user (or root); Unavailable naming its uid and pid if not.
 Status CheckPeerUser(int fd);
+// Writes `bytes` to `path` (created or truncated) with permissions `mode`,
+// set before anything is written (a secret is never readable by others).
+Status WriteFileWithMode(const std::string& path, const std::string& bytes, mode_t mode);
 // A TCP connection to host:port (a name or an address) within `timeout_ms`,
 // without blocking past it: the socket, close-on-exec and non-blocking.
 // Unavailable "cannot connect to HOST:PORT: why" if not.

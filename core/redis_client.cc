@@ -284,13 +284,6 @@ Status RedisClient::Connect(int64_t timeout_ms) {
   std::shared_ptr<Link>* links[] = {&cmd_, &sub_};
   for (auto* link : links) {
     PHALANX_ASSIGN_OR_RETURN(auto c, RedisConnection::Open(host_, port_, password_, tls_, timeout_ms));
-    if (link == &cmd_) {
-      auto pong = c->Command({"PING"});
-      if (!pong.ok() || pong.value().type != RedisReply::kStatus) {
-        return Status::Unavailable("redis-server (GCS) at " + address() + " did not answer PING: " +
-                                   (pong.ok() ? pong.value().str : pong.status().message()));
-      }
-    }
     std::unique_ptr<TlsSession> tls = c->ReleaseTls();
     int fd = c->ReleaseFd();  // (close-on-exec: no worker, or process a task starts, inherits the GCS connection)
     *link = std::make_shared<Link>(io_, fd, std::move(tls));

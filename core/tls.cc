@@ -19,6 +19,7 @@
 
 #include "core/auth.h"
 #include "core/logging.h"
+#include "core/process.h"
 
 namespace phalanx {
 
@@ -45,22 +46,6 @@ std::string BioString(BIO* b) {
   return std::string(data, n > 0 ? static_cast<size_t>(n) : 0);
 }
 
-Status WriteFile(const std::string& path, const std::string& bytes, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Status::Unavailable("cannot write " + path + ": " + std::strerror(errno));
-  ::fchmod(fd, mode);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      ::close(fd);
-      return Status::Unavailable("cannot write " + path + ": " + std::strerror(errno));
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return Status::OK();
-}
 }  // namespace
 
 Result<std::shared_ptr<TlsContext>> TlsContext::Create(const std::string& token) {
@@ -129,8 +114,8 @@ TlsContext::~TlsContext() {
 }
 
 Status TlsContext::WritePem(const std::string& cert_path, const std::string& key_path) const {
-  PHALANX_RETURN_IF_ERROR(WriteFile(key_path, key_pem_, 0600));
-  return WriteFile(cert_path, cert_pem_, 0644);
+  PHALANX_RETURN_IF_ERROR(WriteFileWithMode(key_path, key_pem_, 0600));
+  return WriteFileWithMode(cert_path, cert_pem_, 0644);
 }
 
 std::shared_ptr<TlsContext> TlsFromEnvironment(const std::string& token) {
@@ -305,8 +290,11 @@ Status BlockingStream::StartTls(std::shared_ptr<const TlsContext> ctx, Deadline 
     PHALANX_RETURN_IF_ERROR(Wait(POLLIN, deadline));
     char raw[16 << 10];
     ssize_t n = ::recv(fd_, raw, sizeof(raw), MSG_DONTWAIT);
-    if (n == 0) return Status::Unavailable(peer_ + " closed the connection during the TLS handshake (does it run "
-                                           "without --tls?)");
+    if (n == 0) {
+      peer_closed_ = true;
+      return Status::Unavailable(peer_ + " closed the connection during the TLS handshake (does it run without "
+                                 "--tls?)");
+    }
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       return Status::Unavailable(peer_ + ": TLS handshake read failed: " + std::strerror(errno));
     }
@@ -330,7 +318,10 @@ Result<size_t> BlockingStream::Read(char* p, size_t want, Deadline deadline) {
     PHALANX_RETURN_IF_ERROR(Wait(POLLIN, deadline));
     char raw[16 << 10];
     ssize_t n = tls_ ? ::recv(fd_, raw, sizeof(raw), MSG_DONTWAIT) : ::recv(fd_, p, want, MSG_DONTWAIT);
-    if (n == 0) return Status::Unavailable(peer_ + " closed the connection");
+    if (n == 0) {
+      peer_closed_ = true;
+      return Status::Unavailable(peer_ + " closed the connection");
+    }
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       return Status::Unavailable(peer_ + ": read failed: " + std::strerror(errno));

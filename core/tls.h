@@ -123,6 +123,8 @@ class BlockingStream {
   // The channel (null without TLS), with whatever it holds unread.
   std::unique_ptr<TlsSession> ReleaseTls() { return std::move(tls_); }
   TlsSession* session() const { return tls_.get(); }
+  // The peer closed the connection (a Read or StartTls failed for it).
+  bool peer_closed() const { return peer_closed_; }
 
  private:
   Status Wait(short events, Deadline deadline);
@@ -131,6 +133,7 @@ class BlockingStream {
   int fd_;
   std::string peer_;
   std::unique_ptr<TlsSession> tls_;
+  bool peer_closed_ = false;
 };
 
 // Whether `data` starts like a TLS record (a handshake record, 0x16 0x03):

@@ -62,34 +62,32 @@ def _records():
     return out
 
 
+def _sessions_of(address):
+    """Session folders of this user's `phalanx start` records for the GCS at `address`, newest first."""
+    return [rec.get("session_dir", "") for _, rec in reversed(_records()) if rec.get("redis_address") == address]
+
+
 def token_for(address):
     """The token of the cluster whose GCS is at `address`: PHALANX_CLUSTER_TOKEN,
     else the one this user's `phalanx start` kept in its session folder; None if neither."""
     from phalanx._private.node import read_session_token
     if os.environ.get("PHALANX_CLUSTER_TOKEN"):
         return os.environ["PHALANX_CLUSTER_TOKEN"]
-    for _, rec in reversed(_records()):
-        if rec.get("redis_address") == address:
-            token = read_session_token(rec.get("session_dir", ""))
-            if token:
-                return token
-    return None
+    return next(filter(None, map(read_session_token, _sessions_of(address))), None)
 
 
 def tls_for(address):
     """Whether the cluster whose GCS is at `address` runs with TLS: PHALANX_TLS=1,
     else what this user's `phalanx start` of it marked in its session folder."""
     from phalanx._private.node import read_session_tls
-    if os.environ.get("PHALANX_TLS") == "1":
-        return True
-    return any(read_session_tls(rec.get("session_dir", "")) for _, rec in _records()
-               if rec.get("redis_address") == address)
+    return os.environ.get("PHALANX_TLS") == "1" or any(map(read_session_tls, _sessions_of(address)))
 
 
 def use_cluster(address):
     """Sets PHALANX_CLUSTER_TOKEN and PHALANX_TLS in this process's environment
     for the cluster at `address` (token_for, tls_for); returns what they were."""
-    before = {k: os.environ.get(k) for k in ("PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")}
+    from phalanx._private.node import save_cluster_env
+    before = save_cluster_env()
     token = token_for(address)
     if token:
         os.environ["PHALANX_CLUSTER_TOKEN"] = token

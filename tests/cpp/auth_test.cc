@@ -36,6 +36,29 @@ TEST(HandshakeTest, TwoHoldersOfTheTokenAuthenticateEachOther) {
   EXPECT_TRUE(server.done());
 }
 
+TEST(HandshakeTest, ProofsBoundToOneChannelFailOnAnother) {
+  // A man in the middle with two TLS channels relays the handshake: the
+  // proofs, bound to different channels (core/tls.h), fail; the same binding works.
+  Handshake client(Handshake::Role::kClient, "secret", "server");
+  Handshake server(Handshake::Role::kServer, "secret", "client");
+  client.set_channel_binding(std::string(32, 'a'));
+  server.set_channel_binding(std::string(32, 'b'));
+  auto challenge = Deliver(server, client.Begin());
+  ASSERT_TRUE(challenge.ok());
+  EXPECT_FALSE(Deliver(client, challenge.value()).ok());
+
+  Handshake client2(Handshake::Role::kClient, "secret", "server");
+  Handshake server2(Handshake::Role::kServer, "secret", "client");
+  client2.set_channel_binding(std::string(32, 'a'));
+  server2.set_channel_binding(std::string(32, 'a'));
+  auto challenge2 = Deliver(server2, client2.Begin());
+  ASSERT_TRUE(challenge2.ok());
+  auto proof2 = Deliver(client2, challenge2.value());
+  ASSERT_TRUE(proof2.ok());
+  ASSERT_TRUE(Deliver(server2, proof2.value()).ok());
+  EXPECT_TRUE(server2.done());
+}
+
 TEST(HandshakeTest, TheTokenNeverCrossesTheWire) {
   Handshake client(Handshake::Role::kClient, "a-very-recognizable-token", "server");
   Handshake server(Handshake::Role::kServer, "a-very-recognizable-token", "client");

@@ -9,7 +9,7 @@ import time
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
-from phalanx._private.node import NodeProcesses, new_session_dir
+from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
 from phalanx.exceptions import GetTimeoutError, UnavailableError
 
 _lock = threading.RLock()
@@ -147,11 +147,7 @@ def _restore_token():
     if before is False:
         return
     state.env_token_before = False
-    for k, v in before.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    restore_cluster_env(before)
 
 
 atexit.register(shutdown)

@@ -123,6 +123,23 @@ def read_session_token(session_dir):
         return None
 
 
+# What a process needs in its environment to talk to a cluster (docs/security.md).
+CLUSTER_ENV = ("PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")
+
+
+def save_cluster_env():
+    """CLUSTER_ENV's values now (None: unset), for restore_cluster_env."""
+    return {k: os.environ.get(k) for k in CLUSTER_ENV}
+
+
+def restore_cluster_env(saved):
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 def write_session_tls(session_dir):
     """Marks a session's cluster as running with TLS (`tls` in its folder)."""
     with open(os.path.join(session_dir, "tls"), "w") as f:
@@ -162,7 +179,7 @@ class NodeProcesses:
         self.raylet_socket = None
         self.token = write_session_token(session_dir, token or os.environ.get("PHALANX_CLUSTER_TOKEN"))
         self.tls = bool(tls) if tls is not None else os.environ.get("PHALANX_TLS") == "1"
-        self._env_before = {k: os.environ.get(k) for k in ("PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")}
+        self._env_before = save_cluster_env()
         os.environ["PHALANX_CLUSTER_TOKEN"] = self.token
         if self.tls:
             write_session_tls(session_dir)
@@ -278,8 +295,4 @@ class NodeProcesses:
         """This process's PHALANX_CLUSTER_TOKEN and PHALANX_TLS as they were before (idempotent)."""
         if os.environ.get("PHALANX_CLUSTER_TOKEN") != self.token:
             return  # someone set another since
-        for k, v in self._env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_cluster_env(self._env_before)
