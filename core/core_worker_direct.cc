@@ -163,6 +163,9 @@ Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
   for (const auto& a : spec.args()) {
     if (!a.object_id().empty()) call.arg_refs.push_back(a.object_id());
   }
+  // Refs nested in the arguments too: the caller may drop its own refs the
+  // moment .remote() returns, and the actor reads them later.
+  for (const auto& id : spec.contained_ids()) call.arg_refs.push_back(id);
   for (const auto& id : call.arg_refs) AddLocalRef(id);
   {
     std::lock_guard<std::mutex> l(refs_mu_);

@@ -116,9 +116,11 @@ void PeerManager::HandleReleaseHeld(const rpc::ReleaseHeld& m) {
     return;
   }
   // Only what is still here (its maker may have exited already: then a
-  // reader finds it gone and says so).
+  // reader finds it gone and says so). Not necessarily sealed yet: the
+  // maker's SEAL comes on its own socket, and this message, from another
+  // node, may be read first.
   for (const auto& id : ids) {
-    if (objects_->Contains(id) && objects_->IsReady(id)) HoldFor(m.from_node(), id);
+    if (objects_->Contains(id)) HoldFor(m.from_node(), id);
   }
   if (on_release_) on_release_(m.holder(), ids);
 }

@@ -109,7 +109,7 @@ Worker* TaskManager::PipelineTarget(const Task& t) {
   size_t depth = options_.pipeline_depth;
   Worker* best = nullptr;
   for (Worker* w : leased_) {
-    if (w->dead || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
+    if (w->dead || w->exiting || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
         w->long_inflight > 0 || w->language != t.spec.language()) {
       continue;
     }
@@ -364,7 +364,7 @@ void TaskManager::ReleaseArgs(Task& t) {
 }
 
 void TaskManager::ReleaseLeaseIfIdle(Worker* w) {
-  if (!w->inflight.empty() || !w->has_lease) return;
+  if (!w->inflight.empty() || !w->has_lease || w->exiting) return;
   if (!w->blocked) available_.Add(w->leased);
   gpus_.Release(w->gpu_ids, w->leased.Get("GPU"));
   w->gpu_ids.clear();
@@ -383,6 +383,10 @@ void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
   }
   w->inflight.erase(pos);
   --stats_.running;
+  // Its process is on its way out (the task called sys.exit): nothing more
+  // goes to it, and what is queued behind this task goes back to the queue
+  // when it is gone (OnWorkerDied).
+  if (done.exiting()) w->exiting = true;
   auto it = tasks_.find(tid);
   if (it != tasks_.end()) {
     Unpush(w, it->second);

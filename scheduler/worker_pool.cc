@@ -151,7 +151,7 @@ Worker* WorkerPool::PopIdle(rpc::Language language) {
 }
 
 void WorkerPool::PushIdle(Worker* w) {
-  if (w->dead) return;
+  if (w->dead || w->exiting) return;
   w->idle_since = std::chrono::steady_clock::now();
   idle_.push_back(w);
 }

@@ -36,6 +36,7 @@ struct Worker {
   bool has_lease = false;
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;
+  bool exiting = false;                    // said it exits after its task: no new work
   std::string actor_id;                    // non-empty: dedicated to this actor for its life
   rpc::Language language = rpc::LANGUAGE_PYTHON;  // which of the configured commands started it
   // Store objects pushed to it as arguments, pinned until the worker releases

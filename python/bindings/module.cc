@@ -402,10 +402,12 @@ PYBIND11_MODULE(_core, m) {
   });
 
   // returns: list of (object_id, bytes or None (in store), contained ids)
-  m.def("task_done", [](pyb::bytes task_id, pyb::list returns, double exec_seconds, const std::string& error) {
+  m.def("task_done", [](pyb::bytes task_id, pyb::list returns, double exec_seconds, const std::string& error,
+                        bool exiting) {
     auto core = RequireCore();
     rpc::TaskDone d;
     d.set_task_id(task_id);
+    d.set_exiting(exiting);
     d.set_exec_seconds(exec_seconds);
     d.set_error(error);
     for (auto x : returns) {
@@ -424,7 +426,8 @@ PYBIND11_MODULE(_core, m) {
     }
     pyb::gil_scoped_release nogil;
     ThrowIfError(core->TaskDone(std::move(d)));
-  });
+  }, pyb::arg("task_id"), pyb::arg("returns"), pyb::arg("exec_seconds"), pyb::arg("error"),
+     pyb::arg("exiting") = false);
 
   m.def("stats", [](int64_t timeout_ms) {
     auto core = RequireCore();

@@ -109,7 +109,7 @@ def run_task(task):
             oid = _core.object_id(task_id, i)
             returns.append((oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained), contained))
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            _core.task_done(task_id, returns, time.perf_counter() - start, error)
+            _core.task_done(task_id, returns, time.perf_counter() - start, error, exiting=True)
             raise
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
     return not error
