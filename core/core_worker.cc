@@ -253,8 +253,8 @@ Result<uint64_t> CoreWorker::CreateObject(const std::string& id, uint64_t size,
     Status st = FromProto(r.status());
     if (st.ok()) {
       std::lock_guard<std::mutex> l(server_mu_);
-      // A return of the task running now: its size goes with the results.
-      if (!current_task_.empty() && id.size() == kObjectIdSize && TaskIdOf(id) == current_task_) {
+      // A return of a task running now: its size goes with the results.
+      if (!running_tasks_.empty() && id.size() == kObjectIdSize && running_tasks_.count(TaskIdOf(id))) {
         return_sizes_[id] = size;
       }
       return r.offset();
@@ -499,7 +499,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     if (type == rpc::PUSH_TASK) {
       std::lock_guard<std::mutex> l(server_mu_);
       if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) creations_.insert(t.spec().task_id());
-      current_task_.clear();
+      running_tasks_.insert(t.spec().task_id());
       return t;
     }
     // A call straight from a caller: its ref arguments live in this node's raylet.
@@ -539,7 +539,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     }
     std::lock_guard<std::mutex> l(server_mu_);
     running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched)};
-    current_task_ = t.spec().task_id();
+    running_tasks_.insert(t.spec().task_id());
     return t;
   }
 }
@@ -556,12 +556,13 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
       running_direct_.erase(it);
     }
     is_creation = creations_.erase(done.task_id()) > 0;
-    current_task_.clear();
+    running_tasks_.erase(done.task_id());
     for (auto& r : *done.mutable_returns()) {
       auto sz = return_sizes_.find(r.object_id());
-      if (sz != return_sizes_.end() && r.in_store()) r.set_size(sz->second);
+      if (sz == return_sizes_.end()) continue;
+      if (r.in_store()) r.set_size(sz->second);
+      return_sizes_.erase(sz);
     }
-    return_sizes_.clear();
   }
   if (!direct.fetched.empty()) {
     rpc::UpdateRefs m;

@@ -81,6 +81,9 @@ class CoreWorker {
   Status SubmitTask(const rpc::TaskSpec& spec);
   // How many method calls went straight to an actor's worker (for tests and stats).
   uint64_t direct_calls_sent() const { return direct_calls_sent_.load(); }
+  // Calls to `actor_id` this process sent straight to its worker and has no
+  // result of yet (max_pending_calls).
+  size_t ActorCallsInFlight(const std::string& actor_id);
 
   // A small value stored in raylet memory. With `hold`, the raylet counts this
   // process as holding it: the caller adopts one local ref (AdoptLocalRef).
@@ -124,8 +127,9 @@ class CoreWorker {
   // While a task runs: return values up to this size travel inline (callers
   // on other nodes get everything inline), and whether store objects made for
   // its returns are held by this process until the caller's raylet takes them.
+  // (Several tasks may run at once: an actor with max_concurrency > 1.)
   uint64_t ReturnInlineLimit();
-  bool ReturnsHeld();
+  bool ReturnsHeld(const std::string& task_id);
 
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
 
@@ -256,8 +260,8 @@ class CoreWorker {
   std::unordered_set<uint64_t> callers_;                      // connections that said hello; guarded by server_mu_
   std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
   std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
-  std::string current_task_;                                  // guarded by server_mu_
-  std::unordered_map<std::string, uint64_t> return_sizes_;    // store returns of current_task_; guarded by server_mu_
+  std::unordered_set<std::string> running_tasks_;             // tasks taken and not done; guarded by server_mu_
+  std::unordered_map<std::string, uint64_t> return_sizes_;    // store returns of running tasks; guarded by server_mu_
   bool serving_ = false;                                      // guarded by server_mu_
 };
 

@@ -16,9 +16,15 @@ namespace phalanx {
 // transfer layer) and then tells this node to let go (RELEASE_HELD).
 uint64_t CoreWorker::ReturnInlineLimit() { return inline_threshold_; }
 
-bool CoreWorker::ReturnsHeld() {
+bool CoreWorker::ReturnsHeld(const std::string& task_id) {
   std::lock_guard<std::mutex> l(server_mu_);
-  return running_direct_.count(current_task_) > 0;
+  return running_direct_.count(task_id) > 0;
+}
+
+size_t CoreWorker::ActorCallsInFlight(const std::string& actor_id) {
+  std::lock_guard<std::mutex> l(routes_mu_);
+  auto it = routes_.find(actor_id);
+  return it == routes_.end() ? 0 : it->second.inflight.size();
 }
 
 void CoreWorker::FlushDirect() {

@@ -18,6 +18,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kActorDied: return "ActorDied";
     case StatusCode::kInfeasible: return "Infeasible";
     case StatusCode::kCollectiveFailed: return "CollectiveFailed";
+    case StatusCode::kCancelled: return "Cancelled";
   }
   return "Unknown";
 }

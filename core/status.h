@@ -28,6 +28,7 @@ enum class StatusCode : int {
   kActorDied = 11,        // the actor is dead (killed, crashed past max_restarts, constructor failed)
   kInfeasible = 12,       // no node can ever satisfy the resources asked for
   kCollectiveFailed = 13, // a reduce cannot complete: inputs that do not match, too many failed
+  kCancelled = 14,        // the task was cancelled before it finished
 };
 
 const char* StatusCodeName(StatusCode code);

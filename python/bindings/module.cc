@@ -19,6 +19,31 @@ std::mutex g_core_mu;
 std::shared_ptr<CoreWorker> g_core;  // guarded by g_core_mu
 const char kInterrupted[] = "__interrupted__";
 
+// The job and namespace that tasks submitted from here belong to: the
+// driver's for the process, or, in a worker, those of the task this thread
+// runs (next_task sets them; set_job_context for another thread).
+struct JobContext {
+  std::string job_id;
+  std::string ns;
+};
+std::mutex g_job_mu;
+JobContext g_job;  // guarded by g_job_mu
+std::atomic<uint64_t> g_job_generation{1};
+thread_local JobContext tl_job;
+thread_local bool tl_job_set = false;        // set for this thread (a task's)
+thread_local uint64_t tl_job_generation = 0;  // else: the copy of g_job it holds
+
+const JobContext& CurrentJob() {
+  if (tl_job_set) return tl_job;
+  uint64_t gen = g_job_generation.load(std::memory_order_acquire);
+  if (tl_job_generation != gen) {  // copied once per thread and init()
+    std::lock_guard<std::mutex> l(g_job_mu);
+    tl_job = g_job;
+    tl_job_generation = gen;
+  }
+  return tl_job;
+}
+
 pyb::object AdoptRef(const std::string& id) {
   // Leaked on purpose: a static py::object would be released after the interpreter is gone.
   static pyb::object* adopt = new pyb::object(pyb::module_::import("phalanx._core").attr("ObjectRef").attr("_adopt"));
@@ -224,6 +249,9 @@ PYBIND11_MODULE(_core, m) {
         spec.set_num_cpus(num_cpus);
         spec.set_max_retries(max_retries);
         spec.set_caller_id(core->client_id());
+        const JobContext& job = CurrentJob();
+        if (!job.job_id.empty()) spec.set_job_id(job.job_id);
+        if (!job.ns.empty()) spec.set_namespace_name(job.ns);
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
         spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
@@ -279,6 +307,21 @@ PYBIND11_MODULE(_core, m) {
   });
 
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
+  m.def("actor_calls_in_flight", [](pyb::bytes actor_id) { return RequireCore()->ActorCallsInFlight(actor_id); });
+
+  // this_thread: only for the calling thread (a worker thread running a
+  // task); else the process's default (a driver at init).
+  m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread) {
+    JobContext j{std::string(job_id), ns};
+    if (this_thread) {
+      tl_job = std::move(j);
+      tl_job_set = true;
+      return;
+    }
+    std::lock_guard<std::mutex> l(g_job_mu);
+    g_job = std::move(j);
+    g_job_generation.fetch_add(1, std::memory_order_release);
+  });
 
   m.def("get", [](std::vector<std::string> ids, int64_t timeout_ms) {
     auto core = RequireCore();
@@ -396,9 +439,21 @@ PYBIND11_MODULE(_core, m) {
         args.append(pyb::make_tuple(a.keyword(), v[0], v[1]));
       }
     }
+    // Tasks this one submits from this thread belong to its job (a thread
+    // that runs it elsewhere sets the same with set_job_context).
+    tl_job.job_id = s.job_id();
+    tl_job.ns = s.namespace_name();
+    tl_job_set = true;  // (a worker's thread: never the driver's context)
+    pyb::object resources = pyb::none();
+    if (s.resources_size() > 0) {
+      pyb::dict d;
+      for (const auto& [k, v] : s.resources()) d[pyb::str(k)] = v;
+      resources = d;
+    }
     return pyb::make_tuple(pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args,
                            s.num_returns(), s.attempt(), static_cast<int>(s.kind()), pyb::bytes(s.actor_id()),
-                           s.method_name(), std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()));
+                           s.method_name(), std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()),
+                           pyb::bytes(s.job_id()), s.namespace_name(), s.num_cpus(), resources);
   });
 
   // returns: list of (object_id, bytes or None (in store), contained ids)

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/ids.h"
 #include "core/value_format.h"
 #include "python/bindings/py_core.h"
 
@@ -161,7 +162,7 @@ void BindSerialization(pyb::module_& m) {
                              pyb::list contained) -> pyb::object {
     auto core = RequireCore();
     Pieces p(meta, buffers);
-    bool held = core->ReturnsHeld();
+    bool held = core->ReturnsHeld(TaskIdOf(std::string(id)));
     // A direct actor call's result that contains refs goes to the store even
     // when small: held there by this worker, it holds the refs inside until
     // the caller's raylet takes it over (inline, the refs would be free

@@ -8,15 +8,23 @@
         return x * x
 
     phalanx.get([square.remote(i) for i in range(10)])
+
+`import phalanx as ray` runs Ray programs written for Ray's core API: the
+names below are Ray's (docs/ray_compat.md lists what is covered).
 """
 from phalanx._core import ObjectRef
-from phalanx._private.api import cluster_stats, get, init, is_initialized, put, shutdown, wait
-from phalanx import collective
+from phalanx._private import futures as _futures
+from phalanx._private.api import (available_resources, cluster_resources, cluster_stats, get, init,
+                                  is_initialized, put, shutdown, wait)
+from phalanx import collective, exceptions, util
 from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
 from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError,
                                 ObjectLostError, ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
-                                UnavailableError, WorkerCrashedError)
+                                TaskCancelledError, UnavailableError, WorkerCrashedError)
 from phalanx.remote_function import NodeAffinitySchedulingStrategy, RemoteFunction
+from phalanx.runtime_context import get_runtime_context
+
+_futures.install()  # ObjectRef.future() and `await ref`
 
 __version__ = "0.1.0"
 
@@ -63,6 +71,8 @@ def _make_remote(obj, options):
 
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_stats",
+           "available_resources", "cluster_resources", "get_runtime_context", "exceptions", "util",
+           "TaskCancelledError",
            "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",
            "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",

@@ -11,32 +11,68 @@
     phalanx.kill(learner)
 
 An actor runs in a worker process of its own and keeps its state between
-calls. Calls from one caller run in the order they were made."""
+calls. Calls from one caller run in the order they were made, one at a
+time, unless the actor says otherwise:
+
+    @phalanx.remote(max_concurrency=8)                       # 8 calls at once, on threads
+    @phalanx.remote(concurrency_groups={"io": 2, "compute": 4})
+    class A:
+        @phalanx.method(concurrency_group="io")
+        def read(self): ...
+        async def fetch(self): ...                           # any async def: an asyncio actor
+
+An actor with an `async def` method runs every call on one event loop, up
+to max_concurrency (default 1000) at once; `await ref` works inside."""
 import hashlib
 import inspect
 
 import cloudpickle
 
 from phalanx import _core
-from phalanx.exceptions import ActorDiedError, SerializationError
-from phalanx.remote_function import check_num_returns, check_resource_options, encode_args, resource_map
+from phalanx._private import state
+from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
+                                PendingCallsLimitExceededError, SerializationError)
+from phalanx.remote_function import (ArgumentChecker, check_num_returns, check_resource_options, encode_args,
+                                     resource_map)
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
-                  "lifetime"}
+                  "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
+                  "max_pending_calls"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
-                   "max_task_retries": 0, "name": None, "lifetime": None}
+                   "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
+                   "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
+                   "max_pending_calls": -1}
 _KIND_CREATION = 1
 _KIND_METHOD = 2
+CONCURRENCY_ARG = "\x00phalanx_concurrency"  # (= phalanx._private.worker.CONCURRENCY_ARG)
 
 
-def method(num_returns=1):
-    """Declares how many values an actor method returns: `@phalanx.method(num_returns=2)`."""
+def method(num_returns=1, concurrency_group=None):
+    """Declares how many values an actor method returns and the concurrency
+    group it runs in: `@phalanx.method(num_returns=2)`,
+    `@phalanx.method(concurrency_group="io")`."""
     check_num_returns(num_returns)
+    if concurrency_group is not None and (not isinstance(concurrency_group, str) or not concurrency_group):
+        raise ValueError(f"concurrency_group must be a group name (a non-empty string), got {concurrency_group!r}")
 
     def mark(fn):
         fn.__phalanx_num_returns__ = num_returns
+        if concurrency_group is not None:
+            fn.__phalanx_concurrency_group__ = concurrency_group
         return fn
     return mark
+
+
+def current_namespace():
+    """The namespace of the job this process (or this thread's task) works for."""
+    task = state.current_task.get()
+    if task is not None and task[11]:
+        return task[11]
+    return state.namespace
+
+
+def _qualified(name, namespace):
+    return f"{namespace or current_namespace()}/{name}"
 
 
 def _check_actor_options(opts, where):
@@ -47,19 +83,62 @@ def _check_actor_options(opts, where):
         if key in opts and (not isinstance(opts[key], int) or opts[key] < -1):
             raise ValueError(f"{key} must be an int >= -1 (-1: no limit), got {opts[key]!r}")
     check_resource_options(opts)
-    if opts.get("lifetime") not in (None, "detached"):
-        raise ValueError(f"lifetime must be None or 'detached', got {opts['lifetime']!r}")
+    if opts.get("lifetime") not in (None, "detached", "non_detached"):
+        raise ValueError(f"lifetime must be None, 'detached' or 'non_detached', got {opts['lifetime']!r}")
     if opts.get("name") is not None and (not isinstance(opts["name"], str) or not opts["name"]):
         raise ValueError(f"name must be a non-empty string, got {opts['name']!r}")
+    ns = opts.get("namespace")
+    if ns is not None and (not isinstance(ns, str) or not ns or "/" in ns):
+        raise ValueError(f"namespace must be a non-empty string without '/', got {ns!r}")
+    mc = opts.get("max_concurrency")
+    if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
+        raise ValueError(f"max_concurrency must be an int >= 1, got {mc!r}")
+    mp = opts.get("max_pending_calls", -1)
+    if isinstance(mp, bool) or not isinstance(mp, int) or (mp < 1 and mp != -1):
+        raise ValueError(f"max_pending_calls must be an int >= 1, or -1 for no limit, got {mp!r}")
+    groups = opts.get("concurrency_groups")
+    if groups is not None:
+        if not isinstance(groups, dict):
+            raise ValueError(f"concurrency_groups must be a dict of group name -> max concurrency, got "
+                             f"{type(groups).__name__}")
+        for g, n in groups.items():
+            if not isinstance(g, str) or not g:
+                raise ValueError(f"concurrency group names must be non-empty strings, got {g!r}")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"concurrency group {g!r}: max concurrency must be an int >= 1, got {n!r}")
+
+
+def _check_groups(cls, groups):
+    """Every @phalanx.method(concurrency_group=...) names a group the class defines."""
+    for name, member in inspect.getmembers(cls, predicate=callable):
+        g = getattr(member, "__phalanx_concurrency_group__", None)
+        if g is not None and g not in (groups or {}):
+            raise ValueError(f"method {cls.__qualname__}.{name} runs in concurrency group {g!r}, which "
+                             f"{cls.__qualname__} does not define; defined: {sorted(groups or {})} "
+                             f"(@phalanx.remote(concurrency_groups={{{g!r}: N}}))")
+
+
+class _MethodInfo:
+    __slots__ = ("num_returns", "checker")
+
+    def __init__(self, num_returns, checker):
+        self.num_returns = num_returns
+        self.checker = checker
+
+    def __reduce__(self):
+        return (_MethodInfo, (self.num_returns, self.checker))
 
 
 def _method_table(cls):
-    """{method name: num_returns} for the public methods of `cls`."""
+    """{method name: _MethodInfo} for the public methods of `cls`."""
     table = {}
     for name, member in inspect.getmembers(cls, predicate=callable):
         if name.startswith("__") and name != "__call__":
             continue
-        table[name] = getattr(member, "__phalanx_num_returns__", 1)
+        # (a staticmethod has no self; a classmethod comes bound already)
+        plain = not isinstance(inspect.getattr_static(cls, name, None), (staticmethod, classmethod))
+        table[name] = _MethodInfo(getattr(member, "__phalanx_num_returns__", 1),
+                                  ArgumentChecker(member, f"{cls.__qualname__}.{name}", skip_self=plain))
     return table
 
 
@@ -70,10 +149,13 @@ class ActorClass:
         _check_actor_options(options, f"@phalanx.remote on class {cls.__qualname__}")
         self._cls = cls
         self._options = dict(_ACTOR_DEFAULTS, **options)
+        _check_groups(cls, self._options["concurrency_groups"])
         self._name = f"{cls.__module__}.{cls.__qualname__}"
         self._pickled = None
         self._function_id = None
         self._methods = _method_table(cls)
+        self._init_checker = ArgumentChecker(cls.__init__, f"{cls.__qualname__}.__init__", skip_self=True) \
+            if "__init__" in vars(cls) or any("__init__" in vars(b) for b in cls.__mro__[1:-1]) else None
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor class {self._name} cannot be instantiated directly; "
@@ -84,6 +166,7 @@ class ActorClass:
         clone = ActorClass.__new__(ActorClass)
         clone.__dict__.update(self.__dict__)
         clone._options = dict(self._options, **options)
+        _check_groups(self._cls, clone._options["concurrency_groups"])
         return clone
 
     def _register(self):
@@ -98,50 +181,61 @@ class ActorClass:
 
     def remote(self, *args, **kwargs):
         from phalanx._private.api import ensure_initialized, inline_limit
+        if self._init_checker is not None:
+            self._init_checker.check(args, kwargs)
         ensure_initialized()
         self._register()
         opts = self._options
         name = opts["name"]
+        full_name = ""
         if name is not None:
-            try:
-                _core.get_actor(name, 10000)
-            except Exception:
-                pass
-            else:
-                raise ValueError(f"an actor named '{name}' already exists; "
-                                 f"use phalanx.get_actor('{name}') to reach it")
+            full_name = _qualified(name, opts["namespace"])
+            existing = _lookup(full_name)
+            if existing is not None:
+                if opts["get_if_exists"]:
+                    return existing
+                raise ValueError(f"an actor named '{name}' already exists in namespace "
+                                 f"'{full_name.rpartition('/')[0]}'; use phalanx.get_actor('{name}') to reach it "
+                                 f"(or .options(name=..., get_if_exists=True))")
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
+        if opts["max_concurrency"] or opts["concurrency_groups"]:
+            encoded.append((CONCURRENCY_ARG, None, _core.pack(0, *_plain_pickle(
+                {"max_concurrency": opts["max_concurrency"], "groups": opts["concurrency_groups"]}))))
         refs = _core.submit_task(self._function_id, self._name, encoded, 1, float(opts["num_cpus"]), 0,
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
-                                 actor_name=name or "", detached=opts["lifetime"] == "detached",
+                                 actor_name=full_name, detached=opts["lifetime"] == "detached",
                                  resources=resource_map(opts))
         ready = refs[0]
-        return ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready)
+        return ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
+                           opts["max_pending_calls"])
 
 
 class ActorHandle:
     """A handle to a live actor. `handle.method.remote(*args)` calls a method;
     handles can be passed to tasks and other actors."""
 
-    def __init__(self, actor_id, function_id, class_name, methods, ready_ref=None):
+    def __init__(self, actor_id, function_id, class_name, methods, ready_ref=None, max_pending_calls=-1):
         self._actor_id = actor_id
         self._function_id = function_id
         self._class_name = class_name
         self._methods = methods
         self._ready = ready_ref  # resolves when the constructor has run (creator's handle only)
+        self._max_pending = max_pending_calls
 
     def __getattr__(self, name):
         methods = self.__dict__.get("_methods")
         if methods is None or name not in methods:
             raise AttributeError(f"actor {self.__dict__.get('_class_name', '?')} has no method '{name}'")
-        return ActorMethod(self, name, methods[name])
+        info = methods[name]
+        return ActorMethod(self, name, info.num_returns, info.checker)
 
     def __repr__(self):
-        return f"ActorHandle({self._class_name}, {self._actor_id.hex()[:12]})"
+        return f"ActorHandle({self._class_name}, {self._actor_id.hex()})"
 
     def __reduce__(self):
-        return (ActorHandle, (self._actor_id, self._function_id, self._class_name, self._methods))
+        return (ActorHandle, (self._actor_id, self._function_id, self._class_name, self._methods, None,
+                              self._max_pending))
 
     def __eq__(self, other):
         return isinstance(other, ActorHandle) and other._actor_id == self._actor_id
@@ -151,22 +245,32 @@ class ActorHandle:
 
 
 class ActorMethod:
-    def __init__(self, handle, name, num_returns):
+    def __init__(self, handle, name, num_returns, checker=None):
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
+        self._checker = checker
 
     def options(self, num_returns=None):
-        return ActorMethod(self._handle, self._name, self._num_returns if num_returns is None else num_returns)
+        if num_returns is not None:
+            check_num_returns(num_returns)
+        return ActorMethod(self._handle, self._name, self._num_returns if num_returns is None else num_returns,
+                           self._checker)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
 
     def remote(self, *args, **kwargs):
         from phalanx._private.api import ensure_initialized, inline_limit
+        if self._checker is not None:
+            self._checker.check(args, kwargs)
         ensure_initialized()
         h = self._handle
         full = f"{h._class_name}.{self._name}"
+        if h._max_pending > 0 and _core.actor_calls_in_flight(h._actor_id) >= h._max_pending:
+            raise PendingCallsLimitExceededError(
+                f"actor {h._class_name} ({h._actor_id.hex()[:12]}) has {h._max_pending} calls from this "
+                f"process in flight already (max_pending_calls={h._max_pending}); wait for some first")
         encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
         n = self._num_returns
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
@@ -176,23 +280,48 @@ class ActorMethod:
         return None if n == 0 else refs
 
 
-def get_actor(name, timeout=10.0):
-    """The handle of the live actor called `name`; NotFoundError if there is none."""
+def _plain_pickle(value):
+    import pickle
+    return pickle.dumps(value, protocol=5), []
+
+
+_class_tables = {}  # function id -> method table (a class's is the same every time)
+
+
+def _lookup(full_name, timeout=10.0):
+    """The handle of the live actor registered as `full_name`, or None."""
+    try:
+        actor_id, function_id, class_name, _ = _core.get_actor(full_name, int(timeout * 1000))
+    except NotFoundError:
+        return None
+    methods = _class_tables.get(function_id)
+    if methods is None:
+        _, pickled = _core.get_function(function_id, int(timeout * 1000))
+        methods = _class_tables[function_id] = _method_table(cloudpickle.loads(pickled))
+    return ActorHandle(actor_id, function_id, class_name, methods)
+
+
+def get_actor(name, namespace=None, timeout=10.0):
+    """The handle of the live actor called `name` in `namespace` (default:
+    this job's); NotFoundError (also a ValueError, as Ray's) if there is none."""
     from phalanx._private.api import ensure_initialized
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"get_actor() takes an actor's name (a non-empty string), got {name!r}")
     ensure_initialized()
-    actor_id, function_id, class_name, state = _core.get_actor(name, int(timeout * 1000))
-    _, pickled = _core.get_function(function_id, int(timeout * 1000))
-    cls = cloudpickle.loads(pickled)
-    return ActorHandle(actor_id, function_id, class_name, _method_table(cls))
+    full = _qualified(name, namespace)
+    handle = _lookup(full, timeout)
+    if handle is None:
+        raise NotFoundError(f"no live actor named '{name}' in namespace '{full.rpartition('/')[0]}'")
+    return handle
 
 
 def kill(handle, no_restart=True):
     """Ends the actor's process now. Pending and later calls fail with
     ActorDiedError. With no_restart=False it is restarted if max_restarts allows."""
     from phalanx._private.api import ensure_initialized
-    ensure_initialized()
     if not isinstance(handle, ActorHandle):
-        raise TypeError(f"kill() takes an actor handle, got {type(handle).__name__}")
+        raise InvalidArgumentError(f"kill() takes an actor handle, got {type(handle).__name__}")
+    ensure_initialized()
     _core.kill_actor(handle._actor_id, no_restart, 10000)
 
 

@@ -1,4 +1,8 @@
-"""Exceptions phalanx raises. Each message says what happened and to what."""
+"""Exceptions phalanx raises. Each message says what happened and to what.
+
+Ray's names resolve too (`RayTaskError`, `RayActorError`, ...: see the end
+of this module), so `except ray.exceptions.RayTaskError` works unchanged
+after `import phalanx as ray`; they are the same classes, not copies."""
 
 
 class PhalanxError(Exception):
@@ -13,7 +17,11 @@ class GetTimeoutError(PhalanxError, TimeoutError):
     """`get` or `wait` ran past its timeout."""
 
 
-class ObjectStoreFullError(PhalanxError, MemoryError):
+class OutOfMemoryError(PhalanxError, MemoryError):
+    """Memory ran out: the object store (ObjectStoreFullError) or the node."""
+
+
+class ObjectStoreFullError(OutOfMemoryError):
     """The object store cannot make room for an object."""
 
 
@@ -36,8 +44,22 @@ class InfeasibleError(PhalanxError):
     infeasible timeout for one to join)."""
 
 
-class NotFoundError(PhalanxError, LookupError):
-    """What was asked for (a named actor, ...) does not exist."""
+class NotFoundError(PhalanxError, LookupError, ValueError):
+    """What was asked for (a named actor, ...) does not exist. Also a
+    ValueError, which is what Ray raises for a missing named actor."""
+
+
+class InvalidArgumentError(PhalanxError, TypeError, ValueError):
+    """An argument of the wrong kind (`kill` of something that is not an
+    actor handle, ...): both a TypeError and the ValueError Ray raises."""
+
+
+class TaskCancelledError(PhalanxError):
+    """The task was cancelled (`phalanx.cancel`) before it finished."""
+
+
+class PendingCallsLimitExceededError(PhalanxError):
+    """An actor handle has `max_pending_calls` calls in flight already."""
 
 
 class CollectiveError(PhalanxError, ValueError):
@@ -108,9 +130,23 @@ def _rebuild_task_error(function_name, traceback_str, cause):
 
 _CODE_TO_CLASS = {8: WorkerCrashedError, 9: ObjectLostError, 5: ObjectStoreFullError,
                   4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError,
-                  12: InfeasibleError, 13: CollectiveError}
+                  12: InfeasibleError, 13: CollectiveError, 14: TaskCancelledError}
 
 
 def error_for_code(code, message):
     """The exception for a phalanx status code (see core/status.h)."""
     return _CODE_TO_CLASS.get(code, PhalanxError)(message)
+
+
+# Ray's names for the same errors (ray.exceptions.*).
+RayError = PhalanxError
+RayTaskError = TaskError
+RayActorError = ActorDiedError
+ActorUnavailableError = UnavailableError
+RaySystemError = PhalanxError
+ObjectFetchTimedOutError = GetTimeoutError
+ObjectReconstructionFailedError = ObjectLostError
+OwnerDiedError = ObjectLostError
+NodeDiedError = UnavailableError
+PendingCallsLimitExceeded = PendingCallsLimitExceededError
+RayChannelError = CollectiveError

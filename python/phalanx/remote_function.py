@@ -1,5 +1,6 @@
 """@phalanx.remote on functions: RemoteFunction and its .remote()/.options()."""
 import hashlib
+import inspect
 import math
 import pickle
 
@@ -37,6 +38,54 @@ def strategy_args(strategy):
         return 2, strategy.node_id, strategy.soft
     raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD' or a NodeAffinitySchedulingStrategy, "
                      f"got {strategy!r}")
+class ArgumentChecker:
+    """Checks the arguments of a .remote() call against the function's
+    signature at the call, so a mistake is a TypeError in the caller (as in
+    Ray), not a failed task later. A plain signature called with the right
+    number of positional arguments costs one comparison."""
+    __slots__ = ("_sig", "_name", "_fast")
+    _DEFAULT = object()
+
+    def __init__(self, fn, name, skip_self=False, _params=None):
+        self._name = name
+        self._sig = None
+        self._fast = -1
+        if _params is None:
+            try:
+                params = list(inspect.signature(fn).parameters.values())
+            except (TypeError, ValueError):  # no signature to read (a builtin): no check
+                return
+            if skip_self and params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                           inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                params = params[1:]
+            _params = [(p.name, p.kind, p.default is not inspect.Parameter.empty) for p in params]
+        self._sig = inspect.Signature([inspect.Parameter(n, k, default=self._DEFAULT if d else
+                                                         inspect.Parameter.empty) for n, k, d in _params])
+        if all(k == inspect.Parameter.POSITIONAL_OR_KEYWORD and not d for _, k, d in _params):
+            self._fast = len(_params)
+
+    def check(self, args, kwargs):
+        if self._sig is None or (not kwargs and len(args) == self._fast):
+            return
+        try:
+            self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self._name}.remote(): {e} (the function is {self._name}{self._sig})") from None
+
+    def __reduce__(self):
+        params = None if self._sig is None else [
+            (p.name, p.kind, p.default is not inspect.Parameter.empty) for p in self._sig.parameters.values()]
+        return (_rebuild_checker, (self._name, params))
+
+
+def _rebuild_checker(name, params):
+    if params is None:
+        c = ArgumentChecker.__new__(ArgumentChecker)
+        c._name, c._sig, c._fast = name, None, -1
+        return c
+    return ArgumentChecker(None, name, _params=params)
+
+
 # Values whose plain-pickle form is the same everywhere: skip cloudpickle's slower pickler.
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
@@ -150,6 +199,7 @@ class RemoteFunction:
         self._function_id = None
         self._resources = resource_map(self._options)
         self._strategy = strategy_args(self._options.get("scheduling_strategy"))
+        self._checker = ArgumentChecker(fn, self._name)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", "remote_function")
 
@@ -162,8 +212,12 @@ class RemoteFunction:
         num_returns, max_retries, name)."""
         _check_options(options, f"{self._name}.options()")
         merged = dict(self._options, **options)
-        clone = RemoteFunction(self._fn, merged)
-        clone._pickled, clone._function_id = self._pickled, self._function_id
+        clone = RemoteFunction.__new__(RemoteFunction)
+        clone.__dict__.update(self.__dict__)
+        clone._options = merged
+        clone._name = merged.get("name") or self._name
+        clone._resources = resource_map(merged)
+        clone._strategy = strategy_args(merged.get("scheduling_strategy"))
         return clone
 
     def _ensure_registered(self):
@@ -179,6 +233,7 @@ class RemoteFunction:
 
     def remote(self, *args, **kwargs):
         from phalanx._private.api import ensure_initialized, inline_limit
+        self._checker.check(args, kwargs)
         ensure_initialized()
         self._ensure_registered()
         opts = self._options

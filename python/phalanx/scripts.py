@@ -215,7 +215,8 @@ def cmd_status(a):
     live = [x for x in actors if x["state"] != "DEAD"]
     print(f"\nactors ({len(live)} live, {len(actors) - len(live)} dead):")
     for x in sorted(actors, key=lambda x: x["state"]):
-        name = f" '{x['name']}'" if x["name"] else ""
+        ns, _, short = x["name"].rpartition("/")  # (registered as "namespace/name")
+        name = f" '{short}' in namespace {ns}" if ns else (f" '{short}'" if short else "")
         cause = f"  ({x['death_cause']})" if x["death_cause"] else ""
         print(f"  {x['actor_id'][:12]}  {x['state']:10s} {x['class_name']}{name}  pid {x['pid']}  "
               f"restarts {x['restarts']}{cause}")

@@ -177,21 +177,24 @@ def test_actor_dies_with_the_driver_that_created_it(cluster):
         "@phalanx.remote\n"
         "class A:\n"
         "    def ping(self): return 1\n"
-        "a = A.options(name='owned-by-child').remote()\n"
+        "a = A.options(name='owned-by-child', namespace='shared').remote()\n"
         "phalanx.get(a.ping.remote())\n"
-        "d = A.options(name='detached-one', lifetime='detached').remote()\n"
+        "d = A.options(name='detached-one', lifetime='detached', namespace='shared').remote()\n"
         "phalanx.get(d.ping.remote())\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
     def owned_gone():
         try:
-            phalanx.get_actor("owned-by-child")
+            phalanx.get_actor("owned-by-child", namespace="shared")
             return False
         except phalanx.NotFoundError:
             return True
     wait_until(owned_gone, timeout=15, what="the child's actor to die with it")
-    d = phalanx.get_actor("detached-one")
+    # Another job's named actors are found in the namespace they were made in (Ray's rule).
+    with pytest.raises(ValueError):
+        phalanx.get_actor("detached-one")
+    d = phalanx.get_actor("detached-one", namespace="shared")
     assert phalanx.get(d.ping.remote()) == 1
     phalanx.kill(d)
 

@@ -142,10 +142,16 @@ def test_dead_redis_gives_an_error_naming_it(fresh_cluster):
     assert time.monotonic() - t < 15
 
 
-def test_use_before_init_is_a_clear_error():
+def test_first_use_starts_the_embedded_cluster_unless_turned_off(monkeypatch):
+    # As Ray: the first .remote()/put/get without init() starts one.
     phalanx.shutdown()
+    assert phalanx.get(echo.remote(1), timeout=60) == 1
+    assert phalanx.is_initialized()
+    phalanx.shutdown()
+    monkeypatch.setenv("PHALANX_AUTO_INIT", "0")
     with pytest.raises(phalanx.UnavailableError, match="init"):
         echo.remote(1)
+    assert not phalanx.is_initialized()
 
 
 def test_get_of_a_ref_nobody_made_fails_at_once(cluster):

@@ -21,8 +21,15 @@ def inline_limit():
 
 
 def ensure_initialized():
+    """As Ray does, the first call that needs a cluster starts the embedded
+    one (phalanx.init() with defaults) unless PHALANX_AUTO_INIT=0."""
     if state.mode is None:
-        raise UnavailableError("phalanx is not initialized: call phalanx.init() first")
+        if os.environ.get("PHALANX_AUTO_INIT", "1") == "0":
+            raise UnavailableError("phalanx is not initialized: call phalanx.init() first "
+                                   "(PHALANX_AUTO_INIT=0 turned off starting it on first use)")
+        with _lock:
+            if state.mode is None:
+                init()
 
 
 def _connect(socket_path):
@@ -44,7 +51,8 @@ def _find_raylet(address):
 
 
 def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
-         num_nodes=1, _system_config=None):
+         num_nodes=1, _system_config=None, *, namespace=None, ignore_reinit_error=False, logging_level=None,
+         log_to_driver=True, include_dashboard=None, runtime_env=None, configure_logging=True):
     """Connects this process to phalanx as a driver.
 
     With no address, starts an embedded local cluster (redis-server and one
@@ -56,10 +64,31 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     (one GCS), each with num_cpus, the given resources and {"node:K": 1000}
     (K = 0 for the driver's node, 1, 2, ...), so actors and tasks can be
     placed on node K with resources={"node:K": 1}. Returns a dict with the
-    node id, session folder and GCS address."""
+    node id, session folder and GCS address.
+
+    Ray's keyword arguments: `namespace` (named actors are found within
+    it; default: a namespace of this job's own, as in Ray),
+    `ignore_reinit_error` (a second init() returns the first one's info),
+    `logging_level` (of the "phalanx" logger), `log_to_driver` (workers'
+    output goes to the session's logs folder either way: see
+    docs/ray_compat.md), `include_dashboard` (no dashboard yet: True is an
+    error), `runtime_env` (none yet: only None or {})."""
+    if namespace is not None and (not isinstance(namespace, str) or not namespace or "/" in namespace):
+        raise ValueError(f"namespace must be a non-empty string without '/', got {namespace!r}")
+    if include_dashboard:
+        raise NotImplementedError("phalanx has no dashboard yet: use `phalanx status` (include_dashboard=True)")
+    if runtime_env:
+        raise NotImplementedError(f"runtime_env is not supported by phalanx: got {runtime_env!r}; install what "
+                                  "tasks need into the environment the workers run in")
+    if logging_level is not None:
+        import logging
+        logging.getLogger("phalanx").setLevel(logging_level)
     with _lock:
         if state.mode is not None:
-            raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first")
+            if ignore_reinit_error:
+                return dict(state.info)
+            raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first "
+                               "(or pass ignore_reinit_error=True)")
         if address == "auto":
             from phalanx.scripts import current_head_address
             address = os.environ.get("PHALANX_ADDRESS") or current_head_address()
@@ -112,7 +141,15 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 _restore_token()
                 raise
         state.mode = "driver"
+        _start_job(namespace)
         return dict(state.info)
+
+
+def _start_job(namespace):
+    """This driver's job id and namespace, inherited by every task it submits."""
+    state.job_id = os.urandom(4)
+    state.namespace = namespace or f"anonymous-{state.job_id.hex()}"
+    _core.set_job_context(state.job_id, state.namespace, False)
 
 
 def _wait_for_nodes(n, session_dir, timeout=30.0):
@@ -159,6 +196,8 @@ def is_initialized():
 
 def _as_list(refs, fn):
     if isinstance(refs, _core.ObjectRef):
+        if fn == "wait":
+            raise TypeError("wait() takes a list of ObjectRefs, got a single ObjectRef: use wait([ref])")
         return [refs], True
     if not isinstance(refs, (list, tuple)):
         raise TypeError(f"{fn} takes an ObjectRef or a list of them, got {type(refs).__name__}")
@@ -225,8 +264,10 @@ def wait(refs, num_returns=1, timeout=None, fetch_local=True):
     is on this node, and values on other nodes are copied here; without it,
     once its value exists on any node, and nothing is copied (to wait for
     inputs of a collective without moving them)."""
-    ensure_initialized()
     lst, _ = _as_list(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
+    if not lst:
+        return [], []
+    ensure_initialized()
     if len(set(r.binary() for r in lst)) != len(lst):
         raise ValueError("wait() got the same ObjectRef more than once")
     if not 0 <= num_returns <= len(lst):
@@ -244,3 +285,24 @@ def cluster_stats(timeout=10.0):
     """Counters of the local raylet: store use, objects, tasks, workers."""
     ensure_initialized()
     return _core.stats(int(timeout * 1000))
+
+
+def _resource_sums(key):
+    from phalanx.rpc_tables import alive_nodes
+    ensure_initialized()
+    host, _, port = state.info["gcs_address"].rpartition(":")
+    out = {}
+    for n in alive_nodes(host, int(port)):
+        for k, v in n[key].items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def cluster_resources():
+    """What the live nodes offer in all ({"CPU": 8.0, "GPU": 1.0, ...}), as Ray's."""
+    return _resource_sums("resources_total")
+
+
+def available_resources():
+    """What is free now across the live nodes, as of each node's last heartbeat."""
+    return _resource_sums("resources_available")

@@ -51,13 +51,21 @@ def _put(array):
 
 
 class _Call:
-    """One collective call of one rank: its deadline and its rendezvous."""
+    """One collective call of one rank: its deadline and its rendezvous.
+    `pair` = (src, dst): a point-to-point call, met by those two ranks only."""
 
-    def __init__(self, group, kind, timeout):
+    def __init__(self, group, kind, timeout, pair=None):
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive or None, got {timeout}")
-        group.seq += 1
-        self.g, self.kind, self.seq = group, kind, group.seq
+        if pair is None:
+            group.seq += 1
+            self.seq = group.seq
+            self.ranks = list(range(group.world_size))
+        else:
+            n = group.pair_seq[pair] = group.pair_seq.get(pair, 0) + 1
+            self.seq = f"p2p{pair[0]}>{pair[1]}:{n}"
+            self.ranks = list(pair)
+        self.g, self.kind = group, kind
         self.deadline = None if timeout is None else time.monotonic() + timeout
 
     def what(self):
@@ -75,9 +83,10 @@ class _Call:
     def meet(self, phase, payload):
         """Every rank's payload (by rank), once all have handed theirs in."""
         key = f"{self.g.name}:{self.g.nonce}:{self.seq}:{phase}"
+        r = self.ranks
         try:
-            raw = _core.rendezvous(key, self.g.rank, self.g.world_size, pickle.dumps(payload), self.left_ms(),
-                                   self.g.nodes, self.g.clients)
+            raw = _core.rendezvous(key, r.index(self.g.rank), len(r), pickle.dumps(payload), self.left_ms(),
+                                   [self.g.nodes[i] for i in r], [self.g.clients[i] for i in r])
         except GetTimeoutError as e:
             raise GetTimeoutError(f"{self.what()}: {e}") from None
         except CollectiveError as e:  # a rank's node died or its process exited
@@ -126,6 +135,7 @@ class _Group:
         self.name, self.world_size, self.rank, self.nonce = name, world_size, rank, nonce
         self.nodes, self.clients = nodes, clients  # each rank's node and process: a wait fails when one dies
         self.seq = 0
+        self.pair_seq = {}  # (src, dst) -> point-to-point calls made between them
 
     def allreduce(self, array, op, timeout, kind="allreduce"):
         """op over every rank's `array`: a read-only view on the result in
@@ -186,6 +196,27 @@ class _Group:
     def barrier(self, timeout):
         call = _Call(self, "barrier", timeout)
         call.agree(call.meet("data", {"kind": "barrier"}), ())
+
+    def send(self, array, dst_rank, timeout):
+        """Hands `array` to dst_rank's matching recv; returns once it has it."""
+        call = _Call(self, "p2p", timeout, pair=(self.rank, dst_rank))
+        ref, size = _put(array)
+        metas = call.meet("data", _meta("p2p", array, ref, size))
+        call.agree(metas, ("dtype", "shape"))
+        call.finish(None)  # (the receiver has copied it: the ref may go)
+
+    def recv(self, array, src_rank, timeout):
+        """array[...] = what src_rank's matching send sent."""
+        import phalanx
+        call = _Call(self, "p2p", timeout, pair=(src_rank, self.rank))
+        metas = call.meet("data", _meta("p2p", array))
+        call.agree(metas, ("dtype", "shape"))
+        error = None
+        try:
+            array[...] = phalanx.get(_locate(metas, [0])[0], timeout=call.left_s())
+        except Exception as e:  # told to the sender at the last meeting
+            error = e
+        call.finish(error)
 
 
 def init_group(world_size, rank, group_name="default", timeout=60.0):
@@ -287,3 +318,26 @@ def group_reducescatter(array, tensor_list, op="sum", group_name="default", time
 def group_barrier(group_name="default", timeout=None):
     """Returns once every rank of the group has called barrier."""
     _group(group_name).barrier(timeout)
+
+
+def _peer(g, rank, what):
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < g.world_size or rank == g.rank:
+        raise ValueError(f"{what} must be another rank of group '{g.name}' (0 to {g.world_size - 1}, not "
+                         f"{g.rank}), got {rank!r}")
+    return rank
+
+
+def group_send(array, dst_rank, group_name="default", timeout=None):
+    """Sends `array` to `dst_rank`, which calls recv with an array of the
+    same dtype and shape; returns once it has received it."""
+    g = _group(group_name)
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"send takes a numpy array, got {type(array).__name__}")
+    g.send(array, _peer(g, dst_rank, "dst_rank"), timeout)
+
+
+def group_recv(array, src_rank, group_name="default", timeout=None):
+    """array[...] = the array `src_rank` sends (in place)."""
+    _check_array(array, "recv")
+    g = _group(group_name)
+    g.recv(array, _peer(g, src_rank, "src_rank"), timeout)

@@ -1,11 +1,23 @@
 """The Python worker process: `python -m phalanx._private.worker`, started by
 the raylet. It connects back over the raylet's Unix socket, then runs the
-tasks the raylet pushes, one at a time, until the raylet goes away."""
+tasks the raylet pushes (and the calls an actor's callers send it) until the
+raylet goes away.
+
+Tasks and plain actors run one call at a time on the main thread. An actor
+made with max_concurrency > 1 or concurrency groups runs its calls on a
+thread pool per group; an actor with any `async def` method runs them all
+on one asyncio event loop (a thread of its own), at most max_concurrency
+(default 1000) of a group at once. The main thread keeps reading calls and
+hands them over in arrival order."""
+import asyncio
 import gc
+import inspect
 import os
 import sys
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 import cloudpickle
 
@@ -17,6 +29,10 @@ from phalanx.exceptions import SerializationError, TaskError, UnavailableError
 _functions = {}
 _actors = {}  # actor id -> instance (a worker hosts at most one)
 _ORIGINAL_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES")
+# A creation's hidden keyword argument: how the actor runs its calls
+# (phalanx/actor.py adds it; the constructor never sees it).
+CONCURRENCY_ARG = "\x00phalanx_concurrency"
+DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
 def _set_gpus(gpu_ids):
@@ -67,52 +83,175 @@ def _callable_for(kind, function_id, actor_id, method_name):
     return _load_function(function_id)  # a function, or the class for a creation
 
 
+def _resolve_args(args):
+    pos, kw, concurrency = [], {}, None
+    for keyword, arg_kind, payload in args:
+        value = ser.resolve(arg_kind, payload)
+        if keyword == CONCURRENCY_ARG:
+            concurrency = value
+        elif keyword:
+            kw[keyword] = value
+        else:
+            pos.append(value)
+    return pos, kw, concurrency
+
+
+def _returns_of(task_id, result, num_returns, name):
+    returns = []
+    for i, value in enumerate(_return_values(result, num_returns, name), 1):
+        oid = _core.object_id(task_id, i)
+        try:
+            meta, bufs, contained = ser.serialize(value)
+        except Exception as e:
+            raise SerializationError(f"return value {i} of {name} cannot be pickled: "
+                                     f"{type(e).__name__}: {e}") from e
+        returns.append((oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained), contained))
+    return returns
+
+
+def _error_returns(task_id, num_returns, name, e):
+    # An argument's task failed: pass its error on unchanged.
+    err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)
+    meta, bufs, contained = ser.serialize_error(err)
+    returns = []
+    for i in range(1, num_returns + 1):
+        oid = _core.object_id(task_id, i)
+        returns.append((oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained), contained))
+    return returns
+
+
 def run_task(task):
-    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task
+    """Runs one task on this thread; True when it did not raise."""
+    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
     start = time.perf_counter()
     if gpu_ids or state.gpu_ids:
         _set_gpus(gpu_ids)
+    context = state.current_task.set(task)
     error = ""
     pos = kw = value = None
     try:
         fn = _callable_for(kind, function_id, actor_id, method_name)
-        pos, kw = [], {}
-        for keyword, arg_kind, payload in args:
-            value = ser.resolve(arg_kind, payload)
-            if keyword:
-                kw[keyword] = value
-            else:
-                pos.append(value)
+        pos, kw, concurrency = _resolve_args(args)
         del args, task
         result = fn(*pos, **kw)
         del pos, kw
         if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
             _actors[actor_id] = result
+            _start_actor_executor(result, concurrency)
             result = None
-        returns = []
-        for i, value in enumerate(_return_values(result, num_returns, name), 1):
-            oid = _core.object_id(task_id, i)
-            try:
-                meta, bufs, contained = ser.serialize(value)
-            except Exception as e:
-                raise SerializationError(f"return value {i} of {name} cannot be pickled: "
-                                         f"{type(e).__name__}: {e}") from e
-            returns.append((oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained), contained))
+        returns = _returns_of(task_id, result, num_returns, name)
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         pos = kw = value = args = task = None  # noqa: F841 (the traceback keeps this frame)
-        # An argument's task failed: pass its error on unchanged.
-        err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)
         error = f"{type(e).__name__}: {e}"
-        meta, bufs, contained = ser.serialize_error(err)
-        returns = []
-        for i in range(1, num_returns + 1):
-            oid = _core.object_id(task_id, i)
-            returns.append((oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained), contained))
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+        returns = _error_returns(task_id, num_returns, name, e)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)) and threading.current_thread() is threading.main_thread():
             _core.task_done(task_id, returns, time.perf_counter() - start, error, exiting=True)
             raise
+    finally:
+        state.current_task.reset(context)
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
     return not error
+
+
+# ---- actors that run calls concurrently ----
+
+_executor = None  # how the hosted actor runs its calls; None: one at a time on the main thread
+
+
+def _group_of(instance, method_name):
+    fn = getattr(type(instance), method_name, None)
+    return getattr(fn, "__phalanx_concurrency_group__", None)
+
+
+def _is_async_class(cls):
+    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+               for _, m in inspect.getmembers(cls, predicate=inspect.isfunction))
+
+
+class _ThreadedExecutor:
+    """A thread pool per concurrency group (the default group: max_concurrency threads)."""
+
+    def __init__(self, instance, max_concurrency, groups):
+        self._instance = instance
+        self._pools = {None: ThreadPoolExecutor(max_concurrency, thread_name_prefix="phalanx-actor")}
+        for g, n in groups.items():
+            self._pools[g] = ThreadPoolExecutor(n, thread_name_prefix=f"phalanx-actor-{g}")
+
+    def submit(self, task):
+        pool = self._pools.get(_group_of(self._instance, task[8]), self._pools[None])
+        pool.submit(_run_on_thread, task)
+
+
+def _run_on_thread(task):
+    _core.set_job_context(task[10], task[11], True)
+    run_task(task)
+
+
+class _AsyncExecutor:
+    """One event loop on a thread of its own; a semaphore per concurrency group."""
+
+    def __init__(self, instance, max_concurrency, groups):
+        self._instance = instance
+        self.loop = asyncio.new_event_loop()
+        self._limits = {None: max_concurrency, **groups}
+        self._sems = {}
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="phalanx-actor-loop", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def _run(self, ready):
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+    def submit(self, task):
+        self.loop.call_soon_threadsafe(self._start, task)
+
+    def _start(self, task):
+        group = _group_of(self._instance, task[8])
+        if group not in self._limits:
+            group = None
+        sem = self._sems.get(group)
+        if sem is None:
+            sem = self._sems[group] = asyncio.Semaphore(self._limits[group])
+        self.loop.create_task(self._run_call(task, sem))
+
+    async def _run_call(self, task, sem):
+        async with sem:
+            await _run_task_async(task)
+
+
+async def _run_task_async(task):
+    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
+    start = time.perf_counter()
+    _core.set_job_context(task[10], task[11], True)
+    state.current_task.set(task)  # (this asyncio task's own context)
+    error = ""
+    try:
+        fn = _callable_for(kind, function_id, actor_id, method_name)
+        pos, kw, _ = _resolve_args(args)
+        del args
+        result = fn(*pos, **kw)
+        del pos, kw
+        if inspect.isawaitable(result):
+            result = await result
+        returns = _returns_of(task_id, result, num_returns, name)
+    except BaseException as e:  # noqa: BLE001 - everything reaches the caller
+        error = f"{type(e).__name__}: {e}"
+        returns = _error_returns(task_id, num_returns, name, e)
+    _core.task_done(task_id, returns, time.perf_counter() - start, error)
+
+
+def _start_actor_executor(instance, concurrency):
+    global _executor
+    concurrency = concurrency or {}
+    groups = dict(concurrency.get("groups") or {})
+    max_concurrency = concurrency.get("max_concurrency")
+    if _is_async_class(type(instance)):
+        _executor = _AsyncExecutor(instance, max_concurrency or DEFAULT_ASYNC_CONCURRENCY, groups)
+    elif (max_concurrency or 1) > 1 or groups:
+        _executor = _ThreadedExecutor(instance, max_concurrency or 1, groups)
 
 
 def main():
@@ -129,6 +268,10 @@ def main():
             task = _core.next_task(-1)
         except UnavailableError:
             break  # the raylet is gone or told us to go
+        if _executor is not None and task[6] == 2:
+            _executor.submit(task)
+            del task
+            continue
         ok = run_task(task)
         # Its store arguments are unmapped and unpinned now, not at the next task.
         del task

@@ -1,0 +1,86 @@
+"""phalanx.get_runtime_context(): what the calling process or task is, as
+Ray's `ray.get_runtime_context()` reports it.
+
+    ctx = phalanx.get_runtime_context()
+    ctx.get_node_id(), ctx.get_job_id(), ctx.get_task_id(), ctx.get_actor_id()
+    ctx.get_assigned_resources()     # {"CPU": 1.0, "GPU": 1.0, ...} of the running task or actor
+    ctx.get_accelerator_ids()        # {"GPU": ["0"]}
+    ctx.current_actor                # a handle to the actor this method runs in
+    ctx.namespace"""
+from phalanx._private import state
+
+
+class RuntimeContext:
+    """A view of the caller's context; read it where you need it (inside a
+    task it describes that task, inside an actor method that actor)."""
+
+    def _task(self):
+        return state.current_task.get()
+
+    def get_node_id(self):
+        """The id (hex) of the node this process runs on."""
+        from phalanx._private.api import ensure_initialized
+        ensure_initialized()
+        return state.info["node_id"].hex()
+
+    def get_job_id(self):
+        """The id (hex) of the job: the driver this work was submitted for."""
+        from phalanx._private.api import ensure_initialized
+        ensure_initialized()
+        t = self._task()
+        return (t[10] if t is not None and t[10] else state.job_id).hex()
+
+    def get_task_id(self):
+        """The id (hex) of the running task or actor call; None in a driver."""
+        t = self._task()
+        return None if t is None else t[0].hex()
+
+    def get_actor_id(self):
+        """The id (hex) of the actor whose method or constructor runs here; None elsewhere."""
+        t = self._task()
+        return None if t is None or t[6] == 0 else t[7].hex()
+
+    @property
+    def current_actor(self):
+        """A handle to the actor this code runs in (RuntimeError elsewhere)."""
+        from phalanx.actor import ActorHandle, _method_table
+        from phalanx._private import worker
+        t = self._task()
+        if t is None or t[6] == 0:
+            raise RuntimeError("current_actor is only available inside an actor's method or constructor")
+        instance = worker._actors.get(t[7])
+        cls = type(instance) if instance is not None else worker._load_function(t[1])
+        class_name = t[2] if t[6] == 1 else t[2].rpartition(".")[0]
+        return ActorHandle(t[7], t[1], class_name, _method_table(cls))
+
+    def get_assigned_resources(self):
+        """What the running task or actor was given: {"CPU": n, "GPU": n, name: n}; {} in a driver."""
+        t = self._task()
+        if t is None:
+            return {}
+        out = {"CPU": float(t[12])} if t[12] else {}
+        out.update(t[13] or {})
+        return out
+
+    def get_accelerator_ids(self):
+        """{"GPU": [ids as strings]} this task or actor may use ([] in a driver)."""
+        return {"GPU": [str(g) for g in state.gpu_ids]}
+
+    @property
+    def namespace(self):
+        from phalanx.actor import current_namespace
+        from phalanx._private.api import ensure_initialized
+        ensure_initialized()
+        return current_namespace()
+
+    def get(self):
+        """The context as a dict (Ray's keys)."""
+        return {"node_id": self.get_node_id(), "job_id": self.get_job_id(), "task_id": self.get_task_id(),
+                "actor_id": self.get_actor_id(), "namespace": self.namespace}
+
+
+_context = RuntimeContext()
+
+
+def get_runtime_context():
+    return _context
