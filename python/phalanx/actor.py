@@ -245,17 +245,20 @@ class ActorHandle:
 
 
 class ActorMethod:
-    def __init__(self, handle, name, num_returns, checker=None):
+    def __init__(self, handle, name, num_returns, checker=None, group=None):
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
         self._checker = checker
+        self._group = group  # this call's concurrency group, overriding the method's
 
-    def options(self, num_returns=None):
+    def options(self, num_returns=None, concurrency_group=None):
         if num_returns is not None:
             check_num_returns(num_returns)
+        if concurrency_group is not None and (not isinstance(concurrency_group, str) or not concurrency_group):
+            raise ValueError(f"concurrency_group must be a group name, got {concurrency_group!r}")
         return ActorMethod(self._handle, self._name, self._num_returns if num_returns is None else num_returns,
-                           self._checker)
+                           self._checker, concurrency_group or self._group)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
@@ -272,6 +275,8 @@ class ActorMethod:
                 f"actor {h._class_name} ({h._actor_id.hex()[:12]}) has {h._max_pending} calls from this "
                 f"process in flight already (max_pending_calls={h._max_pending}); wait for some first")
         encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
+        if self._group is not None:
+            encoded.append((CONCURRENCY_ARG, None, _core.pack(0, *_plain_pickle(self._group))))
         n = self._num_returns
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
                                  actor_id=h._actor_id, method_name=self._name)

@@ -135,6 +135,8 @@ def run_task(task):
         del args, task
         result = fn(*pos, **kw)
         del pos, kw
+        if kind == 0 and inspect.iscoroutine(result):  # an async def remote function
+            result = asyncio.run(result)
         if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
             _actors[actor_id] = result
             _start_actor_executor(result, concurrency)
@@ -158,8 +160,13 @@ def run_task(task):
 _executor = None  # how the hosted actor runs its calls; None: one at a time on the main thread
 
 
-def _group_of(instance, method_name):
-    fn = getattr(type(instance), method_name, None)
+def _group_of(instance, task):
+    """The concurrency group a call runs in: the caller's
+    .options(concurrency_group=...), else the method's own."""
+    for keyword, kind, payload in task[3]:
+        if keyword == CONCURRENCY_ARG:
+            return ser.resolve(kind, payload)
+    fn = getattr(type(instance), task[8], None)
     return getattr(fn, "__phalanx_concurrency_group__", None)
 
 
@@ -178,7 +185,7 @@ class _ThreadedExecutor:
             self._pools[g] = ThreadPoolExecutor(n, thread_name_prefix=f"phalanx-actor-{g}")
 
     def submit(self, task):
-        pool = self._pools.get(_group_of(self._instance, task[8]), self._pools[None])
+        pool = self._pools.get(_group_of(self._instance, task), self._pools[None])
         pool.submit(_run_on_thread, task)
 
 
@@ -209,7 +216,7 @@ class _AsyncExecutor:
         self.loop.call_soon_threadsafe(self._start, task)
 
     def _start(self, task):
-        group = _group_of(self._instance, task[8])
+        group = _group_of(self._instance, task)
         if group not in self._limits:
             group = None
         sem = self._sems.get(group)
