@@ -162,12 +162,14 @@ void BindSerialization(pyb::module_& m) {
                              pyb::list contained) -> pyb::object {
     auto core = RequireCore();
     Pieces p(meta, buffers);
+    bool small = p.TotalSize() <= core->ReturnInlineLimit();
+    if (small && pyb::len(contained) == 0) return PackBytes(kind, p);
     bool held = core->ReturnsHeld(TaskIdOf(std::string(id)));
     // A direct actor call's result that contains refs goes to the store even
     // when small: held there by this worker, it holds the refs inside until
     // the caller's raylet takes it over (inline, the refs would be free
     // between this worker dropping them and the caller's raylet recording it).
-    if (p.TotalSize() <= core->ReturnInlineLimit() && !(held && pyb::len(contained) > 0)) return PackBytes(kind, p);
+    if (small && !held) return PackBytes(kind, p);
     // A direct actor call's store result stays held by this worker until the
     // caller's raylet takes it over (see CoreWorker::TaskDone).
     WriteToStore(core, std::string(id), kind, p, Ids(contained), held);

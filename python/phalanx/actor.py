@@ -66,8 +66,11 @@ def method(num_returns=1, concurrency_group=None):
 def current_namespace():
     """The namespace of the job this process (or this thread's task) works for."""
     task = state.current_task.get()
-    if task is not None and task[11]:
-        return task[11]
+    if task is not None and task[10]:
+        if task[11]:
+            return task[11]
+        from phalanx._private.api import anonymous_namespace
+        return anonymous_namespace(task[10])
     return state.namespace
 
 

@@ -25,6 +25,8 @@ Metrics (the same definitions for every system):
   1:1 actor calls async          get([a.ping.remote() for _ in range(1000)])
   1:1 actor calls with args async  the same with a 1 KiB bytes argument echoed back
   n:n actor calls async          n = CPUs actors, each driven by its own task with 500 calls
+  1:1 async actor calls async    get([a.ping.remote() for _ in range(1000)]) on an actor whose ping is
+                                 async def (Ray's "1:1 async-actor calls async")
   ..., through the raylet        phalanx only: the 1:1 calls with PHALANX_DIRECT_ACTOR_CALLS=0
                                  (caller -> raylet -> actor), to show what going direct buys
   multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
@@ -56,6 +58,7 @@ METRICS = [
     ("1:1 actor calls async", "calls/s", 25000),
     ("1:1 actor calls with args async", "calls/s", None),
     ("n:n actor calls async", "calls/s", None),
+    ("1:1 async actor calls async", "calls/s", None),
     ("1:1 actor calls sync, through the raylet", "calls/s", None),
     ("1:1 actor calls async, through the raylet", "calls/s", None),
     ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
@@ -122,6 +125,11 @@ def run_actor_suite(api, duration, reps):
                lambda: get([call(actor, "echo", arg) for _ in range(1000)]), 1000, duration, reps)}
     if "n_to_n" in api:
         out["n:n actor calls async"] = timed_rate(api["n_to_n"], api["n_to_n_calls"], duration, reps)
+    if "async_actor" in api:  # Ray's "1:1 async-actor calls async": an actor whose methods are async def
+        a = api["async_actor"]()
+        get(call(a, "ping"))
+        out["1:1 async actor calls async"] = timed_rate(lambda: get([call(a, "ping") for _ in range(1000)]), 1000,
+                                                        duration, reps)
     return out
 
 
@@ -131,6 +139,11 @@ class _Pinger:
 
     def echo(self, x):
         return x
+
+
+class _AsyncPinger:
+    async def ping(self):
+        return None
 
 
 def _n_to_n(remote, get, n):
@@ -159,6 +172,7 @@ def bench_phalanx(duration, reps):
     try:
         return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put,
                           "actor": lambda: phalanx.remote(_Pinger).remote(),
+                          "async_actor": lambda: phalanx.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),
                           "n_to_n": n_to_n, "n_to_n_calls": calls}, duration, reps)
     finally:
@@ -232,6 +246,7 @@ def bench_ray(duration, reps):
     try:
         return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put,
                           "actor": lambda: ray.remote(_Pinger).remote(),
+                          "async_actor": lambda: ray.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),
                           "n_to_n": n_to_n, "n_to_n_calls": calls}, duration, reps)
     finally:

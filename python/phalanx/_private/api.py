@@ -146,10 +146,15 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
 
 
 def _start_job(namespace):
-    """This driver's job id and namespace, inherited by every task it submits."""
+    """This driver's job id and namespace, inherited by every task it submits.
+    (A job's own anonymous namespace travels as "": tasks name it from the job id.)"""
     state.job_id = os.urandom(4)
-    state.namespace = namespace or f"anonymous-{state.job_id.hex()}"
-    _core.set_job_context(state.job_id, state.namespace, False)
+    state.namespace = namespace or anonymous_namespace(state.job_id)
+    _core.set_job_context(state.job_id, namespace or "", False)
+
+
+def anonymous_namespace(job_id):
+    return f"anonymous-{job_id.hex()}"
 
 
 def _wait_for_nodes(n, session_dir, timeout=30.0):

@@ -35,6 +35,15 @@ CONCURRENCY_ARG = "\x00phalanx_concurrency"
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
+async def _coroutine_type():
+    pass
+
+
+_c = _coroutine_type()
+_COROUTINE = type(_c)
+_c.close()
+
+
 def _set_gpus(gpu_ids):
     """CUDA_VISIBLE_DEVICES for the task about to run: exactly its GPUs."""
     state.gpu_ids = list(gpu_ids)
@@ -121,8 +130,9 @@ def _error_returns(task_id, num_returns, name, e):
 
 
 def run_task(task):
-    """Runs one task on this thread; True when it did not raise."""
-    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
+    """Runs one task on this thread; True when it did not raise. (The hot
+    path of every task: keep it free of needless calls.)"""
+    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, _, _ = task
     start = time.perf_counter()
     if gpu_ids or state.gpu_ids:
         _set_gpus(gpu_ids)
@@ -131,17 +141,35 @@ def run_task(task):
     pos = kw = value = None
     try:
         fn = _callable_for(kind, function_id, actor_id, method_name)
-        pos, kw, concurrency = _resolve_args(args)
+        concurrency = None
+        pos, kw = [], {}
+        for keyword, arg_kind, payload in args:
+            value = ser.resolve(arg_kind, payload)
+            if not keyword:
+                pos.append(value)
+            elif keyword != CONCURRENCY_ARG:
+                kw[keyword] = value
+            else:
+                concurrency = value
         del args, task
         result = fn(*pos, **kw)
         del pos, kw
-        if kind == 0 and inspect.iscoroutine(result):  # an async def remote function
-            result = asyncio.run(result)
         if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
             _actors[actor_id] = result
             _start_actor_executor(result, concurrency)
             result = None
-        returns = _returns_of(task_id, result, num_returns, name)
+        elif kind == 0 and type(result) is _COROUTINE:  # an async def remote function
+            result = asyncio.run(result)
+        if num_returns == 1:  # (the common case, without _returns_of's call)
+            oid = _core.object_id(task_id, 1)
+            try:
+                meta, bufs, contained = ser.serialize(result)
+            except Exception as e:
+                raise SerializationError(f"return value 1 of {name} cannot be pickled: "
+                                         f"{type(e).__name__}: {e}") from e
+            returns = [(oid, _core.prepare_return(oid, ser.kind_of(result), meta, bufs, contained), contained)]
+        else:
+            returns = _returns_of(task_id, result, num_returns, name)
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         pos = kw = value = args = task = None  # noqa: F841 (the traceback keeps this frame)
         error = f"{type(e).__name__}: {e}"
