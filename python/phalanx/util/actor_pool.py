@@ -24,24 +24,20 @@ class ActorPool:
     def map(self, fn, values):
         """Results of fn(actor, value) for each value, in the order of `values`
         (a generator). fn must return an ObjectRef (call an actor method)."""
-        self._discard_pending()
-        for v in values:
-            self.submit(fn, v)
-
-        def results():
-            while self.has_next():
-                yield self.get_next()
-        return results()
+        return self._map(fn, values, self.get_next)
 
     def map_unordered(self, fn, values):
         """As map, but each result as soon as it is ready."""
+        return self._map(fn, values, self.get_next_unordered)
+
+    def _map(self, fn, values, next_result):
         self._discard_pending()
         for v in values:
             self.submit(fn, v)
 
         def results():
             while self.has_next():
-                yield self.get_next_unordered()
+                yield next_result()
         return results()
 
     def _discard_pending(self):

@@ -67,16 +67,27 @@ class _QueueActor:
         return [self.queue.get_nowait() for _ in range(num_items)]
 
 
+def _plain(e):
+    """The actor's Empty/Full (a TaskError) as the plain class, else `e`."""
+    if isinstance(e, Empty):
+        return Empty(str(e.cause))
+    if isinstance(e, Full):
+        return Full(str(e.cause))
+    return e
+
+
 def _unwrap(call):
-    """The result, with the actor's Empty/Full raised as the plain classes."""
     try:
         return phalanx.get(call)
     except TaskError as e:
-        if isinstance(e, Empty):
-            raise Empty(str(e.cause)) from None
-        if isinstance(e, Full):
-            raise Full(str(e.cause)) from None
-        raise
+        raise _plain(e) from None
+
+
+async def _unwrap_async(call):
+    try:
+        return await call
+    except TaskError as e:
+        raise _plain(e) from None
 
 
 class Queue:
@@ -117,13 +128,8 @@ class Queue:
     async def put_async(self, item, block=True, timeout=None):
         if timeout is not None and timeout < 0:
             raise ValueError("'timeout' must be a non-negative number")
-        call = self.actor.put.remote(item, timeout) if block else self.actor.put_nowait.remote(item)
-        try:
-            return await call
-        except TaskError as e:
-            if isinstance(e, Full):
-                raise Full(str(e.cause)) from None
-            raise
+        return await _unwrap_async(self.actor.put.remote(item, timeout) if block else
+                                   self.actor.put_nowait.remote(item))
 
     def get(self, block=True, timeout=None):
         """Removes and returns an item; with block, waits up to `timeout` s
@@ -137,13 +143,7 @@ class Queue:
     async def get_async(self, block=True, timeout=None):
         if timeout is not None and timeout < 0:
             raise ValueError("'timeout' must be a non-negative number")
-        call = self.actor.get.remote(timeout) if block else self.actor.get_nowait.remote()
-        try:
-            return await call
-        except TaskError as e:
-            if isinstance(e, Empty):
-                raise Empty(str(e.cause)) from None
-            raise
+        return await _unwrap_async(self.actor.get.remote(timeout) if block else self.actor.get_nowait.remote())
 
     def put_nowait(self, item):
         return self.put(item, block=False)

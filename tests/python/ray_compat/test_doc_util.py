@@ -89,6 +89,18 @@ def test_queue(cluster):
     q = Queue()
     q.put_nowait_batch([1, 2, 3])
     assert q.get_nowait_batch(2) == [1, 2] and len(q) == 1
+
+    async def async_use():
+        await q.put_async(4)
+        first, second = await q.get_async(), await q.get_async()
+        try:
+            await q.get_async(timeout=0.1)
+            raise AssertionError("got from an empty queue")
+        except Empty:
+            pass
+        return first, second
+    import asyncio
+    assert asyncio.run(async_use()) == (3, 4)
     q.shutdown()
 
 
