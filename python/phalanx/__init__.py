@@ -31,12 +31,9 @@ __version__ = "0.1.0"
 
 def nodes():
     """The cluster's nodes from the GCS: id (hex), address, resources, alive."""
-    from phalanx._private import state
-    from phalanx._private.api import ensure_initialized
-    from phalanx.rpc_tables import all_nodes
+    from phalanx._private.api import ensure_initialized, gcs_nodes
     ensure_initialized()
-    host, _, port = state.info["gcs_address"].rpartition(":")
-    return all_nodes(host, int(port))
+    return gcs_nodes()
 
 
 def get_node_id():

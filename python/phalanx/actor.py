@@ -44,7 +44,15 @@ _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None,
                    "max_pending_calls": -1}
 _KIND_CREATION = 1
 _KIND_METHOD = 2
-CONCURRENCY_ARG = "\x00phalanx_concurrency"  # (= phalanx._private.worker.CONCURRENCY_ARG)
+# A hidden keyword argument of a creation (how the actor runs its calls) or
+# of a call (.options(concurrency_group=)); the worker takes it out.
+CONCURRENCY_ARG = "\x00phalanx_concurrency"
+
+
+def _hidden_arg(value):
+    """The encoded CONCURRENCY_ARG argument carrying `value`."""
+    import pickle
+    return (CONCURRENCY_ARG, None, _core.pack(0, pickle.dumps(value, protocol=5), []))
 
 
 def method(num_returns=1, concurrency_group=None):
@@ -202,8 +210,8 @@ class ActorClass:
                                  f"(or .options(name=..., get_if_exists=True))")
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         if opts["max_concurrency"] or opts["concurrency_groups"]:
-            encoded.append((CONCURRENCY_ARG, None, _core.pack(0, *_plain_pickle(
-                {"max_concurrency": opts["max_concurrency"], "groups": opts["concurrency_groups"]}))))
+            encoded.append(_hidden_arg({"max_concurrency": opts["max_concurrency"],
+                                        "groups": opts["concurrency_groups"]}))
         refs = _core.submit_task(self._function_id, self._name, encoded, 1, float(opts["num_cpus"]), 0,
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
@@ -279,18 +287,13 @@ class ActorMethod:
                 f"process in flight already (max_pending_calls={h._max_pending}); wait for some first")
         encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
         if self._group is not None:
-            encoded.append((CONCURRENCY_ARG, None, _core.pack(0, *_plain_pickle(self._group))))
+            encoded.append(_hidden_arg(self._group))
         n = self._num_returns
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
                                  actor_id=h._actor_id, method_name=self._name)
         if n == 1:
             return refs[0]
         return None if n == 0 else refs
-
-
-def _plain_pickle(value):
-    import pickle
-    return pickle.dumps(value, protocol=5), []
 
 
 _class_tables = {}  # function id -> method table (a class's is the same every time)

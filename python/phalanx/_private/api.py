@@ -157,13 +157,19 @@ def anonymous_namespace(job_id):
     return f"anonymous-{job_id.hex()}"
 
 
-def _wait_for_nodes(n, session_dir, timeout=30.0):
-    from phalanx.rpc_tables import alive_nodes
+def gcs_nodes(alive_only=False):
+    """The node table of this process's cluster (dicts, see rpc_tables)."""
+    from phalanx.rpc_tables import all_nodes
     host, _, port = state.info["gcs_address"].rpartition(":")
+    nodes = all_nodes(host, int(port))
+    return [n for n in nodes if n["alive"]] if alive_only else nodes
+
+
+def _wait_for_nodes(n, session_dir, timeout=30.0):
     deadline = time.monotonic() + timeout
-    while len(alive_nodes(host, int(port))) < n:
+    while len(gcs_nodes(alive_only=True)) < n:
         if time.monotonic() > deadline:
-            raise UnavailableError(f"only {len(alive_nodes(host, int(port)))} of {n} raylets registered "
+            raise UnavailableError(f"only {len(gcs_nodes(alive_only=True))} of {n} raylets registered "
                                    f"within {timeout} s (logs in {session_dir}/logs)")
         time.sleep(0.05)
     time.sleep(1.2)  # each raylet reads the node table at its next heartbeat
@@ -293,11 +299,9 @@ def cluster_stats(timeout=10.0):
 
 
 def _resource_sums(key):
-    from phalanx.rpc_tables import alive_nodes
     ensure_initialized()
-    host, _, port = state.info["gcs_address"].rpartition(":")
     out = {}
-    for n in alive_nodes(host, int(port)):
+    for n in gcs_nodes(alive_only=True):
         for k, v in n[key].items():
             out[k] = out.get(k, 0.0) + v
     return out

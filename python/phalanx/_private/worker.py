@@ -24,14 +24,12 @@ import cloudpickle
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
+from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
 from phalanx.exceptions import SerializationError, TaskError, UnavailableError
 
 _functions = {}
 _actors = {}  # actor id -> instance (a worker hosts at most one)
 _ORIGINAL_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES")
-# A creation's hidden keyword argument: how the actor runs its calls
-# (phalanx/actor.py adds it; the constructor never sees it).
-CONCURRENCY_ARG = "\x00phalanx_concurrency"
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
