@@ -500,6 +500,10 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       std::lock_guard<std::mutex> l(server_mu_);
       if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) creations_.insert(t.spec().task_id());
       running_tasks_.insert(t.spec().task_id());
+      if (t.spec().generator() != rpc::GENERATOR_NONE) {
+        // Its caller's raylet keeps its stream: the node it was spilled from, else this one.
+        stream_owners_[t.spec().task_id()] = t.spec().origin_node().empty() ? node_id_ : t.spec().origin_node();
+      }
       return t;
     }
     // A call straight from a caller: its ref arguments live in this node's raylet.
@@ -540,6 +544,10 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     std::lock_guard<std::mutex> l(server_mu_);
     running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched)};
     running_tasks_.insert(t.spec().task_id());
+    if (t.spec().generator() != rpc::GENERATOR_NONE) {
+      auto caller = callers_.find(conn);
+      stream_owners_[t.spec().task_id()] = caller == callers_.end() || caller->second.empty() ? node_id_ : caller->second;
+    }
     return t;
   }
 }
@@ -557,12 +565,8 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     }
     is_creation = creations_.erase(done.task_id()) > 0;
     running_tasks_.erase(done.task_id());
-    for (auto& r : *done.mutable_returns()) {
-      auto sz = return_sizes_.find(r.object_id());
-      if (sz == return_sizes_.end()) continue;
-      if (r.in_store()) r.set_size(sz->second);
-      return_sizes_.erase(sz);
-    }
+    stream_owners_.erase(done.task_id());
+    FillReturnSizesLocked(&done);
   }
   if (!direct.fetched.empty()) {
     rpc::UpdateRefs m;
@@ -596,6 +600,81 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
   Io()->SendLater(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
   if (!conn_->HasPush()) Io()->Flush();
   return Status::OK();
+}
+
+void CoreWorker::FillReturnSizesLocked(rpc::TaskDone* done) {
+  for (auto& r : *done->mutable_returns()) {
+    auto sz = return_sizes_.find(r.object_id());
+    if (sz == return_sizes_.end()) continue;
+    if (r.in_store()) r.set_size(sz->second);
+    return_sizes_.erase(sz);
+  }
+}
+
+Status CoreWorker::StreamItem(rpc::TaskDone item) {
+  item.set_item(true);
+  uint64_t conn = 0;
+  bool held = false;
+  {
+    std::lock_guard<std::mutex> l(server_mu_);
+    auto it = running_direct_.find(item.task_id());
+    if (it != running_direct_.end()) conn = it->second.conn;
+    FillReturnSizesLocked(&item);
+  }
+  for (const auto& r : item.returns()) held = held || r.in_store();
+  if (held) {
+    // Held by this worker until the caller's raylet takes them over; the
+    // seal must reach this node's raylet before anyone asks it for them.
+    item.set_release_holder(client_id_);
+    item.set_holder_node(node_id_);
+  }
+  if (conn == 0) return Send(rpc::TASK_DONE, item);  // (the raylet passes it on to the caller's node)
+  if (held) PHALANX_RETURN_IF_ERROR(Flush());
+  Status st = Io()->Send(conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, item));
+  if (!st.ok() && held) {
+    // The caller is gone, and with it whoever would read the item.
+    rpc::UpdateRefs m;
+    for (const auto& r : item.returns()) {
+      if (r.in_store()) m.add_remove(r.object_id());
+    }
+    (void)Send(rpc::UPDATE_REFS, m);
+  }
+  return Status::OK();
+}
+
+Result<rpc::StreamCreditReply> CoreWorker::StreamCredit(const std::string& task_id, uint64_t need,
+                                                       int64_t timeout_ms) {
+  rpc::StreamCredit m;
+  m.set_task_id(task_id);
+  m.set_need(need);
+  m.set_timeout_ms(timeout_ms);
+  {
+    std::lock_guard<std::mutex> l(server_mu_);
+    auto it = stream_owners_.find(task_id);
+    if (it == stream_owners_.end()) return Status::InvalidArgument("no generator task " + ToHex(task_id) + " runs here");
+    m.set_owner_node(it->second);
+  }
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::StreamCreditReply>(rpc::STREAM_CREDIT, m, timeout_ms + 5000,
+                                                                   "stream credit"));
+  return r;
+}
+
+Result<rpc::StreamNextReply> CoreWorker::StreamNext(const std::string& task_id, uint64_t consumed,
+                                                   int64_t timeout_ms) {
+  FlushDirect();  // (a generator call queued on a direct connection goes out first)
+  rpc::StreamNext m;
+  m.set_task_id(task_id);
+  m.set_consumed(consumed);
+  m.set_timeout_ms(timeout_ms);
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::StreamNextReply>(rpc::STREAM_NEXT, m, timeout_ms, "stream read"));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
+  return r;
+}
+
+Status CoreWorker::StreamDrop(const std::string& task_id) {
+  rpc::TaskIds m;
+  m.add_task_ids(task_id);
+  return Send(rpc::STREAM_DROP, m);
 }
 
 Status CoreWorker::Reduce(const rpc::ReduceObjects& m) {

@@ -131,6 +131,19 @@ class CoreWorker {
   uint64_t ReturnInlineLimit();
   bool ReturnsHeld(const std::string& task_id);
 
+  // Generators (scheduler/stream_table.h). Worker side: hands in one item of
+  // a running generator task (item.returns), or its last word (stream_end),
+  // the way its results go (to the raylet, or straight to the caller).
+  Status StreamItem(rpc::TaskDone item);
+  // Waits until the caller of generator `task_id` has read `need` items, or
+  // `timeout_ms`; dropped: the caller let go (stop producing).
+  Result<rpc::StreamCreditReply> StreamCredit(const std::string& task_id, uint64_t need, int64_t timeout_ms);
+  // Caller side: this process has read `consumed` items of its generator
+  // call `task_id`; waits for more (or the end) up to `timeout_ms`.
+  Result<rpc::StreamNextReply> StreamNext(const std::string& task_id, uint64_t consumed, int64_t timeout_ms);
+  // This process lets go of its generator call (unread items are freed).
+  Status StreamDrop(const std::string& task_id);
+
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
 
   // Collectives (phalanx.collective): the raylet combines m.input_ids into
@@ -190,6 +203,8 @@ class CoreWorker {
     uint64_t conn = 0;
     std::vector<std::string> fetched;  // ref arguments copied from the caller's node, held till done
   };
+  // For in-store returns: their sizes (recorded at create) go with them.
+  void FillReturnSizesLocked(rpc::TaskDone* done);
   Status SubmitActorCall(rpc::TaskSpec spec);
   // Under routes_mu_: asks the raylet whether calls may go direct, and connects.
   void MaybeGoDirect(const std::string& actor_id, ActorRoute& r);
@@ -257,7 +272,8 @@ class CoreWorker {
   std::atomic<uint64_t> direct_calls_sent_{0};
   // Worker side (an actor's process).
   std::mutex server_mu_;
-  std::unordered_set<uint64_t> callers_;                      // connections that said hello; guarded by server_mu_
+  std::unordered_map<uint64_t, std::string> callers_;         // connections that said hello -> the caller's node; guarded by server_mu_
+  std::unordered_map<std::string, std::string> stream_owners_;  // running generators -> the caller's node; guarded by server_mu_
   std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
   std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
   std::unordered_set<std::string> running_tasks_;             // tasks taken and not done; guarded by server_mu_

@@ -180,6 +180,8 @@ Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
   rpc::ExpectReturns e;
   e.add_task_ids(tid);
   e.add_num_returns(spec.num_returns());
+  if (spec.generator() == rpc::GENERATOR_STREAMING) e.add_streams(tid);
+  if (spec.generator() == rpc::GENERATOR_DYNAMIC) e.add_dynamic_streams(tid);
   PHALANX_RETURN_IF_ERROR(Send(rpc::EXPECT_RETURNS, e));
   rpc::PushTask push;
   *push.mutable_spec() = std::move(spec);
@@ -210,6 +212,10 @@ void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
           PHALANX_LOG(Warning) << "malformed result on a direct actor connection; closing it";
           return Io()->Close(conn);
         }
+        if (done.back().item()) {  // a generator's item: the call goes on; the raylet keeps it for us
+          (void)Send(rpc::DIRECT_RESULTS, done.back());
+          done.pop_back();
+        }
         break;
       }
       case rpc::DIRECT_HELLO: {
@@ -219,7 +225,7 @@ void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
           return Io()->Close(conn);
         }
         std::lock_guard<std::mutex> l(server_mu_);
-        callers_.insert(conn);
+        callers_[conn] = hello.node_id();
         break;
       }
       case rpc::DIRECT_CALL: {

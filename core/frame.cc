@@ -23,6 +23,8 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::CLIENT_WARNING:
     case rpc::DIRECT_HELLO:
     case rpc::REDUCE_STEP:
+    case rpc::STREAM_NEXT:
+    case rpc::STREAM_CREDIT:
       return kSmallBody;
     case rpc::GET_FUNCTION:
     case rpc::PULL_OBJECT:
@@ -47,6 +49,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::LOCATE_OBJECTS:
     case rpc::LOSE_OBJECTS:
     case rpc::RECALL_TASKS:
+    case rpc::STREAM_DROP:
       return kListBody;
     // Tasks and results with their inline values.
     case rpc::SUBMIT_TASK:
@@ -58,6 +61,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::PUSH_TASK:
     case rpc::DIRECT_CALL:
     case rpc::DIRECT_DONE:
+    case rpc::STREAM_ITEMS:
       return kValueBody;
     default:
       return 0;

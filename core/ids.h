@@ -33,5 +33,11 @@ inline uint64_t CreatorKey(const std::string& id) {
 
 // The creating task of an object id. REQUIRES: object_id.size() == kObjectIdSize.
 inline std::string TaskIdOf(const std::string& object_id) { return object_id.substr(0, kTaskIdSize); }
+// Its index: a return's (1, 2, ...), 0 for a put. REQUIRES: object_id.size() == kObjectIdSize.
+inline uint32_t IndexOf(const std::string& object_id) {
+  uint32_t index;
+  std::memcpy(&index, object_id.data() + kTaskIdSize, sizeof(index));
+  return index;
+}
 
 }  // namespace phalanx

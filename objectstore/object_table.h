@@ -77,6 +77,12 @@ class ObjectTable {
     auto it = entries_.find(id);
     return it != entries_.end() && !it->second.contained.empty();
   }
+  // The ids its value holds references to (none when unknown).
+  const std::vector<std::string>& Contained(const std::string& id) const {
+    static const std::vector<std::string> kNone;
+    auto it = entries_.find(id);
+    return it == entries_.end() ? kNone : it->second.contained;
+  }
   // Fills `out` with the object's current value. For a store object this
   // pins it; the caller must Unpin (ReleasePin) when the reader is done.
   void Describe(const std::string& id, rpc::ObjectValue* out, bool pin);

@@ -19,11 +19,6 @@ namespace asio = boost::asio;
 using asio::local::stream_protocol;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-// How long a function registered on another node may take to reach the GCS.
-constexpr auto kFunctionWait = std::chrono::seconds(5);
-}  // namespace
-
 static int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -97,6 +92,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       allreduces_(io, &objects_, store_.get(), &reduces_),
       steps_(&objects_, store_.get(), &peers_.transfer(), node_id_),
       rendezvous_(io, &gcs_),
+      streams_(io, &objects_),
       acceptor_(io),
       accept_retry_(io),
       heartbeat_timer_(io) {}
@@ -154,6 +150,7 @@ Status NodeManager::Start() {
   });
   objects_.SetDropHandler([this](const std::string& id, const std::string& node) { peers_.Release(node, {id}); });
   SetUpCollectives();
+  SetUpStreams();
   reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   allreduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
@@ -167,9 +164,7 @@ Status NodeManager::Start() {
       return;
     }
     if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
-    uint32_t index = 0;
-    std::memcpy(&index, id.data() + kTaskIdSize, sizeof(index));
-    if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+    if (IndexOf(id) > 0) pending_task_deletes_.push_back(TaskIdOf(id));
   });
   tasks_.SetTaskEventHandler([this](const rpc::TaskRecord& r) {
     if (r.state() == rpc::TASK_PENDING || r.state() == rpc::TASK_RUNNING) return;
@@ -278,220 +273,6 @@ void NodeManager::Reply(Client& c, uint16_t type, uint64_t request_id, const goo
   c.conn->Send(type, kReplyFlag, request_id, m);
 }
 
-template <typename M>
-static bool Parse(M* m, const char* body, size_t len) {
-  return m->ParseFromArray(body, static_cast<int>(len));
-}
-
-void NodeManager::OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len) {
-  auto bad = [&](const char* what) {
-    PHALANX_LOG(Warning) << "malformed " << what << " from " << c->conn->peer_name() << " (pid " << c->pid
-                         << "); closing its connection";
-    c->conn->Close();
-  };
-  if (!c->registered && h.type != rpc::REGISTER_CLIENT) return bad("first message (expected registration)");
-  switch (h.type) {
-    case rpc::REGISTER_CLIENT: {
-      rpc::RegisterClient m;
-      if (!Parse(&m, body, len)) return bad("registration");
-      return HandleRegister(c, h.request_id, m);
-    }
-    case rpc::SUBMIT_TASK: {
-      rpc::TaskSpec m;
-      if (!Parse(&m, body, len) || m.task_id().size() != kTaskIdSize) return bad("task");
-      return HandleSubmit(*c, std::move(m));
-    }
-    case rpc::TASK_DONE: {
-      rpc::TaskDone m;
-      if (!Parse(&m, body, len) || c->worker == nullptr || !ResultIdsOk(m)) return bad("task result");
-      return tasks_.OnTaskDone(c->worker, std::move(m));
-    }
-    case rpc::TASKS_RECALLED: {
-      rpc::TaskIds m;
-      if (!Parse(&m, body, len) || c->worker == nullptr) return bad("recalled tasks");
-      return tasks_.OnTasksRecalled(c->worker, m);
-    }
-    case rpc::GET_OBJECTS: {
-      rpc::GetObjects m;
-      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("get");
-      return HandleGet(c, h.request_id, m);
-    }
-    case rpc::WAIT_OBJECTS: {
-      rpc::WaitObjects m;
-      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("wait");
-      return HandleWait(c, h.request_id, m);
-    }
-    case rpc::CREATE_OBJECT: {
-      rpc::CreateObject m;
-      if (!Parse(&m, body, len) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return bad("create");
-      return HandleCreate(*c, h.request_id, m);
-    }
-    case rpc::SEAL_OBJECT: {
-      rpc::SealObject m;
-      if (!Parse(&m, body, len) || !IsObjectId(m.object_id())) return bad("seal");
-      return HandleSeal(*c, m.object_id());
-    }
-    case rpc::ABORT_CREATE: {
-      rpc::SealObject m;
-      if (!Parse(&m, body, len) || !IsObjectId(m.object_id())) return bad("abort");
-      if (c->creating.erase(m.object_id())) objects_.AbortCreate(m.object_id());
-      return;
-    }
-    case rpc::PUT_INLINE: {
-      rpc::PutInline m;
-      if (!Parse(&m, body, len) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return bad("put");
-      return HandlePutInline(*c, std::move(m));
-    }
-    case rpc::RELEASE_OBJECTS: {
-      rpc::ObjectIds m;
-      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("release");
-      return HandleRelease(*c, m);
-    }
-    case rpc::UPDATE_REFS: {
-      rpc::UpdateRefs m;
-      if (!Parse(&m, body, len) || !AllObjectIds(m.add()) || !AllObjectIds(m.remove())) {
-        return bad("reference update");
-      }
-      return HandleRefs(*c, m);
-    }
-    case rpc::REGISTER_FUNCTION: {
-      rpc::RegisterFunction m;
-      if (!Parse(&m, body, len)) return bad("function");
-      if (!functions_.count(m.function_id())) gcs_.PutFunction(m);  // for the other nodes
-      functions_[m.function_id()] = Function{m.name(), std::move(*m.mutable_pickled())};
-      return;
-    }
-    case rpc::GET_FUNCTION: {
-      rpc::GetFunction m;
-      if (!Parse(&m, body, len)) return bad("function request");
-      uint64_t req = h.request_id;
-      auto it = functions_.find(m.function_id());
-      if (it != functions_.end()) {
-        rpc::GetFunctionReply r;
-        r.set_name(it->second.name);
-        r.set_pickled(it->second.pickled);
-        return Reply(*c, rpc::GET_FUNCTION, req, r);
-      }
-      return LookUpFunction(c, req, m.function_id(), Clock::now() + kFunctionWait);
-    }
-    case rpc::GET_STATS:
-      return HandleStats(*c, h.request_id);
-    case rpc::GET_ACTOR: {
-      rpc::GetActor m;
-      if (!Parse(&m, body, len)) return bad("actor lookup");
-      auto r = tasks_.actors().Lookup(m.name());
-      if (r.ok()) return Reply(*c, rpc::GET_ACTOR, h.request_id, r.value());
-      // Not created here: ask the GCS, which every node's actors are in.
-      std::weak_ptr<Client> weak = c;
-      uint64_t req = h.request_id;
-      std::string name = m.name();
-      gcs_.GetAllActors([this, weak, req, name](Result<std::vector<rpc::ActorInfo>> all) {
-        rpc::GetActorReply reply;
-        bool found = false;
-        if (all.ok()) {
-          for (const auto& a : all.value()) {
-            if (a.name() == name && a.state() != rpc::ACTOR_DEAD) {
-              reply.set_actor_id(a.actor_id());
-              reply.set_function_id(a.function_id());
-              reply.set_class_name(a.class_name());
-              reply.set_state(a.state());
-              found = true;
-              break;
-            }
-          }
-        }
-        if (!found) {
-          *reply.mutable_status() = ToProto(Status::NotFound("no live actor named '" + name + "'"));
-        }
-        if (auto cl = weak.lock()) Reply(*cl, rpc::GET_ACTOR, req, reply);
-      });
-      return;
-    }
-    case rpc::ACTOR_ROUTE: {
-      rpc::ActorRoute m;
-      if (!Parse(&m, body, len)) return bad("actor route");
-      std::weak_ptr<Client> weak = c;
-      uint64_t req = h.request_id;
-      std::vector<std::string> calls(m.task_ids().begin(), m.task_ids().end());
-      tasks_.actors().Route(m.actor_id(), [this, weak, req, calls](rpc::ActorRouteReply r) {
-        bool done = true;
-        for (const auto& tid : calls) done = done && !tasks_.HasTask(tid);
-        r.set_calls_done(done);
-        if (auto cl = weak.lock()) Reply(*cl, rpc::ACTOR_ROUTE, req, r);
-      });
-      return;
-    }
-    case rpc::EXPECT_RETURNS: {
-      rpc::ExpectReturns m;
-      if (!Parse(&m, body, len) || m.task_ids_size() != m.num_returns_size()) return bad("expected returns");
-      for (int i = 0; i < m.task_ids_size(); ++i) {
-        if (m.task_ids(i).size() != kTaskIdSize || m.num_returns(i) < 0 || m.num_returns(i) > kMaxReturns) {
-          return bad("expected returns");
-        }
-      }
-      for (int i = 0; i < m.task_ids_size(); ++i) {
-        for (int k = 1; k <= m.num_returns(i); ++k) {
-          std::string id = MakeObjectId(m.task_ids(i), static_cast<uint32_t>(k));
-          Hold(*c, id);
-          c->expected.insert(id);
-        }
-      }
-      return;
-    }
-    case rpc::FETCH_OBJECTS: {
-      rpc::FetchObjects m;
-      if (!Parse(&m, body, len) || !AllObjectIds(m.object_ids())) return bad("fetch");
-      std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
-      for (const auto& id : ids) Hold(*c, id);  // until the client lets go (UPDATE_REFS)
-      if (m.node_id() != node_id_) peers_.Fetch(ids, m.node_id());
-      return;
-    }
-    case rpc::REDUCE_OBJECTS: {
-      rpc::ReduceObjects m;
-      if (!Parse(&m, body, len) || !IsObjectId(m.out_id()) && m.out_ids_size() == 0 ||
-          !AllObjectIds(m.input_ids()) || !AllObjectIds(m.out_ids())) {
-        return bad("reduce");
-      }
-      return HandleReduce(*c, m);
-    }
-    case rpc::RENDEZVOUS: {
-      rpc::Rendezvous m;
-      if (!Parse(&m, body, len)) return bad("rendezvous");
-      return HandleRendezvous(c, h.request_id, m);
-    }
-    case rpc::LOCATE_OBJECTS: {
-      rpc::LocateObjects m;
-      if (!Parse(&m, body, len) || m.node_ids_size() != m.object_ids_size() || m.sizes_size() != m.object_ids_size() ||
-          !AllObjectIds(m.object_ids())) {
-        return bad("locate");
-      }
-      return HandleLocate(*c, m);
-    }
-    case rpc::REDUCED_INPUTS: {
-      rpc::ObjectIds m;
-      if (!Parse(&m, body, len) || m.object_ids_size() != 1 || !IsObjectId(m.object_ids(0))) {
-        return bad("reduced inputs");
-      }
-      return HandleReducedInputs(c, h.request_id, m.object_ids(0));
-    }
-    case rpc::DIRECT_RESULTS: {
-      rpc::TaskDone m;
-      if (!Parse(&m, body, len) || !ResultIdsOk(m)) return bad("direct results");
-      return HandleDirectResults(*c, std::move(m));
-    }
-    case rpc::KILL_ACTOR: {
-      rpc::KillActor m;
-      if (!Parse(&m, body, len)) return bad("actor kill");
-      Status st = tasks_.actors().Kill(m.actor_id(), m.no_restart());
-      rpc::KillActorReply reply;
-      *reply.mutable_status() = ToProto(st);
-      return Reply(*c, rpc::KILL_ACTOR, h.request_id, reply);
-    }
-    default:
-      return bad("message type");
-  }
-}
-
 void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m) {
   rpc::RegisterClientReply r;
   if (m.client_id().size() != kClientIdSize) {
@@ -579,24 +360,69 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
   for (int i = 1; i <= spec.num_returns(); ++i) {
     std::string id = MakeObjectId(spec.task_id(), static_cast<uint32_t>(i));
     // A direct actor call handed back after its connection broke: the caller
-    // already holds its returns; the task now produces them.
+    // already holds its returns (and its stream is open); the task now produces them.
     if (spec.returns_held()) {
       c.expected.erase(id);
     } else {
       Hold(c, id);
     }
   }
+  if (spec.generator() != rpc::GENERATOR_NONE && !spec.returns_held()) {
+    streams_.Open(spec.task_id(), c.client_id, spec.generator() == rpc::GENERATOR_DYNAMIC);
+  }
   tasks_.Submit(std::move(spec));
 }
 
+void NodeManager::HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name) {
+  auto r = tasks_.actors().Lookup(name);
+  if (r.ok()) return Reply(*c, rpc::GET_ACTOR, req, r.value());
+  // Not created here: ask the GCS, which every node's actors are in.
+  std::weak_ptr<Client> weak = c;
+  gcs_.GetAllActors([this, weak, req, name](Result<std::vector<rpc::ActorInfo>> all) {
+    rpc::GetActorReply reply;
+    bool found = false;
+    if (all.ok()) {
+      for (const auto& a : all.value()) {
+        if (a.name() == name && a.state() != rpc::ACTOR_DEAD) {
+          reply.set_actor_id(a.actor_id());
+          reply.set_function_id(a.function_id());
+          reply.set_class_name(a.class_name());
+          reply.set_state(a.state());
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) *reply.mutable_status() = ToProto(Status::NotFound("no live actor named '" + name + "'"));
+    if (auto cl = weak.lock()) Reply(*cl, rpc::GET_ACTOR, req, reply);
+  });
+}
+
+void NodeManager::HandleExpectReturns(Client& c, const rpc::ExpectReturns& m) {
+  for (int i = 0; i < m.task_ids_size(); ++i) {
+    for (int k = 1; k <= m.num_returns(i); ++k) {
+      std::string id = MakeObjectId(m.task_ids(i), static_cast<uint32_t>(k));
+      Hold(c, id);
+      c.expected.insert(id);
+    }
+  }
+  for (const auto& tid : m.streams()) streams_.Open(tid, c.client_id, /*dynamic=*/false);
+  for (const auto& tid : m.dynamic_streams()) streams_.Open(tid, c.client_id, /*dynamic=*/true);
+}
+
 void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
+  for (const auto& r : m.returns()) c.expected.erase(r.object_id());
+  if (m.item()) return StoreItems(std::move(m));
+  StoreHandedResults(m);
+}
+
+void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
   // Store results made on another node stay there, held for this node, until
   // their bytes are needed here (ObjectTable::SetRemote).
   std::vector<std::string> remote;
   std::vector<uint64_t> sizes;
   for (auto& r : *m.mutable_returns()) {
     const std::string& id = r.object_id();
-    c.expected.erase(id);
     if (r.in_store() && !m.holder_node().empty() && m.holder_node() != node_id_) {
       remote.push_back(id);
       sizes.push_back(r.size());
@@ -645,6 +471,8 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_reduce_rewinds(reduces_.num_rewinds());
   r.set_reduce_steps(steps_.num_steps());
   r.set_allreduce_sliced(allreduces_.num_sliced());
+  r.set_streams(streams_.size());
+  r.set_stream_items_held(streams_.held());
   Reply(c, rpc::GET_STATS, req, r);
 }
 
@@ -680,6 +508,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
     }
   }
   c->expected.clear();
+  streams_.DropAllOf(c->client_id);  // its generators stop; their unread items go
   auto holds = std::move(c->holds);
   c->holds.clear();
   for (const auto& id : holds) objects_.RemoveRef(id);

@@ -26,6 +26,7 @@
 #include "objectstore/object_table.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/rendezvous.h"
+#include "scheduler/stream_table.h"
 #include "scheduler/task_manager.h"
 #include "scheduler/worker_pool.h"
 
@@ -111,6 +112,9 @@ class NodeManager {
   static Result<std::unique_ptr<NodeManager>> Make(boost::asio::io_context& io, NodeManagerOptions options,
                                                    bool connect);
   void Accept();
+  // The front door (node_dispatch.cc): a table of handlers by message type.
+  struct ClientRoute;
+  static const ClientRoute* RouteOf(uint16_t type);
   void OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len);
   void OnClose(const std::shared_ptr<Client>& c, const Status& why);
   void Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m);
@@ -118,6 +122,17 @@ class NodeManager {
   void HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m);
   void HandleSubmit(Client& c, rpc::TaskSpec spec);
   void HandleDirectResults(Client& c, rpc::TaskDone m);
+  // Results handed in by whoever brought them (a caller of an actor, another
+  // node): inline values stored here, store values adopted from their holder.
+  void StoreHandedResults(rpc::TaskDone& m);
+  void HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
+  void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
+  // Generators (node_streams.cc, scheduler/stream_table.h).
+  void SetUpStreams();
+  void HandleWorkerItems(Client& c, rpc::TaskDone m);
+  void StoreItems(rpc::TaskDone m);
+  void HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m);
+  void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
   void HandleStats(Client& c, uint64_t req);
@@ -163,6 +178,7 @@ class NodeManager {
   collectives::Allreduces allreduces_;
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
+  StreamTable streams_;             // generators called from this node
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   // Client ids known to have registered with a raylet of this cluster (the

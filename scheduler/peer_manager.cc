@@ -214,6 +214,17 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       on_collective_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
       return;
     }
+    case rpc::STREAM_ITEMS:
+    case rpc::STREAM_CREDIT: {
+      uint16_t type = h.type;
+      uint64_t req = h.request_id;
+      auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
+        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
+      };
+      if (!on_stream_) return reply(ToProto(Status::Unavailable("this node keeps no streams")));
+      on_stream_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      return;
+    }
     case rpc::KILL_ACTOR: {
       rpc::KillActor k;
       rpc::KillActorReply r;
@@ -265,6 +276,8 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
         auto* rv = r.add_returns();
         rv->set_object_id(id);
         rv->set_data(v.data());
+        // (a generator's list of its items: the items are kept on the sender's node)
+        for (const auto& c : objects_->Contained(id)) rv->add_contained_ids(c);
       } else if (v.state() == rpc::OBJ_IN_STORE) {
         // Stays here, held for the sender, which copies it in chunks (never
         // one frame the size of the object) and then lets go (RELEASE_HELD).

@@ -69,6 +69,10 @@ class PeerManager {
   using CollectiveHandler = std::function<void(rpc::MessageType type, const std::string& from_body,
                                                std::function<void(const Status&)> reply)>;
   void SetCollectiveHandler(CollectiveHandler h) { on_collective_ = std::move(h); }
+  // Handles STREAM_ITEMS and STREAM_CREDIT from other nodes: (type, body, reply with this message).
+  using StreamHandler = std::function<void(rpc::MessageType type, const std::string& body,
+                                           std::function<void(const google::protobuf::MessageLite&)> reply)>;
+  void SetStreamHandler(StreamHandler h) { on_stream_ = std::move(h); }
   objectstore::ObjectTransfer& transfer() { return transfer_; }
   // Told once about each node declared dead (after this node settled its actors and holds).
   void SetDeadNodeHandler(std::function<void(const std::string& node_id)> h) { on_dead_node_ = std::move(h); }
@@ -117,6 +121,7 @@ class PeerManager {
   objectstore::ObjectTransfer transfer_;
   ReleaseHandler on_release_;
   CollectiveHandler on_collective_;
+  StreamHandler on_stream_;
   std::function<void(const std::string& node_id)> on_dead_node_;
   // node id -> objects this node holds for it (Adopt), until it Releases them or dies
   std::unordered_map<std::string, std::unordered_set<std::string>> held_for_;

@@ -118,6 +118,21 @@ pyb::object RedisCommand(const std::string& host, int port, const std::vector<st
   return RedisToPython(r.value());
 }
 
+// A return value as the worker hands it in: (object_id, bytes or None (in store), contained ids).
+void AddReturn(rpc::TaskDone* d, const pyb::tuple& t) {
+  rpc::ReturnValue* rv = d->add_returns();
+  rv->set_object_id(t[0].cast<std::string>());
+  if (t[1].is_none()) {
+    rv->set_in_store(true);
+  } else {
+    char* p;
+    Py_ssize_t n;
+    PyBytes_AsStringAndSize(t[1].ptr(), &p, &n);
+    rv->set_data(p, n);
+  }
+  for (auto c : t[2].cast<pyb::list>()) rv->add_contained_ids(c.cast<std::string>());
+}
+
 }  // namespace
 
 std::shared_ptr<CoreWorker> Core() {
@@ -239,7 +254,7 @@ PYBIND11_MODULE(_core, m) {
          int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
-         bool affinity_soft) {
+         bool affinity_soft, int generator, int64_t backpressure) {
         auto core = RequireCore();
         rpc::TaskSpec spec;
         spec.set_task_id(core->NextTaskId());
@@ -257,6 +272,10 @@ PYBIND11_MODULE(_core, m) {
         spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
         spec.set_affinity_node(affinity_node);
         spec.set_affinity_soft(affinity_soft);
+        if (generator != 0) {
+          spec.set_generator(static_cast<rpc::GeneratorMode>(generator));
+          spec.set_generator_backpressure(backpressure);
+        }
         if (kind == rpc::TASK_ACTOR_CREATION) {
           spec.set_actor_id(spec.task_id());
           spec.set_max_restarts(max_restarts);
@@ -291,7 +310,8 @@ PYBIND11_MODULE(_core, m) {
       pyb::arg("method_name") = "", pyb::arg("max_restarts") = 0, pyb::arg("max_task_retries") = 0,
       pyb::arg("actor_name") = "", pyb::arg("detached") = false,
       pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
-      pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false);
+      pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
+      pyb::arg("backpressure") = 0);
 
   m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
     auto core = RequireCore();
@@ -453,7 +473,8 @@ PYBIND11_MODULE(_core, m) {
     return pyb::make_tuple(pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args,
                            s.num_returns(), s.attempt(), static_cast<int>(s.kind()), pyb::bytes(s.actor_id()),
                            s.method_name(), std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()),
-                           pyb::bytes(s.job_id()), s.namespace_name(), s.num_cpus(), resources);
+                           pyb::bytes(s.job_id()), s.namespace_name(), s.num_cpus(), resources,
+                           static_cast<int>(s.generator()), s.generator_backpressure());
   });
 
   // returns: list of (object_id, bytes or None (in store), contained ids)
@@ -465,24 +486,47 @@ PYBIND11_MODULE(_core, m) {
     d.set_exiting(exiting);
     d.set_exec_seconds(exec_seconds);
     d.set_error(error);
-    for (auto x : returns) {
-      auto t = x.cast<pyb::tuple>();
-      rpc::ReturnValue* rv = d.add_returns();
-      rv->set_object_id(t[0].cast<std::string>());
-      if (t[1].is_none()) {
-        rv->set_in_store(true);
-      } else {
-        char* p;
-        Py_ssize_t n;
-        PyBytes_AsStringAndSize(t[1].ptr(), &p, &n);
-        rv->set_data(p, n);
-      }
-      for (auto c : t[2].cast<pyb::list>()) rv->add_contained_ids(c.cast<std::string>());
-    }
+    for (auto x : returns) AddReturn(&d, x.cast<pyb::tuple>());
     pyb::gil_scoped_release nogil;
     ThrowIfError(core->TaskDone(std::move(d)));
   }, pyb::arg("task_id"), pyb::arg("returns"), pyb::arg("exec_seconds"), pyb::arg("error"),
      pyb::arg("exiting") = false);
+
+  // Generators. Worker side: one item (a return tuple as in task_done), or
+  // None with end=True and the number of items made.
+  m.def("stream_item", [](pyb::bytes task_id, pyb::object item, bool end, uint64_t count) {
+    auto core = RequireCore();
+    rpc::TaskDone d;
+    d.set_task_id(task_id);
+    if (!item.is_none()) AddReturn(&d, item.cast<pyb::tuple>());
+    d.set_stream_end(end);
+    d.set_stream_items(count);
+    pyb::gil_scoped_release nogil;
+    ThrowIfError(core->StreamItem(std::move(d)));
+  }, pyb::arg("task_id"), pyb::arg("item"), pyb::arg("end") = false, pyb::arg("count") = 0);
+  // -> (consumed, dropped) once the caller has read `need` items, it let go, or at the timeout.
+  m.def("stream_credit", [](pyb::bytes task_id, uint64_t need, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string tid = task_id;
+    auto r = WithoutGil([&] { return core->StreamCredit(tid, need, timeout_ms); });
+    ThrowIfError(r.status());
+    return pyb::make_tuple(r.value().consumed(), r.value().dropped());
+  });
+  // Caller side: -> (available, ended) once more than `consumed` items are there, the end, or the timeout.
+  m.def("stream_next", [](pyb::bytes task_id, uint64_t consumed, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string tid = task_id;
+    auto r = WithoutGil([&] { return core->StreamNext(tid, consumed, timeout_ms); });
+    ThrowIfError(r.status());
+    return pyb::make_tuple(r.value().available(), r.value().ended());
+  });
+  m.def("stream_drop", [](pyb::bytes task_id) {
+    auto core = Core();
+    if (core) (void)core->StreamDrop(task_id);  // (at exit, with the connection gone, there is nothing to drop)
+  });
+  m.def("stream_item_id", [](pyb::bytes task_id, uint64_t k) {
+    return pyb::bytes(MakeObjectId(task_id, static_cast<uint32_t>(2 + k)));
+  });
 
   m.def("stats", [](int64_t timeout_ms) {
     auto core = RequireCore();
@@ -497,7 +541,8 @@ PYBIND11_MODULE(_core, m) {
                      pyb::arg("reduce_chains") = s.reduce_chains(),
                      pyb::arg("reduce_fallbacks") = s.reduce_fallbacks(),
                      pyb::arg("reduce_steps") = s.reduce_steps(), pyb::arg("reduce_rewinds") = s.reduce_rewinds(),
-                     pyb::arg("allreduce_sliced") = s.allreduce_sliced());
+                     pyb::arg("allreduce_sliced") = s.allreduce_sliced(), pyb::arg("streams") = s.streams(),
+                     pyb::arg("stream_items_held") = s.stream_items_held());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).

@@ -157,14 +157,16 @@ void BindSerialization(pyb::module_& m) {
   }, pyb::arg("id"), pyb::arg("kind"), pyb::arg("meta"), pyb::arg("buffers"), pyb::arg("contained"), pyb::arg("hold"),
      pyb::arg("in_store") = false);
 
-  // A task's return value: bytes to send inline, or None once written to the store.
+  // A task's return value: bytes to send inline, or None once written to the
+  // store. `hold`: a store copy is held by this worker until the raylet that
+  // keeps it for the caller takes it over (a generator's items).
   m.def("prepare_return", [](pyb::bytes id, uint32_t kind, pyb::bytes meta, pyb::list buffers,
-                             pyb::list contained) -> pyb::object {
+                             pyb::list contained, bool hold) -> pyb::object {
     auto core = RequireCore();
     Pieces p(meta, buffers);
     bool small = p.TotalSize() <= core->ReturnInlineLimit();
     if (small && pyb::len(contained) == 0) return PackBytes(kind, p);
-    bool held = core->ReturnsHeld(TaskIdOf(std::string(id)));
+    bool held = hold || core->ReturnsHeld(TaskIdOf(std::string(id)));
     // A direct actor call's result that contains refs goes to the store even
     // when small: held there by this worker, it holds the refs inside until
     // the caller's raylet takes it over (inline, the refs would be free
@@ -174,7 +176,8 @@ void BindSerialization(pyb::module_& m) {
     // caller's raylet takes it over (see CoreWorker::TaskDone).
     WriteToStore(core, std::string(id), kind, p, Ids(contained), held);
     return pyb::none();
-  });
+  }, pyb::arg("id"), pyb::arg("kind"), pyb::arg("meta"), pyb::arg("buffers"), pyb::arg("contained"),
+     pyb::arg("hold") = false);
 }
 
 }  // namespace phalanx::py

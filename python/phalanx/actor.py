@@ -33,7 +33,7 @@ from phalanx._private import state
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
 from phalanx.remote_function import (ArgumentChecker, check_num_returns, check_resource_options, encode_args,
-                                     resource_map)
+                                     generator_plan, resource_map)
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
@@ -55,16 +55,22 @@ def _hidden_arg(value):
     return (CONCURRENCY_ARG, None, _core.pack(0, pickle.dumps(value, protocol=5), []))
 
 
-def method(num_returns=1, concurrency_group=None):
-    """Declares how many values an actor method returns and the concurrency
-    group it runs in: `@phalanx.method(num_returns=2)`,
+def method(num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None):
+    """Declares how many values an actor method returns (a method that
+    yields: "streaming" unless said otherwise), the concurrency group it runs
+    in, and a generator's backpressure: `@phalanx.method(num_returns=2)`,
     `@phalanx.method(concurrency_group="io")`."""
-    check_num_returns(num_returns)
+    if num_returns is not None:
+        check_num_returns(num_returns)
     if concurrency_group is not None and (not isinstance(concurrency_group, str) or not concurrency_group):
         raise ValueError(f"concurrency_group must be a group name (a non-empty string), got {concurrency_group!r}")
 
     def mark(fn):
-        fn.__phalanx_num_returns__ = num_returns
+        given = {} if num_returns is None else {"num_returns": num_returns}
+        if _generator_backpressure_num_objects is not None:
+            given["_generator_backpressure_num_objects"] = _generator_backpressure_num_objects
+        generator_plan(fn, given, f"@phalanx.method on {getattr(fn, '__qualname__', fn)}")  # (checks it)
+        fn.__phalanx_method_options__ = given
         if concurrency_group is not None:
             fn.__phalanx_concurrency_group__ = concurrency_group
         return fn
@@ -130,14 +136,17 @@ def _check_groups(cls, groups):
 
 
 class _MethodInfo:
-    __slots__ = ("num_returns", "checker")
+    """A method's call plan: (generator mode, number of returns, backpressure),
+    the options it was declared with, and its argument checker."""
+    __slots__ = ("plan", "given", "checker")
 
-    def __init__(self, num_returns, checker):
-        self.num_returns = num_returns
+    def __init__(self, plan, given, checker):
+        self.plan = plan
+        self.given = given
         self.checker = checker
 
     def __reduce__(self):
-        return (_MethodInfo, (self.num_returns, self.checker))
+        return (_MethodInfo, (self.plan, self.given, self.checker))
 
 
 def _method_table(cls):
@@ -148,8 +157,10 @@ def _method_table(cls):
             continue
         # (a staticmethod has no self; a classmethod comes bound already)
         plain = not isinstance(inspect.getattr_static(cls, name, None), (staticmethod, classmethod))
-        table[name] = _MethodInfo(getattr(member, "__phalanx_num_returns__", 1),
-                                  ArgumentChecker(member, f"{cls.__qualname__}.{name}", skip_self=plain))
+        full = f"{cls.__qualname__}.{name}"
+        given = getattr(member, "__phalanx_method_options__", {})
+        table[name] = _MethodInfo(generator_plan(member, given, full), given,
+                                  ArgumentChecker(member, full, skip_self=plain))
     return table
 
 
@@ -239,7 +250,7 @@ class ActorHandle:
         if methods is None or name not in methods:
             raise AttributeError(f"actor {self.__dict__.get('_class_name', '?')} has no method '{name}'")
         info = methods[name]
-        return ActorMethod(self, name, info.num_returns, info.checker)
+        return ActorMethod(self, name, info.plan, info.checker)
 
     def __repr__(self):
         return f"ActorHandle({self._class_name}, {self._actor_id.hex()})"
@@ -256,20 +267,31 @@ class ActorHandle:
 
 
 class ActorMethod:
-    def __init__(self, handle, name, num_returns, checker=None, group=None):
+    def __init__(self, handle, name, plan, checker=None, group=None):
         self._handle = handle
         self._name = name
-        self._num_returns = num_returns
+        self._plan = plan  # (generator mode, number of returns, backpressure)
         self._checker = checker
         self._group = group  # this call's concurrency group, overriding the method's
 
-    def options(self, num_returns=None, concurrency_group=None):
+    def options(self, num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None):
         if num_returns is not None:
             check_num_returns(num_returns)
         if concurrency_group is not None and (not isinstance(concurrency_group, str) or not concurrency_group):
             raise ValueError(f"concurrency_group must be a group name, got {concurrency_group!r}")
-        return ActorMethod(self._handle, self._name, self._num_returns if num_returns is None else num_returns,
-                           self._checker, concurrency_group or self._group)
+        plan = self._plan
+        if num_returns is not None or _generator_backpressure_num_objects is not None:
+            info = self._handle._methods[self._name]
+            given = dict(info.given)
+            if info.plan[0] and "num_returns" not in given:  # a method that yields: it streams
+                given["num_returns"] = ("streaming", "dynamic")[info.plan[0] - 1]
+            if num_returns is not None:
+                given["num_returns"] = num_returns
+            if _generator_backpressure_num_objects is not None:
+                given["_generator_backpressure_num_objects"] = _generator_backpressure_num_objects
+            # (the class is not at hand: the worker says so if a method given a generator mode does not yield)
+            plan = generator_plan(None, given, f"{self._handle._class_name}.{self._name}.options()")
+        return ActorMethod(self._handle, self._name, plan, self._checker, concurrency_group or self._group)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
@@ -288,9 +310,13 @@ class ActorMethod:
         encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
         if self._group is not None:
             encoded.append(_hidden_arg(self._group))
-        n = self._num_returns
+        mode, n, backpressure = self._plan
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
-                                 actor_id=h._actor_id, method_name=self._name)
+                                 actor_id=h._actor_id, method_name=self._name, generator=mode,
+                                 backpressure=backpressure)
+        if mode:
+            from phalanx.generator import wrap
+            return wrap(refs, mode, backpressure)
         if n == 1:
             return refs[0]
         return None if n == 0 else refs

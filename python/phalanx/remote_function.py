@@ -11,7 +11,7 @@ from phalanx._private import serialization as ser
 from phalanx.exceptions import SerializationError
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
-            "scheduling_strategy"}
+            "scheduling_strategy", "_generator_backpressure_num_objects"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -103,8 +103,23 @@ def check_amount(what, v):
 
 
 def check_num_returns(n):
+    if n in ("streaming", "dynamic"):
+        return
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_RETURNS:
-        raise ValueError(f"num_returns must be an int from 0 to {MAX_RETURNS}, got {n!r}")
+        raise ValueError(f"num_returns must be an int from 0 to {MAX_RETURNS}, 'streaming' or 'dynamic', got {n!r}")
+
+
+def generator_plan(fn, opts, where):
+    """(generator mode, number of returns, backpressure) for a function's
+    options: a function that yields streams unless num_returns says otherwise."""
+    from phalanx import generator
+    n = opts.get("num_returns", 1)
+    if "num_returns" not in opts and generator.is_generator_function(fn):
+        n = generator.STREAMING
+    bp = opts.get("_generator_backpressure_num_objects")
+    generator.check_generator_options(fn, n, bp, where)
+    mode, count = generator.mode_code(n)
+    return mode, count, max(bp or 0, 0)
 
 
 def check_resource_options(opts):
@@ -194,6 +209,8 @@ class RemoteFunction:
         _check_options(options, f"@phalanx.remote on {fn.__qualname__}")
         self._fn = fn
         self._name = options.get("name") or f"{fn.__module__}.{fn.__qualname__}"
+        self._given = dict(options)  # (what the user said, defaults aside: a generator streams by default)
+        self._generator = generator_plan(fn, options, f"@phalanx.remote on {fn.__qualname__}")
         self._options = dict(_DEFAULTS, **options)
         self._pickled = None
         self._function_id = None
@@ -214,6 +231,8 @@ class RemoteFunction:
         merged = dict(self._options, **options)
         clone = RemoteFunction.__new__(RemoteFunction)
         clone.__dict__.update(self.__dict__)
+        clone._given = dict(self._given, **options)
+        clone._generator = generator_plan(self._fn, clone._given, f"{self._name}.options()")
         clone._options = merged
         clone._name = merged.get("name") or self._name
         clone._resources = resource_map(merged)
@@ -239,11 +258,15 @@ class RemoteFunction:
         opts = self._options
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         retries = opts["max_retries"]
-        refs = _core.submit_task(self._function_id, self._name, encoded, opts["num_returns"],
+        mode, n, backpressure = self._generator
+        refs = _core.submit_task(self._function_id, self._name, encoded, n,
                                  float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained,
                                  resources=self._resources, strategy=self._strategy[0],
-                                 affinity_node=self._strategy[1], affinity_soft=self._strategy[2])
-        n = opts["num_returns"]
+                                 affinity_node=self._strategy[1], affinity_soft=self._strategy[2],
+                                 generator=mode, backpressure=backpressure)
+        if mode:
+            from phalanx.generator import wrap
+            return wrap(refs, mode, backpressure)
         if n == 1:
             return refs[0]
         if n == 0:

@@ -127,10 +127,130 @@ def _error_returns(task_id, num_returns, name, e):
     return returns
 
 
+# ---- generators (phalanx/generator.py) ----
+
+class _Stream:
+    """The producer's side of one generator call: each value it yields is
+    stored and handed in at once; with backpressure it waits for the caller
+    to read before it runs ahead by more."""
+
+    def __init__(self, task_id, name, mode, backpressure):
+        self.task_id = task_id
+        self.name = name
+        self.mode = mode
+        self.backpressure = backpressure
+        self.count = 0
+        self.consumed = 0
+
+    def put(self, value):
+        """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
+        oid = _core.stream_item_id(self.task_id, self.count)
+        try:
+            meta, bufs, contained = ser.serialize(value)
+        except Exception as e:
+            raise SerializationError(f"item {self.count} of {self.name} cannot be pickled: "
+                                     f"{type(e).__name__}: {e}") from e
+        _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained,
+                                                                   True), contained))
+        self.count += 1
+        return 0 < self.backpressure <= self.count - self.consumed
+
+    def put_error(self, e):
+        """The producer raised: the error is the caller's next item (as in Ray)."""
+        err = e if isinstance(e, TaskError) else TaskError.make(self.name, traceback.format_exc(), e)
+        meta, bufs, contained = ser.serialize_error(err)
+        oid = _core.stream_item_id(self.task_id, self.count)
+        _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained, True),
+                                         contained))
+        self.count += 1
+
+    def wait_credit(self):
+        """Waits until the caller has read enough; False when it let go."""
+        need = self.count - self.backpressure + 1
+        while self.consumed < need:
+            consumed, dropped = _core.stream_credit(self.task_id, need, 1000)
+            if dropped:
+                return False
+            self.consumed = max(self.consumed, consumed)
+        return True
+
+    def end(self):
+        """Says the stream is over, however it ended (the caller's raylet then
+        knows how many items to wait for, whichever way they come)."""
+        _core.stream_item(self.task_id, None, True, self.count)
+
+    def result(self):
+        """The value of the call's return."""
+        if self.mode == 1:
+            return self.count
+        from phalanx.generator import DynamicObjectRefGenerator
+        return DynamicObjectRefGenerator(_core.ObjectRef(_core.stream_item_id(self.task_id, k))
+                                         for k in range(self.count))
+
+
+def _not_a_generator(name, result):
+    return TypeError(f"{name} was called as a generator (num_returns='streaming' or 'dynamic') but returned "
+                     f"{type(result).__name__}, not a generator: give it a yield, or call it with a number of "
+                     f"returns")
+
+
+def _run_generator(task_id, gen, mode, backpressure, name):
+    """Runs a generator call to its end: (value of its return, error text)."""
+    if not inspect.isgenerator(gen):
+        if inspect.isasyncgen(gen):
+            return asyncio.run(_run_async_generator(task_id, gen, mode, backpressure, name))
+        raise _not_a_generator(name, gen)
+    stream = _Stream(task_id, name, mode, backpressure)
+    try:
+        for value in gen:
+            if stream.put(value) and not stream.wait_credit():
+                gen.close()  # the caller let go: GeneratorExit at its yield
+                break
+    except Exception as e:  # noqa: BLE001 - it reaches the caller
+        if mode == 2:
+            raise  # dynamic: the return is the error
+        stream.put_error(e)
+        return stream.result(), f"{type(e).__name__}: {e}"
+    finally:
+        stream.end()
+    return stream.result(), ""
+
+
+async def _run_async_generator(task_id, agen, mode, backpressure, name):
+    stream = _Stream(task_id, name, mode, backpressure)
+    loop = asyncio.get_running_loop()
+    try:
+        async for value in agen:
+            # (credit is waited for off the loop: the actor's other calls go on meanwhile)
+            if stream.put(value) and not await loop.run_in_executor(None, stream.wait_credit):
+                await agen.aclose()
+                break
+    except Exception as e:  # noqa: BLE001 - it reaches the caller
+        if mode == 2:
+            raise
+        stream.put_error(e)
+        return stream.result(), f"{type(e).__name__}: {e}"
+    finally:
+        stream.end()
+    return stream.result(), ""
+
+
+def _generator_returns(task_id, result, mode):
+    """The one return of a generator call. A dynamic one's value holds the
+    items' refs and travels inline (its items are held for the caller only
+    until it is recorded: a copy left in this node's store would not hold them there)."""
+    oid = _core.object_id(task_id, 1)
+    meta, bufs, contained = ser.serialize(result)
+    if mode == 2:
+        return [(oid, _core.pack(ser.kind_of(result), meta, bufs), contained)]
+    return [(oid, _core.prepare_return(oid, ser.kind_of(result), meta, bufs, contained), contained)]
+
+
 def run_task(task):
     """Runs one task on this thread; True when it did not raise. (The hot
     path of every task: keep it free of needless calls.)"""
-    task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, _, _ = task
+    (task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, _, _,
+     generator, backpressure) = task
     start = time.perf_counter()
     if gpu_ids or state.gpu_ids:
         _set_gpus(gpu_ids)
@@ -158,7 +278,10 @@ def run_task(task):
             result = None
         elif kind == 0 and type(result) is _COROUTINE:  # an async def remote function
             result = asyncio.run(result)
-        if num_returns == 1:  # (the common case, without _returns_of's call)
+        if generator:
+            result, error = _run_generator(task_id, result, generator, backpressure, name)
+            returns = _generator_returns(task_id, result, generator)
+        elif num_returns == 1:  # (the common case, without _returns_of's call)
             oid = _core.object_id(task_id, 1)
             try:
                 meta, bufs, contained = ser.serialize(result)
@@ -257,6 +380,7 @@ class _AsyncExecutor:
 
 async def _run_task_async(task):
     task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
+    generator, backpressure = task[14], task[15]
     start = time.perf_counter()
     _core.set_job_context(task[10], task[11], True)
     state.current_task.set(task)  # (this asyncio task's own context)
@@ -267,9 +391,16 @@ async def _run_task_async(task):
         del args
         result = fn(*pos, **kw)
         del pos, kw
-        if inspect.isawaitable(result):
-            result = await result
-        returns = _returns_of(task_id, result, num_returns, name)
+        if generator and inspect.isasyncgen(result):
+            result, error = await _run_async_generator(task_id, result, generator, backpressure, name)
+            returns = _generator_returns(task_id, result, generator)
+        elif generator:
+            result, error = _run_generator(task_id, result, generator, backpressure, name)
+            returns = _generator_returns(task_id, result, generator)
+        else:
+            if inspect.isawaitable(result):
+                result = await result
+            returns = _returns_of(task_id, result, num_returns, name)
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)

@@ -1,0 +1,136 @@
+// The raylet's side of generators (scheduler/stream_table.h). Items arrive
+// from this node's workers (TASK_DONE with `item`), from callers of actors
+// (DIRECT_RESULTS) and from the node a task was spilled to (STREAM_ITEMS);
+// an item of a task whose caller is on another node is passed on there,
+// its store copy staying here, held for that node, until read. Producers ask
+// their own raylet for credit, which asks the caller's node.
+#include <algorithm>
+
+#include "core/ids.h"
+#include "core/logging.h"
+#include "core/message_limits.h"
+#include "core/status_proto.h"
+#include "scheduler/node_manager.h"
+
+namespace phalanx::scheduler {
+
+namespace {
+// How long a relayed item may take to be taken by the caller's node.
+constexpr int64_t kRelayTimeoutMs = 30000;
+// The longest a credit request waits before it is answered as it stands.
+constexpr int64_t kMaxCreditWaitMs = 60000;
+
+// Only items of `m`'s own task: ids under its task id, past its return.
+void KeepOwnItems(rpc::TaskDone* m, std::vector<std::string>* others) {
+  auto* rs = m->mutable_returns();
+  for (int i = rs->size() - 1; i >= 0; --i) {
+    const std::string& id = rs->Get(i).object_id();
+    if (TaskIdOf(id) == m->task_id() && IndexOf(id) >= 2) continue;
+    if (rs->Get(i).in_store()) others->push_back(id);
+    rs->DeleteSubrange(i, 1);
+  }
+}
+}  // namespace
+
+void NodeManager::SetUpStreams() {
+  peers_.SetStreamHandler([this](rpc::MessageType type, const std::string& body,
+                                 std::function<void(const google::protobuf::MessageLite&)> reply) {
+    if (type == rpc::STREAM_ITEMS) {
+      rpc::TaskDone m;
+      if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize || !ResultIdsOk(m) || !m.item()) {
+        return reply(ToProto(Status::InvalidArgument("malformed stream items")));
+      }
+      StoreItems(std::move(m));
+      return reply(rpc::Status());
+    }
+    rpc::StreamCredit m;
+    if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize) {
+      rpc::StreamCreditReply r;
+      *r.mutable_status() = ToProto(Status::InvalidArgument("malformed stream credit request"));
+      return reply(r);
+    }
+    streams_.Credit(m.task_id(), m.need(), std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs),
+                    [reply](const rpc::StreamCreditReply& r) { reply(r); });
+  });
+}
+
+void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
+  std::vector<std::string> unwanted;
+  KeepOwnItems(&m, &unwanted);
+  const rpc::TaskSpec* spec = tasks_.MutableSpec(m.task_id());
+  if (spec == nullptr || spec->generator() == rpc::GENERATOR_NONE) {
+    for (const auto& r : m.returns()) {
+      if (r.in_store()) unwanted.push_back(r.object_id());
+    }
+    m.clear_returns();
+  }
+  for (const auto& id : unwanted) {  // made and held by the worker: nobody else will want them
+    if (c.holds.erase(id)) objects_.RemoveRef(id);
+  }
+  if (m.returns_size() == 0 && !m.stream_end()) return;
+  m.set_release_holder(c.client_id);
+  m.set_holder_node(node_id_);
+  if (spec != nullptr && !spec->origin_node().empty() && spec->origin_node() != node_id_) {
+    // The caller is on the node the task came from: the items go there. Store
+    // items stay here, held by the worker until that node adopts them.
+    std::vector<std::string> held;
+    for (const auto& r : m.returns()) {
+      if (r.in_store()) held.push_back(r.object_id());
+    }
+    std::string holder = c.client_id;
+    peers_.CallNode(spec->origin_node(), rpc::STREAM_ITEMS, m, kRelayTimeoutMs,
+                    [this, holder, held](Result<std::string> r) {
+                      if (r.ok()) return;
+                      PHALANX_LOG(Warning) << "items of a generator could not reach its caller's node: "
+                                           << r.status().ToString();
+                      auto h = clients_by_id_.find(holder);
+                      if (h == clients_by_id_.end()) return;
+                      for (const auto& id : held) {
+                        if (h->second->holds.erase(id)) objects_.RemoveRef(id);
+                      }
+                    });
+    return;
+  }
+  StoreItems(std::move(m));
+}
+
+void NodeManager::StoreItems(rpc::TaskDone m) {
+  std::vector<std::string> foreign;
+  KeepOwnItems(&m, &foreign);  // (from a caller or a node: their store copies are not ours to free)
+  for (const auto& r : m.returns()) streams_.OnItem(m.task_id(), IndexOf(r.object_id()) - 2);
+  StoreHandedResults(m);
+  if (m.stream_end()) streams_.OnEnd(m.task_id(), m.stream_items());
+}
+
+void NodeManager::HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m) {
+  std::weak_ptr<Client> weak = c;
+  streams_.Next(m.task_id(), c->client_id, m.consumed(), m.timeout_ms(),
+                [this, weak, req](const rpc::StreamNextReply& r) {
+                  if (auto cl = weak.lock()) Reply(*cl, rpc::STREAM_NEXT, req, r);
+                });
+}
+
+void NodeManager::HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m) {
+  std::weak_ptr<Client> weak = c;
+  auto reply = [this, weak, req](const rpc::StreamCreditReply& r) {
+    if (auto cl = weak.lock()) Reply(*cl, rpc::STREAM_CREDIT, req, r);
+  };
+  int64_t timeout = std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs);
+  if (m.owner_node().empty() || m.owner_node() == node_id_) {
+    return streams_.Credit(m.task_id(), m.need(), timeout, reply);
+  }
+  rpc::StreamCredit ask = m;
+  ask.clear_owner_node();
+  ask.set_timeout_ms(timeout);
+  peers_.CallNode(m.owner_node(), rpc::STREAM_CREDIT, ask, timeout + 5000, [reply](Result<std::string> r) {
+    rpc::StreamCreditReply out;
+    if (!r.ok() || !out.ParseFromString(r.value())) {
+      // The caller's node is gone (or garbled its answer): so is the reader.
+      out.set_dropped(true);
+      *out.mutable_status() = ToProto(r.ok() ? Status::Internal("malformed stream credit reply") : r.status());
+    }
+    reply(out);
+  });
+}
+
+}  // namespace phalanx::scheduler
