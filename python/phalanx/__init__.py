@@ -21,6 +21,7 @@ from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
 from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError,
                                 ObjectLostError, ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
                                 TaskCancelledError, UnavailableError, WorkerCrashedError)
+from phalanx.generator import DynamicObjectRefGenerator, ObjectRefGenerator
 from phalanx.remote_function import NodeAffinitySchedulingStrategy, RemoteFunction
 from phalanx.runtime_context import get_runtime_context
 
@@ -72,6 +73,6 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "TaskCancelledError",
            "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",
            "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
-           "ObjectRef", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
+           "ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
            "SerializationError", "CollectiveError", "collective"]

@@ -144,6 +144,13 @@ class ObjectRefGenerator:
         except StopIteration:  # (cannot cross a future)
             return None
 
+    def _ready_now(self, wait_ms=0):
+        """Whether next() would return at once (wait() with generators)."""
+        if self._done or self._next < self._available or self._ended:
+            return True
+        self._available, self._ended = _core.stream_next(self._task_id, self._next, wait_ms)
+        return self._next < self._available or self._ended
+
     def completed(self):
         """The ref that is ready once the generator has finished (its value:
         how many items it made; it raises the generator's error)."""

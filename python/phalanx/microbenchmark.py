@@ -27,6 +27,8 @@ Metrics (the same definitions for every system):
   n:n actor calls async          n = CPUs actors, each driven by its own task with 500 calls
   1:1 async actor calls async    get([a.ping.remote() for _ in range(1000)]) on an actor whose ping is
                                  async def (Ray's "1:1 async-actor calls async")
+  generator items streamed      items/s of `[get(r) for r in g.remote(1000)]`, g a task that yields 1000
+                                 small ints (Ray's num_returns="streaming")
   ..., through the raylet        phalanx only: the 1:1 calls with PHALANX_DIRECT_ACTOR_CALLS=0
                                  (caller -> raylet -> actor), to show what going direct buys
   multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
@@ -59,6 +61,7 @@ METRICS = [
     ("1:1 actor calls with args async", "calls/s", None),
     ("n:n actor calls async", "calls/s", None),
     ("1:1 async actor calls async", "calls/s", None),
+    ("generator items streamed", "items/s", None),
     ("1:1 actor calls sync, through the raylet", "calls/s", None),
     ("1:1 actor calls async, through the raylet", "calls/s", None),
     ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
@@ -110,6 +113,9 @@ def run_suite(api, duration, reps):
     del big
     mib = put(np.ones(256 * 1024, dtype=np.float32))
     out["get 1 MiB array (ms)"] = timed_ms(lambda: get(mib), 50)
+    if "gen" in api:
+        gen = api["gen"]
+        out["generator items streamed"] = timed_rate(lambda: [get(r) for r in gen(1000)], 1000, duration, reps)
     if "actor" in api:
         out.update(run_actor_suite(api, duration, reps))
     return out
@@ -146,6 +152,11 @@ class _AsyncPinger:
         return None
 
 
+def _yield_ints(n):
+    for i in range(n):
+        yield i
+
+
 def _n_to_n(remote, get, n):
     """n actors, each driven by its own caller task with 500 async calls."""
     actors = [remote(_Pinger).remote() for _ in range(n)]
@@ -169,8 +180,9 @@ def bench_phalanx(duration, reps):
 
     n = os.cpu_count()
     n_to_n, calls = _n_to_n(phalanx.remote, phalanx.get, n)
+    gen = phalanx.remote(num_returns="streaming")(_yield_ints)
     try:
-        return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put,
+        return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put, "gen": gen.remote,
                           "actor": lambda: phalanx.remote(_Pinger).remote(),
                           "async_actor": lambda: phalanx.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),
@@ -243,8 +255,9 @@ def bench_ray(duration, reps):
         return None
 
     n_to_n, calls = _n_to_n(ray.remote, ray.get, os.cpu_count())
+    gen = ray.remote(num_returns="streaming")(_yield_ints)
     try:
-        return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put,
+        return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put, "gen": gen.remote,
                           "actor": lambda: ray.remote(_Pinger).remote(),
                           "async_actor": lambda: ray.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),

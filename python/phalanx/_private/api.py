@@ -252,6 +252,32 @@ def put(value):
     return put_sized(value)[0]
 
 
+def _wait_with_generators(items, num_returns, timeout, fetch_local):
+    """wait() over refs and ObjectRefGenerators (as in Ray): a generator is
+    ready when next() would not block (an item is there, or it is over)."""
+    from phalanx.generator import ObjectRefGenerator
+    if not 0 <= num_returns <= len(items):
+        raise ValueError(f"num_returns must be between 0 and {len(items)}, got {num_returns}")
+    refs = [r for r in items if not isinstance(r, ObjectRefGenerator)]
+    _as_list(refs, "wait")
+    if len({id(x) for x in items}) != len(items) or len({r.binary() for r in refs}) != len(refs):
+        raise ValueError("wait() got the same ObjectRef or generator more than once")
+    deadline = None if timeout is None or timeout == math.inf else time.monotonic() + max(_timeout_ms(timeout), 0) / 1000
+    slice_s = 0.0
+    while True:
+        ready_ids = set(_core.wait([r.binary() for r in refs], len(refs), 0, bool(fetch_local))) if refs else set()
+        ready = [x for x in items if (x._ready_now(int(slice_s * 1000)) if isinstance(x, ObjectRefGenerator)
+                                      else x.binary() in ready_ids)]
+        if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            ready = ready[:num_returns]
+            chosen = {id(x) for x in ready}
+            return ready, [x for x in items if id(x) not in chosen]
+        # (one short wait on the first generator, or a pause, before looking again)
+        slice_s = min(0.01, max(0.0, deadline - time.monotonic())) if deadline is not None else 0.01
+        if not any(isinstance(x, ObjectRefGenerator) for x in items):
+            time.sleep(slice_s)
+
+
 def put_sized(value, in_store=False):
     """put(), and the size of the stored value. `in_store`: in the object
     store even when small (only store objects can be copied to other nodes)."""
@@ -275,6 +301,9 @@ def wait(refs, num_returns=1, timeout=None, fetch_local=True):
     is on this node, and values on other nodes are copied here; without it,
     once its value exists on any node, and nothing is copied (to wait for
     inputs of a collective without moving them)."""
+    from phalanx.generator import ObjectRefGenerator
+    if isinstance(refs, (list, tuple)) and any(isinstance(r, ObjectRefGenerator) for r in refs):
+        return _wait_with_generators(list(refs), num_returns, timeout, fetch_local)
     lst, _ = _as_list(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
     if not lst:
         return [], []

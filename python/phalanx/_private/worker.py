@@ -141,6 +141,7 @@ class _Stream:
         self.backpressure = backpressure
         self.count = 0
         self.consumed = 0
+        _open_streams[task_id] = self
 
     def put(self, value):
         """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
@@ -177,7 +178,9 @@ class _Stream:
     def end(self):
         """Says the stream is over, however it ended (the caller's raylet then
         knows how many items to wait for, whichever way they come)."""
-        _core.stream_item(self.task_id, None, True, self.count)
+        if _open_streams.get(self.task_id) is self:
+            _open_streams[self.task_id] = None  # (said; the entry goes with the task)
+            _core.stream_item(self.task_id, None, True, self.count)
 
     def result(self):
         """The value of the call's return."""
@@ -186,6 +189,18 @@ class _Stream:
         from phalanx.generator import DynamicObjectRefGenerator
         return DynamicObjectRefGenerator(_core.ObjectRef(_core.stream_item_id(self.task_id, k))
                                          for k in range(self.count))
+
+
+_open_streams = {}  # task id -> its _Stream until it said its last word, then None
+
+
+def _end_stream(task_id):
+    """A generator call failed, maybe before its loop began: its stream ends all the same."""
+    stream = _open_streams.pop(task_id, False)
+    if stream is False:
+        _core.stream_item(task_id, None, True, 0)
+    elif stream is not None:
+        stream.end()
 
 
 def _not_a_generator(name, result):
@@ -239,6 +254,7 @@ def _generator_returns(task_id, result, mode):
     """The one return of a generator call. A dynamic one's value holds the
     items' refs and travels inline (its items are held for the caller only
     until it is recorded: a copy left in this node's store would not hold them there)."""
+    _open_streams.pop(task_id, None)
     oid = _core.object_id(task_id, 1)
     meta, bufs, contained = ser.serialize(result)
     if mode == 2:
@@ -295,6 +311,8 @@ def run_task(task):
         pos = kw = value = args = task = None  # noqa: F841 (the traceback keeps this frame)
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
+        if generator:
+            _end_stream(task_id)
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and threading.current_thread() is threading.main_thread():
             _core.task_done(task_id, returns, time.perf_counter() - start, error, exiting=True)
             raise
@@ -404,6 +422,8 @@ async def _run_task_async(task):
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
+        if generator:
+            _end_stream(task_id)
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
 
 
