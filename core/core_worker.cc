@@ -631,14 +631,7 @@ Status CoreWorker::StreamItem(rpc::TaskDone item) {
   if (conn == 0) return Send(rpc::TASK_DONE, item);  // (the raylet passes it on to the caller's node)
   if (held) PHALANX_RETURN_IF_ERROR(Flush());
   Status st = Io()->Send(conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, item));
-  if (!st.ok() && held) {
-    // The caller is gone, and with it whoever would read the item.
-    rpc::UpdateRefs m;
-    for (const auto& r : item.returns()) {
-      if (r.in_store()) m.add_remove(r.object_id());
-    }
-    (void)Send(rpc::UPDATE_REFS, m);
-  }
+  if (!st.ok() && held) return ReleaseHeldReturns(item);  // the caller is gone, and whoever would read it
   return Status::OK();
 }
 

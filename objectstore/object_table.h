@@ -73,10 +73,7 @@ class ObjectTable {
   bool IsReady(const std::string& id) const;
   bool Contains(const std::string& id) const { return entries_.count(id) > 0; }
   // Whether the object's value holds references to other objects.
-  bool ContainsRefs(const std::string& id) const {
-    auto it = entries_.find(id);
-    return it != entries_.end() && !it->second.contained.empty();
-  }
+  bool ContainsRefs(const std::string& id) const { return !Contained(id).empty(); }
   // The ids its value holds references to (none when unknown).
   const std::vector<std::string>& Contained(const std::string& id) const {
     static const std::vector<std::string> kNone;

@@ -130,7 +130,10 @@ class NodeManager {
   // Generators (node_streams.cc, scheduler/stream_table.h).
   void SetUpStreams();
   void HandleWorkerItems(Client& c, rpc::TaskDone m);
+  // Items handed in by a caller or another node (only the task's own are kept) ...
   void StoreItems(rpc::TaskDone m);
+  // ... and items already checked to be the task's own.
+  void StoreOwnItems(rpc::TaskDone m);
   void HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m);
   void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,

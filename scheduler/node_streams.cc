@@ -21,12 +21,13 @@ constexpr int64_t kRelayTimeoutMs = 30000;
 constexpr int64_t kMaxCreditWaitMs = 60000;
 
 // Only items of `m`'s own task: ids under its task id, past its return.
+// The store ones dropped go to `others` (when given).
 void KeepOwnItems(rpc::TaskDone* m, std::vector<std::string>* others) {
   auto* rs = m->mutable_returns();
   for (int i = rs->size() - 1; i >= 0; --i) {
     const std::string& id = rs->Get(i).object_id();
     if (TaskIdOf(id) == m->task_id() && IndexOf(id) >= 2) continue;
-    if (rs->Get(i).in_store()) others->push_back(id);
+    if (others != nullptr && rs->Get(i).in_store()) others->push_back(id);
     rs->DeleteSubrange(i, 1);
   }
 }
@@ -91,12 +92,15 @@ void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
                     });
     return;
   }
-  StoreItems(std::move(m));
+  StoreOwnItems(std::move(m));
 }
 
 void NodeManager::StoreItems(rpc::TaskDone m) {
-  std::vector<std::string> foreign;
-  KeepOwnItems(&m, &foreign);  // (from a caller or a node: their store copies are not ours to free)
+  KeepOwnItems(&m, nullptr);  // (from a caller or a node: their store copies are not ours to free)
+  StoreOwnItems(std::move(m));
+}
+
+void NodeManager::StoreOwnItems(rpc::TaskDone m) {
   for (const auto& r : m.returns()) streams_.OnItem(m.task_id(), IndexOf(r.object_id()) - 2);
   StoreHandedResults(m);
   if (m.stream_end()) streams_.OnEnd(m.task_id(), m.stream_items());

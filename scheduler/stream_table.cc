@@ -1,5 +1,6 @@
 #include "scheduler/stream_table.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/ids.h"
@@ -105,31 +106,15 @@ void StreamTable::Next(const std::string& task_id, const std::string& by, uint64
     s.consumed = consumed;
     WakeProducers(s, false);
   }
-  if (s.available > consumed || Ended(s) || s.dropped) {
-    rpc::StreamNextReply r;
-    r.set_available(s.available);
-    r.set_ended(Ended(s) || s.dropped);
-    reply(r);
+  if (ReaderDue(s, consumed)) {
+    reply(ReadState(s));
     MaybeErase(task_id);
     return;
   }
   auto w = std::make_shared<Waiter>();
   w->need = consumed;
-  w->next = std::move(reply);
-  Park(s.readers, w, timeout_ms, [this, task_id, w] {
-    auto it = streams_.find(task_id);
-    if (it == streams_.end()) return;
-    auto& list = it->second.readers;
-    for (auto p = list.begin(); p != list.end(); ++p) {
-      if (*p != w) continue;
-      list.erase(p);
-      rpc::StreamNextReply r;
-      r.set_available(it->second.available);
-      r.set_ended(Ended(it->second));
-      w->next(r);
-      return;
-    }
-  });
+  w->answer = [this, reply = std::move(reply)](const Stream& s) { reply(ReadState(s)); };
+  Park(task_id, s, &Stream::readers, std::move(w), timeout_ms);
 }
 
 void StreamTable::Drop(const std::string& task_id, const std::string& by) {
@@ -170,79 +155,62 @@ void StreamTable::Credit(const std::string& task_id, uint64_t need, int64_t time
     return;
   }
   Stream& s = it->second;
-  if (s.dropped || s.consumed >= need) {
-    rpc::StreamCreditReply r;
-    r.set_consumed(s.consumed);
-    r.set_dropped(s.dropped);
-    return reply(r);
-  }
+  if (ProducerDue(s, need)) return reply(CreditState(s));
   auto w = std::make_shared<Waiter>();
   w->need = need;
-  w->credit = std::move(reply);
-  Park(s.producers, w, timeout_ms, [this, task_id, w] {
-    auto it = streams_.find(task_id);
-    if (it == streams_.end()) return;
-    auto& list = it->second.producers;
-    for (auto p = list.begin(); p != list.end(); ++p) {
-      if (*p != w) continue;
-      list.erase(p);
-      rpc::StreamCreditReply r;
-      r.set_consumed(it->second.consumed);
-      w->credit(r);
-      return;
-    }
-  });
+  w->answer = [this, reply = std::move(reply)](const Stream& s) { reply(CreditState(s)); };
+  Park(task_id, s, &Stream::producers, std::move(w), timeout_ms);
 }
 
-void StreamTable::Park(std::vector<std::shared_ptr<Waiter>>& list, std::shared_ptr<Waiter> w, int64_t timeout_ms,
-                       std::function<void()> on_timeout) {
+void StreamTable::Park(const std::string& task_id, Stream& s, WaiterList Stream::*list, std::shared_ptr<Waiter> w,
+                       int64_t timeout_ms) {
   if (timeout_ms >= 0) {
     w->timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(timeout_ms));
-    w->timer->async_wait([on_timeout = std::move(on_timeout)](const boost::system::error_code& ec) {
-      if (!ec) on_timeout();
+    std::weak_ptr<Waiter> weak = w;
+    w->timer->async_wait([this, task_id, list, weak](const boost::system::error_code& ec) {
+      auto w = weak.lock();
+      auto it = streams_.find(task_id);
+      if (ec || !w || it == streams_.end()) return;  // (answered already)
+      auto& waiting = it->second.*list;
+      auto pos = std::find(waiting.begin(), waiting.end(), w);
+      if (pos == waiting.end()) return;
+      waiting.erase(pos);
+      w->answer(it->second);
     });
   }
-  list.push_back(std::move(w));
+  (s.*list).push_back(std::move(w));
 }
 
-void StreamTable::WakeReaders(Stream& s, bool all) {
-  if (s.readers.empty()) return;
-  std::vector<std::shared_ptr<Waiter>> woken;
-  bool ended = Ended(s) || s.dropped;
-  for (auto p = s.readers.begin(); p != s.readers.end();) {
-    if (all || ended || s.available > (*p)->need) {
-      woken.push_back(std::move(*p));
-      p = s.readers.erase(p);
-    } else {
-      ++p;
-    }
-  }
+rpc::StreamNextReply StreamTable::ReadState(const Stream& s) const {
   rpc::StreamNextReply r;
   r.set_available(s.available);
-  r.set_ended(ended);
-  for (auto& w : woken) {
-    if (w->timer) w->timer->cancel();
-    w->next(r);
-  }
+  r.set_ended(Ended(s) || s.dropped);
+  return r;
 }
 
-void StreamTable::WakeProducers(Stream& s, bool all) {
-  if (s.producers.empty()) return;
-  std::vector<std::shared_ptr<Waiter>> woken;
-  for (auto p = s.producers.begin(); p != s.producers.end();) {
-    if (all || s.dropped || s.consumed >= (*p)->need) {
-      woken.push_back(std::move(*p));
-      p = s.producers.erase(p);
-    } else {
-      ++p;
-    }
-  }
+rpc::StreamCreditReply StreamTable::CreditState(const Stream& s) const {
   rpc::StreamCreditReply r;
   r.set_consumed(s.consumed);
   r.set_dropped(s.dropped);
+  return r;
+}
+
+void StreamTable::Wake(Stream& s, WaiterList Stream::*list, bool all) {
+  WaiterList& waiting = s.*list;
+  if (waiting.empty()) return;
+  WaiterList woken;
+  bool readers = list == &Stream::readers;
+  for (auto p = waiting.begin(); p != waiting.end();) {
+    if (all || (readers ? ReaderDue(s, (*p)->need) : ProducerDue(s, (*p)->need))) {
+      woken.push_back(std::move(*p));
+      p = waiting.erase(p);
+    } else {
+      ++p;
+    }
+  }
   for (auto& w : woken) {
     if (w->timer) w->timer->cancel();
-    w->credit(r);
+    w->answer(s);
   }
 }
 

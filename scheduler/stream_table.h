@@ -75,12 +75,15 @@ class StreamTable {
   size_t held() const;
 
  private:
+  struct Stream;
+  // A parked read (need: items read so far) or credit request (need: items
+  // the producer waits to see read), answered with the stream as it stands.
   struct Waiter {
-    uint64_t need = 0;  // Next: more than this many available; Credit: this many read
+    uint64_t need = 0;
     std::shared_ptr<boost::asio::steady_timer> timer;
-    NextReply next;
-    CreditReply credit;
+    std::function<void(const Stream&)> answer;
   };
+  using WaiterList = std::vector<std::shared_ptr<Waiter>>;
   struct Stream {
     std::string task_id;
     std::string consumer;
@@ -94,19 +97,27 @@ class StreamTable {
     uint64_t end_count = 0;
     bool returned = false;              // the task's return is ready or lost here
     bool lost = false;                  // ... lost: the producer died (it said no last word)
-    std::vector<std::shared_ptr<Waiter>> readers;
-    std::vector<std::shared_ptr<Waiter>> producers;
+    WaiterList readers;
+    WaiterList producers;
   };
   void Release(Stream& s, uint64_t below);
   // No more items will come: the producer said how many and all are here,
   // or it died without saying.
   bool Ended(const Stream& s) const { return (s.end_known && s.available >= s.end_count) || s.lost; }
-  void WakeReaders(Stream& s, bool all);
-  void WakeProducers(Stream& s, bool all);
+  // What a reader or a producer is told now, and whether it is told already.
+  rpc::StreamNextReply ReadState(const Stream& s) const;
+  rpc::StreamCreditReply CreditState(const Stream& s) const;
+  bool ReaderDue(const Stream& s, uint64_t consumed) const { return s.available > consumed || Ended(s) || s.dropped; }
+  static bool ProducerDue(const Stream& s, uint64_t need) { return s.dropped || s.consumed >= need; }
+  // Answers the waiters of `list` that are due (all of them: `all`).
+  void Wake(Stream& s, WaiterList Stream::*list, bool all);
+  void WakeReaders(Stream& s, bool all) { Wake(s, &Stream::readers, all); }
+  void WakeProducers(Stream& s, bool all) { Wake(s, &Stream::producers, all); }
   void OnReturned(const std::string& task_id);
   void MaybeErase(const std::string& task_id);
-  void Park(std::vector<std::shared_ptr<Waiter>>& list, std::shared_ptr<Waiter> w, int64_t timeout_ms,
-            std::function<void()> on_timeout);
+  // Keeps `w` in the stream's `list` until woken or, after `timeout_ms` (< 0: none), answered as things stand.
+  void Park(const std::string& task_id, Stream& s, WaiterList Stream::*list, std::shared_ptr<Waiter> w,
+            int64_t timeout_ms);
   void Forget(const std::string& task_id);
   void DropStream(const std::string& task_id);
 

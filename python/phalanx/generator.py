@@ -25,7 +25,6 @@ import inspect
 import time
 
 from phalanx import _core
-from phalanx.exceptions import ObjectLostError
 
 STREAMING = "streaming"
 DYNAMIC = "dynamic"
@@ -62,14 +61,15 @@ def mode_code(num_returns):
 class ObjectRefGenerator:
     """The refs a streaming generator call yields, in order, as they are made."""
 
-    def __init__(self, ref):
+    def __init__(self, ref, ack_each=False):
         self._ref = ref              # the task's return: how the stream ended
         self._task_id = ref.task_id()
         self._next = 0               # refs handed out
         self._available = 0          # items known to be made
-        self._ended = False
+        self._ended = False          # all of them are here (the caller's raylet says so)
         self._done = False
-        self._ack_each = False       # the producer waits on our reads (backpressure)
+        self._dropped = False
+        self._ack_each = ack_each    # the producer waits on our reads (backpressure)
 
     def __iter__(self):
         return self
@@ -87,10 +87,7 @@ class ObjectRefGenerator:
             self._available, self._ended = _core.stream_next(self._task_id, self._next, 0)
         while self._next >= self._available:
             if self._ended:
-                ref = self._finish(deadline)
-                if ref is not None:
-                    return ref
-                continue
+                return self._finish()
             slice_ms = _SLICE_MS
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -102,32 +99,17 @@ class ObjectRefGenerator:
         self._next += 1
         return _core.ObjectRef(_core.stream_item_id(self._task_id, k))
 
-    def _finish(self, deadline):
-        """The stream said it ended: the return tells how. None when items are
-        still on their way (they come by another path than the end)."""
+    def _finish(self):
+        """Every item is read (the caller's raylet waits for all the producer
+        made, whichever way they come): the return says how it ended."""
         from phalanx._private.api import get
-        try:
-            count = get(self._ref)
-        except Exception:  # noqa: BLE001 - the task failed or its process died: the error is the next item
-            self._done = True
-            return self._ref
-        if isinstance(count, int) and count > self._next:
-            if deadline is not None and time.monotonic() > deadline:
-                from phalanx.exceptions import GetTimeoutError
-                raise GetTimeoutError("the generator's next item did not come in time")
-            if self._late is None:
-                self._late = time.monotonic()
-            elif time.monotonic() - self._late > 30:
-                self._done = True
-                raise ObjectLostError(f"item {self._next} of the generator never arrived ({count} were made)")
-            time.sleep(0.001)
-            self._available, self._ended = _core.stream_next(self._task_id, self._next, 0)
-            return None
         self._done = True
+        try:
+            get(self._ref)
+        except Exception:  # noqa: BLE001 - the task failed or its process died: the error is the next item
+            return self._ref
         self._drop()
         raise StopIteration
-
-    _late = None
 
     def __aiter__(self):
         return self
@@ -160,7 +142,8 @@ class ObjectRefGenerator:
         return self._done
 
     def _drop(self):
-        if _core is not None and _core.is_connected():
+        if not self._dropped and _core is not None and _core.is_connected():
+            self._dropped = True
             _core.stream_drop(self._task_id)
 
     def __del__(self):
@@ -198,8 +181,4 @@ class DynamicObjectRefGenerator:
 
 def wrap(refs, mode, backpressure):
     """What .remote() returns for a generator call."""
-    if mode == 1:
-        gen = ObjectRefGenerator(refs[0])
-        gen._ack_each = backpressure > 0
-        return gen
-    return refs[0]
+    return ObjectRefGenerator(refs[0], ack_each=backpressure > 0) if mode == 1 else refs[0]

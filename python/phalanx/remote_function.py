@@ -210,12 +210,10 @@ class RemoteFunction:
         self._fn = fn
         self._name = options.get("name") or f"{fn.__module__}.{fn.__qualname__}"
         self._given = dict(options)  # (what the user said, defaults aside: a generator streams by default)
-        self._generator = generator_plan(fn, options, f"@phalanx.remote on {fn.__qualname__}")
         self._options = dict(_DEFAULTS, **options)
+        self._plan(f"@phalanx.remote on {fn.__qualname__}")
         self._pickled = None
         self._function_id = None
-        self._resources = resource_map(self._options)
-        self._strategy = strategy_args(self._options.get("scheduling_strategy"))
         self._checker = ArgumentChecker(fn, self._name)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", "remote_function")
@@ -232,12 +230,20 @@ class RemoteFunction:
         clone = RemoteFunction.__new__(RemoteFunction)
         clone.__dict__.update(self.__dict__)
         clone._given = dict(self._given, **options)
-        clone._generator = generator_plan(self._fn, clone._given, f"{self._name}.options()")
         clone._options = merged
         clone._name = merged.get("name") or self._name
-        clone._resources = resource_map(merged)
-        clone._strategy = strategy_args(merged.get("scheduling_strategy"))
+        clone._plan(f"{self._name}.options()")
         return clone
+
+    def _plan(self, where):
+        """What every .remote() passes on, worked out once per set of options:
+        (generator mode, number of returns, backpressure) and submit_task's keywords."""
+        self._generator = generator_plan(self._fn, self._given, where)
+        strategy, node, soft = strategy_args(self._options.get("scheduling_strategy"))
+        self._submit_kw = {"resources": resource_map(self._options), "strategy": strategy, "affinity_node": node,
+                           "affinity_soft": soft}
+        if self._generator[0]:
+            self._submit_kw.update(generator=self._generator[0], backpressure=self._generator[2])
 
     def _ensure_registered(self):
         if self._function_id is None:
@@ -259,11 +265,8 @@ class RemoteFunction:
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         retries = opts["max_retries"]
         mode, n, backpressure = self._generator
-        refs = _core.submit_task(self._function_id, self._name, encoded, n,
-                                 float(opts["num_cpus"]), 1 << 30 if retries == -1 else retries, contained,
-                                 resources=self._resources, strategy=self._strategy[0],
-                                 affinity_node=self._strategy[1], affinity_soft=self._strategy[2],
-                                 generator=mode, backpressure=backpressure)
+        refs = _core.submit_task(self._function_id, self._name, encoded, n, float(opts["num_cpus"]),
+                                 1 << 30 if retries == -1 else retries, contained, **self._submit_kw)
         if mode:
             from phalanx.generator import wrap
             return wrap(refs, mode, backpressure)

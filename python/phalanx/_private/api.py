@@ -11,6 +11,7 @@ from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
 from phalanx.exceptions import GetTimeoutError, UnavailableError
+from phalanx.generator import ObjectRefGenerator
 
 _lock = threading.RLock()
 _inline_limit = 100 * 1024
@@ -255,7 +256,6 @@ def put(value):
 def _wait_with_generators(items, num_returns, timeout, fetch_local):
     """wait() over refs and ObjectRefGenerators (as in Ray): a generator is
     ready when next() would not block (an item is there, or it is over)."""
-    from phalanx.generator import ObjectRefGenerator
     if not 0 <= num_returns <= len(items):
         raise ValueError(f"num_returns must be between 0 and {len(items)}, got {num_returns}")
     refs = [r for r in items if not isinstance(r, ObjectRefGenerator)]
@@ -263,19 +263,21 @@ def _wait_with_generators(items, num_returns, timeout, fetch_local):
     if len({id(x) for x in items}) != len(items) or len({r.binary() for r in refs}) != len(refs):
         raise ValueError("wait() got the same ObjectRef or generator more than once")
     deadline = None if timeout is None or timeout == math.inf else time.monotonic() + max(_timeout_ms(timeout), 0) / 1000
-    slice_s = 0.0
+    ids = [r.binary() for r in refs]
     while True:
-        ready_ids = set(_core.wait([r.binary() for r in refs], len(refs), 0, bool(fetch_local))) if refs else set()
-        ready = [x for x in items if (x._ready_now(int(slice_s * 1000)) if isinstance(x, ObjectRefGenerator)
-                                      else x.binary() in ready_ids)]
+        ready_ids = set(_core.wait(ids, len(ids), 0, bool(fetch_local))) if ids else set()
+        ready = [x for x in items if (x._ready_now() if isinstance(x, ObjectRefGenerator) else x.binary() in ready_ids)]
         if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
             ready = ready[:num_returns]
             chosen = {id(x) for x in ready}
             return ready, [x for x in items if id(x) not in chosen]
-        # (one short wait on the first generator, or a pause, before looking again)
-        slice_s = min(0.01, max(0.0, deadline - time.monotonic())) if deadline is not None else 0.01
-        if not any(isinstance(x, ObjectRefGenerator) for x in items):
-            time.sleep(slice_s)
+        # Block a moment on something not ready yet (refs first, else a generator), then look again.
+        slice_ms = 10 if deadline is None else max(0, min(10, int((deadline - time.monotonic()) * 1000)))
+        pending = [i for i in ids if i not in ready_ids]
+        if pending:
+            _core.wait(pending, 1, slice_ms, bool(fetch_local))
+        else:
+            next(x for x in items if isinstance(x, ObjectRefGenerator) and x not in ready)._ready_now(slice_ms)
 
 
 def put_sized(value, in_store=False):
@@ -301,10 +303,12 @@ def wait(refs, num_returns=1, timeout=None, fetch_local=True):
     is on this node, and values on other nodes are copied here; without it,
     once its value exists on any node, and nothing is copied (to wait for
     inputs of a collective without moving them)."""
-    from phalanx.generator import ObjectRefGenerator
-    if isinstance(refs, (list, tuple)) and any(isinstance(r, ObjectRefGenerator) for r in refs):
-        return _wait_with_generators(list(refs), num_returns, timeout, fetch_local)
-    lst, _ = _as_list(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
+    try:
+        lst, _ = _as_list(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
+    except TypeError:  # (looked at only when an element is not a ref: plain waits pay nothing)
+        if isinstance(refs, (list, tuple)) and any(isinstance(r, ObjectRefGenerator) for r in refs):
+            return _wait_with_generators(list(refs), num_returns, timeout, fetch_local)
+        raise
     if not lst:
         return [], []
     ensure_initialized()

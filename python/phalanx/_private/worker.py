@@ -116,10 +116,15 @@ def _returns_of(task_id, result, num_returns, name):
     return returns
 
 
-def _error_returns(task_id, num_returns, name, e):
-    # An argument's task failed: pass its error on unchanged.
+def _error_value(name, e):
+    """The stored form of an error: an argument's task's error passes on
+    unchanged, anything else becomes a TaskError with its traceback."""
     err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)
-    meta, bufs, contained = ser.serialize_error(err)
+    return ser.serialize_error(err)
+
+
+def _error_returns(task_id, num_returns, name, e):
+    meta, bufs, contained = _error_value(name, e)
     returns = []
     for i in range(1, num_returns + 1):
         oid = _core.object_id(task_id, i)
@@ -132,7 +137,8 @@ def _error_returns(task_id, num_returns, name, e):
 class _Stream:
     """The producer's side of one generator call: each value it yields is
     stored and handed in at once; with backpressure it waits for the caller
-    to read before it runs ahead by more."""
+    to read before it runs ahead by more. Made before the call runs, so that
+    however the call ends its stream ends too."""
 
     def __init__(self, task_id, name, mode, backpressure):
         self.task_id = task_id
@@ -141,29 +147,31 @@ class _Stream:
         self.backpressure = backpressure
         self.count = 0
         self.consumed = 0
-        _open_streams[task_id] = self
+        self.ended = False
+
+    def _hand_in(self, kind, meta, bufs, contained):
+        oid = _core.stream_item_id(self.task_id, self.count)
+        _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, kind, meta, bufs, contained, True),
+                                         contained))
+        self.count += 1
 
     def put(self, value):
         """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
-        oid = _core.stream_item_id(self.task_id, self.count)
         try:
             meta, bufs, contained = ser.serialize(value)
         except Exception as e:
             raise SerializationError(f"item {self.count} of {self.name} cannot be pickled: "
                                      f"{type(e).__name__}: {e}") from e
-        _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained,
-                                                                   True), contained))
-        self.count += 1
+        self._hand_in(ser.kind_of(value), meta, bufs, contained)
         return 0 < self.backpressure <= self.count - self.consumed
 
-    def put_error(self, e):
-        """The producer raised: the error is the caller's next item (as in Ray)."""
-        err = e if isinstance(e, TaskError) else TaskError.make(self.name, traceback.format_exc(), e)
-        meta, bufs, contained = ser.serialize_error(err)
-        oid = _core.stream_item_id(self.task_id, self.count)
-        _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained, True),
-                                         contained))
-        self.count += 1
+    def failed(self, e):
+        """The producer raised: (the return's value, error text). Streaming:
+        the error is the caller's next item (as in Ray); dynamic: the return is the error."""
+        if self.mode == 2:
+            raise e
+        self._hand_in(ser.KIND_ERROR, *_error_value(self.name, e))
+        return self.result(), f"{type(e).__name__}: {e}"
 
     def wait_credit(self):
         """Waits until the caller has read enough; False when it let go."""
@@ -176,10 +184,10 @@ class _Stream:
         return True
 
     def end(self):
-        """Says the stream is over, however it ended (the caller's raylet then
-        knows how many items to wait for, whichever way they come)."""
-        if _open_streams.get(self.task_id) is self:
-            _open_streams[self.task_id] = None  # (said; the entry goes with the task)
+        """Says the stream is over, once, however it ended (the caller's raylet
+        then knows how many items to wait for, whichever way they come)."""
+        if not self.ended:
+            self.ended = True
             _core.stream_item(self.task_id, None, True, self.count)
 
     def result(self):
@@ -190,17 +198,15 @@ class _Stream:
         return DynamicObjectRefGenerator(_core.ObjectRef(_core.stream_item_id(self.task_id, k))
                                          for k in range(self.count))
 
-
-_open_streams = {}  # task id -> its _Stream until it said its last word, then None
-
-
-def _end_stream(task_id):
-    """A generator call failed, maybe before its loop began: its stream ends all the same."""
-    stream = _open_streams.pop(task_id, False)
-    if stream is False:
-        _core.stream_item(task_id, None, True, 0)
-    elif stream is not None:
-        stream.end()
+    def returns(self, result):
+        """The call's one return. A dynamic one's value holds the items' refs
+        and travels inline (its items are held for the caller only until it
+        is recorded: a copy left in this node's store would not hold them there)."""
+        oid = _core.object_id(self.task_id, 1)
+        meta, bufs, contained = ser.serialize(result)
+        if self.mode == 2:
+            return [(oid, _core.pack(ser.kind_of(result), meta, bufs), contained)]
+        return [(oid, _core.prepare_return(oid, ser.kind_of(result), meta, bufs, contained), contained)]
 
 
 def _not_a_generator(name, result):
@@ -209,30 +215,25 @@ def _not_a_generator(name, result):
                      f"returns")
 
 
-def _run_generator(task_id, gen, mode, backpressure, name):
+def _run_generator(stream, gen):
     """Runs a generator call to its end: (value of its return, error text)."""
     if not inspect.isgenerator(gen):
         if inspect.isasyncgen(gen):
-            return asyncio.run(_run_async_generator(task_id, gen, mode, backpressure, name))
-        raise _not_a_generator(name, gen)
-    stream = _Stream(task_id, name, mode, backpressure)
+            return asyncio.run(_run_async_generator(stream, gen))
+        raise _not_a_generator(stream.name, gen)
     try:
         for value in gen:
             if stream.put(value) and not stream.wait_credit():
                 gen.close()  # the caller let go: GeneratorExit at its yield
                 break
     except Exception as e:  # noqa: BLE001 - it reaches the caller
-        if mode == 2:
-            raise  # dynamic: the return is the error
-        stream.put_error(e)
-        return stream.result(), f"{type(e).__name__}: {e}"
+        return stream.failed(e)
     finally:
         stream.end()
     return stream.result(), ""
 
 
-async def _run_async_generator(task_id, agen, mode, backpressure, name):
-    stream = _Stream(task_id, name, mode, backpressure)
+async def _run_async_generator(stream, agen):
     loop = asyncio.get_running_loop()
     try:
         async for value in agen:
@@ -241,25 +242,10 @@ async def _run_async_generator(task_id, agen, mode, backpressure, name):
                 await agen.aclose()
                 break
     except Exception as e:  # noqa: BLE001 - it reaches the caller
-        if mode == 2:
-            raise
-        stream.put_error(e)
-        return stream.result(), f"{type(e).__name__}: {e}"
+        return stream.failed(e)
     finally:
         stream.end()
     return stream.result(), ""
-
-
-def _generator_returns(task_id, result, mode):
-    """The one return of a generator call. A dynamic one's value holds the
-    items' refs and travels inline (its items are held for the caller only
-    until it is recorded: a copy left in this node's store would not hold them there)."""
-    _open_streams.pop(task_id, None)
-    oid = _core.object_id(task_id, 1)
-    meta, bufs, contained = ser.serialize(result)
-    if mode == 2:
-        return [(oid, _core.pack(ser.kind_of(result), meta, bufs), contained)]
-    return [(oid, _core.prepare_return(oid, ser.kind_of(result), meta, bufs, contained), contained)]
 
 
 def run_task(task):
@@ -271,6 +257,7 @@ def run_task(task):
     if gpu_ids or state.gpu_ids:
         _set_gpus(gpu_ids)
     context = state.current_task.set(task)
+    stream = _Stream(task_id, name, generator, backpressure) if generator else None
     error = ""
     pos = kw = value = None
     try:
@@ -294,9 +281,9 @@ def run_task(task):
             result = None
         elif kind == 0 and type(result) is _COROUTINE:  # an async def remote function
             result = asyncio.run(result)
-        if generator:
-            result, error = _run_generator(task_id, result, generator, backpressure, name)
-            returns = _generator_returns(task_id, result, generator)
+        if stream:
+            result, error = _run_generator(stream, result)
+            returns = stream.returns(result)
         elif num_returns == 1:  # (the common case, without _returns_of's call)
             oid = _core.object_id(task_id, 1)
             try:
@@ -311,8 +298,8 @@ def run_task(task):
         pos = kw = value = args = task = None  # noqa: F841 (the traceback keeps this frame)
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
-        if generator:
-            _end_stream(task_id)
+        if stream:
+            stream.end()
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and threading.current_thread() is threading.main_thread():
             _core.task_done(task_id, returns, time.perf_counter() - start, error, exiting=True)
             raise
@@ -398,7 +385,7 @@ class _AsyncExecutor:
 
 async def _run_task_async(task):
     task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
-    generator, backpressure = task[14], task[15]
+    stream = _Stream(task_id, name, task[14], task[15]) if task[14] else None
     start = time.perf_counter()
     _core.set_job_context(task[10], task[11], True)
     state.current_task.set(task)  # (this asyncio task's own context)
@@ -409,12 +396,12 @@ async def _run_task_async(task):
         del args
         result = fn(*pos, **kw)
         del pos, kw
-        if generator and inspect.isasyncgen(result):
-            result, error = await _run_async_generator(task_id, result, generator, backpressure, name)
-            returns = _generator_returns(task_id, result, generator)
-        elif generator:
-            result, error = _run_generator(task_id, result, generator, backpressure, name)
-            returns = _generator_returns(task_id, result, generator)
+        if stream and inspect.isasyncgen(result):
+            result, error = await _run_async_generator(stream, result)
+            returns = stream.returns(result)
+        elif stream:
+            result, error = _run_generator(stream, result)
+            returns = stream.returns(result)
         else:
             if inspect.isawaitable(result):
                 result = await result
@@ -422,8 +409,8 @@ async def _run_task_async(task):
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
-        if generator:
-            _end_stream(task_id)
+        if stream:
+            stream.end()
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
 
 
