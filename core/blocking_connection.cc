@@ -130,6 +130,19 @@ Result<Frame> BlockingConnection::WaitReply(uint64_t request_id, Deadline deadli
                  deadline);
 }
 
+void BlockingConnection::Pump(Deadline deadline) {
+  std::vector<Frame> frames;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (reading_ || !status_.ok()) return;  // (the thread reading passes on what arrives)
+    reading_ = true;
+  }
+  Status st = ReadSome(deadline, 0, &frames);
+  std::lock_guard<std::mutex> l(mu_);
+  reading_ = false;
+  DeliverLocked(frames, st);
+}
+
 Result<Frame> BlockingConnection::NextPush(Deadline deadline) {
   // No spinning here: a worker waiting for work would take CPU from the
   // processes that are about to send it some.
@@ -157,25 +170,29 @@ Result<Frame> BlockingConnection::WaitFor(int spin_us, Pred ready, Take take, De
       Status st = ReadSome(deadline, spin_us, &frames);
       l.lock();
       reading_ = false;
-      for (auto& f : frames) {
-        if (f.header.type == rpc::RAYLET_FAILING && !(f.header.flags & kReplyFlag)) {
-          rpc::Status why;
-          why.ParseFromString(f.body);
-          if (status_.ok()) status_ = Status::Unavailable(why.message());
-          continue;
-        }
-        if (f.header.flags & kReplyFlag) {
-          replies_[f.header.request_id] = std::move(f);
-        } else if (!push_filter_ || !push_filter_(f, &pushes_)) {
-          pushes_.push_back(std::move(f));
-        }
-      }
-      if (!st.ok() && status_.ok()) status_ = st;
-      cv_.notify_all();
+      DeliverLocked(frames, st);
     } else {
       cv_.wait_until(l, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
     }
   }
+}
+
+void BlockingConnection::DeliverLocked(std::vector<Frame>& frames, const Status& st) {
+  for (auto& f : frames) {
+    if (f.header.type == rpc::RAYLET_FAILING && !(f.header.flags & kReplyFlag)) {
+      rpc::Status why;
+      why.ParseFromString(f.body);
+      if (status_.ok()) status_ = Status::Unavailable(why.message());
+      continue;
+    }
+    if (f.header.flags & kReplyFlag) {
+      replies_[f.header.request_id] = std::move(f);
+    } else if (!push_filter_ || !push_filter_(f, &pushes_)) {
+      pushes_.push_back(std::move(f));
+    }
+  }
+  if (!st.ok() && status_.ok()) status_ = st;
+  cv_.notify_all();
 }
 
 Status BlockingConnection::ReadSome(Deadline deadline, int spin_us, std::vector<Frame>* out) {

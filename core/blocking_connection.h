@@ -63,6 +63,10 @@ class BlockingConnection {
   // wait on this connection; it may Send.
   using PushFilter = std::function<bool(const Frame& f, std::deque<Frame>* queued)>;
   void SetPushFilter(PushFilter filter);
+  // One read of what arrives by `deadline` (the push filter sees it; nothing
+  // is taken). Returns at once while another thread reads: that one passes
+  // on what arrives.
+  void Pump(Deadline deadline);
   // Whether a pushed frame is waiting to be taken.
   bool HasPush() {
     std::lock_guard<std::mutex> l(mu_);
@@ -82,6 +86,8 @@ class BlockingConnection {
   // Reads what is available (polling for `spin_us` before sleeping, waiting
   // up to `deadline`) and parses whole frames into `out`.
   Status ReadSome(Deadline deadline, int spin_us, std::vector<Frame>* out);
+  // Files frames just read: replies by request id, pushes through the filter.
+  void DeliverLocked(std::vector<Frame>& frames, const Status& st);
   Status ReadExact(char* dst, size_t n, Deadline deadline);
 
   int fd_;

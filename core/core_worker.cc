@@ -65,7 +65,13 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
     // blocks in a get gives back the tasks queued behind the running one, so
     // they can run elsewhere (they might be what it waits for).
     BlockingConnection* conn = cw->conn_.get();
-    cw->conn_->SetPushFilter([conn](const Frame& f, std::deque<Frame>* queued) {
+    CoreWorker* self = cw.get();
+    cw->conn_->SetPushFilter([conn, self](const Frame& f, std::deque<Frame>* queued) {
+      if (f.header.type == rpc::CANCEL_TASK) {  // noted now; NextTask passes the notice on too
+        rpc::CancelTask m;
+        if (m.ParseFromString(f.body)) self->NoteCancel(m.task_id(), true);
+        return false;
+      }
       if (f.header.type == rpc::CLIENT_WARNING) {
         rpc::Status why;
         if (why.ParseFromString(f.body)) std::fprintf(stderr, "phalanx: warning: %s\n", why.message().c_str());
@@ -488,6 +494,14 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     }
     uint16_t type = f.value().header.type;
     if (type == rpc::EXIT_WORKER) return Status::Unavailable("the raylet asked this worker to exit");
+    if (type == rpc::CANCEL_TASK) {  // (an async actor cancels the call's asyncio task)
+      rpc::CancelTask m;
+      if (!m.ParseFromString(f.value().body)) continue;
+      rpc::PushTask notice;
+      notice.set_cancel(true);
+      notice.mutable_spec()->set_task_id(m.task_id());
+      return notice;
+    }
     if (type != rpc::PUSH_TASK && type != rpc::DIRECT_CALL) continue;
     rpc::PushTask t;
     if (!t.ParseFromString(f.value().body)) {
@@ -566,6 +580,7 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     is_creation = creations_.erase(done.task_id()) > 0;
     running_tasks_.erase(done.task_id());
     stream_owners_.erase(done.task_id());
+    cancelled_.erase(done.task_id());
     FillReturnSizesLocked(&done);
   }
   if (!direct.fetched.empty()) {
@@ -609,6 +624,59 @@ void CoreWorker::FillReturnSizesLocked(rpc::TaskDone* done) {
     if (r.in_store()) r.set_size(sz->second);
     return_sizes_.erase(sz);
   }
+}
+
+void CoreWorker::NoteCancel(const std::string& task_id, bool from_raylet) {
+  std::lock_guard<std::mutex> l(server_mu_);
+  if (from_raylet) ++raylet_cancels_;
+  if (cancelled_.size() > 100000) cancelled_.clear();  // (cancels of tasks that were over already)
+  cancelled_.insert(task_id);
+}
+
+bool CoreWorker::CancelRequested(const std::string& task_id, bool read) {
+  if (read) conn_->Pump(Clock::now());  // (what has arrived, without waiting)
+  std::lock_guard<std::mutex> l(server_mu_);
+  return cancelled_.count(task_id) > 0;
+}
+
+bool CoreWorker::CancelSignalled(const std::string& task_id) {
+  // Each SIGUSR2 follows a CANCEL_TASK the raylet sent just before it, which
+  // may still be on the way: wait (up to 1 s) until that many have come.
+  auto deadline = Clock::now() + std::chrono::seconds(1);
+  uint64_t want;
+  {
+    std::lock_guard<std::mutex> l(server_mu_);
+    want = ++cancel_signals_;
+  }
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> l(server_mu_);
+      if (raylet_cancels_ >= want) break;
+    }
+    conn_->Pump(deadline);
+  }
+  std::lock_guard<std::mutex> l(server_mu_);
+  cancel_signals_ = std::max(cancel_signals_, raylet_cancels_);  // (signals that came together count once)
+  return cancelled_.count(task_id) > 0;
+}
+
+Status CoreWorker::Cancel(const std::string& task_id, bool force, bool recursive) {
+  rpc::CancelTask m;
+  m.set_task_id(task_id);
+  m.set_force(force);
+  m.set_recursive(recursive);
+  FlushDirect();  // (a direct call goes out before its cancel)
+  {
+    std::lock_guard<std::mutex> l(routes_mu_);
+    auto call = direct_calls_.find(task_id);
+    if (call != direct_calls_.end()) {
+      auto r = routes_.find(call->second.spec.actor_id());
+      if (r != routes_.end() && r->second.conn != 0) {
+        return Io()->Send(r->second.conn, EncodeFrame(rpc::CANCEL_TASK, 0, 0, m));
+      }
+    }
+  }
+  return SendNow(rpc::CANCEL_TASK, m);
 }
 
 Status CoreWorker::StreamItem(rpc::TaskDone item) {

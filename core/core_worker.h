@@ -138,6 +138,16 @@ class CoreWorker {
   // Waits until the caller of generator `task_id` has read `need` items, or
   // `timeout_ms`; dropped: the caller let go (stop producing).
   Result<rpc::StreamCreditReply> StreamCredit(const std::string& task_id, uint64_t need, int64_t timeout_ms);
+  // phalanx.cancel, caller side: a direct actor call goes to the actor's
+  // worker, anything else to the raylet (see rpc::CancelTask).
+  Status Cancel(const std::string& task_id, bool force, bool recursive);
+  // Worker side: whether `task_id` (taken or about to be) was cancelled.
+  // `read`: first read what the raylet has sent, without waiting.
+  bool CancelRequested(const std::string& task_id, bool read);
+  // The same, asked by the handler of the raylet's SIGUSR2: first waits (up to
+  // 1 s) for the CANCEL_TASK the raylet sent before the signal.
+  bool CancelSignalled(const std::string& task_id);
+
   // Caller side: this process has read `consumed` items of its generator
   // call `task_id`; waits for more (or the end) up to `timeout_ms`.
   Result<rpc::StreamNextReply> StreamNext(const std::string& task_id, uint64_t consumed, int64_t timeout_ms);
@@ -203,6 +213,7 @@ class CoreWorker {
     uint64_t conn = 0;
     std::vector<std::string> fetched;  // ref arguments copied from the caller's node, held till done
   };
+  void NoteCancel(const std::string& task_id, bool from_raylet);
   // For in-store returns: their sizes (recorded at create) go with them.
   void FillReturnSizesLocked(rpc::TaskDone* done);
   Status SubmitActorCall(rpc::TaskSpec spec);
@@ -274,6 +285,9 @@ class CoreWorker {
   std::mutex server_mu_;
   std::unordered_map<uint64_t, std::string> callers_;         // connections that said hello -> the caller's node; guarded by server_mu_
   std::unordered_map<std::string, std::string> stream_owners_;  // running generators -> the caller's node; guarded by server_mu_
+  std::unordered_set<std::string> cancelled_;                 // tasks cancelled before they were done; guarded by server_mu_
+  uint64_t raylet_cancels_ = 0;                               // CANCEL_TASKs from the raylet; guarded by server_mu_
+  uint64_t cancel_signals_ = 0;                               // the raylet's SIGUSR2s handled; guarded by server_mu_
   std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
   std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
   std::unordered_set<std::string> running_tasks_;             // tasks taken and not done; guarded by server_mu_

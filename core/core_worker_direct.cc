@@ -228,6 +228,21 @@ void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
         callers_[conn] = hello.node_id();
         break;
       }
+      case rpc::CANCEL_TASK: {
+        rpc::CancelTask m;
+        {
+          std::lock_guard<std::mutex> l(server_mu_);
+          if (!callers_.count(conn) || !m.ParseFromString(f.body)) {
+            PHALANX_LOG(Warning) << "a malformed or early cancel on a direct connection; closing it";
+            return Io()->Close(conn);
+          }
+        }
+        NoteCancel(m.task_id(), false);
+        // Its children were submitted to this node's raylet, which cancels them.
+        if (m.recursive()) (void)SendNow(rpc::CANCEL_TASK, m);
+        calls.push_back(std::move(f));  // (NextTask passes the notice on)
+        break;
+      }
       case rpc::DIRECT_CALL: {
         {
           std::lock_guard<std::mutex> l(server_mu_);

@@ -25,6 +25,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::REDUCE_STEP:
     case rpc::STREAM_NEXT:
     case rpc::STREAM_CREDIT:
+    case rpc::CANCEL_TASK:
       return kSmallBody;
     case rpc::GET_FUNCTION:
     case rpc::PULL_OBJECT:

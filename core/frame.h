@@ -29,7 +29,6 @@ inline constexpr uint32_t kSmallBody = 64u << 10;
 inline constexpr uint32_t kListBody = 64u << 20;
 inline constexpr uint32_t kValueBody = 512u << 20;
 inline constexpr uint16_t kReplyFlag = 1;
-inline constexpr uint16_t kMaxMessageType = 64;
 
 struct FrameHeader {
   uint32_t length = 0;

@@ -215,8 +215,16 @@ void ActorManager::PlacePending() {
 }
 
 void ActorManager::Pump(Actor& a) {
+  // A call cancelled while queued (phalanx.cancel) is no longer a task: it is skipped.
+  auto next_ready = [&] {
+    while (!a.queue.empty() && !tasks_->HasTask(a.queue.front())) {
+      a.ready.erase(a.queue.front());
+      a.queue.pop_front();
+    }
+    return !a.queue.empty() && a.ready.count(a.queue.front()) > 0;
+  };
   if (a.state == rpc::ACTOR_ALIVE && !a.remote_node.empty()) {
-    while (!a.queue.empty() && a.ready.count(a.queue.front())) {
+    while (next_ready()) {
       std::string tid = a.queue.front();
       a.queue.pop_front();
       a.ready.erase(tid);
@@ -240,7 +248,7 @@ void ActorManager::Pump(Actor& a) {
   }
   // A worker whose socket closed is about to be reported dead: calls wait for the restart.
   if (a.state != rpc::ACTOR_ALIVE || a.worker == nullptr || a.worker->conn->closed()) return;
-  while (!a.queue.empty() && a.ready.count(a.queue.front())) {
+  while (next_ready()) {
     std::string tid = a.queue.front();
     a.queue.pop_front();
     a.ready.erase(tid);

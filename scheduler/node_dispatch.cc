@@ -34,7 +34,7 @@ struct NodeManager::ClientRoute {
 const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
   using C = const std::shared_ptr<Client>&;
   static const auto routes = [] {
-    std::array<ClientRoute, 64> r{};
+    std::array<ClientRoute, rpc::MessageType_ARRAYSIZE> r{};
     auto on = [&r](rpc::MessageType t, const char* what, decltype(ClientRoute::handle) fn) { r[t] = {what, fn}; };
     on(rpc::REGISTER_CLIENT, "registration", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::RegisterClient m;
@@ -240,6 +240,12 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       rpc::StreamCredit m;
       if (!Parse(&m, b, n) || c->worker == nullptr || m.task_id().size() != kTaskIdSize) return false;
       nm->HandleStreamCredit(c, req, m);
+      return true;
+    });
+    on(rpc::CANCEL_TASK, "cancel", [](NodeManager* nm, C, uint64_t, const char* b, size_t n) {
+      rpc::CancelTask m;
+      if (!Parse(&m, b, n) || m.task_id().size() != kTaskIdSize) return false;
+      nm->tasks_.Cancel(m);
       return true;
     });
     return r;

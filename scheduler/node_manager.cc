@@ -121,6 +121,9 @@ Status NodeManager::Start() {
   PHALANX_RETURN_IF_ERROR(peers_.Listen());
   tasks_.SetSpillHandler([this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.Spill(f, need); });
   tasks_.SetFeasibleFn([this](const ResourceSet& need) { return peers_.FitsSomewhere(need); });
+  tasks_.SetCancelRemoteHandler([this](const std::string& node, const rpc::CancelTask& m) {
+    peers_.CallNode(node, rpc::CANCEL_TASK, m, 10000, nullptr);
+  });
   tasks_.SetPlacement(
       [this](const rpc::TaskSpec& spec) -> std::string {
         if (spec.strategy() == rpc::STRATEGY_SPREAD) return peers_.NextSpreadNode();
@@ -135,7 +138,7 @@ Status NodeManager::Start() {
     peers_.KillRemoteActor(node, actor, no_restart);
   });
   tasks_.actors().SetRemotePlacement(
-      [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.SpillCreation(f, need); },
+      [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.Spill(f, need); },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   peers_.SetReleaseHandler([this](const std::string& holder, const std::vector<std::string>& ids) {

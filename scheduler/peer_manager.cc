@@ -225,6 +225,15 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       on_stream_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
       return;
     }
+    case rpc::CANCEL_TASK: {
+      rpc::CancelTask m;
+      if (!m.ParseFromArray(body, static_cast<int>(len)) || m.task_id().size() != kTaskIdSize) {
+        return malformed("cancel");
+      }
+      tasks_->Cancel(m);
+      c->Send(rpc::CANCEL_TASK, kReplyFlag, h.request_id, rpc::Status());
+      return;
+    }
     case rpc::KILL_ACTOR: {
       rpc::KillActor k;
       rpc::KillActorReply r;
@@ -309,15 +318,7 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
   }
 }
 
-bool PeerManager::Spill(const rpc::TaskSpec& forward, const ResourceSet& need) {
-  const rpc::NodeInfo* node = view_.PickNode(need);
-  if (node == nullptr) return false;
-  view_.Reserve(node->node_id(), need);
-  Send(*node, forward);
-  return true;
-}
-
-std::string PeerManager::SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need) {
+std::string PeerManager::Spill(const rpc::TaskSpec& forward, const ResourceSet& need) {
   const rpc::NodeInfo* node = view_.PickNode(need);
   if (node == nullptr) return "";
   view_.Reserve(node->node_id(), need);

@@ -41,13 +41,12 @@ class PeerManager {
   int port() const { return port_; }
   // Reads the node table: updates the view, marks silent nodes dead.
   void Refresh(int64_t now_ms);
-  // SpillHandler for the TaskManager.
-  bool Spill(const rpc::TaskSpec& forward, const ResourceSet& need);
+  // SpillHandler for the TaskManager (tasks and actor creations): sends the
+  // task to a node where it fits; that node's id, or "" if none.
+  std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need);
   bool FitsSomewhere(const ResourceSet& need) const { return view_.FitsSomewhere(need, tasks_->total()); }
   // Sends the task to one node by id; false if that node is not alive.
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
-  // For actors: sends a creation to a node where it fits; that node's id or "".
-  std::string SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need);
   // Asks the node hosting an actor to kill it (fire and forget; its table entry tells the outcome).
   void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
   // Copies objects that live on `node_id` into this node (see ObjectTransfer).

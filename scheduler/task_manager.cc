@@ -1,5 +1,7 @@
 #include "scheduler/task_manager.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -215,7 +217,9 @@ bool TaskManager::PlaceByStrategy(const std::string& task_id) {
   if (node.empty() || node == self_id_) return false;
   rpc::TaskSpec forward;
   if (!BuildForward(t, &forward)) return false;  // cannot leave: runs here
-  if (!spill_to_(node, forward)) {
+  if (spill_to_(node, forward)) {
+    t.spilled_to = node;
+  } else {
     if (t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY && !t.spec.affinity_soft()) {
       FailTask(task_id, StatusCode::kInfeasible,
                "task " + t.spec.function_name() + " must run on node " + ToHex(node).substr(0, 12) +
@@ -234,7 +238,9 @@ bool TaskManager::TrySpill(const std::string& task_id) {
   if (!spill_) return false;
   Task& t = tasks_[task_id];
   rpc::TaskSpec forward;
-  if (!BuildForward(t, &forward) || !spill_(forward, t.need)) return false;
+  if (!BuildForward(t, &forward)) return false;
+  t.spilled_to = spill_(forward, t.need);
+  if (t.spilled_to.empty()) return false;
   --stats_.queued;
   ++stats_.running;
   ++stats_.spilled;
@@ -288,6 +294,51 @@ void TaskManager::OnForwardFailed(const std::string& task_id, const std::string&
   t.placed = t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY;  // that node is gone: no second try there
   PHALANX_LOG(Warning) << "retrying " << t.spec.function_name() << ": " << why;
   BecomeReady(task_id);
+}
+
+void TaskManager::Cancel(const rpc::CancelTask& m) {
+  const std::string& tid = m.task_id();
+  if (m.recursive()) {
+    std::vector<std::string> children;
+    for (const auto& [id, c] : tasks_) {
+      if (c.spec.parent_task_id() == tid) children.push_back(id);
+    }
+    for (const auto& child : children) {
+      rpc::CancelTask c = m;
+      c.set_task_id(child);
+      Cancel(c);
+    }
+  }
+  auto it = tasks_.find(tid);
+  if (it == tasks_.end()) return;
+  Task& t = it->second;
+  if (t.spec.kind() == rpc::TASK_ACTOR_CREATION) return;  // (an actor is stopped with kill)
+  if (!t.spilled_to.empty()) {
+    if (cancel_remote_) cancel_remote_(t.spilled_to, m);
+    return;
+  }
+  Worker* w = nullptr;
+  for (Worker* x : pool_->All()) {
+    if (std::find(x->inflight.begin(), x->inflight.end(), tid) != x->inflight.end()) w = x;
+  }
+  if (w == nullptr) {
+    // Not pushed to a worker yet. A method call waits in its actor's queue
+    // (the actor manager pushes what is still a task when its turn comes).
+    t.cancelled = true;
+    FailTask(tid, StatusCode::kCancelled, "task " + t.spec.function_name() + " was cancelled before it ran");
+    Dispatch();
+    return;
+  }
+  t.cancelled = true;
+  if (m.force() && w->actor_id.empty() && w->inflight.front() == tid) {
+    ::kill(w->pid, SIGKILL);  // OnWorkerDied fails it (cancelled: never retried)
+    return;
+  }
+  w->conn->Send(rpc::CANCEL_TASK, 0, 0, m);
+  // The worker's thread may be busy with another task (or this one) and not
+  // reading: the signal has it read the notice now, and a task (not an actor's
+  // call) that runs it gets KeyboardInterrupt.
+  ::kill(w->pid, SIGUSR2);
 }
 
 bool TaskManager::TryAcquire(const ResourceSet& need, std::vector<int>* gpus) {
@@ -472,6 +523,11 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     t.pushed_long = false;
     --stats_.running;
     ++stats_.queued;
+    if (i == 0 && t.cancelled) {
+      FailTask(lost[i], StatusCode::kCancelled,
+               "task " + t.spec.function_name() + " was cancelled (its worker was stopped: force=True)");
+      continue;
+    }
     if (i == 0) {  // the one it was running; the rest had not started
       if (t.spec.attempt() >= t.spec.max_retries()) {
         std::string msg = "task " + t.spec.function_name() + " failed: " + why + " while running it";

@@ -48,9 +48,9 @@ class TaskManager {
  public:
   using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
 
-  // Offered a ready task that does not fit here now; returns true if it sent
-  // the task (already converted by BuildForward) to another node.
-  using SpillHandler = std::function<bool(const rpc::TaskSpec& forward, const ResourceSet& need)>;
+  // Offered a ready task that does not fit here now; returns the node it
+  // sent the task (already converted by BuildForward) to, or "".
+  using SpillHandler = std::function<std::string(const rpc::TaskSpec& forward, const ResourceSet& need)>;
   // Whether some node of the cluster could ever hold `need`.
   using FeasibleFn = std::function<bool(const ResourceSet& need)>;
   // Tells the submitting client (by its id) something it should hear now.
@@ -90,6 +90,17 @@ class TaskManager {
   void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply);
   // The node running a spilled task went away: retry it (max_retries) or fail it.
   void OnForwardFailed(const std::string& task_id, const std::string& why);
+  // phalanx.cancel: a task queued here never runs; one running here gets
+  // KeyboardInterrupt (CANCEL_TASK to its worker, and SIGUSR2 to a task's
+  // worker, whose handler raises it if that task still runs), or with
+  // `force` its worker (not an actor's) is killed; one spilled to another
+  // node is cancelled there. Its returns fail with TaskCancelledError; it is
+  // not retried. A task that is over, or unknown here, is left alone.
+  // With `recursive`, the tasks here whose parent it is are cancelled too
+  // (and theirs), whether or not it still runs.
+  void Cancel(const rpc::CancelTask& m);
+  using CancelRemoteHandler = std::function<void(const std::string& node_id, const rpc::CancelTask& m)>;
+  void SetCancelRemoteHandler(CancelRemoteHandler h) { cancel_remote_ = std::move(h); }
 
   // For the ActorManager.
   // Takes `need` (and GPU ids for its GPU part) if free now.
@@ -114,6 +125,8 @@ class TaskManager {
     std::vector<std::string> pushed_pins;  // store args pinned for the worker at push
     bool pushed_long = false;              // counted in its worker's long_inflight
     bool placed = false;                   // its scheduling strategy was applied
+    std::string spilled_to;                // the node it was sent to
+    bool cancelled = false;                // phalanx.cancel reached it while it ran
   };
   void Dispatch();
   void BecomeReady(const std::string& task_id);
@@ -153,6 +166,7 @@ class TaskManager {
   SpillToHandler spill_to_;
   std::string self_id_;
   FeasibleFn feasible_;
+  CancelRemoteHandler cancel_remote_;
   std::vector<Worker*> leased_;                         // workers holding a lease
   std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds
   size_t blocked_ = 0;

@@ -21,10 +21,12 @@ const char kInterrupted[] = "__interrupted__";
 
 // The job and namespace that tasks submitted from here belong to: the
 // driver's for the process, or, in a worker, those of the task this thread
-// runs (next_task sets them; set_job_context for another thread).
+// runs (next_task sets them; set_job_context for another thread), which is
+// then their parent (phalanx.cancel's recursive=True reaches them).
 struct JobContext {
   std::string job_id;
   std::string ns;
+  std::string parent_task;
 };
 std::mutex g_job_mu;
 JobContext g_job;  // guarded by g_job_mu
@@ -267,6 +269,7 @@ PYBIND11_MODULE(_core, m) {
         const JobContext& job = CurrentJob();
         if (!job.job_id.empty()) spec.set_job_id(job.job_id);
         if (!job.ns.empty()) spec.set_namespace_name(job.ns);
+        if (!job.parent_task.empty()) spec.set_parent_task_id(job.parent_task);
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
         spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
@@ -331,8 +334,8 @@ PYBIND11_MODULE(_core, m) {
 
   // this_thread: only for the calling thread (a worker thread running a
   // task); else the process's default (a driver at init).
-  m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread) {
-    JobContext j{std::string(job_id), ns};
+  m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread, pyb::bytes parent_task) {
+    JobContext j{std::string(job_id), ns, std::string(parent_task)};
     if (this_thread) {
       tl_job = std::move(j);
       tl_job_set = true;
@@ -448,6 +451,7 @@ PYBIND11_MODULE(_core, m) {
     auto r = WithoutGil([&] { return core->NextTask(timeout_ms); });
     ThrowIfError(r.status());
     rpc::PushTask& t = r.value();
+    if (t.cancel()) return pyb::make_tuple("cancel", pyb::bytes(t.spec().task_id()));  // a notice, not a task
     const rpc::TaskSpec& s = t.spec();
     pyb::list args;
     int ref_index = 0;
@@ -463,6 +467,7 @@ PYBIND11_MODULE(_core, m) {
     // that runs it elsewhere sets the same with set_job_context).
     tl_job.job_id = s.job_id();
     tl_job.ns = s.namespace_name();
+    tl_job.parent_task = s.task_id();
     tl_job_set = true;  // (a worker's thread: never the driver's context)
     pyb::object resources = pyb::none();
     if (s.resources_size() > 0) {
@@ -519,6 +524,27 @@ PYBIND11_MODULE(_core, m) {
     auto r = WithoutGil([&] { return core->StreamNext(tid, consumed, timeout_ms); });
     ThrowIfError(r.status());
     return pyb::make_tuple(r.value().available(), r.value().ended());
+  });
+  // phalanx.cancel (see rpc::CancelTask).
+  m.def("cancel", [](pyb::bytes task_id, bool force, bool recursive) {
+    auto core = RequireCore();
+    std::string tid = task_id;
+    pyb::gil_scoped_release nogil;
+    ThrowIfError(core->Cancel(tid, force, recursive));
+  });
+  m.def("cancel_requested", [](pyb::bytes task_id, bool read) {
+    auto core = Core();
+    if (!core) return false;
+    std::string tid = task_id;
+    pyb::gil_scoped_release nogil;
+    return core->CancelRequested(tid, read);
+  });
+  m.def("cancel_signalled", [](pyb::bytes task_id) {
+    auto core = Core();
+    if (!core) return false;
+    std::string tid = task_id;
+    pyb::gil_scoped_release nogil;
+    return core->CancelSignalled(tid);
   });
   m.def("stream_drop", [](pyb::bytes task_id) {
     auto core = Core();

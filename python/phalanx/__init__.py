@@ -14,7 +14,7 @@ names below are Ray's (docs/ray_compat.md lists what is covered).
 """
 from phalanx._core import ObjectRef
 from phalanx._private import futures as _futures
-from phalanx._private.api import (available_resources, cluster_resources, cluster_stats, get, init,
+from phalanx._private.api import (available_resources, cancel, cluster_resources, cluster_stats, get, init,
                                   is_initialized, put, shutdown, wait)
 from phalanx import collective, exceptions, util
 from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
@@ -68,7 +68,7 @@ def _make_remote(obj, options):
     return RemoteFunction(obj, options)
 
 
-__all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cluster_stats",
+__all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "cluster_stats",
            "available_resources", "cluster_resources", "get_runtime_context", "exceptions", "util",
            "TaskCancelledError",
            "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",

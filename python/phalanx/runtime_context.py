@@ -6,6 +6,7 @@ Ray's `ray.get_runtime_context()` reports it.
     ctx.get_assigned_resources()     # {"CPU": 1.0, "GPU": 1.0, ...} of the running task or actor
     ctx.get_accelerator_ids()        # {"GPU": ["0"]}
     ctx.current_actor                # a handle to the actor this method runs in
+    ctx.is_canceled()                # phalanx.cancel reached the running task or actor call
     ctx.namespace"""
 from phalanx._private import state
 
@@ -39,6 +40,22 @@ class RuntimeContext:
         """The id (hex) of the actor whose method or constructor runs here; None elsewhere."""
         t = self._task()
         return None if t is None or t[6] == 0 else t[7].hex()
+
+    def is_canceled(self):
+        """Whether phalanx.cancel reached the running task or actor call. A
+        sync or threaded actor's running call is not interrupted (as in
+        Ray): it can check this and stop. RuntimeError in a driver or an
+        async actor (whose calls are cancelled as asyncio tasks)."""
+        from phalanx._private import worker
+        t = self._task()
+        if t is None or isinstance(worker._executor, worker._AsyncExecutor):
+            raise RuntimeError("is_canceled() is only available inside a task or a sync or threaded actor's call "
+                               "(an async actor's call is cancelled as an asyncio task)")
+        from phalanx import _core
+        if not _core.cancel_requested(t[0], True):
+            return False
+        worker._cancels_seen.add(t[0])  # (its value is then the cancel, as in Ray)
+        return True
 
     @property
     def current_actor(self):

@@ -28,7 +28,7 @@ TEST(FrameTest, EncodesHeaderAndBodyRoundTrip) {
 TEST(FrameTest, RejectsOversizedUnknownAndBadFlags) {
   EXPECT_FALSE(ValidateHeader(FrameHeader{kMaxFrameBody + 1, rpc::SEAL_OBJECT, 0, 0}).ok());
   EXPECT_FALSE(ValidateHeader(FrameHeader{4, 0, 0, 0}).ok());
-  EXPECT_FALSE(ValidateHeader(FrameHeader{4, kMaxMessageType, 0, 0}).ok());
+  EXPECT_FALSE(ValidateHeader(FrameHeader{4, static_cast<uint16_t>(rpc::MessageType_MAX + 1), 0, 0}).ok());
   EXPECT_FALSE(ValidateHeader(FrameHeader{4, rpc::SEAL_OBJECT, 2, 0}).ok());
   EXPECT_TRUE(ValidateHeader(FrameHeader{0, rpc::GET_STATS, 0, 1}).ok());
 }

@@ -151,7 +151,7 @@ def _start_job(namespace):
     (A job's own anonymous namespace travels as "": tasks name it from the job id.)"""
     state.job_id = os.urandom(4)
     state.namespace = namespace or anonymous_namespace(state.job_id)
-    _core.set_job_context(state.job_id, namespace or "", False)
+    _core.set_job_context(state.job_id, namespace or "", False, b"")
 
 
 def anonymous_namespace(job_id):
@@ -251,6 +251,28 @@ def put(value):
     """Stores `value` and returns an ObjectRef to it. Large numpy arrays are
     copied once into shared memory."""
     return put_sized(value)[0]
+
+
+def cancel(ref, *, force=False, recursive=True):
+    """Cancels the task or actor call that makes `ref` (or an ObjectRefGenerator's):
+    queued, it never runs; running, it gets KeyboardInterrupt (an async
+    actor's call: asyncio cancellation; a sync actor's running call goes
+    on, as in Ray); force=True kills the worker of a running task (not an
+    actor's). `get` then raises TaskCancelledError. A finished task is left
+    alone. `recursive` is accepted for Ray's signature; the tasks a
+    cancelled task submitted are not cancelled with it yet."""
+    from phalanx.actor import ActorHandle
+    from phalanx.exceptions import InvalidArgumentError
+    from phalanx.generator import ObjectRefGenerator
+    if isinstance(ref, ObjectRefGenerator):
+        ref = ref.completed()
+    if isinstance(ref, ActorHandle):
+        raise InvalidArgumentError("cancel() takes the ObjectRef of a task or actor call, not an actor handle: "
+                                   "phalanx.kill(actor) stops an actor")
+    if not isinstance(ref, _core.ObjectRef):
+        raise InvalidArgumentError(f"cancel() takes an ObjectRef, got {type(ref).__name__}")
+    ensure_initialized()
+    _core.cancel(ref.task_id(), bool(force), bool(recursive))
 
 
 def _wait_with_generators(items, num_returns, timeout, fetch_local):

@@ -13,6 +13,7 @@ import asyncio
 import gc
 import inspect
 import os
+import signal
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
-from phalanx.exceptions import SerializationError, TaskError, UnavailableError
+from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError, UnavailableError
 
 _functions = {}
 _actors = {}  # actor id -> instance (a worker hosts at most one)
@@ -119,7 +120,7 @@ def _returns_of(task_id, result, num_returns, name):
 def _error_value(name, e):
     """The stored form of an error: an argument's task's error passes on
     unchanged, anything else becomes a TaskError with its traceback."""
-    err = e if isinstance(e, TaskError) else TaskError.make(name, traceback.format_exc(), e)
+    err = e if isinstance(e, (TaskError, TaskCancelledError)) else TaskError.make(name, traceback.format_exc(), e)
     return ser.serialize_error(err)
 
 
@@ -261,6 +262,8 @@ def run_task(task):
     error = ""
     pos = kw = value = None
     try:
+        if _core.cancel_requested(task_id, False):  # cancelled while it waited its turn here
+            raise TaskCancelledError(f"task {name} was cancelled before it ran")
         fn = _callable_for(kind, function_id, actor_id, method_name)
         concurrency = None
         pos, kw = [], {}
@@ -275,6 +278,9 @@ def run_task(task):
         del args, task
         result = fn(*pos, **kw)
         del pos, kw
+        if _cancels_seen and task_id in _cancels_seen:  # it caught the KeyboardInterrupt, or saw is_canceled()
+            _cancels_seen.discard(task_id)
+            raise TaskCancelledError(f"task {name} was cancelled while it ran")
         if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
             _actors[actor_id] = result
             _start_actor_executor(result, concurrency)
@@ -296,6 +302,10 @@ def run_task(task):
             returns = _returns_of(task_id, result, num_returns, name)
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         pos = kw = value = args = task = None  # noqa: F841 (the traceback keeps this frame)
+        if _cancels_seen:
+            _cancels_seen.discard(task_id)
+        if isinstance(e, KeyboardInterrupt) and _core.cancel_requested(task_id, False):  # phalanx.cancel
+            e = TaskCancelledError(f"task {name} was cancelled while it ran (KeyboardInterrupt in it)")
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
         if stream:
@@ -344,7 +354,7 @@ class _ThreadedExecutor:
 
 
 def _run_on_thread(task):
-    _core.set_job_context(task[10], task[11], True)
+    _core.set_job_context(task[10], task[11], True, task[0])  # (what it submits is its children)
     run_task(task)
 
 
@@ -356,6 +366,7 @@ class _AsyncExecutor:
         self.loop = asyncio.new_event_loop()
         self._limits = {None: max_concurrency, **groups}
         self._sems = {}
+        self._tasks = {}  # task id -> the asyncio task running (or about to run) the call
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="phalanx-actor-loop", daemon=True)
         self._thread.start()
@@ -369,6 +380,15 @@ class _AsyncExecutor:
     def submit(self, task):
         self.loop.call_soon_threadsafe(self._start, task)
 
+    def cancel(self, task_id):
+        """phalanx.cancel of a call: its asyncio task is cancelled (waiting for its turn or running)."""
+        self.loop.call_soon_threadsafe(self._cancel, task_id)
+
+    def _cancel(self, task_id):
+        t = self._tasks.get(task_id)
+        if t is not None:
+            t.cancel()
+
     def _start(self, task):
         group = _group_of(self._instance, task)
         if group not in self._limits:
@@ -376,21 +396,31 @@ class _AsyncExecutor:
         sem = self._sems.get(group)
         if sem is None:
             sem = self._sems[group] = asyncio.Semaphore(self._limits[group])
-        self.loop.create_task(self._run_call(task, sem))
+        t = self.loop.create_task(self._run_call(task, sem))
+        tid = task[0]
+        self._tasks[tid] = t
+        t.add_done_callback(lambda _: self._tasks.pop(tid, None))
 
     async def _run_call(self, task, sem):
-        async with sem:
-            await _run_task_async(task)
+        try:
+            async with sem:
+                await _run_task_async(task)
+        except asyncio.CancelledError:  # cancelled while it waited for its turn
+            e = TaskCancelledError(f"task {task[2]} was cancelled before it ran")
+            _core.task_done(task[0], _error_returns(task[0], task[4], task[2], e), 0.0, f"TaskCancelledError: {e}")
 
 
 async def _run_task_async(task):
     task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
     stream = _Stream(task_id, name, task[14], task[15]) if task[14] else None
     start = time.perf_counter()
-    _core.set_job_context(task[10], task[11], True)
+    # (the loop's calls interleave on one thread: what they submit has no parent to cancel it with)
+    _core.set_job_context(task[10], task[11], True, b"")
     state.current_task.set(task)  # (this asyncio task's own context)
     error = ""
     try:
+        if _core.cancel_requested(task_id, False):
+            raise TaskCancelledError(f"task {name} was cancelled before it ran")
         fn = _callable_for(kind, function_id, actor_id, method_name)
         pos, kw, _ = _resolve_args(args)
         del args
@@ -405,13 +435,31 @@ async def _run_task_async(task):
         else:
             if inspect.isawaitable(result):
                 result = await result
+            if _core.cancel_requested(task_id, False):  # (it caught the CancelledError: cancelled all the same, as in Ray)
+                raise asyncio.CancelledError()
             returns = _returns_of(task_id, result, num_returns, name)
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
+        if isinstance(e, asyncio.CancelledError):  # phalanx.cancel
+            e = TaskCancelledError(f"task {name} was cancelled while it ran (asyncio cancellation)")
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
         if stream:
             stream.end()
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
+
+
+_cancels_seen = set()  # running tasks told of their cancel (KeyboardInterrupt, is_canceled()): cancelled however they end
+
+
+def _on_cancel_signal(signum, frame):
+    """The raylet's nudge after a CANCEL_TASK for a task pushed here: the
+    notice is read now (a queued task is then skipped when its turn comes);
+    a task (not an actor's call, as in Ray) that this thread runs and that
+    was the one cancelled gets KeyboardInterrupt."""
+    task = state.current_task.get()
+    if _core.cancel_signalled(task[0] if task is not None else b"") and task is not None and task[6] == 0:
+        _cancels_seen.add(task[0])
+        raise KeyboardInterrupt(f"task {task[2]} was cancelled (phalanx.cancel)")
 
 
 def _start_actor_executor(instance, concurrency):
@@ -434,11 +482,16 @@ def main():
     token = os.environ["PHALANX_WORKER_TOKEN"]
     state.info = _core.connect(sock, True, token, 30000)
     state.mode = "worker"
+    signal.signal(signal.SIGUSR2, _on_cancel_signal)
     while True:
         try:
             task = _core.next_task(-1)
         except UnavailableError:
             break  # the raylet is gone or told us to go
+        if len(task) == 2:  # ("cancel", task id): a notice, not a task
+            if hasattr(_executor, "cancel"):
+                _executor.cancel(task[1])
+            continue
         if _executor is not None and task[6] == 2:
             _executor.submit(task)
             del task
@@ -451,7 +504,7 @@ def main():
     _core.disconnect()
 
 
-if __name__ == "__main__":
+def _run_worker():
     try:
         main()
     except KeyboardInterrupt:
@@ -459,3 +512,10 @@ if __name__ == "__main__":
     sys.stdout.flush()
     # Skip interpreter teardown: user modules may hang in their atexit hooks.
     os._exit(0)
+
+
+if __name__ == "__main__":
+    # Run the copy that `import phalanx._private.worker` finds (runtime_context
+    # and others read its state), not this __main__ one.
+    from phalanx._private import worker as _worker
+    _worker._run_worker()
