@@ -660,6 +660,19 @@ bool CoreWorker::CancelSignalled(const std::string& task_id) {
   return cancelled_.count(task_id) > 0;
 }
 
+Status CoreWorker::CreatePlacementGroup(const rpc::PlacementGroupInfo& info) {
+  rpc::CreatePlacementGroup m;
+  *m.mutable_info() = info;
+  return SendNow(rpc::PG_CREATE, m);
+}
+
+Result<rpc::PlacementGroupReply> CoreWorker::PlacementGroupCall(uint16_t type, const rpc::PlacementGroupRequest& m,
+                                                                int64_t timeout_ms) {
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::PlacementGroupReply>(type, m, timeout_ms, "placement group"));
+  PHALANX_RETURN_IF_ERROR(FromProto(r.status()));
+  return r;
+}
+
 Status CoreWorker::Cancel(const std::string& task_id, bool force, bool recursive) {
   rpc::CancelTask m;
   m.set_task_id(task_id);

@@ -141,6 +141,12 @@ class CoreWorker {
   // phalanx.cancel, caller side: a direct actor call goes to the actor's
   // worker, anything else to the raylet (see rpc::CancelTask).
   Status Cancel(const std::string& task_id, bool force, bool recursive);
+  // Placement groups: created by this node's raylet (which coordinates it);
+  // its ready object (pg_id, 1) is held by this process from now on.
+  Status CreatePlacementGroup(const rpc::PlacementGroupInfo& info);
+  // PG_REMOVE or PG_GET; the reply's status says whether it worked.
+  Result<rpc::PlacementGroupReply> PlacementGroupCall(uint16_t type, const rpc::PlacementGroupRequest& m,
+                                                      int64_t timeout_ms);
   // Worker side: whether `task_id` (taken or about to be) was cancelled.
   // `read`: first read what the raylet has sent, without waiting.
   bool CancelRequested(const std::string& task_id, bool read);

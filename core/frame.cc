@@ -26,7 +26,15 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::STREAM_NEXT:
     case rpc::STREAM_CREDIT:
     case rpc::CANCEL_TASK:
+    case rpc::PG_REMOVE:
+    case rpc::BUNDLE_PREPARE:
+    case rpc::BUNDLE_COMMIT:
+    case rpc::BUNDLE_RETURN:
       return kSmallBody;
+    case rpc::PG_CREATE:
+      return kListBody;  // (up to 10,000 bundles)
+    case rpc::PG_GET:
+      return reply ? kListBody : kSmallBody;
     case rpc::GET_FUNCTION:
     case rpc::PULL_OBJECT:
       return reply ? kValueBody : kSmallBody;  // a pickled function; a range of an object

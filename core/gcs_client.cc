@@ -91,6 +91,28 @@ void GcsClient::Claim(const std::string& key, Callback<bool> cb) {
   });
 }
 
+void GcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) {
+  redis_->Command({"HSET", "placement_groups", ToHex(info.pg_id()), info.SerializeAsString()});
+}
+
+void GcsClient::GetPlacementGroup(const std::string& pg_id, Callback<rpc::PlacementGroupInfo> cb) {
+  GetMessage(redis_, "placement_groups", ToHex(pg_id), "no placement group " + ToHex(pg_id) + " in the GCS",
+             std::move(cb));
+}
+
+void GcsClient::GetAllPlacementGroups(Callback<std::vector<rpc::PlacementGroupInfo>> cb) {
+  redis_->Command({"HGETALL", "placement_groups"}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    std::vector<rpc::PlacementGroupInfo> out;
+    const auto& els = r.value().elements;
+    for (size_t i = 1; i < els.size(); i += 2) {
+      rpc::PlacementGroupInfo g;
+      if (g.ParseFromString(els[i].str)) out.push_back(std::move(g));
+    }
+    cb(std::move(out));
+  });
+}
+
 void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb) {
   GetMessage(redis_, "actors", ToHex(actor_id), "no actor " + ToHex(actor_id) + " in the GCS", std::move(cb));
 }

@@ -44,6 +44,10 @@ class GcsClient {
 
   // Actor table: actors hash (actor id hex -> ActorInfo), announced on channel "actors".
   void PutActor(const rpc::ActorInfo& info);
+  // Placement groups (hash "placement_groups", by hex id).
+  void PutPlacementGroup(const rpc::PlacementGroupInfo& info);
+  void GetPlacementGroup(const std::string& pg_id, Callback<rpc::PlacementGroupInfo> cb);
+  void GetAllPlacementGroups(Callback<std::vector<rpc::PlacementGroupInfo>> cb);
   void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
   // True for the first caller (of any node) to claim `key`: one winner per key.
   void Claim(const std::string& key, Callback<bool> cb);

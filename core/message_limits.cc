@@ -55,6 +55,10 @@ Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
   if (!rpc::SchedulingStrategy_IsValid(spec.strategy())) {
     return bad("unknown scheduling strategy " + std::to_string(spec.strategy()));
   }
+  if (spec.strategy() == rpc::STRATEGY_PLACEMENT_GROUP &&
+      (spec.placement_group_id().size() != kTaskIdSize || spec.bundle_index() < -1)) {
+    return bad("a placement group strategy needs a group id and a bundle index >= -1");
+  }
   if (!IsResourceAmount(spec.num_cpus())) return CheckResourceAmount("CPU", spec.num_cpus(), what());
   for (const auto& [name, amount] : spec.resources()) {
     if (!IsResourceAmount(amount)) return CheckResourceAmount(name, amount, what());

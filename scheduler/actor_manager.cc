@@ -11,8 +11,8 @@
 
 namespace phalanx::scheduler {
 
-ActorManager::ActorManager(TaskManager* tasks, WorkerPool* pool, std::string node_id)
-    : tasks_(tasks), pool_(pool), node_id_(std::move(node_id)) {}
+ActorManager::ActorManager(TaskManager* tasks, ResourceLedger* ledger, WorkerPool* pool, std::string node_id)
+    : tasks_(tasks), ledger_(ledger), pool_(pool), node_id_(std::move(node_id)) {}
 
 std::string ActorManager::Describe(const Actor& a) const {
   std::string s = "actor " + a.creation.function_name();
@@ -183,7 +183,7 @@ void ActorManager::PlacePending() {
     }
     Actor& a = found->second;
     if (!a.has_resources) {
-      if (!tasks_->TryAcquire(a.need, &a.gpu_ids)) {
+      if (!ledger_->TryAcquire(a.need, &a.gpu_ids)) {
         rpc::TaskSpec forward;
         if (spill_ && !a.creation.forwarded() && tasks_->BuildForwardSpec(a.creation.task_id(), &forward)) {
           std::string node = spill_(forward, a.need);
@@ -345,7 +345,7 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   a.queue.clear();
   a.ready.clear();
   if (a.has_resources) {
-    tasks_->ReleaseResources(a.need, a.gpu_ids);
+    ledger_->Release(a.need, a.gpu_ids);
     a.gpu_ids.clear();
     a.has_resources = false;
   }
@@ -432,6 +432,19 @@ Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
   }
   if (a.worker != nullptr && a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
   return Status::OK();
+}
+
+void ActorManager::KillGroup(const std::string& pg_id, const std::string& why) {
+  for (auto& [id, a] : actors_) {
+    if (a.state == rpc::ACTOR_DEAD || a.creation.placement_group_id() != pg_id || !a.remote_node.empty()) continue;
+    if (a.worker == nullptr) {
+      Die(a, why);
+      continue;
+    }
+    a.state = rpc::ACTOR_DEAD;
+    a.death_cause = why;
+    if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
+  }
 }
 
 void ActorManager::FailInfeasible(const std::string& actor_id, const std::string& why) {

@@ -21,6 +21,7 @@
 
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
 #include "scheduler/worker_pool.h"
 
@@ -32,7 +33,7 @@ class ActorManager {
  public:
   using ActorEventHandler = std::function<void(const rpc::ActorInfo&)>;
 
-  ActorManager(TaskManager* tasks, WorkerPool* pool, std::string node_id);
+  ActorManager(TaskManager* tasks, ResourceLedger* ledger, WorkerPool* pool, std::string node_id);
 
   // A creation task was submitted: the actor exists from now on (pending).
   void OnCreationSubmitted(const rpc::TaskSpec& spec, const ResourceSet& need);
@@ -51,6 +52,8 @@ class ActorManager {
   // `lost` are the task ids the worker had been pushed, oldest first.
   void OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why);
   Status Kill(const std::string& actor_id, bool no_restart);
+  // Its placement group was removed: the group's actors here die (no restart).
+  void KillGroup(const std::string& pg_id, const std::string& why);
   // No node can hold the actor's resources: it dies with `why`.
   void FailInfeasible(const std::string& actor_id, const std::string& why);
   void OnClientGone(const std::string& client_id);
@@ -116,6 +119,7 @@ class ActorManager {
   std::string Describe(const Actor& a) const;
 
   TaskManager* tasks_;
+  ResourceLedger* ledger_;
   WorkerPool* pool_;
   std::string node_id_;
   std::unordered_map<std::string, Actor> actors_;

@@ -76,6 +76,13 @@ std::vector<const rpc::NodeInfo*> ClusterView::Others() const {
   return out;
 }
 
+ResourceSet ClusterView::Free(const rpc::NodeInfo& n) const {
+  ResourceSet avail = Available(n);
+  auto r = reserved_.find(n.node_id());
+  if (r != reserved_.end()) avail.Subtract(r->second);
+  return avail;
+}
+
 void ClusterView::Reserve(const std::string& node_id, const ResourceSet& need) { reserved_[node_id].Add(need); }
 
 

@@ -30,6 +30,8 @@ class ClusterView {
   std::vector<const rpc::NodeInfo*> Others() const;
   // True when some live node (this one included, via `self_total`) could ever hold `need`.
   bool FitsSomewhere(const ResourceSet& need, const ResourceSet& self_total) const;
+  // What a live other node has free (as last heard, less what was booked since).
+  ResourceSet Free(const rpc::NodeInfo& n) const;
   // Books `need` against the node's free resources until the next Update.
   void Reserve(const std::string& node_id, const ResourceSet& need);
   // A connection to the node failed: leave it out (of picks, Find, Others)

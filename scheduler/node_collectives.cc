@@ -68,6 +68,7 @@ void NodeManager::SetUpCollectives() {
   peers_.SetDeadNodeHandler([this](const std::string& node) {
     steps_.DropFrom(node);
     rendezvous_.NodeDied(node);
+    if (pgs_) pgs_->OnNodeDead(node);
   });
   peers_.SetCollectiveHandler(
       [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {

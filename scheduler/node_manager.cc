@@ -125,10 +125,22 @@ Status NodeManager::Start() {
     peers_.CallNode(node, rpc::CANCEL_TASK, m, 10000, nullptr);
   });
   tasks_.SetPlacement(
-      [this](const rpc::TaskSpec& spec) -> std::string {
-        if (spec.strategy() == rpc::STRATEGY_SPREAD) return peers_.NextSpreadNode();
-        if (spec.strategy() == rpc::STRATEGY_NODE_AFFINITY) return spec.affinity_node();
-        return "";
+      [this](const rpc::TaskSpec& spec) -> TaskManager::Placement {
+        TaskManager::Placement p;
+        if (spec.strategy() == rpc::STRATEGY_SPREAD) p.node = peers_.NextSpreadNode();
+        if (spec.strategy() == rpc::STRATEGY_NODE_AFFINITY) p.node = spec.affinity_node();
+        if (spec.strategy() == rpc::STRATEGY_PLACEMENT_GROUP) {
+          ResourceSet need;
+          if (spec.num_cpus() > 0) need.Set("CPU", spec.num_cpus());
+          for (const auto& [k, v] : spec.resources()) need.Set(k, v);
+          auto where = pgs_->Locate(spec.placement_group_id(), spec.bundle_index(), need);
+          p.kind = where.kind == PlacementGroups::Where::kWait   ? TaskManager::Placement::kWait
+                   : where.kind == PlacementGroups::Where::kGone ? TaskManager::Placement::kFail
+                                                                 : TaskManager::Placement::kNode;
+          p.node = where.node;
+          p.why = where.why;
+        }
+        return p;
       },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); }, node_id_);
   tasks_.actors().SetLocate([this](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
@@ -138,7 +150,21 @@ Status NodeManager::Start() {
     peers_.KillRemoteActor(node, actor, no_restart);
   });
   tasks_.actors().SetRemotePlacement(
-      [this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.Spill(f, need); },
+      [this](const rpc::TaskSpec& f, const ResourceSet& need) -> std::string {
+        if (f.strategy() != rpc::STRATEGY_PLACEMENT_GROUP) return peers_.Spill(f, need);
+        // In a placement group: to its bundle's node, once the group is placed.
+        ResourceSet plain;
+        if (f.num_cpus() > 0) plain.Set("CPU", f.num_cpus());
+        for (const auto& [k, v] : f.resources()) plain.Set(k, v);
+        auto where = pgs_->Locate(f.placement_group_id(), f.bundle_index(), plain);
+        if (where.kind == PlacementGroups::Where::kGone) {
+          std::string actor = f.actor_id(), why = where.why;
+          boost::asio::post(io_, [this, actor, why] { tasks_.actors().FailInfeasible(actor, "it cannot be placed: " + why); });
+          return "";
+        }
+        if (where.kind != PlacementGroups::Where::kNode || where.node.empty() || where.node == node_id_) return "";
+        return peers_.SpillTo(where.node, f) ? where.node : "";
+      },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   peers_.SetReleaseHandler([this](const std::string& holder, const std::vector<std::string>& ids) {
@@ -154,6 +180,7 @@ Status NodeManager::Start() {
   objects_.SetDropHandler([this](const std::string& id, const std::string& node) { peers_.Release(node, {id}); });
   SetUpCollectives();
   SetUpStreams();
+  SetUpPlacementGroups();
   reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   allreduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
   objects_.SetFreeHandler([this](const std::string& id, bool in_store) {

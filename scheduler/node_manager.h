@@ -25,6 +25,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
 #include "scheduler/peer_manager.h"
+#include "scheduler/placement_groups.h"
 #include "scheduler/rendezvous.h"
 #include "scheduler/stream_table.h"
 #include "scheduler/task_manager.h"
@@ -126,6 +127,11 @@ class NodeManager {
   // node): inline values stored here, store values adopted from their holder.
   void StoreHandedResults(rpc::TaskDone& m);
   void HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
+  // Placement groups (node_placement.cc, scheduler/placement_groups.h).
+  void SetUpPlacementGroups();
+  void HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m);
+  void HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
+  void HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
   void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
   // Generators (node_streams.cc, scheduler/stream_table.h).
   void SetUpStreams();
@@ -182,6 +188,7 @@ class NodeManager {
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
+  std::unique_ptr<PlacementGroups> pgs_;  // groups this node coordinates, and its side of others'
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   // Client ids known to have registered with a raylet of this cluster (the

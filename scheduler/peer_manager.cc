@@ -225,6 +225,19 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       on_stream_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
       return;
     }
+    case rpc::BUNDLE_PREPARE:
+    case rpc::BUNDLE_COMMIT:
+    case rpc::BUNDLE_RETURN:
+    case rpc::PG_REMOVE: {
+      uint16_t type = h.type;
+      uint64_t req = h.request_id;
+      auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
+        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
+      };
+      if (!on_placement_) return reply(ToProto(Status::Unavailable("this node places no groups")));
+      on_placement_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      return;
+    }
     case rpc::CANCEL_TASK: {
       rpc::CancelTask m;
       if (!m.ParseFromArray(body, static_cast<int>(len)) || m.task_id().size() != kTaskIdSize) {
@@ -332,6 +345,12 @@ bool PeerManager::SpillTo(const std::string& node_id, const rpc::TaskSpec& forwa
   if (node == nullptr) return false;
   Send(*node, forward);
   return true;
+}
+
+std::vector<std::pair<std::string, ResourceSet>> PeerManager::FreeElsewhere() const {
+  std::vector<std::pair<std::string, ResourceSet>> out;
+  for (const rpc::NodeInfo* n : view_.Others()) out.emplace_back(n->node_id(), view_.Free(*n));
+  return out;
 }
 
 std::string PeerManager::NextSpreadNode() {

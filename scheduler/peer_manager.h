@@ -72,6 +72,8 @@ class PeerManager {
   using StreamHandler = std::function<void(rpc::MessageType type, const std::string& body,
                                            std::function<void(const google::protobuf::MessageLite&)> reply)>;
   void SetStreamHandler(StreamHandler h) { on_stream_ = std::move(h); }
+  // Handles BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes (same shape).
+  void SetPlacementHandler(StreamHandler h) { on_placement_ = std::move(h); }
   objectstore::ObjectTransfer& transfer() { return transfer_; }
   // Told once about each node declared dead (after this node settled its actors and holds).
   void SetDeadNodeHandler(std::function<void(const std::string& node_id)> h) { on_dead_node_ = std::move(h); }
@@ -79,6 +81,8 @@ class PeerManager {
   void ForgetCopy(const std::string& id) { transfer_.Forget(id); }
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
+  // The other live nodes and what each has free, as last heard.
+  std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const;
   void Stop();
   // One frame from an authenticated peer on `c` (replies go there).
   void OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body, size_t len);
@@ -121,6 +125,7 @@ class PeerManager {
   ReleaseHandler on_release_;
   CollectiveHandler on_collective_;
   StreamHandler on_stream_;
+  StreamHandler on_placement_;
   std::function<void(const std::string& node_id)> on_dead_node_;
   // node id -> objects this node holds for it (Adopt), until it Releases them or dies
   std::unordered_map<std::string, std::unordered_set<std::string>> held_for_;

@@ -18,6 +18,7 @@ class ResourceSet {
     return it == amounts_.end() ? 0.0 : it->second;
   }
   void Set(const std::string& name, double v) { amounts_[name] = v; }
+  void Erase(const std::string& name) { amounts_.erase(name); }
   // True when every quantity in `need` is available here.
   bool Contains(const ResourceSet& need) const {
     for (const auto& [k, v] : need.amounts_) {

@@ -16,9 +16,8 @@ TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* 
       objects_(objects),
       pool_(pool),
       options_(std::move(options)),
-      available_(options_.total),
-      gpus_(static_cast<int>(options_.total.Get("GPU"))),
-      actors_(std::make_unique<ActorManager>(this, pool, std::move(node_id))) {}
+      ledger_(options_.total),
+      actors_(std::make_unique<ActorManager>(this, &ledger_, pool, std::move(node_id))) {}
 
 
 rpc::TaskSpec* TaskManager::MutableSpec(const std::string& task_id) {
@@ -48,6 +47,9 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   for (const auto& [k, v] : spec.resources()) {
     if (v > 0) t.need.Set(k, v);
   }
+  if (spec.strategy() == rpc::STRATEGY_PLACEMENT_GROUP) {  // from its bundle, under the group's names
+    t.need = ResourceLedger::InBundle(t.need, spec.placement_group_id(), spec.bundle_index());
+  }
   t.spec = std::move(spec);
   std::vector<std::string> deps;
   for (const auto& a : t.spec.args()) {
@@ -64,7 +66,8 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   } else if (kind == rpc::TASK_ACTOR_METHOD) {
     if (!actors_->OnMethodSubmitted(t.spec)) return;
   }
-  if (kind != rpc::TASK_ACTOR_METHOD && !Feasible(t.need)) {
+  // (In a placement group: it waits for the group, which says why it is not placed.)
+  if (kind != rpc::TASK_ACTOR_METHOD && t.spec.strategy() != rpc::STRATEGY_PLACEMENT_GROUP && !Feasible(t.need)) {
     WatchInfeasible(tid);
     if (!tasks_.count(tid)) return;
   }
@@ -141,17 +144,20 @@ void TaskManager::Dispatch() {
         continue;
       }
       Task& t = it->second;
-      if (t.spec.strategy() != rpc::STRATEGY_DEFAULT && !t.spec.forwarded() && !t.placed &&
-          PlaceByStrategy(q.front())) {
-        q.pop_front();
-        --num_ready_;
-        continue;
+      if (t.spec.strategy() != rpc::STRATEGY_DEFAULT && !t.spec.forwarded() && !t.placed) {
+        bool wait = false;
+        if (PlaceByStrategy(q.front(), &wait)) {
+          q.pop_front();
+          --num_ready_;
+          continue;
+        }
+        if (wait) break;  // (this shape's queue waits for its placement group)
       }
       Worker* w = nullptr;
       std::vector<int> gpus;
       // TryAcquire, not the summed totals: free GPU fractions can add up to
       // a whole GPU that no single device has.
-      bool fits_now = TryAcquire(t.need, &gpus);
+      bool fits_now = ledger_.TryAcquire(t.need, &gpus);
       if (fits_now) {
         w = pool_->PopIdle(t.spec.language());
         if (w != nullptr) {
@@ -160,7 +166,7 @@ void TaskManager::Dispatch() {
           w->has_lease = true;
           leased_.push_back(w);
         } else {
-          ReleaseResources(t.need, gpus);
+          ledger_.Release(t.need, gpus);
           if (pool_->num_starting(t.spec.language()) < q.size() && pool_->size() < SoftWorkerLimit()) {
             pool_->StartWorker(t.spec.language());
           }
@@ -183,7 +189,7 @@ void TaskManager::Dispatch() {
 }
 
 bool TaskManager::Feasible(const ResourceSet& need) const {
-  return options_.total.Contains(need) || (feasible_ && feasible_(need));
+  return ledger_.total().Contains(need) || (feasible_ && feasible_(need));
 }
 
 bool TaskManager::BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) {
@@ -209,11 +215,23 @@ bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
   return true;
 }
 
-bool TaskManager::PlaceByStrategy(const std::string& task_id) {
+bool TaskManager::PlaceByStrategy(const std::string& task_id, bool* wait) {
   Task& t = tasks_[task_id];
+  if (!place_) {
+    t.placed = true;
+    return false;
+  }
+  Placement p = place_(t.spec);
+  if (p.kind == Placement::kWait) {
+    *wait = true;
+    return false;
+  }
   t.placed = true;  // decided once; runs here from now on if it stays
-  if (!place_) return false;
-  std::string node = place_(t.spec);
+  if (p.kind == Placement::kFail) {
+    FailTask(task_id, StatusCode::kInfeasible, "task " + t.spec.function_name() + " cannot be placed: " + p.why);
+    return true;
+  }
+  const std::string& node = p.node;
   if (node.empty() || node == self_id_) return false;
   rpc::TaskSpec forward;
   if (!BuildForward(t, &forward)) return false;  // cannot leave: runs here
@@ -341,24 +359,10 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
   ::kill(w->pid, SIGUSR2);
 }
 
-bool TaskManager::TryAcquire(const ResourceSet& need, std::vector<int>* gpus) {
-  if (!available_.Contains(need)) return false;
-  auto ids = gpus_.Acquire(need.Get("GPU"));
-  if (!ids) return false;
-  available_.Subtract(need);
-  *gpus = std::move(*ids);
-  return true;
-}
-
-void TaskManager::ReleaseResources(const ResourceSet& need, const std::vector<int>& gpus) {
-  available_.Add(need);
-  gpus_.Release(gpus, need.Get("GPU"));
-}
-
 void TaskManager::WatchInfeasible(const std::string& tid) {
   Task& t = tasks_[tid];
   std::string msg = "task " + t.spec.function_name() + " asks for " + t.need.ToString() +
-                    " but no node has that much (this node: " + options_.total.ToString() + ")";
+                    " but no node has that much (this node: " + ledger_.total().ToString() + ")";
   if (on_warning_) {
     on_warning_(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
                                         " s for such a node, then fails");
@@ -416,8 +420,7 @@ void TaskManager::ReleaseArgs(Task& t) {
 
 void TaskManager::ReleaseLeaseIfIdle(Worker* w) {
   if (!w->inflight.empty() || !w->has_lease || w->exiting) return;
-  if (!w->blocked) available_.Add(w->leased);
-  gpus_.Release(w->gpu_ids, w->leased.Get("GPU"));
+  ledger_.Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
   w->gpu_ids.clear();
   w->has_lease = false;
   w->leased = ResourceSet();
@@ -480,6 +483,21 @@ void TaskManager::FailTask(const std::string& task_id, StatusCode code, const st
   Finish(task_id, false, why);
 }
 
+void TaskManager::FailGroup(const std::string& pg_id, const std::string& why) {
+  std::vector<std::string> waiting;
+  for (const auto& [id, t] : tasks_) {
+    if (t.spec.placement_group_id() != pg_id || t.spec.kind() != rpc::TASK_NORMAL || !t.spilled_to.empty()) continue;
+    bool running = false;
+    for (Worker* w : pool_->All()) {
+      running = running || std::find(w->inflight.begin(), w->inflight.end(), id) != w->inflight.end();
+    }
+    if (!running) waiting.push_back(id);
+  }
+  for (const auto& id : waiting) {
+    FailTask(id, StatusCode::kInfeasible, "task " + tasks_[id].spec.function_name() + " cannot run: " + why);
+  }
+}
+
 void TaskManager::OnWorkerRegistered(Worker* w) {
   pool_->PushIdle(w);
   Dispatch();
@@ -491,8 +509,7 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
   w->inflight.clear();
   w->long_inflight = 0;
   if (w->has_lease) {
-    if (!w->blocked) available_.Add(w->leased);
-    gpus_.Release(w->gpu_ids, w->leased.Get("GPU"));
+    ledger_.Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
     w->gpu_ids.clear();
     w->has_lease = false;
     leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
@@ -553,7 +570,7 @@ void TaskManager::OnWorkerBlocked(Worker* w) {
   if (w->blocked || !w->has_lease) return;
   w->blocked = true;
   ++blocked_;
-  available_.Add(w->leased);
+  ledger_.Lend(w->leased);
   if (w->inflight.size() > 1) {  // pipelined tasks queued behind the blocked one
     rpc::TaskIds recall;
     for (size_t i = 1; i < w->inflight.size(); ++i) recall.add_task_ids(w->inflight[i]);
@@ -593,7 +610,7 @@ void TaskManager::OnWorkerUnblocked(Worker* w) {
   if (!w->blocked) return;
   w->blocked = false;
   --blocked_;
-  if (w->has_lease) available_.Subtract(w->leased);
+  if (w->has_lease) ledger_.Reclaim(w->leased);
 }
 
 void TaskManager::Record(const Task& t, rpc::TaskState state, const std::string& error) {

@@ -21,7 +21,7 @@
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"
-#include "scheduler/gpu_allocator.h"
+#include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
 #include "scheduler/worker_pool.h"
 
@@ -76,9 +76,15 @@ class TaskManager {
   const ActorManager& actors() const { return *actors_; }
   void SetWarningHandler(WarningHandler h) { on_warning_ = std::move(h); }
   void SetSpillHandler(SpillHandler h) { spill_ = std::move(h); }
-  // Placement by strategy (SPREAD, node affinity): returns the node a task
-  // should go to ("" = here), and sends it there.
-  using PlaceHandler = std::function<std::string(const rpc::TaskSpec& spec)>;
+  // Placement by strategy (SPREAD, node affinity, a placement group's
+  // bundle): where a task should go (a node; "" = here), or that it waits
+  // (its group is not placed yet: Redispatch when it is), or fails (`why`).
+  struct Placement {
+    enum Kind { kNode, kWait, kFail } kind = kNode;
+    std::string node;
+    std::string why;
+  };
+  using PlaceHandler = std::function<Placement(const rpc::TaskSpec& spec)>;
   using SpillToHandler = std::function<bool(const std::string& node_id, const rpc::TaskSpec& forward)>;
   void SetPlacement(PlaceHandler place, SpillToHandler spill_to, std::string self_id) {
     place_ = std::move(place);
@@ -102,19 +108,21 @@ class TaskManager {
   using CancelRemoteHandler = std::function<void(const std::string& node_id, const rpc::CancelTask& m)>;
   void SetCancelRemoteHandler(CancelRemoteHandler h) { cancel_remote_ = std::move(h); }
 
+  // The node's resources, beneath this and the ActorManager (and placement groups).
+  ResourceLedger& ledger() { return ledger_; }
+
   // For the ActorManager.
-  // Takes `need` (and GPU ids for its GPU part) if free now.
-  bool TryAcquire(const ResourceSet& need, std::vector<int>* gpus);
-  void ReleaseResources(const ResourceSet& need, const std::vector<int>& gpus);
   bool PushTo(Worker* w, const std::string& task_id) { return Push(w, task_id); }
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
+  // Fails the tasks here that wait to run in placement group `pg_id` (it was removed).
+  void FailGroup(const std::string& pg_id, const std::string& why);
   void FinishTask(const std::string& task_id, bool ok, const std::string& error) { Finish(task_id, ok, error); }
   rpc::TaskSpec* MutableSpec(const std::string& task_id);
   bool HasTask(const std::string& task_id) const { return tasks_.count(task_id) > 0; }
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out);
   void Redispatch() { Dispatch(); }
-  const ResourceSet& available() const { return available_; }
-  const ResourceSet& total() const { return options_.total; }
+  const ResourceSet& available() const { return ledger_.available(); }
+  const ResourceSet& total() const { return ledger_.total(); }
   TaskManagerStats Stats() const;
 
  private:
@@ -137,8 +145,9 @@ class TaskManager {
   // refs). Store-sized arguments stay refs: the other node copies them.
   bool BuildForward(const Task& t, rpc::TaskSpec* out);
   bool TrySpill(const std::string& task_id);
-  // SPREAD and node affinity: true when the task was sent elsewhere (or failed).
-  bool PlaceByStrategy(const std::string& task_id);
+  // SPREAD, node affinity, placement groups: true when the task was sent
+  // elsewhere (or failed); *wait when it must wait for its group.
+  bool PlaceByStrategy(const std::string& task_id, bool* wait);
   bool Feasible(const ResourceSet& need) const;
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
@@ -155,11 +164,10 @@ class TaskManager {
   objectstore::ObjectTable* objects_;
   WorkerPool* pool_;
   TaskManagerOptions options_;
-  ResourceSet available_;
+  ResourceLedger ledger_;
   std::unordered_map<std::string, Task> tasks_;
   std::map<std::string, std::deque<std::string>> ready_;  // resource shape -> ready tasks, FIFO
   size_t num_ready_ = 0;
-  GpuAllocator gpus_;
   WarningHandler on_warning_;
   SpillHandler spill_;
   PlaceHandler place_;

@@ -256,7 +256,7 @@ PYBIND11_MODULE(_core, m) {
          int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
-         bool affinity_soft, int generator, int64_t backpressure) {
+         bool affinity_soft, int generator, int64_t backpressure, int bundle_index) {
         auto core = RequireCore();
         rpc::TaskSpec spec;
         spec.set_task_id(core->NextTaskId());
@@ -273,8 +273,13 @@ PYBIND11_MODULE(_core, m) {
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
         spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
-        spec.set_affinity_node(affinity_node);
-        spec.set_affinity_soft(affinity_soft);
+        if (strategy == rpc::STRATEGY_PLACEMENT_GROUP) {  // (affinity_node carries the group's id)
+          spec.set_placement_group_id(affinity_node);
+          spec.set_bundle_index(bundle_index);
+        } else {
+          spec.set_affinity_node(affinity_node);
+          spec.set_affinity_soft(affinity_soft);
+        }
         if (generator != 0) {
           spec.set_generator(static_cast<rpc::GeneratorMode>(generator));
           spec.set_generator_backpressure(backpressure);
@@ -314,7 +319,45 @@ PYBIND11_MODULE(_core, m) {
       pyb::arg("actor_name") = "", pyb::arg("detached") = false,
       pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
       pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
-      pyb::arg("backpressure") = 0);
+      pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1);
+
+  // Placement groups: (group id, ready ref).
+  m.def("create_placement_group", [](const std::vector<std::map<std::string, double>>& bundles, int strategy,
+                                     const std::string& name, const std::string& ns, bool detached) {
+    auto core = RequireCore();
+    rpc::PlacementGroupInfo info;
+    info.set_pg_id(core->NextTaskId());
+    info.set_name(name);
+    info.set_namespace_name(ns);
+    info.set_strategy(static_cast<rpc::PlacementStrategy>(strategy));
+    info.set_detached(detached);
+    for (const auto& b : bundles) {
+      auto* out = info.add_bundles();
+      for (const auto& [k, v] : b) (*out->mutable_resources())[k] = v;
+    }
+    ThrowIfError(core->CreatePlacementGroup(info));
+    return pyb::make_tuple(pyb::bytes(info.pg_id()), AdoptRef(MakeObjectId(info.pg_id(), 1)));
+  });
+  m.def("placement_group_call", [](int type, pyb::bytes pg_id, const std::string& name, const std::string& ns,
+                                   int64_t timeout_ms) -> pyb::object {
+    auto core = RequireCore();
+    rpc::PlacementGroupRequest req;
+    req.set_pg_id(pg_id);
+    req.set_name(name);
+    req.set_namespace_name(ns);
+    uint16_t t = type == 0 ? rpc::PG_GET : rpc::PG_REMOVE;
+    auto r = WithoutGil([&] { return core->PlacementGroupCall(t, req, timeout_ms); });
+    ThrowIfError(r.status());
+    const rpc::PlacementGroupInfo& g = r.value().info();
+    pyb::list bundles;
+    for (const auto& b : g.bundles()) {
+      pyb::dict res;
+      for (const auto& [k, v] : b.resources()) res[pyb::str(k)] = v;
+      bundles.append(pyb::make_tuple(res, pyb::bytes(b.node_id())));
+    }
+    return pyb::make_tuple(pyb::bytes(g.pg_id()), g.name(), static_cast<int>(g.strategy()), static_cast<int>(g.state()),
+                           bundles, g.why_pending());
+  });
 
   m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
     auto core = RequireCore();

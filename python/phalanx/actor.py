@@ -33,17 +33,23 @@ from phalanx._private import state
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
 from phalanx.remote_function import (ArgumentChecker, check_num_returns, check_resource_options, encode_args,
-                                     generator_plan, resource_map)
+                                     generator_plan, resource_map, scheduling_strategy_of, strategy_args)
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
-                  "max_pending_calls"}
+                  "max_pending_calls", "scheduling_strategy", "placement_group", "placement_group_bundle_index"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
-                   "max_pending_calls": -1}
+                   "max_pending_calls": -1, "scheduling_strategy": None}
 _KIND_CREATION = 1
 _KIND_METHOD = 2
+
+
+def _strategy_kw(opts):
+    """submit_task's keywords for the actor's scheduling strategy."""
+    strategy, node, soft, bundle = strategy_args(scheduling_strategy_of(opts))
+    return {"strategy": strategy, "affinity_node": node, "affinity_soft": soft, "bundle_index": bundle}
 # A hidden keyword argument of a creation (how the actor runs its calls) or
 # of a call (.options(concurrency_group=)); the worker takes it out.
 CONCURRENCY_ARG = "\x00phalanx_concurrency"
@@ -100,6 +106,7 @@ def _check_actor_options(opts, where):
         if key in opts and (not isinstance(opts[key], int) or opts[key] < -1):
             raise ValueError(f"{key} must be an int >= -1 (-1: no limit), got {opts[key]!r}")
     check_resource_options(opts)
+    strategy_args(scheduling_strategy_of(opts))
     if opts.get("lifetime") not in (None, "detached", "non_detached"):
         raise ValueError(f"lifetime must be None, 'detached' or 'non_detached', got {opts['lifetime']!r}")
     if opts.get("name") is not None and (not isinstance(opts["name"], str) or not opts["name"]):
@@ -227,7 +234,7 @@ class ActorClass:
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
                                  actor_name=full_name, detached=opts["lifetime"] == "detached",
-                                 resources=resource_map(opts))
+                                 resources=resource_map(opts), **_strategy_kw(opts))
         ready = refs[0]
         return ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
                            opts["max_pending_calls"])

@@ -11,7 +11,8 @@ from phalanx._private import serialization as ser
 from phalanx.exceptions import SerializationError
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
-            "scheduling_strategy", "_generator_backpressure_num_objects"}
+            "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
+            "placement_group_bundle_index"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -28,16 +29,31 @@ class NodeAffinitySchedulingStrategy:
         self.soft = bool(soft)
 
 
+def scheduling_strategy_of(opts):
+    """The scheduling strategy of a set of options, with Ray's older
+    `placement_group=` / `placement_group_bundle_index=` spelling too."""
+    pg = opts.get("placement_group")
+    if pg is None or pg == "default":
+        return opts.get("scheduling_strategy")
+    if opts.get("scheduling_strategy") not in (None, "DEFAULT"):
+        raise ValueError("give either scheduling_strategy or placement_group, not both")
+    from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
+    return PlacementGroupSchedulingStrategy(pg, opts.get("placement_group_bundle_index", -1))
+
+
 def strategy_args(strategy):
-    """(strategy code, affinity node, soft) for submit_task."""
+    """(strategy code, affinity node or placement group id, soft, bundle index) for submit_task."""
     if strategy in (None, "DEFAULT"):
-        return 0, b"", False
+        return 0, b"", False, -1
     if strategy == "SPREAD":
-        return 1, b"", False
+        return 1, b"", False, -1
     if isinstance(strategy, NodeAffinitySchedulingStrategy):
-        return 2, strategy.node_id, strategy.soft
-    raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD' or a NodeAffinitySchedulingStrategy, "
-                     f"got {strategy!r}")
+        return 2, strategy.node_id, strategy.soft, -1
+    from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        return 3, strategy.placement_group.id, False, strategy.placement_group_bundle_index
+    raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD', a NodeAffinitySchedulingStrategy or a "
+                     f"PlacementGroupSchedulingStrategy, got {strategy!r}")
 class ArgumentChecker:
     """Checks the arguments of a .remote() call against the function's
     signature at the call, so a mistake is a TypeError in the caller (as in
@@ -157,7 +173,7 @@ def _check_options(opts, where):
         raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
                          f"valid ones are {sorted(_OPTIONS)}")
     check_resource_options(opts)
-    strategy_args(opts.get("scheduling_strategy"))
+    strategy_args(scheduling_strategy_of(opts))
     if "num_returns" in opts:
         check_num_returns(opts["num_returns"])
     if "max_retries" in opts and (not isinstance(opts["max_retries"], int) or opts["max_retries"] < -1):
@@ -239,9 +255,11 @@ class RemoteFunction:
         """What every .remote() passes on, worked out once per set of options:
         (generator mode, number of returns, backpressure) and submit_task's keywords."""
         self._generator = generator_plan(self._fn, self._given, where)
-        strategy, node, soft = strategy_args(self._options.get("scheduling_strategy"))
+        strategy, node, soft, bundle = strategy_args(scheduling_strategy_of(self._options))
         self._submit_kw = {"resources": resource_map(self._options), "strategy": strategy, "affinity_node": node,
                            "affinity_soft": soft}
+        if strategy == 3:
+            self._submit_kw["bundle_index"] = bundle
         if self._generator[0]:
             self._submit_kw.update(generator=self._generator[0], backpressure=self._generator[2])
 

@@ -241,10 +241,17 @@ def get(refs, timeout=None):
     for (kind, payload), ref in zip(values, lst):
         if kind == 3:
             missing = sum(1 for k, _ in values if k == 3)
+            why = _why_not_ready(ref)
             raise GetTimeoutError(f"get timed out after {timeout} s: {missing} of {len(lst)} objects "
-                                  f"were not ready (the first is {ref!r})")
+                                  f"were not ready (the first is {ref!r}{'; ' + why if why else ''})")
         out.append(ser.resolve(kind, payload))
     return out[0] if single else out
+
+
+def _why_not_ready(ref):
+    """What a ref that timed out waits for, when phalanx knows (a placement group's ready ref)."""
+    from phalanx.util.placement_group import why_pending
+    return why_pending(ref.binary())
 
 
 def put(value):

@@ -1,0 +1,202 @@
+"""Placement groups, as Ray's `ray.util.placement_group`: bundles of
+resources reserved together, atomically, across the cluster's nodes, that
+tasks and actors are then scheduled into.
+
+    pg = placement_group([{"CPU": 1, "GPU": 1}] + [{"CPU": 1}] * 4, strategy="PACK", name="trainer")
+    phalanx.get(pg.ready(), timeout=30)          # or pg.wait(30) -> bool
+    trainer = Trainer.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0)).remote()
+    sims = [Sim.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i)).remote() for i in range(1, 5)]
+    remove_placement_group(pg)                   # gives the bundles back; the group's actors die
+
+Strategies: PACK (as few nodes as possible), SPREAD (as many as possible),
+STRICT_PACK (one node, or wait), STRICT_SPREAD (a node per bundle, or wait).
+The raylet of the creating process reserves the bundles in two phases (each
+node sets its bundle aside, then all commit, or all give back and the group
+waits); a group whose node dies has those bundles placed again."""
+import weakref
+
+from phalanx import _core
+from phalanx.exceptions import NotFoundError
+
+STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+_STATES = {0: "PENDING", 1: "CREATED", 2: "REMOVED", 3: "RESCHEDULING"}
+_TIMEOUT_MS = 30000
+
+
+def _check_bundles(bundles):
+    if not isinstance(bundles, (list, tuple)) or not bundles:
+        raise ValueError(f"placement_group() takes a non-empty list of bundles (dicts of resources), got {bundles!r}")
+    out = []
+    for i, b in enumerate(bundles):
+        if not isinstance(b, dict):
+            raise ValueError(f"bundle {i} must be a dict of resources, e.g. {{'CPU': 1}}, got {b!r}")
+        clean = {}
+        for k, v in b.items():
+            if not isinstance(k, str) or not k:
+                raise ValueError(f"bundle {i}: resource names are non-empty strings, got {k!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
+                raise ValueError(f"bundle {i}: {k} must be a number >= 0, got {v!r}")
+            if v > 0:
+                clean[k] = float(v)
+        if not clean:
+            raise ValueError(f"bundle {i} {b!r} reserves no resources: give each bundle at least one positive "
+                             f"amount, e.g. {{'CPU': 1}}")
+        out.append(clean)
+    return out
+
+
+class PlacementGroup:
+    """A handle to a placement group: pass it to PlacementGroupSchedulingStrategy."""
+
+    def __init__(self, pg_id, bundles, ready_ref=None, name=""):
+        self.id = pg_id
+        self.bundle_specs = bundles
+        self._ready = ready_ref
+        self._name = name
+
+    @property
+    def bundle_count(self):
+        return len(self.bundle_specs)
+
+    def ready(self):
+        """An ObjectRef that is ready (its value True) once every bundle is
+        reserved: `get(pg.ready(), timeout=...)`, `wait([pg.ready()])`,
+        `await pg.ready()`. A get that times out names the bundles and why
+        they are not placed."""
+        if self._ready is None:
+            raise ValueError("ready() is only available in the process that created the placement group; "
+                             "use wait(timeout_seconds) elsewhere")
+        _PENDING_READY[self._ready.binary()] = self
+        return self._ready
+
+    def wait(self, timeout_seconds=30):
+        """True once the group is placed; False if it is not within the timeout."""
+        import time
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            info = _lookup(self.id, "")
+            if info["state"] == "CREATED":
+                return True
+            if info["state"] == "REMOVED":
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def why_not_ready(self):
+        """What keeps the group from being placed now ('' once it is)."""
+        info = _lookup(self.id, "")
+        return info["why_pending"]
+
+    def describe(self):
+        name = f"'{self._name}'" if self._name else self.id.hex()[:12]
+        return f"placement group {name} with bundles {self.bundle_specs}"
+
+    def __eq__(self, other):
+        return isinstance(other, PlacementGroup) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __reduce__(self):  # (a handle passed to a task: no ready ref there)
+        return PlacementGroup, (self.id, self.bundle_specs, None, self._name)
+
+    def __repr__(self):
+        return f"PlacementGroup(id={self.id.hex()}, bundles={self.bundle_specs})"
+
+
+_PENDING_READY = weakref.WeakValueDictionary()  # ready ref (binary) -> its group, for get's timeout message
+
+
+def why_pending(ref_binary):
+    """For a get that timed out: what keeps the group of this ready ref from
+    being placed, or None if it is not a group's ready ref."""
+    pg = _PENDING_READY.get(ref_binary)
+    if pg is None:
+        return None
+    try:
+        why = pg.why_not_ready()
+    except Exception:  # noqa: BLE001 - only an explanation
+        why = ""
+    return f"{pg.describe()} is not placed yet" + (f": {why}" if why else "")
+
+
+def _namespace():
+    from phalanx.runtime_context import get_runtime_context
+    return get_runtime_context().namespace
+
+
+def placement_group(bundles, strategy="PACK", name="", lifetime=None, _max_cpu_fraction_per_node=None):
+    """Reserves `bundles` (a list of {"CPU": 1, "GPU": 1, ...}) together by
+    `strategy`; returns at once with a PlacementGroup (see ready())."""
+    from phalanx._private.api import ensure_initialized
+    ensure_initialized()
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if lifetime not in (None, "detached"):
+        raise ValueError(f"lifetime must be None or 'detached', got {lifetime!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    clean = _check_bundles(bundles)
+    pg_id, ready = _core.create_placement_group(clean, STRATEGIES.index(strategy), name, _namespace(),
+                                                lifetime == "detached")
+    return PlacementGroup(pg_id, clean, ready, name)
+
+
+def remove_placement_group(placement_group):
+    """Gives the group's bundles back; its actors die, its waiting tasks fail."""
+    if not isinstance(placement_group, PlacementGroup):
+        raise TypeError(f"remove_placement_group() takes a PlacementGroup, got {type(placement_group).__name__}")
+    _core.placement_group_call(1, placement_group.id, "", "", _TIMEOUT_MS)
+
+
+def _lookup(pg_id, name):
+    pid, pname, strategy, state, bundles, why = _core.placement_group_call(0, pg_id, name, _namespace(),
+                                                                           _TIMEOUT_MS)
+    return {"placement_group_id": pid.hex(), "id": pid, "name": pname, "strategy": STRATEGIES[strategy],
+            "state": _STATES.get(state, "?"), "bundles": {i: b for i, (b, _) in enumerate(bundles)},
+            "bundles_to_node_id": {i: n.hex() for i, (_, n) in enumerate(bundles) if n},
+            "why_pending": why}
+
+
+def get_placement_group(placement_group_name):
+    """The live placement group of that name in this namespace (ValueError if none)."""
+    from phalanx._private.api import ensure_initialized
+    ensure_initialized()
+    try:
+        info = _lookup(b"", placement_group_name)
+    except NotFoundError as e:
+        raise NotFoundError(f"Failed to look up placement group with name: {placement_group_name} ({e})") from None
+    return PlacementGroup(info["id"], list(info["bundles"].values()), None, info["name"])
+
+
+def placement_group_table(placement_group=None):
+    """Ray's table: {"placement_group_id", "name", "strategy", "state",
+    "bundles", "bundles_to_node_id", "why_pending"} for a group."""
+    if placement_group is None:
+        raise NotImplementedError("placement_group_table() of every group is not supported yet: pass a group")
+    info = _lookup(placement_group.id, "")
+    info.pop("id")
+    return info
+
+
+class PlacementGroupSchedulingStrategy:
+    """Schedules a task or actor into bundle `placement_group_bundle_index`
+    of `placement_group` (-1: any of its bundles), as Ray's."""
+
+    def __init__(self, placement_group, placement_group_bundle_index=-1,
+                 placement_group_capture_child_tasks=None):
+        if not isinstance(placement_group, PlacementGroup):
+            raise TypeError(f"PlacementGroupSchedulingStrategy takes a PlacementGroup, got "
+                            f"{type(placement_group).__name__}")
+        if not isinstance(placement_group_bundle_index, int) or placement_group_bundle_index < -1:
+            raise ValueError(f"placement_group_bundle_index must be an int >= -1, got "
+                             f"{placement_group_bundle_index!r}")
+        if placement_group.bundle_specs and placement_group_bundle_index >= placement_group.bundle_count:
+            raise ValueError(f"placement_group_bundle_index {placement_group_bundle_index} is out of range: the group "
+                             f"has {placement_group.bundle_count} bundles")
+        if placement_group_capture_child_tasks:
+            raise NotImplementedError("placement_group_capture_child_tasks is not supported yet")
+        self.placement_group = placement_group
+        self.placement_group_bundle_index = placement_group_bundle_index
+        self.placement_group_capture_child_tasks = placement_group_capture_child_tasks

@@ -1,0 +1,168 @@
+// The raylet's side of placement groups: the client messages (PG_CREATE,
+// PG_REMOVE, PG_GET), the bundle messages from coordinators, and the
+// PlacementGroups' effects (the GCS record, the ready object, the actors and
+// tasks of a removed group). The logic is in scheduler/placement_groups.cc.
+#include <boost/asio/steady_timer.hpp>
+
+#include "core/ids.h"
+#include "core/logging.h"
+#include "core/status_proto.h"
+#include "core/value_format.h"
+#include "scheduler/node_manager.h"
+
+namespace phalanx::scheduler {
+
+namespace {
+// The value of a group's ready object: Python's True (a pickle stream in the
+// value layout of core/value_format.h, no buffers).
+std::string TrueValue() {
+  const std::string meta("\x80\x02\x88.", 4);  // pickle protocol 2: True
+  std::string v(value_format::HeaderSize(0), '\0');
+  uint32_t head[4] = {value_format::kMagic, value_format::kKindValue, 0, 0};
+  uint64_t meta_len = meta.size();
+  std::memcpy(v.data(), head, sizeof(head));
+  std::memcpy(v.data() + sizeof(head), &meta_len, sizeof(meta_len));
+  return v + meta;
+}
+
+constexpr int64_t kRemoteTimeoutMs = 10000;
+}  // namespace
+
+void NodeManager::SetUpPlacementGroups() {
+  PlacementGroups::Deps d;
+  d.self = node_id_;
+  d.ledger = &tasks_.ledger();
+  d.others = [this] { return peers_.FreeElsewhere(); };
+  d.send = [this](const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
+                  std::function<void(const Status&)> done) {
+    peers_.CallNode(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
+      if (!done) return;
+      if (!r.ok()) return done(r.status());
+      rpc::Status st;
+      if (!st.ParseFromString(r.value())) return done(Status::Internal("malformed answer to a bundle operation"));
+      done(FromProto(st));
+    });
+  };
+  d.publish = [this](const rpc::PlacementGroupInfo& info) { gcs_.PutPlacementGroup(info); };
+  d.fetch = [this](const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) {
+    gcs_.GetPlacementGroup(pg, std::move(cb));
+  };
+  d.created = [this](const rpc::PlacementGroupInfo& info) {
+    objects_.PutInline(MakeObjectId(info.pg_id(), 1), TrueValue(), {});
+  };
+  d.removed = [this](const rpc::PlacementGroupInfo& info, const std::string& why) {
+    std::string id = MakeObjectId(info.pg_id(), 1);
+    if (!objects_.IsReady(id)) {
+      objects_.MarkLost(id, StatusCode::kInfeasible, "placement group " + ToHex(info.pg_id()).substr(0, 12) +
+                                                         " will never be ready: " + why);
+    }
+  };
+  d.returned_here = [this](const std::string& pg) {
+    std::string why = "its placement group " + ToHex(pg).substr(0, 12) + " was removed";
+    tasks_.actors().KillGroup(pg, why);
+    tasks_.FailGroup(pg, why);
+  };
+  d.after = [this](std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto t = std::make_shared<boost::asio::steady_timer>(io_, delay);
+    t->async_wait([t, fn = std::move(fn)](const boost::system::error_code& ec) {
+      if (!ec) fn();
+    });
+  };
+  d.changed = [this] {
+    if (stopped_) return;
+    gcs_.UpdateNode(NodeInfoNow());  // (others see the bundles' resources now, not at the next heartbeat)
+    tasks_.Redispatch();
+  };
+  pgs_ = std::make_unique<PlacementGroups>(std::move(d));
+  peers_.SetPlacementHandler([this](rpc::MessageType type, const std::string& body,
+                                    std::function<void(const google::protobuf::MessageLite&)> reply) {
+    if (type == rpc::PG_REMOVE) {
+      rpc::PlacementGroupRequest m;
+      if (!m.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed placement group request")));
+      return reply(ToProto(pgs_->Remove(m.pg_id())));
+    }
+    rpc::BundleOp op;
+    if (!op.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed bundle operation")));
+    reply(ToProto(pgs_->OnBundleOp(type, op)));
+  });
+}
+
+void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m) {
+  rpc::PlacementGroupInfo& info = *m.mutable_info();
+  if (info.pg_id().size() != kTaskIdSize) {
+    c.conn->Send(rpc::CLIENT_WARNING, 0, 0, ToProto(Status::InvalidArgument("a placement group id has the wrong size")));
+    return;
+  }
+  std::string ready = MakeObjectId(info.pg_id(), 1);
+  Hold(c, ready);  // (the client holds the ready ref from the start, as a task's return)
+  info.set_creator_id(c.client_id);
+  Status st = pgs_->Create(std::move(info));
+  if (!st.ok()) objects_.MarkLost(ready, st.code(), st.message());
+}
+
+void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
+                                             const rpc::PlacementGroupRequest& m) {
+  rpc::PlacementGroupReply reply;
+  if (pgs_->Coordinates(m.pg_id())) {
+    *reply.mutable_status() = ToProto(pgs_->Remove(m.pg_id()));
+    return Reply(*c, rpc::PG_REMOVE, req, reply);
+  }
+  // Another node coordinates it: ask it to.
+  std::weak_ptr<Client> weak = c;
+  std::string pg = m.pg_id();
+  gcs_.GetPlacementGroup(pg, [this, weak, req, m](Result<rpc::PlacementGroupInfo> r) {
+    auto answer = [this, weak, req](const Status& st) {
+      auto cl = weak.lock();
+      if (!cl) return;
+      rpc::PlacementGroupReply out;
+      *out.mutable_status() = ToProto(st);
+      Reply(*cl, rpc::PG_REMOVE, req, out);
+    };
+    if (!r.ok()) return answer(r.status());
+    if (r.value().state() == rpc::PG_REMOVED) return answer(Status::OK());
+    peers_.CallNode(r.value().coordinator_node(), rpc::PG_REMOVE, m, kRemoteTimeoutMs,
+                    [answer](Result<std::string> rr) {
+                      if (!rr.ok()) return answer(rr.status());
+                      rpc::Status st;
+                      st.ParseFromString(rr.value());
+                      answer(FromProto(st));
+                    });
+  });
+}
+
+void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
+                                          const rpc::PlacementGroupRequest& m) {
+  if (const rpc::PlacementGroupInfo* info = pgs_->Find(m.pg_id())) {
+    rpc::PlacementGroupReply reply;
+    *reply.mutable_info() = *info;
+    return Reply(*c, rpc::PG_GET, req, reply);
+  }
+  std::weak_ptr<Client> weak = c;
+  gcs_.GetAllPlacementGroups([this, weak, req, m](Result<std::vector<rpc::PlacementGroupInfo>> all) {
+    auto cl = weak.lock();
+    if (!cl) return;
+    rpc::PlacementGroupReply reply;
+    if (!all.ok()) {
+      *reply.mutable_status() = ToProto(all.status());
+      return Reply(*cl, rpc::PG_GET, req, reply);
+    }
+    bool found = false;
+    for (const auto& g : all.value()) {
+      bool match = m.pg_id().empty()
+                       ? (g.name() == m.name() && g.namespace_name() == m.namespace_name() && g.state() != rpc::PG_REMOVED)
+                       : g.pg_id() == m.pg_id();
+      if (match) {
+        *reply.mutable_info() = g;
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      *reply.mutable_status() = ToProto(Status::NotFound(
+          m.pg_id().empty() ? "no placement group named '" + m.name() + "'" : "no placement group " + ToHex(m.pg_id())));
+    }
+    Reply(*cl, rpc::PG_GET, req, reply);
+  });
+}
+
+}  // namespace phalanx::scheduler

@@ -1,0 +1,117 @@
+// PlacementGroups: bundles of resources reserved together across nodes, as
+// Ray's placement groups. The raylet of the client that creates a group is
+// its coordinator: it picks a node for each bundle by the group's strategy
+// (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD) from what each node has free,
+// then reserves them in two phases: BUNDLE_PREPARE to every chosen node (each
+// sets the bundle aside in its ResourceLedger, or says what is short), and
+// only when all said yes BUNDLE_COMMIT (the bundle's resources become the
+// group's there); one refusal returns the prepared ones (BUNDLE_RETURN) and
+// the group waits and tries again. The group's record (state, where each
+// bundle is, why it is still pending) is in the GCS, where any raylet finds
+// it to place a task in one of its bundles. When a node holding bundles
+// dies, those bundles are placed again (RESCHEDULING, then CREATED).
+//
+// Every effect outside this class goes through Deps, so it is unit-tested
+// with fakes (tests/cpp/placement_groups_test.cc). Not thread-safe; lives on
+// the raylet's loop.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+#include "scheduler/resource_ledger.h"
+
+namespace phalanx::scheduler {
+
+class PlacementGroups {
+ public:
+  struct Deps {
+    std::string self;          // this node's id
+    ResourceLedger* ledger;    // this node's resources
+    // The other live nodes and what they have free, as last heard.
+    std::function<std::vector<std::pair<std::string, ResourceSet>>()> others;
+    // Sends BUNDLE_PREPARE / COMMIT / RETURN to another node; `done` gets its answer.
+    std::function<void(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
+                       std::function<void(const Status&)> done)>
+        send;
+    // Writes the group's record to the GCS.
+    std::function<void(const rpc::PlacementGroupInfo& info)> publish;
+    // Reads a group's record from the GCS.
+    std::function<void(const std::string& pg_id, std::function<void(Result<rpc::PlacementGroupInfo>)> cb)> fetch;
+    // The group is placed (its ready object can be sealed; waiting work can go).
+    std::function<void(const rpc::PlacementGroupInfo& info)> created;
+    // The group was removed (`why`); its bundles here were given back.
+    std::function<void(const rpc::PlacementGroupInfo& info, const std::string& why)> removed;
+    // This node's bundles of a group were returned (kill its actors, fail its tasks here).
+    std::function<void(const std::string& pg_id)> returned_here;
+    // Runs `fn` after `delay` on the raylet's loop.
+    std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)> after;
+    // Something placement-related changed here (work held for a group may go now).
+    std::function<void()> changed;
+  };
+
+  explicit PlacementGroups(Deps deps) : d_(std::move(deps)) {}
+
+  // Checks a new group (InvalidArgument says what is wrong) and starts placing it.
+  Status Create(rpc::PlacementGroupInfo info);
+  // Removes a group coordinated here; NotFound if it is not.
+  Status Remove(const std::string& pg_id);
+  // The record of a group coordinated here, or nullptr.
+  const rpc::PlacementGroupInfo* Find(const std::string& pg_id) const;
+  bool Coordinates(const std::string& pg_id) const { return groups_.count(pg_id) > 0; }
+
+  // Where a task or actor in bundle `index` (-1: any) of `pg_id` must go.
+  struct Where {
+    enum Kind { kWait, kNode, kGone } kind = kWait;
+    std::string node;  // kNode: the node ("" or self: here)
+    std::string why;   // kGone: why it can never be placed
+  };
+  // kWait: not placed yet (or not known here yet: it is looked up, and
+  // `changed` runs when that brings news).
+  // kGone too when `need` (plain names) is more than the bundle holds (or than every bundle, for -1).
+  Where Locate(const std::string& pg_id, int index, const ResourceSet& need = ResourceSet());
+
+  // A node died: the bundles it held are placed again.
+  void OnNodeDead(const std::string& node_id);
+  // BUNDLE_PREPARE / BUNDLE_COMMIT / BUNDLE_RETURN from a coordinator (this node's too).
+  Status OnBundleOp(rpc::MessageType type, const rpc::BundleOp& op);
+
+  // How long a group that cannot be placed waits before trying again.
+  static constexpr std::chrono::milliseconds kRetry{200};
+
+ private:
+  struct Group {
+    rpc::PlacementGroupInfo info;
+    uint64_t attempt = 0;       // ignores answers to an older attempt
+    bool in_flight = false;     // a reservation is under way
+    bool retry_queued = false;
+  };
+  // Chooses nodes for the bundles not placed yet: index -> node; false (and `why`) if it cannot now.
+  bool Plan(const Group& g, std::map<int, std::string>* plan, std::string* why) const;
+  void Schedule(const std::string& pg_id);
+  void RetryLater(const std::string& pg_id);
+  void Send(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
+            std::function<void(const Status&)> done);
+  void Prepared(const std::string& pg_id, uint64_t attempt, std::map<int, std::string> plan,
+                std::map<int, Status> answers);
+  void Publish(const Group& g);
+  std::string Describe(const rpc::PlacementGroupInfo& info) const;
+
+  Deps d_;
+  std::map<std::string, Group> groups_;                       // coordinated here
+  std::map<std::string, rpc::PlacementGroupInfo> known_;      // others', from the GCS
+  std::set<std::string> looking_up_;                          // fetches in flight
+};
+
+// The strategy's name as Ray spells it.
+const char* StrategyName(rpc::PlacementStrategy s);
+
+}  // namespace phalanx::scheduler
