@@ -514,6 +514,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       std::lock_guard<std::mutex> l(server_mu_);
       if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) creations_.insert(t.spec().task_id());
       running_tasks_.insert(t.spec().task_id());
+      if (!cancelled_.empty() && cancelled_.count(t.spec().task_id())) t.set_cancelled(true);
       if (t.spec().generator() != rpc::GENERATOR_NONE) {
         // Its caller's raylet keeps its stream: the node it was spilled from, else this one.
         stream_owners_[t.spec().task_id()] = t.spec().origin_node().empty() ? node_id_ : t.spec().origin_node();
@@ -558,6 +559,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     std::lock_guard<std::mutex> l(server_mu_);
     running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched)};
     running_tasks_.insert(t.spec().task_id());
+    if (!cancelled_.empty() && cancelled_.count(t.spec().task_id())) t.set_cancelled(true);
     if (t.spec().generator() != rpc::GENERATOR_NONE) {
       auto caller = callers_.find(conn);
       stream_owners_[t.spec().task_id()] = caller == callers_.end() || caller->second.empty() ? node_id_ : caller->second;

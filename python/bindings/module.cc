@@ -518,11 +518,14 @@ PYBIND11_MODULE(_core, m) {
       for (const auto& [k, v] : s.resources()) d[pyb::str(k)] = v;
       resources = d;
     }
-    return pyb::make_tuple(pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args,
-                           s.num_returns(), s.attempt(), static_cast<int>(s.kind()), pyb::bytes(s.actor_id()),
-                           s.method_name(), std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()),
-                           pyb::bytes(s.job_id()), s.namespace_name(), s.num_cpus(), resources,
-                           static_cast<int>(s.generator()), s.generator_backpressure());
+    pyb::tuple task = pyb::make_tuple(
+        pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args, s.num_returns(), s.attempt(),
+        static_cast<int>(s.kind()), pyb::bytes(s.actor_id()), s.method_name(),
+        std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()), pyb::bytes(s.job_id()), s.namespace_name(),
+        s.num_cpus(), resources, static_cast<int>(s.generator()), s.generator_backpressure());
+    // Cancelled before it started: the worker reports it so instead of running it.
+    if (t.cancelled()) return pyb::make_tuple("cancelled", task);
+    return task;
   });
 
   // returns: list of (object_id, bytes or None (in store), contained ids)

@@ -173,3 +173,19 @@ def test_a_dead_nodes_bundles_are_placed_again():
         second = placement_group_table(pg)["bundles_to_node_id"][0]
         assert phalanx.get(where.options(num_cpus=0, scheduling_strategy=in_bundle(pg, 0)).remote(),
                            timeout=20) == second
+
+
+def test_an_actor_in_a_dead_nodes_bundle_restarts_where_the_bundle_goes():
+    with loopback_nodes([None, {"slot": 1}, {"slot": 1}]):
+        pg = placement_group([{"slot": 1}])
+        assert phalanx.get(pg.ready(), timeout=20)
+        first = placement_group_table(pg)["bundles_to_node_id"][0]
+        a = Member.options(max_restarts=1, max_task_retries=1, scheduling_strategy=in_bundle(pg, 0)).remote()
+        assert phalanx.get(a.node.remote(), timeout=20) == first
+        pid = next(n["pid"] for n in phalanx.nodes() if n["node_id"] == first)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: placement_group_table(pg)["state"] == "CREATED" and
+                   placement_group_table(pg)["bundles_to_node_id"][0] != first, timeout=30,
+                   what="the bundle placed again")
+        second = placement_group_table(pg)["bundles_to_node_id"][0]
+        assert phalanx.get(a.node.remote(), timeout=30) == second  # restarted there (max_restarts=1)

@@ -262,8 +262,6 @@ def run_task(task):
     error = ""
     pos = kw = value = None
     try:
-        if _core.cancel_requested(task_id, False):  # cancelled while it waited its turn here
-            raise TaskCancelledError(f"task {name} was cancelled before it ran")
         fn = _callable_for(kind, function_id, actor_id, method_name)
         concurrency = None
         pos, kw = [], {}
@@ -387,6 +385,7 @@ class _AsyncExecutor:
     def _cancel(self, task_id):
         t = self._tasks.get(task_id)
         if t is not None:
+            _cancels_seen.add(task_id)
             t.cancel()
 
     def _start(self, task):
@@ -406,6 +405,7 @@ class _AsyncExecutor:
             async with sem:
                 await _run_task_async(task)
         except asyncio.CancelledError:  # cancelled while it waited for its turn
+            _cancels_seen.discard(task[0])
             e = TaskCancelledError(f"task {task[2]} was cancelled before it ran")
             _core.task_done(task[0], _error_returns(task[0], task[4], task[2], e), 0.0, f"TaskCancelledError: {e}")
 
@@ -419,8 +419,6 @@ async def _run_task_async(task):
     state.current_task.set(task)  # (this asyncio task's own context)
     error = ""
     try:
-        if _core.cancel_requested(task_id, False):
-            raise TaskCancelledError(f"task {name} was cancelled before it ran")
         fn = _callable_for(kind, function_id, actor_id, method_name)
         pos, kw, _ = _resolve_args(args)
         del args
@@ -435,10 +433,12 @@ async def _run_task_async(task):
         else:
             if inspect.isawaitable(result):
                 result = await result
-            if _core.cancel_requested(task_id, False):  # (it caught the CancelledError: cancelled all the same, as in Ray)
+            if _cancels_seen and task_id in _cancels_seen:  # it caught the CancelledError: cancelled all the same
                 raise asyncio.CancelledError()
             returns = _returns_of(task_id, result, num_returns, name)
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
+        if _cancels_seen:
+            _cancels_seen.discard(task_id)
         if isinstance(e, asyncio.CancelledError):  # phalanx.cancel
             e = TaskCancelledError(f"task {name} was cancelled while it ran (asyncio cancellation)")
         error = f"{type(e).__name__}: {e}"
@@ -460,6 +460,15 @@ def _on_cancel_signal(signum, frame):
     if _core.cancel_signalled(task[0] if task is not None else b"") and task is not None and task[6] == 0:
         _cancels_seen.add(task[0])
         raise KeyboardInterrupt(f"task {task[2]} was cancelled (phalanx.cancel)")
+
+
+def _report_cancelled(task):
+    """A task cancelled before it started: its returns (and stream) say so; it does not run."""
+    task_id, name, num_returns = task[0], task[2], task[4]
+    e = TaskCancelledError(f"task {name} was cancelled before it ran")
+    if task[14]:
+        _Stream(task_id, name, task[14], task[15]).end()
+    _core.task_done(task_id, _error_returns(task_id, num_returns, name, e), 0.0, f"TaskCancelledError: {e}")
 
 
 def _start_actor_executor(instance, concurrency):
@@ -488,9 +497,12 @@ def main():
             task = _core.next_task(-1)
         except UnavailableError:
             break  # the raylet is gone or told us to go
-        if len(task) == 2:  # ("cancel", task id): a notice, not a task
-            if hasattr(_executor, "cancel"):
+        if len(task) == 2:  # ("cancel", task id): a notice; ("cancelled", task): one not to run
+            if task[0] == "cancelled":
+                _report_cancelled(task[1])
+            elif hasattr(_executor, "cancel"):
                 _executor.cancel(task[1])
+            del task
             continue
         if _executor is not None and task[6] == 2:
             _executor.submit(task)
