@@ -95,6 +95,10 @@ void GcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) {
   redis_->Command({"HSET", "placement_groups", ToHex(info.pg_id()), info.SerializeAsString()});
 }
 
+void GcsClient::DeletePlacementGroup(const std::string& pg_id) {
+  redis_->Command({"HDEL", "placement_groups", ToHex(pg_id)});
+}
+
 void GcsClient::GetPlacementGroup(const std::string& pg_id, Callback<rpc::PlacementGroupInfo> cb) {
   GetMessage(redis_, "placement_groups", ToHex(pg_id), "no placement group " + ToHex(pg_id) + " in the GCS",
              std::move(cb));

@@ -47,6 +47,7 @@ class GcsClient {
   // Placement groups (hash "placement_groups", by hex id).
   void PutPlacementGroup(const rpc::PlacementGroupInfo& info);
   void GetPlacementGroup(const std::string& pg_id, Callback<rpc::PlacementGroupInfo> cb);
+  void DeletePlacementGroup(const std::string& pg_id);
   void GetAllPlacementGroups(Callback<std::vector<rpc::PlacementGroupInfo>> cb);
   void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
   // True for the first caller (of any node) to claim `key`: one winner per key.

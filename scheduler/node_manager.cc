@@ -507,6 +507,7 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
 }
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
+  if (pgs_ && !stopped_ && c->registered) pgs_->OnClientGone(c->client_id);  // its groups go with it (unless detached)
   if (c->met && !stopped_) {
     rendezvous_.ClientGone(c->client_id, std::string(c->is_worker ? "worker" : "driver") + " process " +
                                              std::to_string(c->pid) + " on node " + ToHex(node_id_).substr(0, 12) +

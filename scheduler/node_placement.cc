@@ -44,6 +44,7 @@ void NodeManager::SetUpPlacementGroups() {
     });
   };
   d.publish = [this](const rpc::PlacementGroupInfo& info) { gcs_.PutPlacementGroup(info); };
+  d.forget = [this](const std::string& pg) { gcs_.DeletePlacementGroup(pg); };
   d.fetch = [this](const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) {
     gcs_.GetPlacementGroup(pg, std::move(cb));
   };

@@ -314,9 +314,14 @@ Status PlacementGroups::Remove(const std::string& pg_id) {
     d_.removed(g.info, was_created ? "it was removed" : "it was removed before it was placed");
   }
   if (d_.changed) d_.changed();
-  // The record stays (state REMOVED) for lookups; the entry here is dropped
-  // once it is published, so that create+remove in a loop keeps nothing.
+  // The record stays (state REMOVED) for lookups, the newest kKeepRemoved of
+  // them; the entry here is dropped, so that create+remove in a loop keeps nothing.
   groups_.erase(it);
+  removed_.push_back(pg_id);
+  if (removed_.size() > kKeepRemoved) {
+    if (d_.forget) d_.forget(removed_.front());
+    removed_.pop_front();
+  }
   return Status::OK();
 }
 
@@ -384,6 +389,14 @@ PlacementGroups::Where PlacementGroups::Locate(const std::string& pg_id, int ind
     });
   }
   return w;
+}
+
+void PlacementGroups::OnClientGone(const std::string& client_id) {
+  std::vector<std::string> gone;
+  for (const auto& [id, g] : groups_) {
+    if (g.info.creator_id() == client_id && !g.info.detached()) gone.push_back(id);
+  }
+  for (const auto& id : gone) (void)Remove(id);
 }
 
 void PlacementGroups::OnNodeDead(const std::string& node_id) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -44,6 +45,8 @@ class PlacementGroups {
         send;
     // Writes the group's record to the GCS.
     std::function<void(const rpc::PlacementGroupInfo& info)> publish;
+    // Deletes the record of a group removed long enough ago.
+    std::function<void(const std::string& pg_id)> forget;
     // Reads a group's record from the GCS.
     std::function<void(const std::string& pg_id, std::function<void(Result<rpc::PlacementGroupInfo>)> cb)> fetch;
     // The group is placed (its ready object can be sealed; waiting work can go).
@@ -79,6 +82,8 @@ class PlacementGroups {
   // kGone too when `need` (plain names) is more than the bundle holds (or than every bundle, for -1).
   Where Locate(const std::string& pg_id, int index, const ResourceSet& need = ResourceSet());
 
+  // A client exited: the groups it created (not detached) are removed, as in Ray.
+  void OnClientGone(const std::string& client_id);
   // A node died: the bundles it held are placed again.
   void OnNodeDead(const std::string& node_id);
   // BUNDLE_PREPARE / BUNDLE_COMMIT / BUNDLE_RETURN from a coordinator (this node's too).
@@ -86,6 +91,8 @@ class PlacementGroups {
 
   // How long a group that cannot be placed waits before trying again.
   static constexpr std::chrono::milliseconds kRetry{200};
+  // Records of removed groups kept in the GCS (for placement_group_table), the newest.
+  static constexpr size_t kKeepRemoved = 1000;
 
  private:
   struct Group {
@@ -109,6 +116,7 @@ class PlacementGroups {
   std::map<std::string, Group> groups_;                       // coordinated here
   std::map<std::string, rpc::PlacementGroupInfo> known_;      // others', from the GCS
   std::set<std::string> looking_up_;                          // fetches in flight
+  std::deque<std::string> removed_;                           // removed here, oldest first (kKeepRemoved)
 };
 
 // The strategy's name as Ray spells it.

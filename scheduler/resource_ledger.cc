@@ -112,6 +112,7 @@ Status ResourceLedger::Commit(const std::string& pg, int index) {
       total_.Set(key, total_.Get(key) + v);
       available_.Set(key, available_.Get(key) + v);
       group_of_[key] = pg;
+      keys_of_[pg].insert(key);
       if (i < 0) group_any_[key] = k;
     }
   }
@@ -126,7 +127,13 @@ void ResourceLedger::Abort(const std::string& pg, int index) {
 }
 
 void ResourceLedger::ReturnGroup(const std::string& pg) {
-  removed_.insert(pg);
+  if (removed_.insert(pg).second) {
+    removed_order_.push_back(pg);
+    if (removed_order_.size() > kKeepRemoved) {
+      removed_.erase(removed_order_.front());
+      removed_order_.pop_front();
+    }
+  }
   std::set<std::string> bases;
   for (auto it = bundles_.lower_bound({pg, -1}); it != bundles_.end() && it->first.first == pg;) {
     const Bundle& b = it->second;
@@ -145,11 +152,21 @@ void ResourceLedger::ReturnGroup(const std::string& pg) {
   }
   // What no task of the group holds now goes back to the plain pool; what
   // they hold comes back as they release it (ForRelease).
+  bool held = false;  // does a task still hold some of it?
   for (const auto& base : bases) {
     std::string any = GroupKey(base, pg, -1);
+    held = held || available_.Get(any) + 1e-9 < total_.Get(any);
     if (base != kMarker) available_.Set(base, available_.Get(base) + available_.Get(any));
     total_.Erase(any);
     available_.Erase(any);
+  }
+  auto keys = keys_of_.find(pg);
+  if (!held && keys != keys_of_.end()) {  // nothing comes back under its names: forget them (a create+remove loop keeps nothing)
+    for (const auto& k : keys->second) {
+      group_any_.erase(k);
+      group_of_.erase(k);
+    }
+    keys_of_.erase(keys);
   }
 }
 

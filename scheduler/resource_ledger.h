@@ -16,6 +16,7 @@
 // TaskManager and the ActorManager; not thread-safe (the raylet's loop).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -54,6 +55,8 @@ class ResourceLedger {
   // is gone for good on this node (Removed).
   void ReturnGroup(const std::string& pg);
   bool Removed(const std::string& pg) const { return removed_.count(pg) > 0; }
+  // How many group names it remembers (for tests: a create+remove loop keeps none).
+  size_t names_kept() const { return group_of_.size(); }
   // Bundles of `pg` committed here.
   std::vector<int> BundlesOf(const std::string& pg) const;
 
@@ -80,7 +83,10 @@ class ResourceLedger {
   std::map<std::pair<std::string, int>, Bundle> bundles_;  // (group, index) -> bundle
   std::map<std::string, std::string> group_any_;           // "X_group_<G>" -> "X", for live and removed groups
   std::map<std::string, std::string> group_of_;            // every group name given out here -> its group
-  std::set<std::string> removed_;                           // groups returned for good
+  std::map<std::string, std::set<std::string>> keys_of_;   // and back
+  std::set<std::string> removed_;                           // groups returned for good (the newest kKeepRemoved)
+  std::deque<std::string> removed_order_;
+  static constexpr size_t kKeepRemoved = 10000;
 };
 
 }  // namespace phalanx::scheduler

@@ -29,6 +29,8 @@ Metrics (the same definitions for every system):
                                  async def (Ray's "1:1 async-actor calls async")
   generator items streamed      items/s of `[get(r) for r in g.remote(1000)]`, g a task that yields 1000
                                  small ints (Ray's num_returns="streaming")
+  placement group create+remove  pg = placement_group([{"CPU": 1}]); get(pg.ready());
+                                 remove_placement_group(pg) (Ray's "placement group create/removal")
   ..., through the raylet        phalanx only: the 1:1 calls with PHALANX_DIRECT_ACTOR_CALLS=0
                                  (caller -> raylet -> actor), to show what going direct buys
   multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
@@ -62,6 +64,7 @@ METRICS = [
     ("n:n actor calls async", "calls/s", None),
     ("1:1 async actor calls async", "calls/s", None),
     ("generator items streamed", "items/s", None),
+    ("placement group create+remove", "groups/s", None),
     ("1:1 actor calls sync, through the raylet", "calls/s", None),
     ("1:1 actor calls async, through the raylet", "calls/s", None),
     ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
@@ -116,6 +119,14 @@ def run_suite(api, duration, reps):
     if "gen" in api:
         gen = api["gen"]
         out["generator items streamed"] = timed_rate(lambda: [get(r) for r in gen(1000)], 1000, duration, reps)
+    if "pg" in api:
+        create, ready, remove = api["pg"]
+
+        def pg_round():
+            pg = create([{"CPU": 1}])
+            get(ready(pg))
+            remove(pg)
+        out["placement group create+remove"] = timed_rate(pg_round, 1, duration, reps)
     if "actor" in api:
         out.update(run_actor_suite(api, duration, reps))
     return out
@@ -181,8 +192,10 @@ def bench_phalanx(duration, reps):
     n = os.cpu_count()
     n_to_n, calls = _n_to_n(phalanx.remote, phalanx.get, n)
     gen = phalanx.remote(num_returns="streaming")(_yield_ints)
+    from phalanx.util.placement_group import placement_group, remove_placement_group
     try:
         return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put, "gen": gen.remote,
+                          "pg": (placement_group, lambda pg: pg.ready(), remove_placement_group),
                           "actor": lambda: phalanx.remote(_Pinger).remote(),
                           "async_actor": lambda: phalanx.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),
@@ -256,8 +269,10 @@ def bench_ray(duration, reps):
 
     n_to_n, calls = _n_to_n(ray.remote, ray.get, os.cpu_count())
     gen = ray.remote(num_returns="streaming")(_yield_ints)
+    from ray.util.placement_group import placement_group, remove_placement_group
     try:
         return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put, "gen": gen.remote,
+                          "pg": (placement_group, lambda pg: pg.ready(), remove_placement_group),
                           "actor": lambda: ray.remote(_Pinger).remote(),
                           "async_actor": lambda: ray.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),

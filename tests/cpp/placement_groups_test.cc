@@ -174,6 +174,19 @@ TEST_F(PlacementGroupsTest, ADeadNodesBundlesArePlacedAgain) {
   EXPECT_EQ(created_.size(), 2u);
 }
 
+TEST_F(PlacementGroupsTest, AGroupGoesWithItsCreatorUnlessDetached) {
+  auto mine = Group(rpc::PACK, {{{"CPU", 1}}});
+  mine.set_creator_id("driver-1");
+  auto kept = Group(rpc::PACK, {{{"CPU", 1}}});
+  kept.set_creator_id("driver-1");
+  kept.set_detached(true);
+  ASSERT_TRUE(A().Create(mine).ok());
+  ASSERT_TRUE(A().Create(kept).ok());
+  A().OnClientGone("driver-1");
+  EXPECT_EQ(Last(mine.pg_id()).state(), rpc::PG_REMOVED);
+  EXPECT_EQ(Last(kept.pg_id()).state(), rpc::PG_CREATED);
+}
+
 TEST_F(PlacementGroupsTest, BadGroupsAreRefusedWithTheReason) {
   auto empty = Group(rpc::PACK, {});
   EXPECT_NE(A().Create(empty).message().find("at least one bundle"), std::string::npos);

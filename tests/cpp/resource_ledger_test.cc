@@ -85,6 +85,20 @@ TEST(ResourceLedgerTest, ReturningAGroupInUseGivesEachPartBackOnce) {
   EXPECT_FALSE(l.Prepare(kGroup, 0, R({{"CPU", 1}})).ok());  // a removed group is gone for good
 }
 
+TEST(ResourceLedgerTest, CreateAndRemoveInALoopKeepsNothing) {
+  ResourceLedger l(R({{"CPU", 2}}));
+  for (int i = 0; i < 1000; ++i) {
+    std::string pg(kTaskIdSize, static_cast<char>(i % 250));
+    pg[0] = static_cast<char>(i / 250);
+    ASSERT_TRUE(l.Prepare(pg, 0, R({{"CPU", 1}})).ok());
+    ASSERT_TRUE(l.Commit(pg, 0).ok());
+    l.ReturnGroup(pg);
+  }
+  EXPECT_EQ(l.names_kept(), 0u);
+  EXPECT_EQ(l.total().amounts().size(), 1u);
+  EXPECT_DOUBLE_EQ(l.available().Get("CPU"), 2);
+}
+
 TEST(ResourceLedgerTest, BundleGpusGiveIdsToItsTasks) {
   ResourceLedger l(R({{"CPU", 2}, {"GPU", 2}}));
   ASSERT_TRUE(l.Prepare(kGroup, 0, R({{"GPU", 1}})).ok());
