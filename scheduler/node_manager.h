@@ -188,7 +188,8 @@ class NodeManager {
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
-  std::unique_ptr<PlacementGroups> pgs_;  // groups this node coordinates, and its side of others'
+  std::unique_ptr<PlacementGroups> pgs_;
+  bool node_update_posted_ = false;  // a node table update is due at the end of this turn  // groups this node coordinates, and its side of others'
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   // Client ids known to have registered with a raylet of this cluster (the

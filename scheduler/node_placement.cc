@@ -71,8 +71,15 @@ void NodeManager::SetUpPlacementGroups() {
   };
   d.changed = [this] {
     if (stopped_) return;
-    gcs_.UpdateNode(NodeInfoNow());  // (others see the bundles' resources now, not at the next heartbeat)
     tasks_.Redispatch();
+    // Others see the bundles' resources now, not at the next heartbeat (once
+    // for all the changes of one turn of the loop).
+    if (node_update_posted_) return;
+    node_update_posted_ = true;
+    boost::asio::post(io_, [this] {
+      node_update_posted_ = false;
+      if (!stopped_) gcs_.UpdateNode(NodeInfoNow());
+    });
   };
   pgs_ = std::make_unique<PlacementGroups>(std::move(d));
   peers_.SetPlacementHandler([this](rpc::MessageType type, const std::string& body,

@@ -268,7 +268,13 @@ bool TaskManager::TrySpill(const std::string& task_id) {
 void TaskManager::OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return;
-  --stats_.running;
+  // A spilled task counted as running; an actor's call or creation sent to
+  // its host node was still counted as queued here.
+  if (it->second.spilled_to.empty()) {
+    --stats_.queued;
+  } else {
+    --stats_.running;
+  }
   for (auto& r : *reply.mutable_returns()) {
     std::vector<std::string> contained(r.contained_ids().begin(), r.contained_ids().end());
     if (r.data().size() > options_.inline_threshold) {
@@ -292,9 +298,12 @@ void TaskManager::OnForwardedDone(const std::string& task_id, rpc::ForwardTaskRe
 void TaskManager::OnForwardFailed(const std::string& task_id, const std::string& why) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return;
-  --stats_.running;
-  ++stats_.queued;
   Task& t = it->second;
+  if (!t.spilled_to.empty()) {  // back in the queue here
+    --stats_.running;
+    ++stats_.queued;
+    t.spilled_to.clear();
+  }
   if (t.spec.kind() != rpc::TASK_NORMAL) {  // the actor's host went away
     rpc::TaskSpec spec = t.spec;
     actors_->OnRemoteFailed(spec, why);

@@ -29,8 +29,9 @@ Metrics (the same definitions for every system):
                                  async def (Ray's "1:1 async-actor calls async")
   generator items streamed      items/s of `[get(r) for r in g.remote(1000)]`, g a task that yields 1000
                                  small ints (Ray's num_returns="streaming")
-  placement group create+remove  pg = placement_group([{"CPU": 1}]); get(pg.ready());
-                                 remove_placement_group(pg) (Ray's "placement group create/removal")
+  placement group create+remove  100 groups of one bundle {"custom": 0.001}, pg.wait() on each, then
+                                 remove_placement_group on each (Ray's ray_perf.py "placement group
+                                 create/removal"; both clusters declare {"custom": 100})
   ..., through the raylet        phalanx only: the 1:1 calls with PHALANX_DIRECT_ACTOR_CALLS=0
                                  (caller -> raylet -> actor), to show what going direct buys
   multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
@@ -120,13 +121,14 @@ def run_suite(api, duration, reps):
         gen = api["gen"]
         out["generator items streamed"] = timed_rate(lambda: [get(r) for r in gen(1000)], 1000, duration, reps)
     if "pg" in api:
-        create, ready, remove = api["pg"]
+        create, remove = api["pg"]
 
-        def pg_round():
-            pg = create([{"CPU": 1}])
-            get(ready(pg))
-            remove(pg)
-        out["placement group create+remove"] = timed_rate(pg_round, 1, duration, reps)
+        def pg_rounds(n=100):  # as Ray's ray_perf.py "placement group create/removal"
+            pgs = [create([{"custom": 0.001}]) for _ in range(n)]
+            assert all(pg.wait(timeout_seconds=30) for pg in pgs)
+            for pg in pgs:
+                remove(pg)
+        out["placement group create+remove"] = timed_rate(pg_rounds, 100, duration, reps)
     if "actor" in api:
         out.update(run_actor_suite(api, duration, reps))
     return out
@@ -183,7 +185,7 @@ def _n_to_n(remote, get, n):
 def bench_phalanx(duration, reps):
     import phalanx
 
-    phalanx.init()
+    phalanx.init(resources={"custom": 100})  # (for the placement group row, as Ray's benchmark)
 
     @phalanx.remote
     def noop():
@@ -195,7 +197,7 @@ def bench_phalanx(duration, reps):
     from phalanx.util.placement_group import placement_group, remove_placement_group
     try:
         return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put, "gen": gen.remote,
-                          "pg": (placement_group, lambda pg: pg.ready(), remove_placement_group),
+                          "pg": (placement_group, remove_placement_group),
                           "actor": lambda: phalanx.remote(_Pinger).remote(),
                           "async_actor": lambda: phalanx.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),
@@ -260,7 +262,7 @@ def bench_ray_multinode(duration, reps):
 def bench_ray(duration, reps):
     import ray
 
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+    ray.init(num_cpus=os.cpu_count(), resources={"custom": 100}, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
 
     @ray.remote
@@ -272,7 +274,7 @@ def bench_ray(duration, reps):
     from ray.util.placement_group import placement_group, remove_placement_group
     try:
         return run_suite({"noop": noop.remote, "get": ray.get, "put": ray.put, "gen": gen.remote,
-                          "pg": (placement_group, lambda pg: pg.ready(), remove_placement_group),
+                          "pg": (placement_group, remove_placement_group),
                           "actor": lambda: ray.remote(_Pinger).remote(),
                           "async_actor": lambda: ray.remote(_AsyncPinger).remote(),
                           "call": lambda a, m, *args: getattr(a, m).remote(*args),

@@ -298,3 +298,33 @@ def test_calls_in_flight_when_the_actor_dies(cluster, retries):
     # Later calls reach the new process, directly again.
     assert phalanx.get(s.pid.remote(), timeout=30) != pid
     assert phalanx.get(s.nap.remote(0), timeout=30) == (4 if retries else 1)
+
+
+@phalanx.remote
+class AwaitingForever:
+    async def wait_for(self, ref_list):
+        await ref_list[0]  # a ref that never becomes ready while the actor lives
+        return "never"
+
+    async def pid(self):
+        return os.getpid()
+
+
+@phalanx.remote
+def never_returns():
+    time.sleep(3600)
+
+
+def test_an_async_actor_killed_mid_await_fails_its_calls(cluster):
+    a = AwaitingForever.remote()
+    pid = phalanx.get(a.pid.remote(), timeout=20)
+    blocker = never_returns.remote()
+    calls = [a.wait_for.remote([blocker]) for _ in range(3)]  # all awaiting at once on the actor's loop
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    for c in calls:
+        with pytest.raises(phalanx.ActorDiedError):
+            phalanx.get(c, timeout=20)
+    assert time.monotonic() - t0 < 15  # an error, not a hang
+    phalanx.cancel(blocker, force=True)

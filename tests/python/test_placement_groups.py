@@ -154,6 +154,12 @@ def test_a_bundle_on_another_node_takes_its_actor_there():
         far_node = placement_group_table(pg)["bundles_to_node_id"][0]
         assert phalanx.get(a.node.remote(), timeout=20) == far_node
         assert far_node != phalanx.get_runtime_context().get_node_id()
+        assert phalanx.get([a.node.remote() for _ in range(20)], timeout=20) == [far_node] * 20
+        # The counts of work each node reports stay sane (calls forwarded to the
+        # actor's node once drove the caller's "running" count below zero).
+        time.sleep(0.5)  # (a heartbeat)
+        for n in phalanx.nodes():
+            assert 0 <= n["tasks_running"] < 100 and 0 <= n["tasks_queued"] < 100, n
         del nodes
 
 

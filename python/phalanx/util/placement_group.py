@@ -72,7 +72,18 @@ class PlacementGroup:
     def wait(self, timeout_seconds=30):
         """True once the group is placed; False if it is not within the timeout."""
         import time
+        if self._ready is not None:  # (the creator: its ready ref says it without polling)
+            from phalanx._private.api import wait
+            ready, _ = wait([self._ready], timeout=timeout_seconds)
+            if ready:
+                try:
+                    from phalanx._private.api import get
+                    return get(self._ready) is True
+                except Exception:  # noqa: BLE001 - removed before it was placed
+                    return False
+            return False
         deadline = time.monotonic() + timeout_seconds
+        pause = 0.001
         while True:
             info = _lookup(self.id, "")
             if info["state"] == "CREATED":
@@ -81,7 +92,8 @@ class PlacementGroup:
                 return False
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.05)
 
     def why_not_ready(self):
         """What keeps the group from being placed now ('' once it is)."""
