@@ -395,10 +395,7 @@ class _AsyncExecutor:
         sem = self._sems.get(group)
         if sem is None:
             sem = self._sems[group] = asyncio.Semaphore(self._limits[group])
-        t = self.loop.create_task(self._run_call(task, sem))
-        tid = task[0]
-        self._tasks[tid] = t
-        t.add_done_callback(lambda _: self._tasks.pop(tid, None))
+        self._tasks[task[0]] = self.loop.create_task(self._run_call(task, sem))
 
     async def _run_call(self, task, sem):
         try:
@@ -408,6 +405,8 @@ class _AsyncExecutor:
             _cancels_seen.discard(task[0])
             e = TaskCancelledError(f"task {task[2]} was cancelled before it ran")
             _core.task_done(task[0], _error_returns(task[0], task[4], task[2], e), 0.0, f"TaskCancelledError: {e}")
+        finally:
+            self._tasks.pop(task[0], None)  # (not a done-callback: that costs a turn of the loop per call)
 
 
 async def _run_task_async(task):
