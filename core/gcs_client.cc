@@ -28,6 +28,21 @@ void GetMessage(RedisClient* redis, const char* hash, const std::string& field, 
   });
 }
 
+// Every value of a hash of messages (those that do not parse are left out).
+template <typename M>
+void GetAllMessages(RedisClient* redis, const char* hash, GcsClient::Callback<std::vector<M>> cb) {
+  redis->Command({"HGETALL", hash}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    std::vector<M> out;
+    const auto& els = r.value().elements;
+    for (size_t i = 1; i < els.size(); i += 2) {
+      M m;
+      if (m.ParseFromString(els[i].str)) out.push_back(std::move(m));
+    }
+    cb(std::move(out));
+  });
+}
+
 }  // namespace
 
 void GcsClient::RegisterNode(const rpc::NodeInfo& info) {
@@ -72,16 +87,7 @@ void GcsClient::PutActor(const rpc::ActorInfo& info) {
 }
 
 void GcsClient::GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb) {
-  redis_->Command({"HGETALL", "actors"}, [cb](Result<RedisReply> r) {
-    if (!r.ok()) return cb(r.status());
-    std::vector<rpc::ActorInfo> out;
-    const auto& els = r.value().elements;
-    for (size_t i = 1; i < els.size(); i += 2) {
-      rpc::ActorInfo a;
-      if (a.ParseFromString(els[i].str)) out.push_back(std::move(a));
-    }
-    cb(std::move(out));
-  });
+  GetAllMessages(redis_, "actors", std::move(cb));
 }
 
 void GcsClient::Claim(const std::string& key, Callback<bool> cb) {
@@ -105,16 +111,7 @@ void GcsClient::GetPlacementGroup(const std::string& pg_id, Callback<rpc::Placem
 }
 
 void GcsClient::GetAllPlacementGroups(Callback<std::vector<rpc::PlacementGroupInfo>> cb) {
-  redis_->Command({"HGETALL", "placement_groups"}, [cb](Result<RedisReply> r) {
-    if (!r.ok()) return cb(r.status());
-    std::vector<rpc::PlacementGroupInfo> out;
-    const auto& els = r.value().elements;
-    for (size_t i = 1; i < els.size(); i += 2) {
-      rpc::PlacementGroupInfo g;
-      if (g.ParseFromString(els[i].str)) out.push_back(std::move(g));
-    }
-    cb(std::move(out));
-  });
+  GetAllMessages(redis_, "placement_groups", std::move(cb));
 }
 
 void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb) {

@@ -215,16 +215,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       return;
     }
     case rpc::STREAM_ITEMS:
-    case rpc::STREAM_CREDIT: {
-      uint16_t type = h.type;
-      uint64_t req = h.request_id;
-      auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
-        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
-      };
-      if (!on_stream_) return reply(ToProto(Status::Unavailable("this node keeps no streams")));
-      on_stream_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
-      return;
-    }
+    case rpc::STREAM_CREDIT:
     case rpc::BUNDLE_PREPARE:
     case rpc::BUNDLE_COMMIT:
     case rpc::BUNDLE_RETURN:
@@ -234,8 +225,10 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
         if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
       };
-      if (!on_placement_) return reply(ToProto(Status::Unavailable("this node places no groups")));
-      on_placement_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      bool stream = type == rpc::STREAM_ITEMS || type == rpc::STREAM_CREDIT;
+      const StreamHandler& handler = stream ? on_stream_ : on_placement_;
+      if (!handler) return reply(ToProto(Status::Unavailable(stream ? "this node keeps no streams" : "this node places no groups")));
+      handler(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
       return;
     }
     case rpc::CANCEL_TASK: {

@@ -10,8 +10,9 @@ ResourceSet BundleResources(const rpc::Bundle& b) {
   return ResourceSet(std::map<std::string, double>(b.resources().begin(), b.resources().end()));
 }
 
-// How many bundles a group may have, and how much one resource may ask.
+// How many bundles a group may have, and how many resources a bundle may name.
 constexpr int kMaxBundles = 10000;
+constexpr int kMaxResourcesPerBundle = 64;
 }  // namespace
 
 const char* StrategyName(rpc::PlacementStrategy s) {
@@ -47,6 +48,10 @@ Status PlacementGroups::Create(rpc::PlacementGroupInfo info) {
   for (int i = 0; i < info.bundles_size(); ++i) {
     auto* b = info.mutable_bundles(i);
     b->clear_node_id();
+    if (b->resources_size() > kMaxResourcesPerBundle) {
+      return Status::InvalidArgument("bundle " + std::to_string(i) + " names more than " +
+                                     std::to_string(kMaxResourcesPerBundle) + " resources");
+    }
     bool any = false;
     for (const auto& [k, v] : b->resources()) {
       if (!(v >= 0) || v > 1e12) return Status::InvalidArgument("bundle " + std::to_string(i) + " asks for " + k + " = " + std::to_string(v));
@@ -259,7 +264,8 @@ void PlacementGroups::Prepared(const std::string& pg_id, uint64_t attempt, std::
     return;
   }
   Group& g = it->second;
-  for (const auto& [i, node] : plan) {
+  for (const auto& [index, node] : plan) {
+    int i = index;  // (a structured binding cannot be captured in C++17)
     rpc::BundleOp op;
     op.set_pg_id(pg_id);
     op.set_index(i);

@@ -97,6 +97,8 @@ def test_bad_input_is_a_clear_error(cluster):
         placement_group([{"CPU": 1}], strategy="CLOSE")
     with pytest.raises(ValueError, match=">= 0"):
         placement_group([{"CPU": -1}])
+    with pytest.raises(ValueError, match="_group_"):
+        placement_group([{"CPU_group_0_x": 1}])
     pg = placement_group([{"CPU": 1}])
     with pytest.raises(ValueError, match="out of range"):
         PlacementGroupSchedulingStrategy(pg, 1)

@@ -34,6 +34,8 @@ def _check_bundles(bundles):
         for k, v in b.items():
             if not isinstance(k, str) or not k:
                 raise ValueError(f"bundle {i}: resource names are non-empty strings, got {k!r}")
+            if "_group_" in k:
+                raise ValueError(f"bundle {i}: resource names with '_group_' are placement groups' own, got {k!r}")
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
                 raise ValueError(f"bundle {i}: {k} must be a number >= 0, got {v!r}")
             if v > 0:
