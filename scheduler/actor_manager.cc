@@ -7,11 +7,16 @@
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/status_proto.h"
-#include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
 
-ActorManager::ActorManager(TaskManager* tasks, ResourceLedger* ledger, WorkerPool* pool, std::string node_id)
+namespace {
+// Its socket closed: it is about to be reported dead. (A worker with no
+// connection is a test's stand-in.)
+bool SocketClosed(const Worker& w) { return w.conn != nullptr && w.conn->closed(); }
+}  // namespace
+
+ActorManager::ActorManager(TaskTable* tasks, ResourceLedger* ledger, WorkerSource* pool, std::string node_id)
     : tasks_(tasks), ledger_(ledger), pool_(pool), node_id_(std::move(node_id)) {}
 
 std::string ActorManager::Describe(const Actor& a) const {
@@ -129,7 +134,7 @@ void ActorManager::Route(const std::string& actor_id, std::function<void(rpc::Ac
     r.set_state(a.state);
     r.set_node_id(node_id_);
     r.set_incarnation(a.restarts);
-    if (a.state == rpc::ACTOR_ALIVE && a.worker != nullptr && !a.worker->conn->closed()) {
+    if (a.state == rpc::ACTOR_ALIVE && a.worker != nullptr && !SocketClosed(*a.worker)) {
       r.set_worker_socket(a.worker_socket);
       r.set_worker_host(a.worker_host);
       r.set_worker_port(a.worker_port);
@@ -247,7 +252,7 @@ void ActorManager::Pump(Actor& a) {
     return;
   }
   // A worker whose socket closed is about to be reported dead: calls wait for the restart.
-  if (a.state != rpc::ACTOR_ALIVE || a.worker == nullptr || a.worker->conn->closed()) return;
+  if (a.state != rpc::ACTOR_ALIVE || a.worker == nullptr || SocketClosed(*a.worker)) return;
   while (next_ready()) {
     std::string tid = a.queue.front();
     a.queue.pop_front();

@@ -7,8 +7,10 @@
 // times, queued calls are re-sent. A dead actor fails every pending and
 // later call with ActorDied naming it and why it died. Named actors are
 // found by name; an actor dies with the client that created it unless it is
-// detached. Not thread-safe; lives on the raylet's main loop, owned by the
-// TaskManager.
+// detached. It takes resources from the ResourceLedger and asks the node's
+// task table and worker pool through interfaces (scheduler/task_table.h), so
+// it knows nothing of the TaskManager that owns it and is unit-tested alone
+// (tests/cpp/actor_manager_test.cc). Not thread-safe; the raylet's loop.
 #pragma once
 
 #include <deque>
@@ -23,17 +25,16 @@
 #include "core/status.h"
 #include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
+#include "scheduler/task_table.h"
 #include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
-
-class TaskManager;
 
 class ActorManager {
  public:
   using ActorEventHandler = std::function<void(const rpc::ActorInfo&)>;
 
-  ActorManager(TaskManager* tasks, ResourceLedger* ledger, WorkerPool* pool, std::string node_id);
+  ActorManager(TaskTable* tasks, ResourceLedger* ledger, WorkerSource* pool, std::string node_id);
 
   // A creation task was submitted: the actor exists from now on (pending).
   void OnCreationSubmitted(const rpc::TaskSpec& spec, const ResourceSet& need);
@@ -118,9 +119,9 @@ class ActorManager {
   void Announce(const Actor& a);
   std::string Describe(const Actor& a) const;
 
-  TaskManager* tasks_;
+  TaskTable* tasks_;
   ResourceLedger* ledger_;
-  WorkerPool* pool_;
+  WorkerSource* pool_;
   std::string node_id_;
   std::unordered_map<std::string, Actor> actors_;
   std::unordered_map<std::string, std::string> names_;  // live named actors -> id

@@ -44,7 +44,7 @@ struct TaskManagerStats {
   uint64_t spilled = 0;    // sent to other nodes
 };
 
-class TaskManager {
+class TaskManager : public TaskTable {
  public:
   using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
 
@@ -61,7 +61,7 @@ class TaskManager {
 
   // Takes a task. The caller has already counted the submitter's hold on the
   // return ids. Holds references on the arguments until the task ends.
-  void Submit(rpc::TaskSpec spec);
+  void Submit(rpc::TaskSpec spec) override;
   // A worker finished the oldest task it was pushed.
   void OnTaskDone(Worker* w, rpc::TaskDone done);
   void OnWorkerRegistered(Worker* w);
@@ -111,16 +111,16 @@ class TaskManager {
   // The node's resources, beneath this and the ActorManager (and placement groups).
   ResourceLedger& ledger() { return ledger_; }
 
-  // For the ActorManager.
-  bool PushTo(Worker* w, const std::string& task_id) { return Push(w, task_id); }
-  void FailTask(const std::string& task_id, StatusCode code, const std::string& why);
+  // TaskTable (what the ActorManager asks of it).
+  bool PushTo(Worker* w, const std::string& task_id) override { return Push(w, task_id); }
+  void FailTask(const std::string& task_id, StatusCode code, const std::string& why) override;
   // Fails the tasks here that wait to run in placement group `pg_id` (it was removed).
   void FailGroup(const std::string& pg_id, const std::string& why);
-  void FinishTask(const std::string& task_id, bool ok, const std::string& error) { Finish(task_id, ok, error); }
-  rpc::TaskSpec* MutableSpec(const std::string& task_id);
-  bool HasTask(const std::string& task_id) const { return tasks_.count(task_id) > 0; }
-  bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out);
-  void Redispatch() { Dispatch(); }
+  void FinishTask(const std::string& task_id, bool ok, const std::string& error) override { Finish(task_id, ok, error); }
+  rpc::TaskSpec* MutableSpec(const std::string& task_id) override;
+  bool HasTask(const std::string& task_id) const override { return tasks_.count(task_id) > 0; }
+  bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) override;
+  void Redispatch() override { Dispatch(); }
   const ResourceSet& available() const { return ledger_.available(); }
   const ResourceSet& total() const { return ledger_.total(); }
   TaskManagerStats Stats() const;

@@ -22,6 +22,7 @@
 #include "core/framed_connection.h"
 #include "core/proto/phalanx.pb.h"
 #include "scheduler/resources.h"
+#include "scheduler/task_table.h"
 
 namespace phalanx::scheduler {
 
@@ -54,7 +55,7 @@ struct WorkerPoolOptions {
   std::map<std::string, std::string> extra_env;
 };
 
-class WorkerPool {
+class WorkerPool : public WorkerSource {
  public:
   using DeathHandler = std::function<void(Worker* w, const std::string& why)>;
 
@@ -62,7 +63,7 @@ class WorkerPool {
   ~WorkerPool();
 
   // Starts one worker process of `language`. Returns false (and logs) if it cannot.
-  bool StartWorker(rpc::Language language = rpc::LANGUAGE_PYTHON);
+  bool StartWorker(rpc::Language language = rpc::LANGUAGE_PYTHON) override;
   // Whether this node was configured to start workers of `language`; if
   // not, NotFound saying how to configure it.
   Status CanStart(rpc::Language language) const;
@@ -71,7 +72,7 @@ class WorkerPool {
   // The live worker started with `token`, or nullptr.
   Worker* Find(const std::string& token);
   // An idle registered worker of `language`, or nullptr.
-  Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON);
+  Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON) override;
   void PushIdle(Worker* w);
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
@@ -82,7 +83,7 @@ class WorkerPool {
   void KillAll(std::chrono::milliseconds grace);
 
   size_t num_starting() const { return starting_.size(); }
-  size_t num_starting(rpc::Language language) const;
+  size_t num_starting(rpc::Language language) const override;
   size_t num_registered() const { return by_token_.size() - starting_.size(); }
   size_t num_idle() const { return idle_.size(); }
   size_t size() const { return by_token_.size(); }

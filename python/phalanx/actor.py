@@ -236,8 +236,16 @@ class ActorClass:
                                  actor_name=full_name, detached=opts["lifetime"] == "detached",
                                  resources=resource_map(opts), **_strategy_kw(opts))
         ready = refs[0]
-        return ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
-                           opts["max_pending_calls"])
+        handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
+                             opts["max_pending_calls"])
+        if opts["get_if_exists"] and full_name:
+            # Another process may also have found no such actor just now: the
+            # raylet gives the name to the creation it took first (this lookup
+            # follows ours on the connection), and the other one is refused.
+            owner = _lookup(full_name)
+            if owner is not None and owner._actor_id != handle._actor_id:
+                return owner
+        return handle
 
 
 class ActorHandle:

@@ -328,3 +328,27 @@ def test_an_async_actor_killed_mid_await_fails_its_calls(cluster):
             phalanx.get(c, timeout=20)
     assert time.monotonic() - t0 < 15  # an error, not a hang
     phalanx.cancel(blocker, force=True)
+
+
+@phalanx.remote
+class Shared:
+    def ident(self):
+        return os.getpid()
+
+
+@phalanx.remote(num_cpus=0)
+def create_at(name, when):
+    time.sleep(max(0.0, when - time.time()))
+    h = Shared.options(name=name, get_if_exists=True).remote()
+    return phalanx.get(h.ident.remote(), timeout=20)
+
+
+def test_get_if_exists_from_two_processes_at_once_gives_one_actor(cluster):
+    for i in range(8):
+        name = f"shared-{i}-{os.getpid()}"
+        when = time.time() + 0.3
+        other = create_at.remote(name, when)  # a worker process creates it at the same moment as this driver
+        time.sleep(max(0.0, when - time.time()))
+        mine = Shared.options(name=name, get_if_exists=True).remote()
+        assert phalanx.get(mine.ident.remote(), timeout=20) == phalanx.get(other, timeout=20)
+        phalanx.kill(mine)

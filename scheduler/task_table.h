@@ -1,0 +1,49 @@
+// What the ActorManager needs of the node's task table and its worker pool,
+// as interfaces. The TaskManager implements TaskTable and the WorkerPool
+// implements WorkerSource; the ActorManager depends only on these (and on
+// the ResourceLedger), never on the TaskManager, so it is unit-tested alone
+// with fakes (tests/cpp/actor_manager_test.cc). Not thread-safe; the
+// raylet's loop.
+#pragma once
+
+#include <string>
+
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+
+namespace phalanx::scheduler {
+
+struct Worker;
+
+class TaskTable {
+ public:
+  virtual ~TaskTable() = default;
+  // Takes a task (an actor's creation restarted from here).
+  virtual void Submit(rpc::TaskSpec spec) = 0;
+  virtual bool HasTask(const std::string& task_id) const = 0;
+  // The spec of a task not finished yet, or nullptr.
+  virtual rpc::TaskSpec* MutableSpec(const std::string& task_id) = 0;
+  // The spec to send to another node (ref arguments inline); false if it cannot leave.
+  virtual bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) = 0;
+  // Sends the task to the worker; false (and the task failed) if an argument is lost.
+  virtual bool PushTo(Worker* w, const std::string& task_id) = 0;
+  // Its returns fail with `code` and `why`; the task is over.
+  virtual void FailTask(const std::string& task_id, StatusCode code, const std::string& why) = 0;
+  // The task is over (its returns were made).
+  virtual void FinishTask(const std::string& task_id, bool ok, const std::string& error) = 0;
+  // Something was freed or became ready: look at the queues again.
+  virtual void Redispatch() = 0;
+};
+
+class WorkerSource {
+ public:
+  virtual ~WorkerSource() = default;
+  // An idle registered worker of that language, taken out of the idle list, or nullptr.
+  virtual Worker* PopIdle(rpc::Language language) = 0;
+  // Starts a worker process; false if it could not.
+  virtual bool StartWorker(rpc::Language language) = 0;
+  // Workers of that language started and not registered yet.
+  virtual size_t num_starting(rpc::Language language) const = 0;
+};
+
+}  // namespace phalanx::scheduler

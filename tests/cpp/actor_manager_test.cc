@@ -1,0 +1,238 @@
+#include "scheduler/actor_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+
+#include "core/ids.h"
+
+namespace phalanx::scheduler {
+
+// The ActorManager alone: a fake task table (it records what is pushed,
+// failed and finished) and a fake worker pool (workers are plain records,
+// pid 0: never signalled), over a real ResourceLedger.
+class FakeTasks : public TaskTable {
+ public:
+  void Submit(rpc::TaskSpec spec) override { specs[spec.task_id()] = spec; }
+  bool HasTask(const std::string& id) const override { return specs.count(id) && !over.count(id); }
+  rpc::TaskSpec* MutableSpec(const std::string& id) override {
+    return HasTask(id) ? &specs[id] : nullptr;
+  }
+  bool BuildForwardSpec(const std::string&, rpc::TaskSpec*) override { return false; }
+  bool PushTo(Worker* w, const std::string& id) override {
+    w->inflight.push_back(id);
+    pushed.push_back(id);
+    return true;
+  }
+  void FailTask(const std::string& id, StatusCode code, const std::string& why) override {
+    failed[id] = why;
+    codes[id] = code;
+    over.insert(id);
+  }
+  void FinishTask(const std::string& id, bool, const std::string&) override { over.insert(id); }
+  void Redispatch() override { ++redispatches; }
+
+  std::map<std::string, rpc::TaskSpec> specs;
+  std::vector<std::string> pushed;
+  std::map<std::string, std::string> failed;
+  std::map<std::string, StatusCode> codes;
+  std::set<std::string> over;
+  int redispatches = 0;
+};
+
+class FakeWorkers : public WorkerSource {
+ public:
+  Worker* PopIdle(rpc::Language) override {
+    if (idle == 0) return nullptr;
+    --idle;
+    workers.push_back(std::make_unique<Worker>());
+    return workers.back().get();
+  }
+  bool StartWorker(rpc::Language) override {
+    ++started;
+    return true;
+  }
+  size_t num_starting(rpc::Language) const override { return 0; }
+
+  int idle = 0;
+  int started = 0;
+  std::vector<std::unique_ptr<Worker>> workers;
+};
+
+class ActorManagerTest : public ::testing::Test {
+ protected:
+  ActorManagerTest() : ledger_(ResourceSet({{"CPU", 2}})), actors_(&tasks_, &ledger_, &pool_, "node-a") {}
+
+  // Creates an actor (its creation submitted and ready) needing `cpus`.
+  std::string Create(double cpus, int max_restarts = 0, int max_task_retries = 0, const std::string& name = "") {
+    rpc::TaskSpec s;
+    s.set_task_id(Id(++next_));
+    s.set_actor_id(s.task_id());
+    s.set_kind(rpc::TASK_ACTOR_CREATION);
+    s.set_function_name("test.Counter");
+    s.set_max_restarts(max_restarts);
+    s.set_max_task_retries(max_task_retries);
+    s.set_actor_name(name);
+    tasks_.Submit(s);
+    ResourceSet need;
+    if (cpus > 0) need.Set("CPU", cpus);
+    actors_.OnCreationSubmitted(s, need);
+    actors_.OnTaskReady(s);
+    return s.actor_id();
+  }
+  // Its constructor returned: the actor is alive.
+  void Alive(const std::string& actor) {
+    Worker* w = WorkerOf(actor);
+    ASSERT_NE(w, nullptr);
+    rpc::TaskDone done;
+    done.set_task_id(actor);
+    w->inflight.erase(std::find(w->inflight.begin(), w->inflight.end(), actor));
+    actors_.OnTaskDone(w, tasks_.specs[actor], done);
+  }
+  std::string Call(const std::string& actor, const std::string& method = "incr") {
+    rpc::TaskSpec s;
+    s.set_task_id(Id(++next_));
+    s.set_actor_id(actor);
+    s.set_kind(rpc::TASK_ACTOR_METHOD);
+    s.set_method_name(method);
+    tasks_.Submit(s);
+    if (actors_.OnMethodSubmitted(s)) actors_.OnTaskReady(s);
+    return s.task_id();
+  }
+  Worker* WorkerOf(const std::string& actor) {
+    for (auto& w : pool_.workers) {
+      if (w->actor_id == actor && !w->dead) return w.get();
+    }
+    return nullptr;
+  }
+  static std::string Id(int n) {
+    std::string id(kTaskIdSize, '\0');
+    id[0] = static_cast<char>(n);
+    id[1] = static_cast<char>(n >> 8);
+    return id;
+  }
+
+  FakeTasks tasks_;
+  FakeWorkers pool_;
+  ResourceLedger ledger_;
+  ActorManager actors_;
+  int next_ = 0;
+};
+
+TEST_F(ActorManagerTest, AnActorTakesAWorkerAndItsResources) {
+  pool_.idle = 1;
+  std::string a = Create(1);
+  actors_.PlacePending();
+  ASSERT_EQ(tasks_.pushed, std::vector<std::string>{a});  // its constructor went to a worker
+  EXPECT_DOUBLE_EQ(ledger_.available().Get("CPU"), 1);
+  EXPECT_EQ(WorkerOf(a)->actor_id, a);
+}
+
+TEST_F(ActorManagerTest, ItWaitsForAWorkerAndForResources) {
+  std::string a = Create(1);
+  actors_.PlacePending();
+  EXPECT_TRUE(tasks_.pushed.empty());
+  EXPECT_EQ(pool_.started, 1);  // a worker is on its way
+  pool_.idle = 2;
+  std::string big = Create(2);  // only 1 CPU is left once the first has its
+  actors_.PlacePending();
+  EXPECT_EQ(tasks_.pushed, std::vector<std::string>{a});
+  EXPECT_EQ(actors_.num_pending(), 1u);
+  (void)big;
+}
+
+TEST_F(ActorManagerTest, CallsWaitForTheConstructorThenGoInOrder) {
+  pool_.idle = 1;
+  std::string a = Create(0);
+  actors_.PlacePending();
+  std::string c1 = Call(a), c2 = Call(a), c3 = Call(a);
+  EXPECT_EQ(tasks_.pushed.size(), 1u);  // only the constructor so far
+  Alive(a);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, c1, c2, c3}));
+}
+
+TEST_F(ActorManagerTest, ADeadActorFailsItsCallsNamingItAndGivesItsResourcesBack) {
+  pool_.idle = 1;
+  std::string a = Create(1);
+  actors_.PlacePending();
+  Alive(a);
+  std::string running = Call(a), queued = Call(a);
+  Worker* w = WorkerOf(a);
+  w->dead = true;
+  actors_.OnWorkerDied(w, w->inflight, "worker process 42 was killed by signal 9");
+  EXPECT_EQ(tasks_.codes[running], StatusCode::kActorDied);
+  EXPECT_NE(tasks_.failed[running].find("test.Counter"), std::string::npos);
+  EXPECT_NE(tasks_.failed[running].find("killed by signal 9"), std::string::npos);
+  EXPECT_NE(tasks_.failed[running].find("max_restarts=0"), std::string::npos);
+  EXPECT_EQ(tasks_.codes[queued], StatusCode::kActorDied);
+  EXPECT_DOUBLE_EQ(ledger_.available().Get("CPU"), 2);
+  std::string late = Call(a);
+  EXPECT_NE(tasks_.failed[late].find("is dead"), std::string::npos);
+}
+
+TEST_F(ActorManagerTest, ARestartedActorRetriesTheInterruptedCallPerMaxTaskRetries) {
+  pool_.idle = 2;
+  std::string a = Create(1, /*max_restarts=*/1, /*max_task_retries=*/1);
+  actors_.PlacePending();
+  Alive(a);
+  std::string running = Call(a), queued = Call(a);
+  Worker* w = WorkerOf(a);
+  w->dead = true;
+  actors_.OnWorkerDied(w, w->inflight, "worker process 42 exited");
+  EXPECT_TRUE(tasks_.failed.empty());  // both go again on the new worker
+  actors_.PlacePending();
+  Worker* second = WorkerOf(a);
+  ASSERT_NE(second, nullptr);
+  ASSERT_NE(second, w);
+  Alive(a);
+  std::vector<std::string> after(tasks_.pushed.end() - 2, tasks_.pushed.end());
+  EXPECT_EQ(after, (std::vector<std::string>{running, queued}));
+  EXPECT_EQ(tasks_.specs[running].attempt(), 1);
+  // A second death is past max_restarts=1: it dies for good.
+  second->dead = true;
+  actors_.OnWorkerDied(second, second->inflight, "worker process 43 exited");
+  EXPECT_NE(tasks_.failed[running].find("max_restarts=1"), std::string::npos);
+}
+
+TEST_F(ActorManagerTest, NamesAreUniqueWhileTheActorLives) {
+  pool_.idle = 2;
+  std::string a = Create(0, 0, 0, "ns/counter");
+  EXPECT_TRUE(actors_.Lookup("ns/counter").ok());
+  std::string b = Create(0, 0, 0, "ns/counter");
+  EXPECT_NE(tasks_.failed[b].find("already exists"), std::string::npos);
+  ASSERT_TRUE(actors_.Kill(a, /*no_restart=*/true).ok());
+  EXPECT_FALSE(actors_.Lookup("ns/counter").ok());  // the name is free again
+}
+
+TEST_F(ActorManagerTest, ACallQueuedThenCancelledIsSkipped) {
+  pool_.idle = 1;
+  std::string a = Create(0);
+  actors_.PlacePending();
+  std::string c1 = Call(a), c2 = Call(a), c3 = Call(a);
+  tasks_.FailTask(c2, StatusCode::kCancelled, "cancelled");  // (what TaskManager::Cancel does)
+  Alive(a);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, c1, c3}));
+}
+
+TEST_F(ActorManagerTest, ARemovedPlacementGroupTakesItsActors) {
+  pool_.idle = 1;
+  std::string pg(kTaskIdSize, 'g');
+  rpc::TaskSpec s;
+  s.set_task_id(Id(++next_));
+  s.set_actor_id(s.task_id());
+  s.set_kind(rpc::TASK_ACTOR_CREATION);
+  s.set_function_name("test.Member");
+  s.set_placement_group_id(pg);
+  tasks_.Submit(s);
+  actors_.OnCreationSubmitted(s, ResourceSet());
+  actors_.OnTaskReady(s);
+  actors_.PlacePending();
+  Alive(s.actor_id());
+  actors_.KillGroup(pg, "its placement group was removed");
+  std::string late = Call(s.actor_id());
+  EXPECT_NE(tasks_.failed[late].find("placement group was removed"), std::string::npos);
+}
+
+}  // namespace phalanx::scheduler
