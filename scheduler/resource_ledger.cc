@@ -63,6 +63,21 @@ void ResourceLedger::Release(const ResourceSet& need, const std::vector<int>& gp
   }
 }
 
+void ResourceLedger::Lent(const ResourceSet& r, int sign) {
+  if (sign > 0) {
+    available_.Add(r);
+  } else {
+    available_.Subtract(r);
+  }
+  if (group_of_.empty()) return;
+  for (const auto& [k, v] : r.amounts()) {
+    if (!group_of_.count(k)) continue;
+    double& lent = lent_[k];
+    lent += sign * v;
+    if (lent < 1e-9) lent_.erase(k);
+  }
+}
+
 ResourceSet ResourceLedger::ForRelease(const ResourceSet& need) const {
   if (removed_.empty()) return need;
   ResourceSet out;
@@ -155,7 +170,7 @@ void ResourceLedger::ReturnGroup(const std::string& pg) {
   bool held = false;  // does a task still hold some of it?
   for (const auto& base : bases) {
     std::string any = GroupKey(base, pg, -1);
-    held = held || available_.Get(any) + 1e-9 < total_.Get(any);
+    held = held || available_.Get(any) + 1e-9 < total_.Get(any) || lent_.count(any);
     if (base != kMarker) available_.Set(base, available_.Get(base) + available_.Get(any));
     total_.Erase(any);
     available_.Erase(any);
@@ -165,6 +180,7 @@ void ResourceLedger::ReturnGroup(const std::string& pg) {
     for (const auto& k : keys->second) {
       group_any_.erase(k);
       group_of_.erase(k);
+      lent_.erase(k);
     }
     keys_of_.erase(keys);
   }

@@ -41,8 +41,8 @@ class ResourceLedger {
   // back already, so only the GPU ids return).
   void Release(const ResourceSet& need, const std::vector<int>& gpus, bool lent = false);
   // A holder blocked in a get lends `r` back until it is unblocked (GPU ids stay with it).
-  void Lend(const ResourceSet& r) { available_.Add(ForRelease(r)); }
-  void Reclaim(const ResourceSet& r) { available_.Subtract(ForRelease(r)); }
+  void Lend(const ResourceSet& r) { Lent(ForRelease(r), +1); }
+  void Reclaim(const ResourceSet& r) { Lent(ForRelease(r), -1); }
 
   // Phase one: sets bundle `index` of group `pg` aside from the plain pool.
   // Unavailable (saying what is short) when it does not fit now.
@@ -71,6 +71,9 @@ class ResourceLedger {
     ResourceSet amounts;
     bool committed = false;
   };
+  // Lends (+1) or reclaims (-1) `r`, noting how much of a group's is lent
+  // (a group removed meanwhile is still held by that holder).
+  void Lent(const ResourceSet& r, int sign);
   // The GPUs a request takes ids for: plain "GPU", and a group's "GPU_group_<G>".
   double GpuAmount(const ResourceSet& need) const;
   // `need` with the names of removed groups turned back into plain names
@@ -84,6 +87,7 @@ class ResourceLedger {
   std::map<std::string, std::string> group_any_;           // "X_group_<G>" -> "X", for live and removed groups
   std::map<std::string, std::string> group_of_;            // every group name given out here -> its group
   std::map<std::string, std::set<std::string>> keys_of_;   // and back
+  std::map<std::string, double> lent_;                     // group names lent back by blocked holders
   std::set<std::string> removed_;                           // groups returned for good (the newest kKeepRemoved)
   std::deque<std::string> removed_order_;
   static constexpr size_t kKeepRemoved = 10000;

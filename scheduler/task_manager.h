@@ -44,7 +44,7 @@ struct TaskManagerStats {
   uint64_t spilled = 0;    // sent to other nodes
 };
 
-class TaskManager : public TaskTable {
+class TaskManager final : public TaskTable {
  public:
   using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
 

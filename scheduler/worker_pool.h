@@ -55,7 +55,7 @@ struct WorkerPoolOptions {
   std::map<std::string, std::string> extra_env;
 };
 
-class WorkerPool : public WorkerSource {
+class WorkerPool final : public WorkerSource {
  public:
   using DeathHandler = std::function<void(Worker* w, const std::string& why)>;
 

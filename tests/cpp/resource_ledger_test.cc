@@ -85,6 +85,21 @@ TEST(ResourceLedgerTest, ReturningAGroupInUseGivesEachPartBackOnce) {
   EXPECT_FALSE(l.Prepare(kGroup, 0, R({{"CPU", 1}})).ok());  // a removed group is gone for good
 }
 
+TEST(ResourceLedgerTest, AGroupRemovedWhileItsTaskIsBlockedComesOutEven) {
+  ResourceLedger l(R({{"CPU", 2}}));
+  ASSERT_TRUE(l.Prepare(kGroup, 0, R({{"CPU", 1}})).ok());
+  ASSERT_TRUE(l.Commit(kGroup, 0).ok());
+  ResourceSet task = ResourceLedger::InBundle(R({{"CPU", 1}}), kGroup, 0);
+  std::vector<int> gpus;
+  ASSERT_TRUE(l.TryAcquire(task, &gpus));
+  l.Lend(task);  // it blocks in a get
+  l.ReturnGroup(kGroup);
+  l.Reclaim(task);  // it wakes up ...
+  l.Release(task, gpus);  // ... and ends
+  EXPECT_DOUBLE_EQ(l.available().Get("CPU"), 2);
+  for (const auto& [k, v] : l.available().amounts()) EXPECT_EQ(k.find("_group_"), std::string::npos) << k;
+}
+
 TEST(ResourceLedgerTest, CreateAndRemoveInALoopKeepsNothing) {
   ResourceLedger l(R({{"CPU", 2}}));
   for (int i = 0; i < 1000; ++i) {
