@@ -66,7 +66,8 @@ class ActorManagerTest : public ::testing::Test {
   ActorManagerTest() : ledger_(ResourceSet({{"CPU", 2}})), actors_(&tasks_, &ledger_, &pool_, "node-a") {}
 
   // Creates an actor (its creation submitted and ready) needing `cpus`.
-  std::string Create(double cpus, int max_restarts = 0, int max_task_retries = 0, const std::string& name = "") {
+  std::string Create(double cpus, int max_restarts = 0, int max_task_retries = 0, const std::string& name = "",
+                     const std::string& placement_group = "") {
     rpc::TaskSpec s;
     s.set_task_id(Id(++next_));
     s.set_actor_id(s.task_id());
@@ -75,6 +76,7 @@ class ActorManagerTest : public ::testing::Test {
     s.set_max_restarts(max_restarts);
     s.set_max_task_retries(max_task_retries);
     s.set_actor_name(name);
+    s.set_placement_group_id(placement_group);
     tasks_.Submit(s);
     ResourceSet need;
     if (cpus > 0) need.Set("CPU", cpus);
@@ -219,19 +221,11 @@ TEST_F(ActorManagerTest, ACallQueuedThenCancelledIsSkipped) {
 TEST_F(ActorManagerTest, ARemovedPlacementGroupTakesItsActors) {
   pool_.idle = 1;
   std::string pg(kTaskIdSize, 'g');
-  rpc::TaskSpec s;
-  s.set_task_id(Id(++next_));
-  s.set_actor_id(s.task_id());
-  s.set_kind(rpc::TASK_ACTOR_CREATION);
-  s.set_function_name("test.Member");
-  s.set_placement_group_id(pg);
-  tasks_.Submit(s);
-  actors_.OnCreationSubmitted(s, ResourceSet());
-  actors_.OnTaskReady(s);
+  std::string a = Create(0, 0, 0, "", pg);
   actors_.PlacePending();
-  Alive(s.actor_id());
+  Alive(a);
   actors_.KillGroup(pg, "its placement group was removed");
-  std::string late = Call(s.actor_id());
+  std::string late = Call(a);
   EXPECT_NE(tasks_.failed[late].find("placement group was removed"), std::string::npos);
 }
 
