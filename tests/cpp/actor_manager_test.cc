@@ -103,6 +103,13 @@ class ActorManagerTest : public ::testing::Test {
     if (actors_.OnMethodSubmitted(s)) actors_.OnTaskReady(s);
     return s.task_id();
   }
+  // Its worker process dies with the calls pushed to it.
+  Worker* Crash(const std::string& actor, const std::string& why) {
+    Worker* w = WorkerOf(actor);
+    w->dead = true;
+    actors_.OnWorkerDied(w, w->inflight, why);
+    return w;
+  }
   Worker* WorkerOf(const std::string& actor) {
     for (auto& w : pool_.workers) {
       if (w->actor_id == actor && !w->dead) return w.get();
@@ -161,9 +168,7 @@ TEST_F(ActorManagerTest, ADeadActorFailsItsCallsNamingItAndGivesItsResourcesBack
   actors_.PlacePending();
   Alive(a);
   std::string running = Call(a), queued = Call(a);
-  Worker* w = WorkerOf(a);
-  w->dead = true;
-  actors_.OnWorkerDied(w, w->inflight, "worker process 42 was killed by signal 9");
+  Crash(a, "worker process 42 was killed by signal 9");
   EXPECT_EQ(tasks_.codes[running], StatusCode::kActorDied);
   EXPECT_NE(tasks_.failed[running].find("test.Counter"), std::string::npos);
   EXPECT_NE(tasks_.failed[running].find("killed by signal 9"), std::string::npos);
@@ -180,9 +185,7 @@ TEST_F(ActorManagerTest, ARestartedActorRetriesTheInterruptedCallPerMaxTaskRetri
   actors_.PlacePending();
   Alive(a);
   std::string running = Call(a), queued = Call(a);
-  Worker* w = WorkerOf(a);
-  w->dead = true;
-  actors_.OnWorkerDied(w, w->inflight, "worker process 42 exited");
+  Worker* w = Crash(a, "worker process 42 exited");
   EXPECT_TRUE(tasks_.failed.empty());  // both go again on the new worker
   actors_.PlacePending();
   Worker* second = WorkerOf(a);
@@ -193,8 +196,7 @@ TEST_F(ActorManagerTest, ARestartedActorRetriesTheInterruptedCallPerMaxTaskRetri
   EXPECT_EQ(after, (std::vector<std::string>{running, queued}));
   EXPECT_EQ(tasks_.specs[running].attempt(), 1);
   // A second death is past max_restarts=1: it dies for good.
-  second->dead = true;
-  actors_.OnWorkerDied(second, second->inflight, "worker process 43 exited");
+  Crash(a, "worker process 43 exited");
   EXPECT_NE(tasks_.failed[running].find("max_restarts=1"), std::string::npos);
 }
 
