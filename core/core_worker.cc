@@ -532,14 +532,20 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     for (const auto& a : t.spec().args()) {
       if (!a.object_id().empty()) ref_ids.push_back(a.object_id());
     }
-    std::vector<std::string> fetched;
-    if (!ref_ids.empty() && !t.spec().origin_node().empty() && t.spec().origin_node() != node_id_) {
-      // Store objects of a caller on another node: this node's raylet copies them over.
+    std::vector<std::string> fetched, borrowed;
+    bool from_afar = !t.spec().origin_node().empty() && t.spec().origin_node() != node_id_;
+    if (from_afar && (!ref_ids.empty() || t.spec().contained_ids_size() > 0)) {
+      // Store objects of a caller on another node: this node's raylet copies
+      // them over. Refs nested in the arguments, which the caller's node
+      // holds for this one: borrowed here, and held by this worker till done.
       rpc::FetchObjects m;
       for (const auto& id : ref_ids) m.add_object_ids(id);
+      for (const auto& id : t.spec().contained_ids()) m.add_borrowed_ids(id);
       m.set_node_id(t.spec().origin_node());
       PHALANX_RETURN_IF_ERROR(Send(rpc::FETCH_OBJECTS, m));
       fetched = ref_ids;
+      borrowed.assign(t.spec().contained_ids().begin(), t.spec().contained_ids().end());
+      for (const auto& id : borrowed) AddLocalRef(id);
     }
     if (!ref_ids.empty()) {
       auto values = Get(ref_ids, -1);
@@ -557,7 +563,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       }
     }
     std::lock_guard<std::mutex> l(server_mu_);
-    running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched)};
+    running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched), std::move(borrowed)};
     running_tasks_.insert(t.spec().task_id());
     if (!cancelled_.empty() && cancelled_.count(t.spec().task_id())) t.set_cancelled(true);
     if (t.spec().generator() != rpc::GENERATOR_NONE) {
@@ -590,6 +596,7 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     for (const auto& id : direct.fetched) m.add_remove(id);
     (void)Send(rpc::UPDATE_REFS, m);
   }
+  for (const auto& id : direct.borrowed) RemoveLocalRef(id);
   if (!is_direct) {
     if (is_creation && done.error().empty()) {
       Status st = StartDirectServer(&done);

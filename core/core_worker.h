@@ -202,6 +202,7 @@ class CoreWorker {
   struct ActorRoute {
     uint64_t conn = 0;          // the connection to the actor's worker; 0: calls go through the raylet
     bool remote = false;        // the actor's worker is on another node
+    std::string node_id;        // the actor's node
     int32_t incarnation = 0;    // the actor's restarts when we connected
     // The last call sent through the raylet, not known to be finished. The
     // actor runs one caller's calls in order, so when it is done, so are the
@@ -218,6 +219,7 @@ class CoreWorker {
   struct RunningDirect {
     uint64_t conn = 0;
     std::vector<std::string> fetched;  // ref arguments copied from the caller's node, held till done
+    std::vector<std::string> borrowed;  // refs nested in the arguments, from the caller's node (local refs till done)
   };
   void NoteCancel(const std::string& task_id, bool from_raylet);
   // For in-store returns: their sizes (recorded at create) go with them.
@@ -226,8 +228,9 @@ class CoreWorker {
   // Under routes_mu_: asks the raylet whether calls may go direct, and connects.
   void MaybeGoDirect(const std::string& actor_id, ActorRoute& r);
   Status SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec);
-  // For an actor on another node: ref arguments become inline values.
-  Status InlineRefArgs(rpc::TaskSpec* spec);
+  // For an actor on another node (`actor_node`): small ref arguments become
+  // inline values, and refs nested in the arguments are lent to that node.
+  Status InlineRefArgs(rpc::TaskSpec* spec, const std::string& actor_node);
   DirectIo* Io();
   void FlushDirect();  // writes queued direct calls now
   void OnDirectFrames(uint64_t conn, std::vector<Frame>& frames);

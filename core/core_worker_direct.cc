@@ -8,6 +8,7 @@
 #include "core/core_worker.h"
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/status_proto.h"
 
 namespace phalanx {
 
@@ -71,31 +72,26 @@ Status CoreWorker::StartDirectServer(rpc::TaskDone* done) {
 
 Status CoreWorker::SubmitActorCall(rpc::TaskSpec spec) {
   const std::string actor = spec.actor_id();
-  bool inline_args = false;
+  std::string actor_node;
   {
     std::lock_guard<std::mutex> l(routes_mu_);
     ActorRoute& r = routes_[actor];
     if (r.conn == 0 && options_.direct_actor_calls) MaybeGoDirect(actor, r);
     bool has_refs = spec.contained_ids_size() > 0;
     for (const auto& a : spec.args()) has_refs = has_refs || !a.object_id().empty();
-    inline_args = r.conn != 0 && r.remote && has_refs;
-    if (!inline_args) return SendActorCallLocked(r, std::move(spec));
+    if (!(r.conn != 0 && r.remote && has_refs)) return SendActorCallLocked(r, std::move(spec));
+    actor_node = r.node_id;
   }
   // The actor's node cannot read this node's objects by id: small values
   // travel with the call, store objects are copied by the actor's raylet.
   // (Outside the lock: the values may be results that other direct calls bring.)
-  PHALANX_RETURN_IF_ERROR(InlineRefArgs(&spec));
+  PHALANX_RETURN_IF_ERROR(InlineRefArgs(&spec, actor_node));
   std::lock_guard<std::mutex> l(routes_mu_);
   return SendActorCallLocked(routes_[actor], std::move(spec));
 }
 
-Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
+Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec, const std::string& actor_node) {
   const std::string where = spec->function_name() + " (an actor on another node)";
-  if (spec->contained_ids_size() > 0) {
-    return Status::InvalidArgument("calling " + where +
-                                   " with refs nested inside arguments is not supported yet: pass them as "
-                                   "top-level arguments or pass the values");
-  }
   std::vector<std::string> ids;
   for (const auto& a : spec->args()) {
     if (!a.object_id().empty()) ids.push_back(a.object_id());
@@ -109,6 +105,7 @@ Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
     if (v.state() == rpc::OBJ_INLINE) {
       a.set_data(v.data());
       a.clear_object_id();
+      for (const auto& c : v.contained_ids()) spec->add_contained_ids(c);  // (travel with it)
     } else if (v.state() == rpc::OBJ_IN_STORE || v.state() == rpc::OBJ_PENDING) {
       // Stays a ref: the actor's node copies it from this one, or (PENDING:
       // held on another node, an allreduce's result say) from wherever the
@@ -119,7 +116,19 @@ Status CoreWorker::InlineRefArgs(rpc::TaskSpec* spec) {
       st = Status(static_cast<StatusCode>(v.error_code()), "an argument of " + where + " is lost: " + v.error());
     }
   }
-  return st;
+  PHALANX_RETURN_IF_ERROR(st);
+  if (spec->contained_ids_size() > 0) {
+    // Refs nested in the arguments: this node's raylet holds each for the
+    // actor's node (before the call can arrive there), whose raylet borrows
+    // them when the actor's worker says so (FETCH_OBJECTS.borrowed_ids).
+    rpc::LendRefs m;
+    m.set_node_id(actor_node);
+    for (const auto& c : spec->contained_ids()) m.add_object_ids(c);
+    PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::Status>(rpc::LEND_REFS, m, 10000, "lend"));
+    PHALANX_RETURN_IF_ERROR(FromProto(r));
+    spec->set_origin_node(node_id_);
+  }
+  return Status::OK();
 }
 
 void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
@@ -154,6 +163,7 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
   if (!Io()->Send(conn.value(), EncodeFrame(rpc::DIRECT_HELLO, 0, 0, hello)).ok()) return later();
   r.conn = conn.value();
   r.remote = !same_node;
+  r.node_id = a.node_id();
   r.incarnation = a.incarnation();
   r.backoff = std::chrono::milliseconds(1);
   conn_actor_[r.conn] = actor_id;

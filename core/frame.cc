@@ -49,6 +49,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::ACTOR_ROUTE:
     case rpc::EXPECT_RETURNS:
     case rpc::FETCH_OBJECTS:
+    case rpc::LEND_REFS:
     case rpc::REDUCE_OBJECTS:
     case rpc::REDUCED_INPUTS:
     case rpc::RELEASE_HELD:

@@ -30,6 +30,7 @@ void ObjectTable::MaybeFree(const std::string& id) {
   bool in_store = e.state == State::kInStore;
   if (in_store) store_->Delete(id);
   std::string remote = e.state == State::kPending ? e.remote_node : std::string();
+  uint32_t holds = e.remote_holds;
   if (e.state == State::kInline) {
     --num_inline_;
     inline_bytes_ -= e.data.size();
@@ -39,7 +40,7 @@ void ObjectTable::MaybeFree(const std::string& id) {
   entries_.erase(it);
   if (had_value || !remote.empty()) RememberFreed(id);
   if (had_value && on_free_) on_free_(id, in_store);
-  if (!remote.empty() && on_drop_) on_drop_(id, remote);
+  if (!remote.empty() && on_drop_) on_drop_(id, remote, holds);
   for (const auto& c : contained) RemoveRef(c);
 }
 
@@ -55,7 +56,9 @@ void ObjectTable::BecomeReady(const std::string& id, Entry& e) {
   if (!e.remote_node.empty()) {  // here now (or lost): the node holding it for us may let go
     std::string node = std::move(e.remote_node);
     e.remote_node.clear();
-    if (on_drop_) on_drop_(id, node);
+    uint32_t holds = e.remote_holds;
+    e.remote_holds = 0;
+    if (on_drop_) on_drop_(id, node, holds);
   }
   auto waiters = std::move(e.waiters);
   e.waiters.clear();
@@ -65,16 +68,46 @@ void ObjectTable::BecomeReady(const std::string& id, Entry& e) {
   for (auto& w : locators) w();
 }
 
-void ObjectTable::SetRemote(const std::string& id, const std::string& node, uint64_t size) {
+bool ObjectTable::SetRemote(const std::string& id, const std::string& node, uint64_t size) {
   Entry& e = entries_[id];
-  if (e.state != State::kPending || e.creating || !e.remote_node.empty()) return;
+  if (e.state == State::kPending && !e.creating && e.remote_node == node) {
+    ++e.remote_holds;
+    if (e.remote_size == 0) e.remote_size = size;
+    return true;
+  }
+  if (e.state != State::kPending || e.creating || !e.remote_node.empty()) {
+    MaybeFree(id);  // (an entry made just now)
+    return false;
+  }
   e.remote_node = node;
+  e.remote_holds = 1;
   e.remote_size = size;
   auto locators = std::move(e.locators);
   e.locators.clear();
   if (!e.waiters.empty()) Demand(id, e);
   for (auto& w : locators) w();  // (may free the entry)
   MaybeFree(id);
+  return true;
+}
+
+std::vector<std::string> ObjectTable::AddBorrowed(const std::vector<std::string>& ids, const std::string& node) {
+  std::vector<std::string> release;
+  for (const auto& id : ids) {
+    auto it = entries_.find(id);
+    // Known here only as something waited for (no holder, no value, no
+    // source): the lender's copy is the one to read.
+    bool unknown = it == entries_.end() ||
+                   (it->second.state == State::kPending && !it->second.creating && it->second.refs <= 0 &&
+                    it->second.remote_node.empty());
+    Entry& e = entries_[id];
+    ++e.refs;
+    if (!unknown && !(e.state == State::kPending && e.remote_node == node)) {
+      release.push_back(id);
+      continue;
+    }
+    SetRemote(id, node, 0);
+  }
+  return release;
 }
 
 void ObjectTable::Demand(const std::string& id, Entry& e) {
@@ -223,6 +256,7 @@ void ObjectTable::Describe(const std::string& id, rpc::ObjectValue* out, bool pi
     case State::kInline:
       out->set_state(rpc::OBJ_INLINE);
       out->set_data(e.data);
+      for (const auto& c : e.contained) out->add_contained_ids(c);
       break;
     case State::kLost:
       out->set_state(rpc::OBJ_LOST);

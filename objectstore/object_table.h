@@ -58,15 +58,25 @@ class ObjectTable {
   // when the object is ready, lost or known to be remote, without demanding
   // it (a reduce reads inputs where they are). When a remote object is
   // freed, copied here (by whatever path) or lost, the drop handler is told,
-  // so that the node holding it for us lets go.
-  void SetRemote(const std::string& id, const std::string& node, uint64_t size);
+  // with how many holds that node has for us, so that it lets go of them.
+  // SetRemote counts one hold at `node`; false when this node has the object
+  // otherwise (its value, or remote at another node): the caller then
+  // releases that hold at once.
+  bool SetRemote(const std::string& id, const std::string& node, uint64_t size);
+  // Refs that arrived from `node` inside a value or a task: counts one
+  // reference to each here (the caller's, to drop when it has attached them to
+  // what holds them) and one hold of each at `node` (which lent it). An id this
+  // node knew nothing of becomes remote at `node`; the ids whose hold at `node`
+  // is not needed (known here otherwise) are returned, to release at once.
+  std::vector<std::string> AddBorrowed(const std::vector<std::string>& ids, const std::string& node);
   void OnLocated(const std::string& id, ReadyCallback cb);
   // The node holding a pending remote object, else "".
   std::string RemoteNode(const std::string& id) const;
   uint64_t RemoteSize(const std::string& id) const;
   using RemoteHandler = std::function<void(const std::string& id, const std::string& node)>;
+  using DropHandler = std::function<void(const std::string& id, const std::string& node, uint32_t holds)>;
   void SetDemandHandler(RemoteHandler h) { on_demand_ = std::move(h); }
-  void SetDropHandler(RemoteHandler h) { on_drop_ = std::move(h); }
+  void SetDropHandler(DropHandler h) { on_drop_ = std::move(h); }
 
   // Runs `cb` when `id` is ready or lost (now, if it already is).
   void OnReady(const std::string& id, ReadyCallback cb);
@@ -105,6 +115,7 @@ class ObjectTable {
     std::vector<ReadyCallback> waiters;
     std::vector<ReadyCallback> locators;  // OnLocated
     std::string remote_node;              // SetRemote: where the value is, until it is here
+    uint32_t remote_holds = 0;            // how many holds remote_node has for us
     uint64_t remote_size = 0;
     bool demanded = false;
   };
@@ -119,7 +130,7 @@ class ObjectTable {
   uint64_t inline_bytes_ = 0;
   FreeHandler on_free_;
   RemoteHandler on_demand_;
-  RemoteHandler on_drop_;
+  DropHandler on_drop_;
   std::deque<std::string> freed_order_;
   std::unordered_set<std::string> freed_set_;
 };

@@ -5,6 +5,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/message_limits.h"
 #include "core/status_proto.h"
 
 namespace phalanx::objectstore {
@@ -64,12 +65,13 @@ bool ObjectTransfer::ParseReply(const char* body, size_t len, rpc::PullObjectRep
 }
 
 ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options,
-                               TransferDirectory directory, std::string self_id)
+                               TransferDirectory directory, std::string self_id, TransferRefs refs)
     : objects_(objects),
       store_(store),
       connect_(std::move(connect)),
       options_(options),
       directory_(std::move(directory)),
+      refs_(std::move(refs)),
       self_(std::move(self_id)) {}
 
 void ObjectTransfer::Pull(const std::string& id, const std::string& hint_node) {
@@ -196,6 +198,10 @@ void ObjectTransfer::RequestMore(const std::string& id) {
     m.set_offset(chunk * options_.chunk_bytes);
     m.set_length(options_.chunk_bytes);
     m.set_wait_ms(p.wait_ms);
+    if (!p.sink && chunk == 0) {  // the refs inside come with the first range
+      m.set_with_refs(true);
+      m.set_from_node(self_);
+    }
     ++p.inflight;
     uint64_t epoch = p.epoch;
     auto sent = std::chrono::steady_clock::now();
@@ -205,7 +211,7 @@ void ObjectTransfer::RequestMore(const std::string& id) {
                            auto took = std::chrono::steady_clock::now() - sent;
                            Measure(node, std::chrono::duration<double>(took).count(), 0);
                          }
-                         OnReply(id, epoch, chunk, st, body, len);
+                         OnReply(id, epoch, chunk, st, body, len, node);
                        });
   };
   if (!p.sized) {  // the first range tells the size
@@ -221,22 +227,44 @@ void ObjectTransfer::RequestMore(const std::string& id) {
 }
 
 void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, const Status& st,
-                             const char* body, size_t len) {
-  auto it = pulls_.find(id);
-  if (it == pulls_.end() || it->second.epoch != epoch) return;  // finished, or from a source we left
-  PullState& p = it->second;
-  --p.inflight;
-  if (!st.ok()) return SourceFailed(id, ": " + st.message());
+                             const char* body, size_t len, const std::string& node) {
   rpc::PullObjectReply r;
   const char* data = nullptr;
   size_t data_size = 0;
-  if (!ParseReply(body, len, &r, &data, &data_size)) return SourceFailed(id, " sent a malformed reply");
+  bool parsed = st.ok() && ParseReply(body, len, &r, &data, &data_size);
+  // The refs inside the value, which `node` now holds for this one.
+  std::vector<std::string> refs(r.contained_ids().begin(), r.contained_ids().end());
+  if (parsed && !refs.empty() && !AllObjectIds(r.contained_ids())) {
+    refs.clear();
+    parsed = false;
+  }
+  auto it = pulls_.find(id);
+  if (it == pulls_.end() || it->second.epoch != epoch) {  // finished, or from a source we left
+    if (!refs.empty() && refs_.release) refs_.release(node, refs);
+    return;
+  }
+  PullState& p = it->second;
+  --p.inflight;
+  if (!st.ok()) return SourceFailed(id, ": " + st.message());
+  if (!parsed) return SourceFailed(id, " sent a malformed reply");
   if (r.status().code() != 0) return SourceFailed(id, ": " + r.status().message());
   if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, ": " + r.error());
-  if (r.contains_refs()) return Fail(id, "its value holds ObjectRefs, which cannot move between nodes yet");
+  // Borrowed here: each counts a reference until the value takes its own.
+  std::vector<std::string> release = refs.empty() ? std::vector<std::string>{} : objects_->AddBorrowed(refs, node);
+  if (!release.empty() && refs_.release) refs_.release(node, release);
+  struct Unborrow {  // (on every way out)
+    ObjectTable* objects;
+    const std::vector<std::string>& ids;
+    ~Unborrow() {
+      for (const auto& c : ids) objects->RemoveRef(c);
+    }
+  } unborrow{objects_, refs};
+  if (r.contains_refs() && refs.empty() && !p.sized && !p.sink) {
+    return Fail(id, "its value holds ObjectRefs and node " + Short(node) + " did not name them");
+  }
   if (r.state() == rpc::OBJ_INLINE) {
     if (p.sink) return Fail(id, "it is a small value kept inline, not a store object");
-    objects_->PutInline(id, std::string(data, data_size), {});
+    objects_->PutInline(id, std::string(data, data_size), refs);
     if (directory_.unlisted) directory_.unlisted(id);  // small values are not served from here
     return Finish(id);
   }
@@ -248,12 +276,12 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     if (!dest.ok()) return Fail(id, dest.status().message());
     again->second.dest = dest.value();
     ++again->second.inflight;  // this reply again, now with somewhere to go
-    return OnReply(id, epoch, chunk, st, body, len);
+    return OnReply(id, epoch, chunk, st, body, len, node);
   }
   if (!p.sized) {
     p.size = r.size();
     if (!p.sink) {
-      auto off = objects_->CreateInStore(id, p.size, {});
+      auto off = objects_->CreateInStore(id, p.size, refs);
       if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists) return Finish(id);  // revived here
       if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
     }
@@ -465,6 +493,7 @@ void ObjectTransfer::ReplyRange(const std::string& id, uint64_t size, uint64_t s
   rpc::PullObjectReply r;
   r.set_state(rpc::OBJ_IN_STORE);
   r.set_size(size);
+  LendRefs(id, w, &r);
   uint64_t from = std::min(w.offset, size);
   uint64_t n = std::min({w.length, size - from, kMaxPullBytes});  // whatever the reader asked
   w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n,
@@ -523,10 +552,11 @@ void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFr
       l->second = std::chrono::steady_clock::now();
     }
   }
+  Waiter w{m.offset(), m.length(), request_id, std::move(send)};
+  if (m.with_refs() && m.offset() == 0 && !m.from_node().empty() && m.from_node() != self_) w.refs_for = m.from_node();
   auto it = pulls_.find(m.object_id());
   if (it != pulls_.end()) {  // still arriving here: serve what has come, wait for the rest
     PullState& p = it->second;
-    Waiter w{m.offset(), m.length(), request_id, std::move(send)};
     const auto* e = p.sized ? store_->Find(m.object_id()) : nullptr;
     if (e != nullptr && p.prefix >= std::min(p.size, w.offset + w.length)) {
       return ReplyRange(m.object_id(), p.size, e->offset, w);
@@ -536,11 +566,19 @@ void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFr
   }
   if (m.wait_ms() > 0 && !objects_->Contains(m.object_id()) && !objects_->WasFreed(m.object_id())) {
     // Not here yet, but the reader was told it will be (a ring of copies): wait for it a while.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.wait_ms());
-    expected_[m.object_id()].push_back(Waiter{m.offset(), m.length(), request_id, std::move(send), deadline});
+    w.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.wait_ms());
+    expected_[m.object_id()].push_back(std::move(w));
     return;
   }
-  ServeReady(m.object_id(), Waiter{m.offset(), m.length(), request_id, std::move(send)});
+  ServeReady(m.object_id(), std::move(w));
+}
+
+void ObjectTransfer::LendRefs(const std::string& id, const Waiter& w, rpc::PullObjectReply* r) {
+  if (w.refs_for.empty()) return;
+  for (const auto& c : objects_->Contained(id)) {
+    r->add_contained_ids(c);
+    if (refs_.lend) refs_.lend(w.refs_for, c);
+  }
 }
 
 void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
@@ -572,6 +610,7 @@ void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
     r.set_contains_refs(objects_->ContainsRefs(id));
     if (v.state() == rpc::OBJ_INLINE) {
       r.set_size(v.data().size());
+      LendRefs(id, w, &r);
       w.send(ReplyFrame(w.request_id, r, v.data().data(), v.data().size()));
     } else if (v.state() == rpc::OBJ_IN_STORE) {
       ReplyRange(id, v.size(), v.offset(), w);

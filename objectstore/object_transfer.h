@@ -64,6 +64,17 @@ struct TransferDirectory {
   std::function<void(const std::string& id)> unlisted;
 };
 
+// Refs nested in values that cross nodes (a raylet's PeerManager; absent in
+// tests). A node that serves a value with refs inside to another node lends
+// it each ref (holds it for that node, one count each time); the reader
+// borrows them (ObjectTable::AddBorrowed) and releases what it does not need.
+struct TransferRefs {
+  // Holds `id` once more for `node`, which reads a value that holds it.
+  std::function<void(const std::string& node, const std::string& id)> lend;
+  // Lets go of one hold of each of `ids` that `node` has for this node.
+  std::function<void(const std::string& node, const std::vector<std::string>& ids)> release;
+};
+
 class ObjectTransfer {
  public:
   // Gives a connection to the raylet of `node_id`, or the error why there is none.
@@ -71,7 +82,7 @@ class ObjectTransfer {
       std::function<void(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)>)>;
 
   ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options = {},
-                 TransferDirectory directory = {}, std::string self_id = "");
+                 TransferDirectory directory = {}, std::string self_id = "", TransferRefs refs = {});
 
   void Pull(const std::string& id, const std::string& hint_node);
   // A Pull from `node` only, which may not have `id` yet: it is asked to
@@ -147,6 +158,7 @@ class ObjectTransfer {
     uint64_t request_id = 0;
     SendFrame send;
     std::chrono::steady_clock::time_point deadline{};  // (a request for an object not here yet)
+    std::string refs_for;  // the reader node that takes the refs inside (the first range, with_refs)
   };
   enum ChunkState : uint8_t { kMissing = 0, kRequested = 1, kHave = 2 };
   struct PullState {
@@ -184,7 +196,9 @@ class ObjectTransfer {
   void UseSource(const std::string& id, const std::string& node, bool counted);
   void RequestMore(const std::string& id);
   void OnReply(const std::string& id, uint64_t epoch, uint64_t chunk, const Status& st, const char* body,
-               size_t len);
+               size_t len, const std::string& node);
+  // Names the refs inside `id` in `r` for the waiter's node and lends them to it (w.refs_for).
+  void LendRefs(const std::string& id, const Waiter& w, rpc::PullObjectReply* r);
   // The current source failed (`what` follows its name: ": lost", " sent ..."): try another, or give up.
   void SourceFailed(const std::string& id, const std::string& what);
   void Finish(const std::string& id);
@@ -200,6 +214,7 @@ class ObjectTransfer {
   Connect connect_;
   TransferOptions options_;
   TransferDirectory directory_;
+  TransferRefs refs_;
   std::string self_;
   std::unordered_map<std::string, PullState> pulls_;
   std::unordered_set<std::string> copies_;

@@ -236,9 +236,7 @@ void ActorManager::Pump(Actor& a) {
       rpc::TaskSpec forward;
       if (!tasks_->BuildForwardSpec(tid, &forward)) {
         tasks_->FailTask(tid, StatusCode::kInvalidArgument,
-                         Describe(a) + " runs on another node; calling it with refs nested inside arguments "
-                                       "(or with a lost argument) is not supported yet: pass them as top-level "
-                                       "arguments");
+                         Describe(a) + " runs on another node, and an argument of this call is lost");
         continue;
       }
       a.remote_inflight.push_back(tid);

@@ -174,10 +174,32 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     });
     on(rpc::FETCH_OBJECTS, "fetch", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::FetchObjects m;
-      if (!Parse(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
+      if (!Parse(&m, b, n) || !AllObjectIds(m.object_ids()) || !AllObjectIds(m.borrowed_ids())) return false;
+      if (m.borrowed_ids_size() > 0 && m.node_id() != nm->node_id_) {
+        // Refs nested in a direct call from that node, held there for this
+        // one: borrowed, then held for the client (which lets go by UPDATE_REFS).
+        std::vector<std::string> borrowed(m.borrowed_ids().begin(), m.borrowed_ids().end());
+        nm->peers_.Borrow(borrowed, m.node_id());
+        for (const auto& id : borrowed) {
+          nm->Hold(*c, id);
+          nm->objects_.RemoveRef(id);
+        }
+      }
       std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
       for (const auto& id : ids) nm->Hold(*c, id);  // until the client lets go (UPDATE_REFS)
       if (m.node_id() != nm->node_id_) nm->peers_.Fetch(ids, m.node_id());
+      return true;
+    });
+    on(rpc::LEND_REFS, "lend", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
+      rpc::LendRefs m;
+      if (!Parse(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
+      Status st;
+      if (m.node_id() == nm->node_id_ || !nm->peers_.IsAlive(m.node_id())) {
+        st = Status::InvalidArgument("refs are lent to other live nodes only");
+      } else {
+        for (const auto& id : m.object_ids()) nm->peers_.HoldFor(m.node_id(), id);
+      }
+      nm->Reply(*c, rpc::LEND_REFS, req, ToProto(st));
       return true;
     });
     on(rpc::REDUCE_OBJECTS, "reduce", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {

@@ -177,7 +177,9 @@ Status NodeManager::Start() {
   objects_.SetDemandHandler([this](const std::string& id, const std::string& node) {
     peers_.Fetch({id}, node);  // (once here, the drop handler lets the node go)
   });
-  objects_.SetDropHandler([this](const std::string& id, const std::string& node) { peers_.Release(node, {id}); });
+  objects_.SetDropHandler([this](const std::string& id, const std::string& node, uint32_t holds) {
+    peers_.Release(node, {id}, {holds});
+  });
   SetUpCollectives();
   SetUpStreams();
   SetUpPlacementGroups();
@@ -479,7 +481,9 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
   }
   if (remote.empty()) return;
   peers_.Adopt(m.holder_node(), m.release_holder(), remote);
-  for (size_t i = 0; i < remote.size(); ++i) objects_.SetRemote(remote[i], m.holder_node(), sizes[i]);
+  for (size_t i = 0; i < remote.size(); ++i) {
+    if (!objects_.SetRemote(remote[i], m.holder_node(), sizes[i])) peers_.Release(m.holder_node(), {remote[i]});
+  }
 }
 
 void NodeManager::HandleStats(Client& c, uint64_t req) {

@@ -58,7 +58,10 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
                       gcs->AddObjectLocation(id, size, loc);
                     },
                     [gcs, self = node_id_](const std::string& id) { gcs->RemoveObjectLocation(id, self); }},
-                node_id_) {}
+                node_id_,
+                objectstore::TransferRefs{
+                    [this](const std::string& node, const std::string& id) { HoldFor(node, id); },
+                    [this](const std::string& node, const std::vector<std::string>& ids) { Release(node, ids); }}) {}
 
 void PeerManager::Fetch(const std::vector<std::string>& ids, const std::string& node_id) {
   for (const auto& id : ids) transfer_.Pull(id, node_id);
@@ -73,15 +76,51 @@ void PeerManager::Adopt(const std::string& node_id, const std::string& holder, c
   CallNode(node_id, rpc::RELEASE_HELD, m, 5000, nullptr);
 }
 
-void PeerManager::Release(const std::string& node_id, const std::vector<std::string>& ids) {
-  rpc::ReleaseHeld m;
-  m.set_from_node(node_id_);
-  for (const auto& i : ids) m.add_object_ids(i);
-  CallNode(node_id, rpc::RELEASE_HELD, m, 5000, nullptr);
+void PeerManager::Release(const std::string& node_id, const std::vector<std::string>& ids,
+                          const std::vector<uint32_t>& counts) {
+  if (ids.empty() || node_id == node_id_) return;
+  auto& pending = releasing_[node_id];
+  for (size_t i = 0; i < ids.size(); ++i) pending[ids[i]] += i < counts.size() ? counts[i] : 1;
+  if (release_posted_) return;
+  release_posted_ = true;
+  asio::post(io_, [this] { FlushReleases(); });
+}
+
+void PeerManager::FlushReleases() {
+  release_posted_ = false;
+  auto all = std::move(releasing_);
+  releasing_.clear();
+  for (auto& [node, ids] : all) {
+    rpc::ReleaseHeld m;
+    m.set_from_node(node_id_);
+    for (const auto& [id, n] : ids) {
+      m.add_object_ids(id);
+      m.add_counts(n);
+    }
+    CallNode(node, rpc::RELEASE_HELD, m, 5000, nullptr);
+  }
 }
 
 void PeerManager::HoldFor(const std::string& node_id, const std::string& id) {
-  if (held_for_[node_id].insert(id).second) objects_->AddRef(id);
+  if (held_for_[node_id][id]++ == 0) objects_->AddRef(id);
+}
+
+void PeerManager::Unhold(const std::string& node_id, const std::string& id, uint32_t count) {
+  auto held = held_for_.find(node_id);
+  if (held == held_for_.end()) return;
+  auto it = held->second.find(id);
+  if (it == held->second.end()) return;
+  if (it->second > count) {
+    it->second -= count;
+    return;
+  }
+  held->second.erase(it);
+  if (held->second.empty()) held_for_.erase(held);
+  objects_->RemoveRef(id);
+}
+
+void PeerManager::Borrow(const std::vector<std::string>& ids, const std::string& node_id) {
+  Release(node_id, objects_->AddBorrowed(ids, node_id));
 }
 
 void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
@@ -107,12 +146,9 @@ void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, co
 void PeerManager::HandleReleaseHeld(const rpc::ReleaseHeld& m) {
   std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
   if (!m.adopt()) {
-    auto held = held_for_.find(m.from_node());
-    if (held == held_for_.end()) return;
-    for (const auto& id : ids) {
-      if (held->second.erase(id)) objects_->RemoveRef(id);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Unhold(m.from_node(), ids[i], static_cast<int>(i) < m.counts_size() ? m.counts(static_cast<int>(i)) : 1);
     }
-    if (held->second.empty()) held_for_.erase(held);
     return;
   }
   // Only what is still here (its maker may have exited already: then a
@@ -196,7 +232,10 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
     }
     case rpc::RELEASE_HELD: {
       rpc::ReleaseHeld m;
-      if (!m.ParseFromArray(body, static_cast<int>(len)) || !AllObjectIds(m.object_ids())) return malformed("release");
+      if (!m.ParseFromArray(body, static_cast<int>(len)) || !AllObjectIds(m.object_ids()) ||
+          (m.counts_size() != 0 && m.counts_size() != m.object_ids_size())) {
+        return malformed("release");
+      }
       HandleReleaseHeld(m);
       c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
       return;
@@ -291,8 +330,12 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
         auto* rv = r.add_returns();
         rv->set_object_id(id);
         rv->set_data(v.data());
-        // (a generator's list of its items: the items are kept on the sender's node)
-        for (const auto& c : objects_->Contained(id)) rv->add_contained_ids(c);
+        // Refs inside it are held here for the sender, which borrows them (a
+        // generator's list of its items names items already on the sender's node).
+        for (const auto& c : objects_->Contained(id)) {
+          rv->add_contained_ids(c);
+          HoldFor(from, c);
+        }
       } else if (v.state() == rpc::OBJ_IN_STORE) {
         // Stays here, held for the sender, which copies it in chunks (never
         // one frame the size of the object) and then lets go (RELEASE_HELD).
@@ -305,16 +348,29 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
         *r.add_lost() = v;
       }
     }
-    if (auto c = weak.lock()) c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
+    auto c = weak.lock();
+    if (c && !c->closed()) {
+      c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
+    } else {  // the sender will not read it: nothing is held for this reply
+      for (const auto& rv : r.returns()) {
+        if (rv.in_store()) Unhold(from, rv.object_id(), 1);
+        for (const auto& id : rv.contained_ids()) Unhold(from, id, 1);
+      }
+    }
     for (const auto& id : *returns) objects_->RemoveRef(id);
   };
   // Ref arguments still given by id are in the sending node's store: copy
-  // them here (after Submit, whose hold keeps what arrives).
+  // them here (after Submit, whose hold keeps what arrives). Refs nested in
+  // the arguments are held there for this node: borrowed, while the task
+  // takes its own references to them.
   std::vector<std::string> pulls;
   for (const auto& a : spec.args()) {
     if (!a.object_id().empty()) pulls.push_back(a.object_id());
   }
+  std::vector<std::string> borrowed(spec.contained_ids().begin(), spec.contained_ids().end());
+  Borrow(borrowed, from);
   tasks_->Submit(std::move(spec));
+  for (const auto& id : borrowed) objects_->RemoveRef(id);
   for (const auto& id : pulls) transfer_.Pull(id, m.from_node());
   if (returns->empty()) return reply();
   for (const auto& id : *returns) {
@@ -380,8 +436,11 @@ void PeerManager::WithClient(const rpc::NodeInfo& node,
 void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   std::string desc = "node " + ToHex(node.node_id()).substr(0, 12) + " at " + node.address() + ":" +
                      std::to_string(node.port());
+  // Refs nested in its arguments are held here for that node, which borrows them.
+  for (const auto& id : spec.contained_ids()) HoldFor(node.node_id(), id);
   WithClient(node, [this, desc, spec, node_id = node.node_id()](std::shared_ptr<RpcClient> c, const Status& st) {
     if (!c) {
+      for (const auto& id : spec.contained_ids()) Unhold(node_id, id, 1);
       tasks_->OnForwardFailed(spec.task_id(), desc + " is unreachable (" + st.message() + ")");
       return;
     }
@@ -404,7 +463,8 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
   std::string tid = spec.task_id();
   // No deadline: a task may run for hours. A dead node closes the connection
   // or stops its heartbeats, and either ends the call.
-  client->Call(rpc::FORWARD_TASK, m, -1, [this, tid, node_id, node_desc](Result<std::string> r) {
+  std::vector<std::string> lent(spec.contained_ids().begin(), spec.contained_ids().end());
+  client->Call(rpc::FORWARD_TASK, m, -1, [this, tid, node_id, node_desc, lent](Result<std::string> r) {
     if (!r.ok()) {
       tasks_->OnForwardFailed(tid, node_desc + " went away (" + r.status().message() + ")");
       return;
@@ -415,6 +475,7 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
       return;
     }
     if (reply.status().code() != 0) {
+      for (const auto& id : lent) Unhold(node_id, id, 1);  // (it kept nothing)
       tasks_->OnForwardFailed(tid, node_desc + " refused it: " + reply.status().message());
       return;
     }
@@ -431,11 +492,20 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
         ++it;
         continue;
       }
-      objects_->SetRemote(it->object_id(), node_id, it->size());
-      remote.push_back(it->object_id());
+      if (objects_->SetRemote(it->object_id(), node_id, it->size())) {
+        remote.push_back(it->object_id());
+      } else {
+        Release(node_id, {it->object_id()});  // (here already)
+      }
       it = returns->erase(it);
     }
+    // Refs inside small results are held there for this node: borrowed,
+    // while the results take their own references to them.
+    std::vector<std::string> borrowed;
+    for (const auto& rv : reply.returns()) borrowed.insert(borrowed.end(), rv.contained_ids().begin(), rv.contained_ids().end());
+    Borrow(borrowed, node_id);
     tasks_->OnForwardedDone(tid, std::move(reply));
+    for (const auto& id : borrowed) objects_->RemoveRef(id);
     Fetch(remote, node_id);
   });
 }
@@ -472,8 +542,9 @@ void PeerManager::SettleDeadNode(const rpc::NodeInfo& n) {
   if (held != held_for_.end()) {  // nobody is left to ask for them
     auto ids = std::move(held->second);
     held_for_.erase(held);
-    for (const auto& id : ids) objects_->RemoveRef(id);
+    for (const auto& held_id : ids) objects_->RemoveRef(held_id.first);
   }
+  releasing_.erase(n.node_id());
   if (on_dead_node_) on_dead_node_(n.node_id());
   tasks_->actors().OnNodeDead(n.node_id(), why);
   RestartOrphans(n.node_id(), why);

@@ -44,6 +44,8 @@ class PeerManager {
   // SpillHandler for the TaskManager (tasks and actor creations): sends the
   // task to a node where it fits; that node's id, or "" if none.
   std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need);
+  // Whether `node_id` is another node, alive as last heard.
+  bool IsAlive(const std::string& node_id) const { return view_.Find(node_id) != nullptr; }
   bool FitsSomewhere(const ResourceSet& need) const { return view_.FitsSomewhere(need, tasks_->total()); }
   // Sends the task to one node by id; false if that node is not alive.
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
@@ -55,9 +57,15 @@ class PeerManager {
   // `holder` (the actor worker there that made them and may exit): they stay
   // there until this node Releases them (or dies).
   void Adopt(const std::string& node_id, const std::string& holder, const std::vector<std::string>& ids);
-  void Release(const std::string& node_id, const std::vector<std::string>& ids);
-  // Holds `id` (made here) for `node_id`, until it Releases it (or dies).
+  // Lets go of holds that `node_id` has for this node: `counts[i]` of ids[i]
+  // (none given: one each). Sent in one message per node per loop turn.
+  void Release(const std::string& node_id, const std::vector<std::string>& ids,
+               const std::vector<uint32_t>& counts = {});
+  // Holds `id` for `node_id` once more (a value or task sent there with it
+  // inside, or a result kept here for it), until that node Releases it (or dies).
   void HoldFor(const std::string& node_id, const std::string& id);
+  // Refs nested in values that arrived from `node_id` (AddBorrowed): their holds there not needed are released.
+  void Borrow(const std::vector<std::string>& ids, const std::string& node_id);
   // Runs on an adopting RELEASE_HELD from another node: (holder, ids) let go.
   using ReleaseHandler = std::function<void(const std::string& holder, const std::vector<std::string>& ids)>;
   void SetReleaseHandler(ReleaseHandler h) { on_release_ = std::move(h); }
@@ -94,6 +102,9 @@ class PeerManager {
   // Detached actors the dead node hosted and owned: one live node restarts each.
   void RestartOrphans(const std::string& dead_node, const std::string& why);
   void HandleReleaseHeld(const rpc::ReleaseHeld& m);
+  // Drops `count` holds of `id` for `node_id` (all of them when count exceeds what is held).
+  void Unhold(const std::string& node_id, const std::string& id, uint32_t count);
+  void FlushReleases();
   void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
   // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.
@@ -127,8 +138,11 @@ class PeerManager {
   StreamHandler on_stream_;
   StreamHandler on_placement_;
   std::function<void(const std::string& node_id)> on_dead_node_;
-  // node id -> objects this node holds for it (Adopt), until it Releases them or dies
-  std::unordered_map<std::string, std::unordered_set<std::string>> held_for_;
+  // node id -> objects this node holds for it (and how many times), until it Releases them or dies
+  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> held_for_;
+  // node id -> (object id -> holds) to release there, sent at the end of this loop turn
+  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> releasing_;
+  bool release_posted_ = false;
   uint64_t spread_counter_ = 0;
 };
 

@@ -198,19 +198,21 @@ bool TaskManager::BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* ou
 }
 
 bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
-  if (t.spec.forwarded() || t.spec.contained_ids_size() > 0) return false;
+  if (t.spec.forwarded()) return false;
   *out = t.spec;
   out->set_forwarded(true);
   for (auto& a : *out->mutable_args()) {
     if (a.object_id().empty()) continue;
     rpc::ObjectValue v;
     objects_->Describe(a.object_id(), &v, /*pin=*/false);
-    if (v.state() == rpc::OBJ_IN_STORE && !objects_->ContainsRefs(a.object_id())) {
+    if (v.state() == rpc::OBJ_IN_STORE) {
       continue;  // the other node copies it from here (ObjectTransfer); this task holds it meanwhile
     }
-    if (v.state() != rpc::OBJ_INLINE) return false;  // holds refs, or lost: stays here
+    if (v.state() != rpc::OBJ_INLINE) return false;  // lost: stays here (and fails)
     a.set_data(v.data());
     a.clear_object_id();
+    // Refs inside the value travel with it (the other node borrows them; PeerManager).
+    for (const auto& c : v.contained_ids()) out->add_contained_ids(c);
   }
   return true;
 }
