@@ -496,6 +496,17 @@ void ObjectTransfer::ReplyRange(const std::string& id, uint64_t size, uint64_t s
   LendRefs(id, w, &r);
   uint64_t from = std::min(w.offset, size);
   uint64_t n = std::min({w.length, size - from, kMaxPullBytes});  // whatever the reader asked
+  if ((from > 0 || from + n < size) && objects_->Contains(id)) {
+    // Its reader comes back for the next range: keep the object for it even
+    // if this node's own holders let go meanwhile. (An object sent whole in
+    // one reply needs nothing more: the frame's lease keeps its bytes.)
+    auto [l, fresh] = lingering_.try_emplace(id, std::chrono::steady_clock::now());
+    if (fresh) {
+      objects_->AddRef(id);
+    } else {
+      l->second = std::chrono::steady_clock::now();
+    }
+  }
   w.send(ReplyFrame(w.request_id, r, reinterpret_cast<const char*>(store_->base() + store_offset + from), n,
                     n >= kTailBytes ? store_->Lease(id) : nullptr));
 }
@@ -542,16 +553,6 @@ void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std:
 }
 
 void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send) {
-  if (objects_->Contains(m.object_id())) {
-    // Readers come back for the next range: keep the object for them even
-    // if this node's own holders let go meanwhile.
-    auto [l, fresh] = lingering_.try_emplace(m.object_id(), std::chrono::steady_clock::now());
-    if (fresh) {
-      objects_->AddRef(m.object_id());
-    } else {
-      l->second = std::chrono::steady_clock::now();
-    }
-  }
   Waiter w{m.offset(), m.length(), request_id, std::move(send)};
   if (m.with_refs() && m.offset() == 0 && !m.from_node().empty() && m.from_node() != self_) w.refs_for = m.from_node();
   auto it = pulls_.find(m.object_id());

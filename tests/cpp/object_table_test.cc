@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace phalanx::objectstore {
 
 class ObjectTableTest : public ::testing::Test {
@@ -82,6 +84,59 @@ TEST_F(ObjectTableTest, LostObjectCarriesCodeAndReason) {
   table_->Describe(Id('l'), &v, false);
   EXPECT_EQ(v.state(), rpc::OBJ_LOST);
   EXPECT_EQ(v.error_code(), static_cast<int>(StatusCode::kWorkerDied));
+}
+
+// Refs that arrive from another node inside a value or task (borrowed): the
+// lender is counted once per arrival and told the count when they go.
+TEST_F(ObjectTableTest, BorrowedRefsAreRemoteAtTheLenderAndReleasedByCount) {
+  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;
+  std::vector<std::pair<std::string, std::string>> demanded;
+  table_->SetDropHandler([&](const std::string& id, const std::string& node, uint32_t holds) {
+    dropped.emplace_back(id, node, holds);
+  });
+  table_->SetDemandHandler([&](const std::string& id, const std::string& node) { demanded.emplace_back(id, node); });
+  EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty());
+  EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty()) << "a second value from B with it: two holds there";
+  EXPECT_EQ(table_->AddBorrowed({Id('x')}, "C"), std::vector<std::string>{Id('x')})
+      << "already read from B: C's hold is not needed";
+  EXPECT_EQ(table_->RemoteNode(Id('x')), "B");
+  EXPECT_TRUE(demanded.empty()) << "nothing read until someone waits for it";
+  table_->RemoveRef(Id('x'));
+  table_->RemoveRef(Id('x'));
+  EXPECT_TRUE(dropped.empty());
+  table_->RemoveRef(Id('x'));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0], std::make_tuple(Id('x'), std::string("B"), 2u));
+  // Freed here, lent again: a new borrow.
+  EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty());
+  table_->RemoveRef(Id('x'));
+  EXPECT_EQ(dropped.size(), 2u);
+}
+
+TEST_F(ObjectTableTest, ABorrowOfWhatIsHereIsReleasedAtOnceAndACopyHereEndsABorrow) {
+  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;
+  std::vector<std::pair<std::string, std::string>> demanded;
+  table_->SetDropHandler([&](const std::string& id, const std::string& node, uint32_t holds) {
+    dropped.emplace_back(id, node, holds);
+  });
+  table_->SetDemandHandler([&](const std::string& id, const std::string& node) { demanded.emplace_back(id, node); });
+  table_->AddRef(Id('h'));
+  table_->PutInline(Id('h'), "made here", {});
+  EXPECT_EQ(table_->AddBorrowed({Id('h')}, "B"), std::vector<std::string>{Id('h')});
+  table_->AddRef(Id('p'));  // a result of a task running here
+  EXPECT_EQ(table_->AddBorrowed({Id('p')}, "B"), std::vector<std::string>{Id('p')});
+  // A borrowed object that someone waits for is read from its lender; once
+  // copied here, the lender lets go.
+  EXPECT_TRUE(table_->AddBorrowed({Id('r')}, "B").empty());
+  bool ready = false;
+  table_->OnReady(Id('r'), [&] { ready = true; });
+  ASSERT_EQ(demanded.size(), 1u);
+  EXPECT_EQ(demanded[0], std::make_pair(Id('r'), std::string("B")));
+  table_->PutInline(Id('r'), "copied", {});
+  EXPECT_TRUE(ready);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0], std::make_tuple(Id('r'), std::string("B"), 1u));
+  EXPECT_EQ(table_->AddBorrowed({Id('r')}, "B"), std::vector<std::string>{Id('r')});
 }
 
 }  // namespace phalanx::objectstore

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "core/ids.h"
 
@@ -189,7 +190,7 @@ class TransferChainTest : public ::testing::Test {
     std::unique_ptr<ObjectTransfer> transfer;
     std::unique_ptr<PullServer> server;
   };
-  Peer& Add(const std::string& name, TransferDirectory dir = {}) {
+  Peer& Add(const std::string& name, TransferDirectory dir = {}, TransferRefs refs = {}) {
     auto p = std::make_unique<Peer>("chain-" + name);
     TransferOptions o;
     o.chunk_bytes = 1 << 20;
@@ -205,7 +206,7 @@ class TransferChainTest : public ::testing::Test {
                                   done(std::move(r));
                                 });
         },
-        o, std::move(dir), name);
+        o, std::move(dir), name, std::move(refs));
     p->server = std::make_unique<PullServer>(io_, p->transfer.get());
     Peer& ref = *p;
     peers_[name] = std::move(p);
@@ -352,6 +353,50 @@ TEST_F(TransferChainTest, AStoppedCopyFailsWithTheReasonAndFreesItsSpace) {
   b.server->Release();  // replies still on the way find nothing
   io_.run_for(std::chrono::milliseconds(100));
   EXPECT_EQ(a.node.store->Stats().objects, 0u);
+}
+
+}  // namespace phalanx::objectstore
+
+namespace phalanx::objectstore {
+
+TEST_F(TransferChainTest, RefsInsideAValueComeWithItLentOncePerCopy) {
+  std::vector<std::pair<std::string, std::string>> lent;  // (reader, id) on b
+  Peer& a = Add("a");
+  Peer& b = Add("b", {}, TransferRefs{[&](const std::string& node, const std::string& id) { lent.emplace_back(node, id); },
+                                      nullptr});
+  const std::string inner(20, 'i'), small(20, 'o'), large(20, 's');
+  Put(b, inner, 1000);
+  b.node.table->AddRef(small);
+  b.node.table->PutInline(small, "a list of refs", {inner});
+  b.node.table->AddRef(large);
+  ASSERT_TRUE(b.node.table->CreateInStore(large, 3 << 20, {inner}).ok());  // three ranges
+  ASSERT_TRUE(b.node.table->SealInStore(large).ok());
+  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;
+  a.node.table->SetDropHandler([&](const std::string& id, const std::string& node, uint32_t holds) {
+    dropped.emplace_back(id, node, holds);
+  });
+  for (const auto& id : {small, large}) {
+    a.node.table->AddRef(id);
+    a.transfer->Pull(id, "b");
+  }
+  Run([&] { return a.node.table->IsReady(small) && a.node.table->IsReady(large); });
+  rpc::ObjectValue v;
+  a.node.table->Describe(small, &v, false);
+  ASSERT_EQ(v.state(), rpc::OBJ_INLINE) << v.error();
+  ASSERT_EQ(v.contained_ids_size(), 1);
+  EXPECT_EQ(v.contained_ids(0), inner);
+  EXPECT_EQ(a.node.table->Contained(large), std::vector<std::string>{inner});
+  // The inner object is b's: remote here, read from b when needed.
+  EXPECT_EQ(a.node.table->RemoteNode(inner), "b");
+  EXPECT_FALSE(a.node.table->IsReady(inner));
+  // b lent it once for each copy (not once per range of the large one).
+  std::vector<std::pair<std::string, std::string>> want{{"a", inner}, {"a", inner}};
+  EXPECT_EQ(lent, want);
+  // Both copies dropped here: both holds at b are let go, in one count.
+  a.node.table->RemoveRef(small);
+  a.node.table->RemoveRef(large);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0], std::make_tuple(inner, std::string("b"), 2u));
 }
 
 }  // namespace phalanx::objectstore

@@ -207,3 +207,24 @@ def test_nested_refs_leave_nothing_behind(two_nodes):
                 far["ref_entries"] <= base_far["ref_entries"] + 2 and  # (the stats task's own return)
                 far["store_objects"] <= base_far["store_objects"])
     wait_until(back_to_base, timeout=30, interval=0.3, what="every nested ref to be freed on both nodes")
+
+
+def test_generator_items_holding_refs_stream_from_another_node(two_nodes):
+    @phalanx.remote(**FAR)
+    def produce(n):
+        for i in range(n):
+            yield [phalanx.put(i), square.remote(i)]
+
+    got = []
+    for item in produce.remote(4):
+        pair = phalanx.get(item, timeout=60)
+        got.append(phalanx.get(pair, timeout=60))
+    assert got == [[i, i * i] for i in range(4)]
+
+    @phalanx.remote(num_returns="dynamic", **FAR)
+    def produce_all(n):
+        for i in range(n):
+            yield phalanx.put(i * 10)
+
+    refs = phalanx.get(produce_all.remote(3), timeout=60)
+    assert [phalanx.get(phalanx.get(r, timeout=60), timeout=60) for r in refs] == [0, 10, 20]
