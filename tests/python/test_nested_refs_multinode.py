@@ -228,3 +228,15 @@ def test_generator_items_holding_refs_stream_from_another_node(two_nodes):
 
     refs = phalanx.get(produce_all.remote(3), timeout=60)
     assert [phalanx.get(phalanx.get(r, timeout=60), timeout=60) for r in refs] == [0, 10, 20]
+
+    @phalanx.remote(**FAR)
+    def total(gen):  # a DynamicObjectRefGenerator, passed by value to another node
+        return sum(phalanx.get(phalanx.get(r, timeout=30), timeout=30) for r in gen)
+
+    @phalanx.remote(num_returns="dynamic")
+    def produce_here(n):
+        for i in range(n):
+            yield phalanx.put(i + 1)
+
+    assert phalanx.get(total.remote(phalanx.get(produce_here.remote(3), timeout=60)), timeout=60) == 6
+    assert phalanx.get(total.remote(phalanx.get(produce_all.remote(3), timeout=60)), timeout=60) == 30
