@@ -16,6 +16,9 @@ after the last round everything must go back to where it started.
 
     .venv/bin/python bench/nested_refs.py                 # 100,000 rounds
     .venv/bin/python bench/nested_refs.py --rounds 5000   # a short run
+    .venv/bin/python bench/nested_refs.py --peer ray      # then the same rounds on Ray (two nodes), for the rate
+
+Ray's run measures the rate only (its raylet's counters are not read here).
 """
 import argparse
 import gc
@@ -31,14 +34,16 @@ from phalanx import NodeAffinitySchedulingStrategy
 
 
 class Keeper:
-    def __init__(self):
+    def __init__(self, runtime="phalanx"):
+        import importlib
+        self.rt = importlib.import_module(runtime)
         self.kept = None
 
     def swap(self, refs):
         prev, self.kept = self.kept, refs
         if prev is None:
             return 0.0
-        small, arr = phalanx.get(prev, timeout=60)
+        small, arr = self.rt.get(prev, timeout=60)
         return float(small) + float(arr[0])
 
     def drop(self):
@@ -63,12 +68,69 @@ def rss(pid):
     return 0
 
 
+def run_rounds(rt, keeper, read, rounds, window, sample_every, on_sample):
+    """The rounds, on phalanx or Ray (`rt`): (seconds, sum of values read, the sum expected)."""
+    arr = np.zeros(25_600, dtype=np.float64)  # 200 KiB: over the inline limit, a store object
+    inflight = []
+    expect_sum = got_sum = 0.0
+    t0 = time.perf_counter()
+    for i in range(rounds):
+        arr_ref = rt.put(arr)
+        small_ref = rt.put(i)
+        refs = [small_ref, arr_ref]
+        inflight.append((keeper.swap.remote(refs), read.remote({"refs": refs})))
+        expect_sum += (i - 1 if i > 0 else 0.0) + i * 2
+        del refs, arr_ref, small_ref
+        if len(inflight) >= window:
+            swapped, made = inflight.pop(0)
+            got_sum += rt.get(swapped, timeout=60) + rt.get(rt.get(made, timeout=60), timeout=60)
+            del swapped, made
+        if on_sample and (i + 1) % sample_every == 0:
+            on_sample(i + 1)
+    while inflight:
+        swapped, made = inflight.pop(0)
+        got_sum += rt.get(swapped, timeout=60) + rt.get(rt.get(made, timeout=60), timeout=60)
+        del swapped, made
+    return time.perf_counter() - t0, got_sum, expect_sum
+
+
+def ray_rate(rounds, window):
+    """The same rounds on Ray: a head and a far node (ray.cluster_utils), rounds/s."""
+    import ray
+    from ray.cluster_utils import Cluster
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as RayAffinity
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    far_node = cluster.add_node(num_cpus=2)
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        cluster.wait_for_nodes()
+        far = RayAffinity(far_node.node_id, soft=False)
+        keeper = ray.remote(Keeper).options(scheduling_strategy=far).remote("ray")
+        read = ray.remote(_ray_far_read).options(scheduling_strategy=far)
+        ray.get(keeper.swap.remote([ray.put(0)]))
+        ray.get(keeper.drop.remote())
+        elapsed, got, want = run_rounds(ray, keeper, read, rounds, window, 0, None)
+        return rounds / elapsed, got == want
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _ray_far_read(d):
+    import ray
+    small, arr = ray.get(d["refs"], timeout=60)
+    return ray.put(float(small) * 2 + float(arr[-1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=100_000)
     ap.add_argument("--window", type=int, default=32, help="rounds in flight")
     ap.add_argument("--sample", type=int, default=0, help="rounds between samples (default: rounds / 10)")
     ap.add_argument("--json", help="write the samples and the verdict here")
+    ap.add_argument("--peer", choices=["none", "ray"], default="none", help="also run the rounds on Ray")
+    ap.add_argument("--peer-rounds", type=int, default=10_000, help="rounds for the peer (default 10,000)")
     args = ap.parse_args()
     sample_every = args.sample or max(1, args.rounds // 10)
 
@@ -96,31 +158,15 @@ def main():
     t0 = time.perf_counter()
     base = sample(0, t0)
     samples = []
-    arr = np.zeros(25_600, dtype=np.float64)  # 200 KiB: over the inline limit, a store object
-    inflight = []
-    expect_sum = 0.0
-    got_sum = 0.0
-    for i in range(args.rounds):
-        arr_ref = phalanx.put(arr)
-        small_ref = phalanx.put(i)
-        refs = [small_ref, arr_ref]
-        inflight.append((keeper.swap.remote(refs), read.remote({"refs": refs})))
-        expect_sum += (i - 1 if i > 0 else 0.0) + i * 2
-        del refs, arr_ref, small_ref
-        if len(inflight) >= args.window:
-            swapped, made = inflight.pop(0)
-            got_sum += phalanx.get(swapped, timeout=60) + phalanx.get(phalanx.get(made, timeout=60), timeout=60)
-        if (i + 1) % sample_every == 0:
-            s = sample(i + 1, t0)
-            samples.append(s)
-            print(f"{s['rounds']:>8} rounds {s['seconds']:>7.1f} s  here: {s['here']['ref_entries']:>5} entries "
-                  f"{s['here']['store_objects']:>4} store objects  far: {s['far']['ref_entries']:>5} entries "
-                  f"{s['far']['store_objects']:>4} store objects  raylet RSS {s['raylet_rss_mib']} MiB", flush=True)
-    while inflight:
-        swapped, made = inflight.pop(0)
-        got_sum += phalanx.get(swapped, timeout=60) + phalanx.get(phalanx.get(made, timeout=60), timeout=60)
-    del inflight, swapped, made
-    elapsed = time.perf_counter() - t0
+
+    def on_sample(done):
+        s = sample(done, t0)
+        samples.append(s)
+        print(f"{s['rounds']:>8} rounds {s['seconds']:>7.1f} s  here: {s['here']['ref_entries']:>5} entries "
+              f"{s['here']['store_objects']:>4} store objects  far: {s['far']['ref_entries']:>5} entries "
+              f"{s['far']['store_objects']:>4} store objects  raylet RSS {s['raylet_rss_mib']} MiB", flush=True)
+    elapsed, got_sum, expect_sum = run_rounds(phalanx, keeper, read, args.rounds, args.window, sample_every,
+                                              on_sample)
     phalanx.get(keeper.drop.remote(), timeout=60)
 
     deadline = time.monotonic() + 30
@@ -143,11 +189,17 @@ def main():
           f"far {base['far']})")
     print("values: " + ("all correct" if got_sum == expect_sum else f"WRONG: {got_sum} != {expect_sum}"))
     print("verdict: " + ("flat, nothing left behind" if ok else "LEAK or loss"))
+    phalanx.shutdown()
+    out = {"rounds": args.rounds, "seconds": elapsed, "rounds_per_s": args.rounds / elapsed, "base": base,
+           "samples": samples, "end": end, "ok": ok}
+    if args.peer == "ray":
+        rate, right = ray_rate(args.peer_rounds, args.window)
+        out["ray_rounds_per_s"] = rate
+        print(f"Ray, {args.peer_rounds} rounds: {rate:,.0f} rounds/s{'' if right else ' (WRONG values)'}; "
+              f"phalanx/Ray: {args.rounds / elapsed / rate:.1f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rounds": args.rounds, "seconds": elapsed, "base": base, "samples": samples, "end": end,
-                       "ok": ok}, f, indent=1)
-    phalanx.shutdown()
+            json.dump(out, f, indent=1)
     sys.exit(0 if ok else 1)
 
 

@@ -81,9 +81,11 @@ class CoreWorker {
   Status SubmitTask(const rpc::TaskSpec& spec);
   // How many method calls went straight to an actor's worker (for tests and stats).
   uint64_t direct_calls_sent() const { return direct_calls_sent_.load(); }
-  // Calls to `actor_id` this process sent straight to its worker and has no
-  // result of yet (max_pending_calls).
-  size_t ActorCallsInFlight(const std::string& actor_id);
+  // Calls to `actor_id` this process made and has no result of yet
+  // (max_pending_calls): those sent straight to its worker, and those sent
+  // through the raylet (counted from the first time this is asked for the
+  // actor; when there are `limit` or more, the raylet is asked which are done).
+  size_t ActorCallsInFlight(const std::string& actor_id, size_t limit);
 
   // A small value stored in raylet memory. With `hold`, the raylet counts this
   // process as holding it: the caller adopts one local ref (AdoptLocalRef).
@@ -211,6 +213,10 @@ class CoreWorker {
     Clock::time_point next_lookup{};
     std::chrono::milliseconds backoff{1};
     std::deque<std::string> inflight;       // task ids sent straight to the worker, oldest first
+    // max_pending_calls: the first return of each call sent through the
+    // raylet that may not be done yet (kept once ActorCallsInFlight is asked).
+    bool count_raylet_calls = false;
+    std::vector<std::string> raylet_calls;
   };
   struct DirectCall {
     rpc::TaskSpec spec;

@@ -4,6 +4,7 @@
 // raylet when a connection breaks) and the actor's side (its listener, calls
 // injected into NextTask, results written back to each caller).
 #include <algorithm>
+#include <unordered_set>
 
 #include "core/core_worker.h"
 #include "core/ids.h"
@@ -22,10 +23,27 @@ bool CoreWorker::ReturnsHeld(const std::string& task_id) {
   return running_direct_.count(task_id) > 0;
 }
 
-size_t CoreWorker::ActorCallsInFlight(const std::string& actor_id) {
+size_t CoreWorker::ActorCallsInFlight(const std::string& actor_id, size_t limit) {
+  std::vector<std::string> asked;
+  {
+    std::lock_guard<std::mutex> l(routes_mu_);
+    ActorRoute& r = routes_[actor_id];
+    r.count_raylet_calls = true;
+    size_t n = r.inflight.size() + r.raylet_calls.size();
+    if (n < limit || r.raylet_calls.empty()) return n;
+    asked = r.raylet_calls;
+  }
+  // At the limit with calls through the raylet: which of those are done?
+  auto ready = Wait(asked, static_cast<int>(asked.size()), 0, /*fetch_local=*/false);
   std::lock_guard<std::mutex> l(routes_mu_);
-  auto it = routes_.find(actor_id);
-  return it == routes_.end() ? 0 : it->second.inflight.size();
+  ActorRoute& r = routes_[actor_id];
+  if (ready.ok()) {
+    std::unordered_set<std::string> done(ready.value().begin(), ready.value().end());
+    r.raylet_calls.erase(std::remove_if(r.raylet_calls.begin(), r.raylet_calls.end(),
+                                        [&](const std::string& id) { return done.count(id) > 0; }),
+                         r.raylet_calls.end());
+  }
+  return r.inflight.size() + r.raylet_calls.size();
 }
 
 void CoreWorker::FlushDirect() {
@@ -172,6 +190,9 @@ void CoreWorker::MaybeGoDirect(const std::string& actor_id, ActorRoute& r) {
 Status CoreWorker::SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec) {
   if (r.conn == 0) {
     r.last_raylet_call = spec.task_id();
+    if (r.count_raylet_calls && spec.num_returns() > 0) {
+      r.raylet_calls.push_back(MakeObjectId(spec.task_id(), 1));
+    }
     return Send(rpc::SUBMIT_TASK, spec);
   }
   const std::string tid = spec.task_id();

@@ -373,7 +373,11 @@ PYBIND11_MODULE(_core, m) {
   });
 
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
-  m.def("actor_calls_in_flight", [](pyb::bytes actor_id) { return RequireCore()->ActorCallsInFlight(actor_id); });
+  m.def("actor_calls_in_flight", [](pyb::bytes actor_id, size_t limit) {
+    std::string id = actor_id;
+    pyb::gil_scoped_release nogil;  // (at the limit, it asks the raylet)
+    return RequireCore()->ActorCallsInFlight(id, limit);
+  });
 
   // this_thread: only for the calling thread (a worker thread running a
   // task); else the process's default (a driver at init).

@@ -318,7 +318,7 @@ class ActorMethod:
         ensure_initialized()
         h = self._handle
         full = f"{h._class_name}.{self._name}"
-        if h._max_pending > 0 and _core.actor_calls_in_flight(h._actor_id) >= h._max_pending:
+        if h._max_pending > 0 and _core.actor_calls_in_flight(h._actor_id, h._max_pending) >= h._max_pending:
             raise PendingCallsLimitExceededError(
                 f"actor {h._class_name} ({h._actor_id.hex()[:12]}) has {h._max_pending} calls from this "
                 f"process in flight already (max_pending_calls={h._max_pending}); wait for some first")

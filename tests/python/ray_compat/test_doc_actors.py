@@ -247,3 +247,34 @@ def test_concurrency_group_that_is_not_defined_is_refused():
             @ray.method(concurrency_group="cpu")
             def f(self):
                 pass
+
+
+def test_max_pending_calls(cluster):
+    # docs.ray.io/en/latest/ray-core/api/doc/ray.actor.ActorClass.options.html:
+    # "max_pending_calls: Set the max number of pending calls allowed on the
+    # actor handle. When this value is exceeded, PendingCallsLimitExceeded
+    # will be raised for further tasks. Note that this limit is counted per
+    # handle. -1 means that the number of pending calls is unlimited."
+    @ray.remote
+    class Slow:
+        def work(self, t):
+            time.sleep(t)
+            return t
+
+    # Right after creation (the calls go through the raylet while the actor starts).
+    a = Slow.options(max_pending_calls=2).remote()
+    first = [a.work.remote(0.3), a.work.remote(0.3)]
+    with pytest.raises(ray.exceptions.PendingCallsLimitExceeded):
+        a.work.remote(0)
+    assert ray.get(first) == [0.3, 0.3]
+    assert ray.get(a.work.remote(0)) == 0  # room again
+    # Once calls go straight to the actor's worker.
+    for _ in range(3):
+        ray.get(a.work.remote(0))
+    busy = [a.work.remote(0.3), a.work.remote(0.3)]
+    with pytest.raises(ray.exceptions.PendingCallsLimitExceeded):
+        a.work.remote(0)
+    ray.get(busy)
+    # Unlimited by default.
+    b = Slow.remote()
+    assert ray.get([b.work.remote(0) for _ in range(50)]) == [0] * 50
