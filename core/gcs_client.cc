@@ -97,6 +97,38 @@ void GcsClient::Claim(const std::string& key, Callback<bool> cb) {
   });
 }
 
+namespace {
+const char* kClaimName = R"lua(
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if (not cur) or cur == ARGV[2] or (ARGV[3] ~= '' and cur == ARGV[3]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return ''
+end
+return cur
+)lua";
+const char* kReleaseName = R"lua(
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+)lua";
+}  // namespace
+
+void GcsClient::ClaimActorName(const std::string& name, const std::string& actor_id, const std::string& stale,
+                               Callback<std::string> cb) {
+  redis_->Command({"EVAL", kClaimName, "1", "actor_names", name, ToHex(actor_id), stale.empty() ? "" : ToHex(stale)},
+                  [cb](Result<RedisReply> r) {
+                    if (!r.ok()) return cb(r.status());
+                    if (r.value().type != RedisReply::kString) return cb(Status::Internal("malformed name claim reply"));
+                    if (r.value().str.empty()) return cb(std::string());
+                    std::string owner = FromHex(r.value().str);
+                    if (owner.empty()) return cb(Status::Internal("malformed actor id in the GCS's actor_names"));
+                    cb(owner);
+                  });
+}
+
+void GcsClient::ReleaseActorName(const std::string& name, const std::string& actor_id) {
+  redis_->Command({"EVAL", kReleaseName, "1", "actor_names", name, ToHex(actor_id)});
+}
+
 void GcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) {
   redis_->Command({"HSET", "placement_groups", ToHex(info.pg_id()), info.SerializeAsString()});
 }

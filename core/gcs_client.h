@@ -52,6 +52,14 @@ class GcsClient {
   void GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb);
   // True for the first caller (of any node) to claim `key`: one winner per key.
   void Claim(const std::string& key, Callback<bool> cb);
+  // Named actors, cluster-wide: hash "actor_names" (namespace/name -> actor
+  // id hex). Gives `name` to `actor_id` in one atomic step unless another
+  // actor has it (and that actor is not `stale`, one found dead): `cb` gets
+  // "" when `actor_id` has the name now, else the id of the actor that has it.
+  void ClaimActorName(const std::string& name, const std::string& actor_id, const std::string& stale,
+                      Callback<std::string> cb);
+  // Frees `name` if `actor_id` still has it.
+  void ReleaseActorName(const std::string& name, const std::string& actor_id);
   void GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb);
 
   // Client table: clients hash (client id hex -> node id): every process that

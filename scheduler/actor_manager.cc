@@ -64,8 +64,73 @@ void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const Resource
       return;
     }
     names_[name] = spec.actor_id();
+    // Unique across the cluster too: claimed in the GCS before it is placed
+    // (a creation sent here by the node that claimed it has it already).
+    if (spec.forwarded() || !claim_) {
+      a.name_held = claim_ != nullptr;
+    } else {
+      a.claiming = true;
+    }
   }
   Announce(a);
+  if (a.claiming) Claim(spec.actor_id(), "");
+}
+
+void ActorManager::Claim(const std::string& actor_id, const std::string& stale) {
+  const std::string name = actors_[actor_id].creation.actor_name();
+  claim_(name, actor_id, stale, [this, actor_id, name](Result<std::string> r) {
+    auto it = actors_.find(actor_id);
+    bool won = r.ok() && r.value().empty();
+    if (it == actors_.end() || it->second.state == rpc::ACTOR_DEAD) {
+      if (won && release_) release_(name, actor_id);  // (died meanwhile)
+      if (it != actors_.end()) Claimed(it->second, false, "");
+      return;
+    }
+    if (!r.ok()) return Claimed(it->second, false, "its name '" + name + "' could not be claimed in the GCS: " +
+                                                       r.status().message());
+    if (won) return Claimed(it->second, true, "");
+    // Another actor has it: taken over if that one is dead (or was never recorded).
+    std::string owner = r.value();
+    auto lose = [this, actor_id, name](const std::string& where) {
+      auto again = actors_.find(actor_id);
+      if (again == actors_.end()) return;
+      Claimed(again->second, false, "an actor named '" + name + "' already exists" + where);
+    };
+    if (!locate_) return lose("");
+    locate_(owner, [this, actor_id, owner, lose](Result<rpc::ActorInfo> info) {
+      if (info.ok() && info.value().state() != rpc::ACTOR_DEAD) {
+        return lose(" (on node " + ToHex(info.value().node_id()).substr(0, 12) + ")");
+      }
+      auto again = actors_.find(actor_id);
+      if (again == actors_.end() || again->second.state == rpc::ACTOR_DEAD) return;
+      Claim(actor_id, owner);
+    });
+  });
+}
+
+void ActorManager::Claimed(Actor& a, bool won, const std::string& why) {
+  a.claiming = false;
+  auto waiters = std::move(a.claim_waiters);
+  a.claim_waiters.clear();
+  if (won) {
+    a.name_held = true;
+    if (a.creation_ready) {
+      pending_.push_back(a.creation.actor_id());
+      tasks_->Redispatch();
+    }
+  } else if (a.state != rpc::ACTOR_DEAD) {
+    Die(a, why);
+  }
+  for (auto& w : waiters) w();
+}
+
+void ActorManager::WhenNamed(const std::string& name, std::function<void()> then) {
+  auto n = names_.find(name);
+  if (n != names_.end()) {
+    auto it = actors_.find(n->second);
+    if (it != actors_.end() && it->second.claiming) return it->second.claim_waiters.push_back(std::move(then));
+  }
+  then();
 }
 
 bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
@@ -172,6 +237,7 @@ void ActorManager::OnTaskReady(const rpc::TaskSpec& spec) {
   if (spec.kind() == rpc::TASK_ACTOR_CREATION) {
     if (a.state == rpc::ACTOR_DEAD) return;
     a.creation_ready = true;
+    if (a.claiming) return;  // placed once it has its name
     pending_.push_back(spec.actor_id());
     return;  // the TaskManager dispatches next, which places it
   }
@@ -364,6 +430,8 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   }
   auto n = names_.find(a.creation.actor_name());
   if (n != names_.end() && n->second == a.creation.actor_id()) names_.erase(n);
+  if (a.name_held && release_) release_(a.creation.actor_name(), a.creation.actor_id());
+  a.name_held = false;
   Announce(a);
   tasks_->Redispatch();
 }

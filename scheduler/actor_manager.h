@@ -66,6 +66,21 @@ class ActorManager {
   void RestartOrphan(const rpc::ActorInfo& info, const std::string& why);
   // NotFound when no live actor has that name.
   Result<rpc::GetActorReply> Lookup(const std::string& name) const;
+  // Runs `then` once a named actor created here is known to have its name
+  // cluster-wide (or has lost it), at once if none is still claiming it.
+  void WhenNamed(const std::string& name, std::function<void()> then);
+
+  // Names are unique across the cluster: a named actor created here claims
+  // its name in the GCS before it is placed, and frees it when it dies.
+  // `claim(name, actor_id, stale, cb)`: cb("") when the actor has the name,
+  // else the id of the actor that has it (`stale`: an owner found dead, taken over).
+  using ClaimName = std::function<void(const std::string& name, const std::string& actor_id, const std::string& stale,
+                                       std::function<void(Result<std::string>)>)>;
+  using ReleaseName = std::function<void(const std::string& name, const std::string& actor_id)>;
+  void SetNameRegistry(ClaimName claim, ReleaseName release) {
+    claim_ = std::move(claim);
+    release_ = std::move(release);
+  }
 
   void SetActorEventHandler(ActorEventHandler h) { on_event_ = std::move(h); }
 
@@ -108,11 +123,17 @@ class ActorManager {
     std::deque<std::string> queue;      // method calls not pushed yet, in submission order
     std::unordered_set<std::string> ready;
     std::string death_cause;
+    bool claiming = false;              // its name is being claimed in the GCS: not placed yet
+    bool name_held = false;             // it has its name cluster-wide (freed when it dies)
+    std::vector<std::function<void()>> claim_waiters;  // WhenNamed
     // Where the live worker takes direct calls (set when its constructor returns).
     std::string worker_socket, worker_host;
     int worker_port = 0;
   };
   void Pump(Actor& a);
+  // Claims the actor's name in the GCS (ClaimName), taking it over from `stale`.
+  void Claim(const std::string& actor_id, const std::string& stale);
+  void Claimed(Actor& a, bool won, const std::string& why);
   void Die(Actor& a, const std::string& cause);
   // Its creator (process or node) is gone: it dies too, its process killed.
   void DieWithOwner(Actor& a, const std::string& cause);
@@ -131,6 +152,8 @@ class ActorManager {
   Locate locate_;
   KillRemote kill_remote_;
   ForwardCall forward_;
+  ClaimName claim_;
+  ReleaseName release_;
   void HostLost(Actor& a, std::deque<std::string> lost, const std::string& why);
 };
 

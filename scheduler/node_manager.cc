@@ -146,6 +146,10 @@ Status NodeManager::Start() {
   tasks_.actors().SetLocate([this](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
     gcs_.GetActor(id, std::move(cb));
   });
+  tasks_.actors().SetNameRegistry(
+      [this](const std::string& name, const std::string& actor, const std::string& stale,
+             std::function<void(Result<std::string>)> cb) { gcs_.ClaimActorName(name, actor, stale, std::move(cb)); },
+      [this](const std::string& name, const std::string& actor) { gcs_.ReleaseActorName(name, actor); });
   tasks_.actors().SetKillRemote([this](const std::string& node, const std::string& actor, bool no_restart) {
     peers_.KillRemoteActor(node, actor, no_restart);
   });
@@ -406,6 +410,14 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
 }
 
 void NodeManager::HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name) {
+  // (An actor created here still claiming its name cluster-wide: once it has it, or lost it.)
+  std::weak_ptr<Client> weak = c;
+  tasks_.actors().WhenNamed(name, [this, weak, req, name] {
+    if (auto cl = weak.lock()) LookUpActor(cl, req, name);
+  });
+}
+
+void NodeManager::LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name) {
   auto r = tasks_.actors().Lookup(name);
   if (r.ok()) return Reply(*c, rpc::GET_ACTOR, req, r.value());
   // Not created here: ask the GCS, which every node's actors are in.

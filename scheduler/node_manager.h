@@ -127,6 +127,7 @@ class NodeManager {
   // node): inline values stored here, store values adopted from their holder.
   void StoreHandedResults(rpc::TaskDone& m);
   void HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
+  void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
   // Placement groups (node_placement.cc, scheduler/placement_groups.h).
   void SetUpPlacementGroups();
   void HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m);

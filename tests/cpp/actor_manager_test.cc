@@ -210,6 +210,61 @@ TEST_F(ActorManagerTest, NamesAreUniqueWhileTheActorLives) {
   EXPECT_FALSE(actors_.Lookup("ns/counter").ok());  // the name is free again
 }
 
+// Names are unique across nodes: a fake GCS registry (name -> owner) whose
+// answers the test gives when it likes, and a fake actor table for owners.
+TEST_F(ActorManagerTest, ANamedActorIsPlacedOnlyOnceItHasItsNameClusterWide) {
+  std::vector<std::function<void(Result<std::string>)>> claims;
+  std::vector<std::string> stales, released;
+  std::map<std::string, rpc::ActorState> gcs_actors;
+  actors_.SetNameRegistry(
+      [&](const std::string&, const std::string&, const std::string& stale,
+          std::function<void(Result<std::string>)> cb) {
+        stales.push_back(stale);
+        claims.push_back(std::move(cb));
+      },
+      [&](const std::string& name, const std::string&) { released.push_back(name); });
+  actors_.SetLocate([&](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
+    auto it = gcs_actors.find(id);
+    if (it == gcs_actors.end()) return cb(Status::NotFound("no actor"));
+    rpc::ActorInfo info;
+    info.set_state(it->second);
+    info.set_node_id("node-b");
+    cb(info);
+  });
+  pool_.idle = 3;
+  // Won: placed then, and its name freed when it dies.
+  std::string a = Create(0, 0, 0, "ns/a");
+  actors_.PlacePending();
+  EXPECT_TRUE(tasks_.pushed.empty()) << "not placed before the GCS gave it the name";
+  bool looked_up = false;
+  actors_.WhenNamed("ns/a", [&] { looked_up = true; });
+  EXPECT_FALSE(looked_up);
+  ASSERT_EQ(claims.size(), 1u);
+  claims[0](std::string());
+  EXPECT_TRUE(looked_up);
+  actors_.PlacePending();
+  ASSERT_EQ(tasks_.pushed, std::vector<std::string>{a});
+  ASSERT_TRUE(actors_.Kill(a, /*no_restart=*/true).ok());
+  Crash(a, "killed");  // (its worker's death is reported)
+  EXPECT_EQ(released, std::vector<std::string>{"ns/a"});
+  // Lost to a live actor on another node: it dies saying so, never placed.
+  std::string b = Create(0, 0, 0, "ns/b");
+  gcs_actors["owner-1"] = rpc::ACTOR_ALIVE;
+  claims[1](std::string("owner-1"));
+  EXPECT_NE(tasks_.failed[b].find("already exists (on node"), std::string::npos) << tasks_.failed[b];
+  EXPECT_FALSE(actors_.Lookup("ns/b").ok());
+  // Held by a dead actor: taken over from it.
+  std::string c = Create(0, 0, 0, "ns/c");
+  gcs_actors["owner-2"] = rpc::ACTOR_DEAD;
+  claims[2](std::string("owner-2"));
+  ASSERT_EQ(claims.size(), 4u);
+  EXPECT_EQ(stales[3], "owner-2");
+  claims[3](std::string());
+  actors_.PlacePending();
+  EXPECT_EQ(tasks_.pushed.back(), c);
+  EXPECT_EQ(released.size(), 1u) << "a lost name is not freed: it was never this actor's";
+}
+
 TEST_F(ActorManagerTest, ACallQueuedThenCancelledIsSkipped) {
   pool_.idle = 1;
   std::string a = Create(0);

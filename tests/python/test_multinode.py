@@ -427,3 +427,34 @@ def test_broadcast_survives_a_raylet_killed_mid_copy(sim_nodes):
     out = phalanx.get(refs, timeout=90)
     assert all(o[1] == 11_999_999.0 and o[2] == float(arr[::1000].sum()) for o in out)
     assert time.monotonic() - start < 60
+
+
+def test_actor_names_are_unique_across_nodes(three_nodes):
+    # Two processes on different nodes create the same name at the same
+    # moment: with get_if_exists both end with one actor; without it, one
+    # creation fails naming the other.
+    @phalanx.remote
+    class Named:
+        def whoami(self):
+            return phalanx.get_runtime_context().get_actor_id()
+
+    @phalanx.remote
+    def make(name, at, if_exists):
+        time.sleep(max(0.0, at - time.time()))
+        h = Named.options(name=name, lifetime="detached", get_if_exists=if_exists).remote()
+        try:
+            return phalanx.get(h.whoami.remote(), timeout=30)
+        except phalanx.exceptions.ActorDiedError as e:
+            return str(e)
+
+    far = make.options(resources={"sim": 1})
+    for k in range(6):
+        at = time.time() + 1.0  # both tasks are running by then
+        got = phalanx.get([make.remote(f"shared-{k}", at, True), far.remote(f"shared-{k}", at, True)], timeout=60)
+        assert got[0] == got[1], got
+        phalanx.kill(phalanx.get_actor(f"shared-{k}"))
+    at = time.time() + 1.0
+    got = phalanx.get([make.remote("only-one", at, False), far.remote("only-one", at, False)], timeout=60)
+    refused = [g for g in got if "already exists" in g]
+    assert len(refused) == 1 and len(set(got)) == 2, got
+    phalanx.kill(phalanx.get_actor("only-one"))
