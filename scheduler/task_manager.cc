@@ -10,7 +10,7 @@
 
 namespace phalanx::scheduler {
 
-TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPool* pool,
+TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPoolView* pool,
                          TaskManagerOptions options, std::string node_id)
     : io_(io),
       objects_(objects),
@@ -359,7 +359,7 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
     return;
   }
   t.cancelled = true;
-  if (m.force() && w->actor_id.empty() && w->inflight.front() == tid) {
+  if (m.force() && w->actor_id.empty() && w->inflight.front() == tid && w->pid > 0) {
     ::kill(w->pid, SIGKILL);  // OnWorkerDied fails it (cancelled: never retried)
     return;
   }
@@ -367,7 +367,7 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
   // The worker's thread may be busy with another task (or this one) and not
   // reading: the signal has it read the notice now, and a task (not an actor's
   // call) that runs it gets KeyboardInterrupt.
-  ::kill(w->pid, SIGUSR2);
+  if (w->pid > 0) ::kill(w->pid, SIGUSR2);
 }
 
 void TaskManager::WatchInfeasible(const std::string& tid) {

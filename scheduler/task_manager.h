@@ -56,7 +56,7 @@ class TaskManager final : public TaskTable {
   // Tells the submitting client (by its id) something it should hear now.
   using WarningHandler = std::function<void(const std::string& caller_id, const std::string& message)>;
 
-  TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPool* pool,
+  TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPoolView* pool,
               TaskManagerOptions options, std::string node_id = "");
 
   // Takes a task. The caller has already counted the submitter's hold on the
@@ -162,7 +162,7 @@ class TaskManager final : public TaskTable {
 
   boost::asio::io_context& io_;
   objectstore::ObjectTable* objects_;
-  WorkerPool* pool_;
+  WorkerPoolView* pool_;
   TaskManagerOptions options_;
   ResourceLedger ledger_;
   std::unordered_map<std::string, Task> tasks_;

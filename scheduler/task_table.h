@@ -1,12 +1,14 @@
-// What the ActorManager needs of the node's task table and its worker pool,
-// as interfaces. The TaskManager implements TaskTable and the WorkerPool
-// implements WorkerSource; the ActorManager depends only on these (and on
-// the ResourceLedger), never on the TaskManager, so it is unit-tested alone
-// with fakes (tests/cpp/actor_manager_test.cc). Not thread-safe; the
-// raylet's loop.
+// What the ActorManager and the TaskManager need of each other and of the
+// worker pool, as interfaces. The TaskManager implements TaskTable and the
+// WorkerPool implements WorkerPoolView (WorkerSource is the part the
+// ActorManager uses); each manager depends only on these (and on the
+// ResourceLedger and ObjectTable), so each is unit-tested alone with fakes
+// (tests/cpp/actor_manager_test.cc, task_manager_test.cc). Not thread-safe;
+// the raylet's loop.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
@@ -44,6 +46,19 @@ class WorkerSource {
   virtual bool StartWorker(rpc::Language language) = 0;
   // Workers of that language started and not registered yet.
   virtual size_t num_starting(rpc::Language language) const = 0;
+};
+
+// What the TaskManager asks of the worker pool, beyond the ActorManager's
+// (the WorkerPool implements it; tests/cpp/task_manager_test.cc fakes it).
+class WorkerPoolView : public WorkerSource {
+ public:
+  // Whether this node starts workers of `language` (NotFound saying how to configure it if not).
+  virtual Status CanStart(rpc::Language language) const = 0;
+  // A worker with nothing to run goes back to the idle list.
+  virtual void PushIdle(Worker* w) = 0;
+  // Every worker, live or starting.
+  virtual std::vector<Worker*> All() const = 0;
+  virtual size_t size() const = 0;
 };
 
 }  // namespace phalanx::scheduler

@@ -55,7 +55,7 @@ struct WorkerPoolOptions {
   std::map<std::string, std::string> extra_env;
 };
 
-class WorkerPool final : public WorkerSource {
+class WorkerPool final : public WorkerPoolView {
  public:
   using DeathHandler = std::function<void(Worker* w, const std::string& why)>;
 
@@ -66,14 +66,14 @@ class WorkerPool final : public WorkerSource {
   bool StartWorker(rpc::Language language = rpc::LANGUAGE_PYTHON) override;
   // Whether this node was configured to start workers of `language`; if
   // not, NotFound saying how to configure it.
-  Status CanStart(rpc::Language language) const;
+  Status CanStart(rpc::Language language) const override;
   // A process started here registered with `token`; nullptr if unknown.
   Worker* Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn);
   // The live worker started with `token`, or nullptr.
   Worker* Find(const std::string& token);
   // An idle registered worker of `language`, or nullptr.
   Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON) override;
-  void PushIdle(Worker* w);
+  void PushIdle(Worker* w) override;
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
   void SetDeathHandler(DeathHandler h) { on_death_ = std::move(h); }
@@ -86,8 +86,8 @@ class WorkerPool final : public WorkerSource {
   size_t num_starting(rpc::Language language) const override;
   size_t num_registered() const { return by_token_.size() - starting_.size(); }
   size_t num_idle() const { return idle_.size(); }
-  size_t size() const { return by_token_.size(); }
-  std::vector<Worker*> All() const;
+  size_t size() const override { return by_token_.size(); }
+  std::vector<Worker*> All() const override;
 
  private:
   void WatchChildren();

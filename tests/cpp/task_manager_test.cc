@@ -1,0 +1,296 @@
+#include "scheduler/task_manager.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+
+#include "core/ids.h"
+#include "objectstore/shm_region.h"
+
+namespace phalanx::scheduler {
+
+namespace asio = boost::asio;
+
+// The TaskManager alone: a fake worker pool (workers are records with a real
+// connection, the far end of a socket pair that nobody reads; pid 0: never
+// signalled) over a real ObjectTable and store, and its hooks for other nodes.
+class FakePool : public WorkerPoolView {
+ public:
+  explicit FakePool(asio::io_context& io) : io_(io) {}
+  ~FakePool() override {
+    for (int fd : peers_) ::close(fd);
+  }
+  Worker* PopIdle(rpc::Language) override {
+    if (idle.empty()) return nullptr;
+    Worker* w = idle.front();
+    idle.pop_front();
+    return w;
+  }
+  bool StartWorker(rpc::Language) override {
+    ++started;
+    return true;
+  }
+  size_t num_starting(rpc::Language) const override { return 0; }
+  Status CanStart(rpc::Language language) const override {
+    if (language == rpc::LANGUAGE_CPP) return Status::NotFound("this node runs no C++ workers");
+    return Status::OK();
+  }
+  void PushIdle(Worker* w) override { idle.push_back(w); }
+  std::vector<Worker*> All() const override {
+    std::vector<Worker*> out;
+    for (const auto& w : workers) out.push_back(w.get());
+    return out;
+  }
+  size_t size() const override { return workers.size(); }
+
+  // A registered worker (not yet handed to the TaskManager).
+  Worker* Add() {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    FramedConnection::Socket s(io_);
+    s.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), sv[0]);
+    peers_.push_back(sv[1]);
+    workers.push_back(std::make_unique<Worker>());
+    workers.back()->conn = std::make_shared<FramedConnection>(std::move(s), "test worker");
+    return workers.back().get();
+  }
+
+  std::deque<Worker*> idle;
+  int started = 0;
+  std::vector<std::unique_ptr<Worker>> workers;
+
+ private:
+  asio::io_context& io_;
+  std::vector<int> peers_;
+};
+
+class TaskManagerTest : public ::testing::Test {
+ protected:
+  TaskManagerTest()
+      : store_(objectstore::ShmRegion::Create(1 << 20, "tm-test").value()),
+        objects_(&store_),
+        pool_(io_),
+        tasks_(io_, &objects_, &pool_, Options(), "node-a") {}
+  static TaskManagerOptions Options() {
+    TaskManagerOptions o;
+    o.total = ResourceSet({{"CPU", 2}});
+    o.infeasible_timeout_ms = 50;
+    return o;
+  }
+  // A task calling `fn` with `args` (object ids; "" for an inline value), needing `cpus`.
+  rpc::TaskSpec Spec(const std::string& fn, double cpus = 1, std::vector<std::string> args = {},
+                     int max_retries = 0) {
+    rpc::TaskSpec s;
+    s.set_task_id(Id(++next_));
+    s.set_function_name(fn);
+    s.set_function_id(fn);
+    s.set_num_returns(1);
+    s.set_num_cpus(cpus);
+    s.set_max_retries(max_retries);
+    for (const auto& a : args) {
+      auto* arg = s.add_args();
+      if (a.empty()) {
+        arg->set_data("inline");
+      } else {
+        arg->set_object_id(a);
+      }
+    }
+    return s;
+  }
+  std::string Submit(rpc::TaskSpec s) {
+    std::string tid = s.task_id();
+    objects_.AddRef(Ret(tid));  // the submitter holds its return
+    tasks_.Submit(std::move(s));
+    return tid;
+  }
+  static std::string Ret(const std::string& tid) { return MakeObjectId(tid, 1); }
+  // The worker running `tid` finishes it with `value`.
+  void Done(Worker* w, const std::string& tid, const std::string& value) {
+    rpc::TaskDone d;
+    d.set_task_id(tid);
+    auto* r = d.add_returns();
+    r->set_object_id(Ret(tid));
+    r->set_data(value);
+    tasks_.OnTaskDone(w, d);
+  }
+  Worker* Running(const std::string& tid) {
+    for (Worker* w : pool_.All()) {
+      if (std::find(w->inflight.begin(), w->inflight.end(), tid) != w->inflight.end()) return w;
+    }
+    return nullptr;
+  }
+  rpc::ObjectValue Value(const std::string& id) {
+    rpc::ObjectValue v;
+    objects_.Describe(id, &v, false);
+    return v;
+  }
+  static std::string Id(int n) {
+    std::string id(kTaskIdSize, '\0');
+    std::memcpy(&id[0], &n, sizeof(n));
+    return id;
+  }
+
+  asio::io_context io_;
+  objectstore::ObjectStore store_;
+  objectstore::ObjectTable objects_;
+  FakePool pool_;
+  TaskManager tasks_;
+  int next_ = 0;
+};
+
+TEST_F(TaskManagerTest, ATaskWaitsForItsArgumentsThenRunsAndItsResultIsStored) {
+  pool_.PushIdle(pool_.Add());
+  std::string arg = MakeObjectId(Id(1000), 1);
+  objects_.AddRef(arg);  // pending: its task has not finished
+  std::string t = Submit(Spec("f", 1, {arg, ""}));
+  EXPECT_EQ(Running(t), nullptr) << "pushed before its argument was ready";
+  objects_.PutInline(arg, "value", {});
+  Worker* w = Running(t);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(tasks_.Stats().running, 1u);
+  EXPECT_EQ(tasks_.available().Get("CPU"), 1.0);
+  Done(w, t, "result");
+  rpc::ObjectValue v = Value(Ret(t));
+  EXPECT_EQ(v.state(), rpc::OBJ_INLINE);
+  EXPECT_EQ(v.data(), "result");
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0) << "its CPU came back";
+  EXPECT_EQ(tasks_.Stats().finished, 1u);
+  objects_.RemoveRef(arg);
+  EXPECT_TRUE(objects_.WasFreed(arg)) << "the task released its argument";
+}
+
+TEST_F(TaskManagerTest, TasksRunAsCpusAllowAndWorkersAreStartedForThem) {
+  std::string a = Submit(Spec("f", 2));
+  std::string b = Submit(Spec("g", 2));
+  EXPECT_GE(pool_.started, 1) << "a worker is started for ready tasks";
+  Worker* w1 = pool_.Add();
+  tasks_.OnWorkerRegistered(w1);
+  EXPECT_EQ(Running(a), w1) << "the first submitted of one shape runs first";
+  Worker* w2 = pool_.Add();
+  tasks_.OnWorkerRegistered(w2);
+  EXPECT_EQ(Running(b), nullptr) << "no CPU left for it while the first runs";
+  Done(w1, a, "x");
+  EXPECT_NE(Running(b), nullptr);
+}
+
+TEST_F(TaskManagerTest, AWorkerBlockedInAGetLendsItsCpus) {
+  pool_.PushIdle(pool_.Add());
+  pool_.PushIdle(pool_.Add());
+  std::string parent = Submit(Spec("parent", 2));
+  Worker* w = Running(parent);
+  ASSERT_NE(w, nullptr);
+  std::string child = Submit(Spec("child", 1));
+  EXPECT_EQ(Running(child), nullptr);
+  tasks_.OnWorkerBlocked(w);  // the parent waits for the child
+  Worker* c = Running(child);
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c, w);
+  Done(c, child, "1");
+  tasks_.OnWorkerUnblocked(w);
+  Done(w, parent, "2");
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);
+}
+
+TEST_F(TaskManagerTest, AWorkerDeathRetriesItsTaskThenFailsItNamingWhy) {
+  pool_.PushIdle(pool_.Add());
+  std::string t = Submit(Spec("flaky", 1, {}, /*max_retries=*/1));
+  Worker* w = Running(t);
+  ASSERT_NE(w, nullptr);
+  w->dead = true;
+  tasks_.OnWorkerDied(w, "worker process 7 was killed by signal 9");
+  EXPECT_EQ(Running(t), nullptr);
+  EXPECT_EQ(tasks_.Stats().retried, 1u);
+  Worker* again = pool_.Add();
+  tasks_.OnWorkerRegistered(again);
+  ASSERT_EQ(Running(t), again) << "retried on another worker";
+  again->dead = true;
+  tasks_.OnWorkerDied(again, "worker process 8 was killed by signal 9");
+  rpc::ObjectValue v = Value(Ret(t));
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_EQ(v.error_code(), static_cast<int>(StatusCode::kWorkerDied));
+  EXPECT_NE(v.error().find("process 8"), std::string::npos) << v.error();
+  EXPECT_NE(v.error().find("after 1 retries"), std::string::npos) << v.error();
+}
+
+TEST_F(TaskManagerTest, CancelFailsQueuedTasksAndTheirChildrenAndTheyNeverRun) {
+  std::string parent = Submit(Spec("parent", 4));  // more CPUs than free: never runs here
+  rpc::TaskSpec c = Spec("child", 4);
+  c.set_parent_task_id(parent);
+  std::string child = Submit(c);
+  std::string other = Submit(Spec("other", 4));
+  rpc::CancelTask m;
+  m.set_task_id(parent);
+  m.set_recursive(true);
+  tasks_.Cancel(m);
+  for (const auto& t : {parent, child}) {
+    rpc::ObjectValue v = Value(Ret(t));
+    EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+    EXPECT_EQ(v.error_code(), static_cast<int>(StatusCode::kCancelled));
+  }
+  EXPECT_EQ(Value(Ret(other)).state(), rpc::OBJ_PENDING) << "not its child";
+  EXPECT_FALSE(tasks_.HasTask(parent));
+  EXPECT_TRUE(tasks_.HasTask(other));
+}
+
+TEST_F(TaskManagerTest, ARequestNoNodeCanHoldFailsAfterTheTimeoutNamingWhatItAsked) {
+  std::string warned;
+  tasks_.SetWarningHandler([&](const std::string&, const std::string& msg) { warned = msg; });
+  std::string t = Submit(Spec("huge", 64));
+  EXPECT_NE(warned.find("no node has that much"), std::string::npos) << warned;
+  io_.run_for(std::chrono::milliseconds(200));
+  rpc::ObjectValue v = Value(Ret(t));
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_EQ(v.error_code(), static_cast<int>(StatusCode::kInfeasible));
+  EXPECT_NE(v.error().find("CPU"), std::string::npos) << v.error();
+}
+
+TEST_F(TaskManagerTest, ATaskThatDoesNotFitHereIsSpilledWithItsArgumentsAndTheirRefs) {
+  std::vector<rpc::TaskSpec> spilled;
+  tasks_.SetSpillHandler([&](const rpc::TaskSpec& f, const ResourceSet&) {
+    spilled.push_back(f);
+    return std::string("node-b");
+  });
+  pool_.PushIdle(pool_.Add());
+  std::string busy = Submit(Spec("busy", 2));
+  ASSERT_NE(Running(busy), nullptr);
+  // An argument holding a ref (a list of refs put here) travels by value, its ref with it.
+  std::string inner = MakeObjectId(Id(2000), 1), outer = MakeObjectId(Id(2001), 1);
+  objects_.AddRef(inner);
+  objects_.PutInline(inner, "inner", {});
+  objects_.AddRef(outer);
+  objects_.PutInline(outer, "[ref]", {inner});
+  std::string t = Submit(Spec("moved", 1, {outer}));
+  ASSERT_EQ(spilled.size(), 1u);
+  const rpc::TaskSpec& f = spilled[0];
+  EXPECT_TRUE(f.forwarded());
+  ASSERT_EQ(f.args_size(), 1);
+  EXPECT_EQ(f.args(0).data(), "[ref]");
+  EXPECT_TRUE(f.args(0).object_id().empty());
+  ASSERT_EQ(f.contained_ids_size(), 1);
+  EXPECT_EQ(f.contained_ids(0), inner);
+  EXPECT_EQ(tasks_.Stats().spilled, 1u);
+  // Its results come back from there; the task is over here.
+  rpc::ForwardTaskReply reply;
+  auto* r = reply.add_returns();
+  r->set_object_id(Ret(t));
+  r->set_data("from node-b");
+  tasks_.OnForwardedDone(t, reply);
+  EXPECT_EQ(Value(Ret(t)).data(), "from node-b");
+  EXPECT_FALSE(tasks_.HasTask(t));
+}
+
+TEST_F(TaskManagerTest, ATaskInALanguageThisNodeDoesNotRunFailsAtOnceSayingSo) {
+  rpc::TaskSpec s = Spec("cpp_fn");
+  s.set_language(rpc::LANGUAGE_CPP);
+  std::string t = Submit(s);
+  rpc::ObjectValue v = Value(Ret(t));
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("no C++ workers"), std::string::npos) << v.error();
+}
+
+}  // namespace phalanx::scheduler
