@@ -436,6 +436,13 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   tasks_->Redispatch();
 }
 
+std::string ActorManager::ForwardedTo(const std::string& actor_id, const std::string& task_id) const {
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end() || it->second.remote_node.empty()) return "";
+  const auto& sent = it->second.remote_inflight;
+  return std::find(sent.begin(), sent.end(), task_id) == sent.end() ? "" : it->second.remote_node;
+}
+
 bool ActorManager::IsRemote(const std::string& actor_id) const {
   auto it = actors_.find(actor_id);
   return it != actors_.end() && !it->second.remote_node.empty();

@@ -104,6 +104,8 @@ class ActorManager {
   void SetKillRemote(KillRemote k) { kill_remote_ = std::move(k); }
   // Whether `task_id` belongs to an actor hosted on another node (its results come back through the TaskManager).
   bool IsRemote(const std::string& actor_id) const;
+  // The node a call of `actor_id` was sent to (its host), or "" if it was not sent away.
+  std::string ForwardedTo(const std::string& actor_id, const std::string& task_id) const;
   size_t num_alive() const;
   size_t num_pending() const { return pending_.size(); }
 

@@ -49,7 +49,7 @@ void NodeManager::SetUpPlacementGroups() {
     gcs_.GetPlacementGroup(pg, std::move(cb));
   };
   d.created = [this](const rpc::PlacementGroupInfo& info) {
-    objects_.PutInline(MakeObjectId(info.pg_id(), 1), TrueValue(), {});
+    objects_.PutInline(MakeObjectId(info.pg_id(), 1), info.ready_value().empty() ? TrueValue() : info.ready_value(), {});
   };
   d.removed = [this](const rpc::PlacementGroupInfo& info, const std::string& why) {
     std::string id = MakeObjectId(info.pg_id(), 1);
@@ -103,6 +103,10 @@ void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGrou
   }
   std::string ready = MakeObjectId(info.pg_id(), 1);
   Hold(c, ready);  // (the client holds the ready ref from the start, as a task's return)
+  if (info.ready_value().size() > 64 * 1024) {
+    objects_.MarkLost(ready, StatusCode::kInvalidArgument, "a placement group's ready value is over 64 KiB");
+    return;
+  }
   info.set_creator_id(c.client_id);
   Status st = pgs_->Create(std::move(info));
   if (!st.ok()) objects_.MarkLost(ready, st.code(), st.message());
@@ -140,7 +144,8 @@ void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, u
 
 void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
                                           const rpc::PlacementGroupRequest& m) {
-  if (const rpc::PlacementGroupInfo* info = pgs_->Find(m.pg_id())) {
+  const rpc::PlacementGroupInfo* info = m.all() ? nullptr : pgs_->Find(m.pg_id());
+  if (info != nullptr) {
     rpc::PlacementGroupReply reply;
     *reply.mutable_info() = *info;
     return Reply(*c, rpc::PG_GET, req, reply);
@@ -152,6 +157,14 @@ void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint
     rpc::PlacementGroupReply reply;
     if (!all.ok()) {
       *reply.mutable_status() = ToProto(all.status());
+      return Reply(*cl, rpc::PG_GET, req, reply);
+    }
+    if (m.all()) {  // placement_group_table()
+      for (const auto& g : all.value()) {
+        rpc::PlacementGroupInfo* out = reply.add_groups();
+        *out = g;
+        out->clear_ready_value();
+      }
       return Reply(*cl, rpc::PG_GET, req, reply);
     }
     bool found = false;

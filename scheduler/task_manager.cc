@@ -342,8 +342,11 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
   if (it == tasks_.end()) return;
   Task& t = it->second;
   if (t.spec.kind() == rpc::TASK_ACTOR_CREATION) return;  // (an actor is stopped with kill)
-  if (!t.spilled_to.empty()) {
-    if (cancel_remote_) cancel_remote_(t.spilled_to, m);
+  // Sent to another node (spilled, or a call to an actor hosted there): cancelled there.
+  std::string away = t.spilled_to;
+  if (away.empty() && t.spec.kind() == rpc::TASK_ACTOR_METHOD) away = actors_->ForwardedTo(t.spec.actor_id(), tid);
+  if (!away.empty()) {
+    if (cancel_remote_) cancel_remote_(away, m);
     return;
   }
   Worker* w = nullptr;

@@ -18,6 +18,9 @@ namespace {
 std::mutex g_core_mu;
 std::shared_ptr<CoreWorker> g_core;  // guarded by g_core_mu
 const char kInterrupted[] = "__interrupted__";
+// submit_task's strategy with this bit: PlacementGroupSchedulingStrategy(...,
+// placement_group_capture_child_tasks=True) (remote_function.strategy_args).
+constexpr int kCaptureFlag = 256;
 
 // The job and namespace that tasks submitted from here belong to: the
 // driver's for the process, or, in a worker, those of the task this thread
@@ -27,7 +30,11 @@ struct JobContext {
   std::string job_id;
   std::string ns;
   std::string parent_task;
+  std::string capture_pg;  // a placement group that captures what this task submits
 };
+// The placement group an actor of this process was created in with
+// placement_group_capture_child_tasks: what its calls submit goes there too.
+std::string g_actor_capture_pg;  // guarded by g_job_mu
 std::mutex g_job_mu;
 JobContext g_job;  // guarded by g_job_mu
 std::atomic<uint64_t> g_job_generation{1};
@@ -272,10 +279,26 @@ PYBIND11_MODULE(_core, m) {
         if (!job.parent_task.empty()) spec.set_parent_task_id(job.parent_task);
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
+        // (strategy | kCaptureFlag: a placement group that captures its children)
+        bool capture = (strategy & kCaptureFlag) != 0;
+        strategy &= ~kCaptureFlag;
+        std::string capture_pg = job.capture_pg;
+        if (capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD) {
+          std::lock_guard<std::mutex> l(g_job_mu);
+          capture_pg = g_actor_capture_pg;
+        }
+        if (strategy == rpc::STRATEGY_DEFAULT && !capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD) {
+          // Submitted from a task or actor that captures its children: into its group, any bundle.
+          strategy = rpc::STRATEGY_PLACEMENT_GROUP;
+          affinity_node = pyb::bytes(capture_pg);
+          bundle_index = -1;
+          capture = true;
+        }
         spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
         if (strategy == rpc::STRATEGY_PLACEMENT_GROUP) {  // (affinity_node carries the group's id)
           spec.set_placement_group_id(affinity_node);
           spec.set_bundle_index(bundle_index);
+          spec.set_capture_child_tasks(capture);
         } else {
           spec.set_affinity_node(affinity_node);
           spec.set_affinity_soft(affinity_soft);
@@ -323,10 +346,13 @@ PYBIND11_MODULE(_core, m) {
 
   // Placement groups: (group id, ready ref).
   m.def("create_placement_group", [](const std::vector<std::map<std::string, double>>& bundles, int strategy,
-                                     const std::string& name, const std::string& ns, bool detached) {
+                                     const std::string& name, const std::string& ns, bool detached,
+                                     pyb::object ready_value) {
     auto core = RequireCore();
     rpc::PlacementGroupInfo info;
     info.set_pg_id(core->NextTaskId());
+    // What get(pg.ready()) returns: the caller's handle, given the id.
+    if (!ready_value.is_none()) info.set_ready_value(ready_value(pyb::bytes(info.pg_id())).cast<std::string>());
     info.set_name(name);
     info.set_namespace_name(ns);
     info.set_strategy(static_cast<rpc::PlacementStrategy>(strategy));
@@ -345,18 +371,24 @@ PYBIND11_MODULE(_core, m) {
     req.set_pg_id(pg_id);
     req.set_name(name);
     req.set_namespace_name(ns);
-    uint16_t t = type == 0 ? rpc::PG_GET : rpc::PG_REMOVE;
+    req.set_all(type == 2);
+    uint16_t t = type == 1 ? rpc::PG_REMOVE : rpc::PG_GET;
     auto r = WithoutGil([&] { return core->PlacementGroupCall(t, req, timeout_ms); });
     ThrowIfError(r.status());
-    const rpc::PlacementGroupInfo& g = r.value().info();
-    pyb::list bundles;
-    for (const auto& b : g.bundles()) {
-      pyb::dict res;
-      for (const auto& [k, v] : b.resources()) res[pyb::str(k)] = v;
-      bundles.append(pyb::make_tuple(res, pyb::bytes(b.node_id())));
-    }
-    return pyb::make_tuple(pyb::bytes(g.pg_id()), g.name(), static_cast<int>(g.strategy()), static_cast<int>(g.state()),
-                           bundles, g.why_pending());
+    auto row = [](const rpc::PlacementGroupInfo& g) {
+      pyb::list bundles;
+      for (const auto& b : g.bundles()) {
+        pyb::dict res;
+        for (const auto& [k, v] : b.resources()) res[pyb::str(k)] = v;
+        bundles.append(pyb::make_tuple(res, pyb::bytes(b.node_id())));
+      }
+      return pyb::make_tuple(pyb::bytes(g.pg_id()), g.name(), static_cast<int>(g.strategy()),
+                             static_cast<int>(g.state()), bundles, g.why_pending());
+    };
+    if (type != 2) return row(r.value().info());
+    pyb::list out;  // (type 2: every group)
+    for (const auto& g : r.value().groups()) out.append(row(g));
+    return out;
   });
 
   m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
@@ -515,6 +547,11 @@ PYBIND11_MODULE(_core, m) {
     tl_job.job_id = s.job_id();
     tl_job.ns = s.namespace_name();
     tl_job.parent_task = s.task_id();
+    tl_job.capture_pg = s.capture_child_tasks() ? s.placement_group_id() : std::string();
+    if (s.kind() == rpc::TASK_ACTOR_CREATION) {  // (its calls' threads submit into its group too)
+      std::lock_guard<std::mutex> l(g_job_mu);
+      g_actor_capture_pg = tl_job.capture_pg;
+    }
     tl_job_set = true;  // (a worker's thread: never the driver's context)
     pyb::object resources = pyb::none();
     if (s.resources_size() > 0) {

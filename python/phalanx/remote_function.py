@@ -12,7 +12,7 @@ from phalanx.exceptions import SerializationError
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
-            "placement_group_bundle_index"}
+            "placement_group_bundle_index", "placement_group_capture_child_tasks"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -31,14 +31,16 @@ class NodeAffinitySchedulingStrategy:
 
 def scheduling_strategy_of(opts):
     """The scheduling strategy of a set of options, with Ray's older
-    `placement_group=` / `placement_group_bundle_index=` spelling too."""
+    `placement_group=` / `placement_group_bundle_index=` /
+    `placement_group_capture_child_tasks=` spelling too."""
     pg = opts.get("placement_group")
     if pg is None or pg == "default":
         return opts.get("scheduling_strategy")
     if opts.get("scheduling_strategy") not in (None, "DEFAULT"):
         raise ValueError("give either scheduling_strategy or placement_group, not both")
     from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
-    return PlacementGroupSchedulingStrategy(pg, opts.get("placement_group_bundle_index", -1))
+    return PlacementGroupSchedulingStrategy(pg, opts.get("placement_group_bundle_index", -1),
+                                            opts.get("placement_group_capture_child_tasks"))
 
 
 def strategy_args(strategy):
@@ -51,7 +53,8 @@ def strategy_args(strategy):
         return 2, strategy.node_id, strategy.soft, -1
     from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
     if isinstance(strategy, PlacementGroupSchedulingStrategy):
-        return 3, strategy.placement_group.id, False, strategy.placement_group_bundle_index
+        capture = 256 if strategy.placement_group_capture_child_tasks else 0  # (the binding's kCaptureFlag)
+        return 3 | capture, strategy.placement_group.id, False, strategy.placement_group_bundle_index
     raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD', a NodeAffinitySchedulingStrategy or a "
                      f"PlacementGroupSchedulingStrategy, got {strategy!r}")
 class ArgumentChecker:

@@ -182,6 +182,34 @@ def test_a_task_spilled_to_another_node_is_cancelled_there():
             phalanx.get(ref, timeout=20)
 
 
+def test_a_call_sent_to_an_actor_on_another_node_is_cancelled_there():
+    @phalanx.remote(resources={"far": 1})
+    class Far:
+        def __init__(self):
+            self.ran = []
+
+        def slow(self, t):
+            time.sleep(t)
+            self.ran.append("slow")
+
+        def mark(self):
+            self.ran.append("mark")
+
+        def log(self):
+            return self.ran
+
+    with loopback_nodes([None, {"far": 1}]):
+        a = Far.remote()
+        first = a.slow.remote(2.0)  # (made while the actor starts: these go through the raylets)
+        second = a.mark.remote()
+        time.sleep(1.0)  # both were sent to the far node; the first runs, the second waits there
+        phalanx.cancel(second)
+        with pytest.raises(TaskCancelledError):
+            phalanx.get(second, timeout=20)
+        phalanx.get(first, timeout=20)
+        assert phalanx.get(a.log.remote(), timeout=20) == ["slow"]  # the cancelled call never ran
+
+
 @phalanx.remote
 def slow_counter():
     for i in range(100):

@@ -33,7 +33,7 @@ def in_bundle(pg, i=-1):
 
 def test_bundles_are_reserved_and_used(cluster):
     pg = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="PACK", name="pair")
-    assert phalanx.get(pg.ready(), timeout=20) is True
+    assert phalanx.get(pg.ready(), timeout=20) == pg  # as in Ray: the group itself
     assert phalanx.available_resources().get("CPU", 0) == 0  # both CPUs set aside for the group
     # A task outside the group waits; tasks inside it run.
     outside = where.remote()

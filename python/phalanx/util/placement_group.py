@@ -61,8 +61,8 @@ class PlacementGroup:
         return len(self.bundle_specs)
 
     def ready(self):
-        """An ObjectRef that is ready (its value True) once every bundle is
-        reserved: `get(pg.ready(), timeout=...)`, `wait([pg.ready()])`,
+        """An ObjectRef that is ready (its value this group, as in Ray) once
+        every bundle is reserved: `get(pg.ready(), timeout=...)`, `wait([pg.ready()])`,
         `await pg.ready()`. A get that times out names the bundles and why
         they are not placed."""
         if self._ready is None:
@@ -80,7 +80,7 @@ class PlacementGroup:
             if ready:
                 try:
                     from phalanx._private.api import get
-                    return get(self._ready) is True
+                    return isinstance(get(self._ready), PlacementGroup)
                 except Exception:  # noqa: BLE001 - removed before it was placed
                     return False
             return False
@@ -152,8 +152,13 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _max_cpu_f
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     clean = _check_bundles(bundles)
+    def ready_value(pg_id):  # what get(pg.ready()) returns, as Ray: the group
+        from phalanx._private import serialization as ser
+        handle = PlacementGroup(pg_id, clean, None, name)
+        meta, bufs, _ = ser.serialize(handle)
+        return _core.pack(ser.kind_of(handle), meta, bufs)
     pg_id, ready = _core.create_placement_group(clean, STRATEGIES.index(strategy), name, _namespace(),
-                                                lifetime == "detached")
+                                                lifetime == "detached", ready_value)
     return PlacementGroup(pg_id, clean, ready, name)
 
 
@@ -165,8 +170,11 @@ def remove_placement_group(placement_group):
 
 
 def _lookup(pg_id, name):
-    pid, pname, strategy, state, bundles, why = _core.placement_group_call(0, pg_id, name, _namespace(),
-                                                                           _TIMEOUT_MS)
+    return _row(_core.placement_group_call(0, pg_id, name, _namespace(), _TIMEOUT_MS))
+
+
+def _row(fields):
+    pid, pname, strategy, state, bundles, why = fields
     return {"placement_group_id": pid.hex(), "id": pid, "name": pname, "strategy": STRATEGIES[strategy],
             "state": _STATES.get(state, "?"), "bundles": {i: b for i, (b, _) in enumerate(bundles)},
             "bundles_to_node_id": {i: n.hex() for i, (_, n) in enumerate(bundles) if n},
@@ -186,9 +194,17 @@ def get_placement_group(placement_group_name):
 
 def placement_group_table(placement_group=None):
     """Ray's table: {"placement_group_id", "name", "strategy", "state",
-    "bundles", "bundles_to_node_id", "why_pending"} for a group."""
+    "bundles", "bundles_to_node_id", "why_pending"} for a group; without
+    one, {hex id: that} for every group the cluster knows (removed ones too)."""
+    from phalanx._private.api import ensure_initialized
+    ensure_initialized()
     if placement_group is None:
-        raise NotImplementedError("placement_group_table() of every group is not supported yet: pass a group")
+        out = {}
+        for fields in _core.placement_group_call(2, b"", "", "", _TIMEOUT_MS):
+            row = _row(fields)
+            row.pop("id")
+            out[row["placement_group_id"]] = row
+        return out
     info = _lookup(placement_group.id, "")
     info.pop("id")
     return info
@@ -209,8 +225,6 @@ class PlacementGroupSchedulingStrategy:
         if placement_group.bundle_specs and placement_group_bundle_index >= placement_group.bundle_count:
             raise ValueError(f"placement_group_bundle_index {placement_group_bundle_index} is out of range: the group "
                              f"has {placement_group.bundle_count} bundles")
-        if placement_group_capture_child_tasks:
-            raise NotImplementedError("placement_group_capture_child_tasks is not supported yet")
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
         self.placement_group_capture_child_tasks = placement_group_capture_child_tasks

@@ -97,3 +97,55 @@ def test_tasks_in_a_group(two_cpus_two_gpus):
                    timeout=10) == [1, 1]
     assert ray.get(f.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote(), timeout=10) == 1
     remove_placement_group(pg)
+
+
+def test_child_tasks_are_captured_into_the_group(two_cpus_two_gpus):
+    # "Advanced: Child Tasks and Actors": with placement_group_capture_child_tasks=True
+    # the tasks and actors a task in the group submits are scheduled in the group too.
+    import time
+
+    @ray.remote(num_cpus=1)
+    def child():
+        time.sleep(0.2)
+        return True
+
+    @ray.remote(num_cpus=1)
+    def parent():
+        return ray.get(child.remote(), timeout=20)
+
+    @ray.remote(num_cpus=1)
+    class Inner:
+        def ok(self):
+            return True
+
+    @ray.remote(num_cpus=1)
+    def parent_with_actor():
+        a = Inner.remote()
+        return ray.get(a.ok.remote(), timeout=20)
+
+    pg = placement_group([{"CPU": 2}])  # every CPU of the cluster: nothing runs outside the group
+    ray.get(pg.ready(), timeout=10)
+    captured = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_capture_child_tasks=True)
+    assert ray.get(parent.options(scheduling_strategy=captured).remote(), timeout=30) is True
+    assert ray.get(parent_with_actor.options(scheduling_strategy=captured).remote(), timeout=30) is True
+    # Without capture, the child asks for a CPU outside the group, where there is none.
+    plain = PlacementGroupSchedulingStrategy(placement_group=pg)
+    ref = parent.options(scheduling_strategy=plain).remote()
+    ready, _ = ray.wait([ref], timeout=1.5)
+    assert not ready
+    ray.cancel(ref)
+    remove_placement_group(pg)
+
+
+def test_placement_group_table_of_every_group(two_cpus_two_gpus):
+    # "ray.util.placement_group_table(): all placement group info", keyed by id.
+    a = placement_group([{"CPU": 1}], name="first")
+    b = placement_group([{"GPU": 1}], name="second")
+    assert ray.get(a.ready(), timeout=10) == a  # the value of pg.ready() is the group, as in Ray
+    ray.get(b.ready(), timeout=10)
+    table = placement_group_table()
+    assert table[a.id.hex()]["name"] == "first" and table[a.id.hex()]["state"] == "CREATED"
+    assert table[b.id.hex()]["bundles"] == {0: {"GPU": 1.0}}
+    remove_placement_group(a)
+    assert placement_group_table()[a.id.hex()]["state"] == "REMOVED"
+    remove_placement_group(b)
