@@ -40,6 +40,9 @@ JobContext g_job;  // guarded by g_job_mu
 std::atomic<uint64_t> g_job_generation{1};
 thread_local JobContext tl_job;
 thread_local bool tl_job_set = false;        // set for this thread (a task's)
+// This thread runs an async actor's event loop: its calls interleave, so the
+// parent of what it submits is the asyncio task's own (state.current_task).
+thread_local bool tl_job_async = false;
 thread_local uint64_t tl_job_generation = 0;  // else: the copy of g_job it holds
 
 const JobContext& CurrentJob() {
@@ -276,7 +279,13 @@ PYBIND11_MODULE(_core, m) {
         const JobContext& job = CurrentJob();
         if (!job.job_id.empty()) spec.set_job_id(job.job_id);
         if (!job.ns.empty()) spec.set_namespace_name(job.ns);
-        if (!job.parent_task.empty()) spec.set_parent_task_id(job.parent_task);
+        if (!job.parent_task.empty()) {
+          spec.set_parent_task_id(job.parent_task);
+        } else if (tl_job_async) {  // the asyncio task's own (phalanx._private.state.current_task)
+          static auto* current = new pyb::object(pyb::module_::import("phalanx._private.state").attr("current_task"));
+          pyb::object t = current->attr("get")();
+          if (!t.is_none()) spec.set_parent_task_id(t.cast<pyb::tuple>()[0].cast<std::string>());
+        }
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
         // (strategy | kCaptureFlag: a placement group that captures its children)
@@ -416,6 +425,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread, pyb::bytes parent_task) {
     JobContext j{std::string(job_id), ns, std::string(parent_task)};
     if (this_thread) {
+      tl_job_async = j.parent_task.empty();  // (an event loop's thread: see tl_job_async)
       tl_job = std::move(j);
       tl_job_set = true;
       return;
@@ -548,6 +558,7 @@ PYBIND11_MODULE(_core, m) {
     tl_job.ns = s.namespace_name();
     tl_job.parent_task = s.task_id();
     tl_job.capture_pg = s.capture_child_tasks() ? s.placement_group_id() : std::string();
+    tl_job_async = false;
     if (s.kind() == rpc::TASK_ACTOR_CREATION) {  // (its calls' threads submit into its group too)
       std::lock_guard<std::mutex> l(g_job_mu);
       g_actor_capture_pg = tl_job.capture_pg;

@@ -147,6 +147,28 @@ def test_recursive_decides_whether_the_children_are_cancelled(cluster, tmp_path,
     assert marker.exists() == (not recursive)  # the child was cancelled with it, or ran on
 
 
+@phalanx.remote
+class AsyncParent:
+    async def spawn(self, path, seconds):
+        return await touch_after.remote(path, seconds)
+
+
+def test_recursive_reaches_the_children_of_one_async_actor_call(cluster, tmp_path):
+    # Two calls interleave on the actor's event loop; cancelling one cancels
+    # its child only.
+    a = AsyncParent.remote()
+    one, two = tmp_path / "one", tmp_path / "two"
+    first = a.spawn.remote(str(one), 2.0)
+    second = a.spawn.remote(str(two), 2.0)
+    time.sleep(1.0)  # both children sleep
+    phalanx.cancel(first)
+    with pytest.raises(TaskCancelledError):
+        phalanx.get(first, timeout=20)
+    assert phalanx.get(second, timeout=20) == "touched"
+    time.sleep(1.5)
+    assert not one.exists() and two.exists()
+
+
 def test_is_canceled_outside_a_task_is_an_error(cluster):
     with pytest.raises(RuntimeError, match="only available inside"):
         phalanx.get_runtime_context().is_canceled()

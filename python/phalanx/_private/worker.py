@@ -413,7 +413,8 @@ async def _run_task_async(task):
     task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
     stream = _Stream(task_id, name, task[14], task[15]) if task[14] else None
     start = time.perf_counter()
-    # (the loop's calls interleave on one thread: what they submit has no parent to cancel it with)
+    # (the loop's calls interleave on one thread: no parent for the thread; what
+    # they submit takes its parent from state.current_task, this asyncio task's own)
     _core.set_job_context(task[10], task[11], True, b"")
     state.current_task.set(task)  # (this asyncio task's own context)
     error = ""
