@@ -190,6 +190,7 @@ class NodeManager {
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
   std::unique_ptr<PlacementGroups> pgs_;
+  std::unordered_map<std::string, std::string> ready_values_;  // pg id -> its ready object's value, until placed
   bool node_update_posted_ = false;  // a node table update is due at the end of this turn  // groups this node coordinates, and its side of others'
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;

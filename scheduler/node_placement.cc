@@ -49,9 +49,13 @@ void NodeManager::SetUpPlacementGroups() {
     gcs_.GetPlacementGroup(pg, std::move(cb));
   };
   d.created = [this](const rpc::PlacementGroupInfo& info) {
-    objects_.PutInline(MakeObjectId(info.pg_id(), 1), info.ready_value().empty() ? TrueValue() : info.ready_value(), {});
+    auto value = ready_values_.find(info.pg_id());
+    std::string ready = value == ready_values_.end() ? TrueValue() : std::move(value->second);
+    if (value != ready_values_.end()) ready_values_.erase(value);
+    objects_.PutInline(MakeObjectId(info.pg_id(), 1), std::move(ready), {});
   };
   d.removed = [this](const rpc::PlacementGroupInfo& info, const std::string& why) {
+    ready_values_.erase(info.pg_id());
     std::string id = MakeObjectId(info.pg_id(), 1);
     if (!objects_.IsReady(id)) {
       objects_.MarkLost(id, StatusCode::kInfeasible, "placement group " + ToHex(info.pg_id()).substr(0, 12) +
@@ -107,9 +111,16 @@ void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGrou
     objects_.MarkLost(ready, StatusCode::kInvalidArgument, "a placement group's ready value is over 64 KiB");
     return;
   }
+  // (kept here until the group is placed, not in its GCS record)
+  if (!info.ready_value().empty()) ready_values_[info.pg_id()] = std::move(*info.mutable_ready_value());
+  info.clear_ready_value();
   info.set_creator_id(c.client_id);
+  std::string pg_id = info.pg_id();
   Status st = pgs_->Create(std::move(info));
-  if (!st.ok()) objects_.MarkLost(ready, st.code(), st.message());
+  if (!st.ok()) {
+    ready_values_.erase(pg_id);
+    objects_.MarkLost(ready, st.code(), st.message());
+  }
 }
 
 void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,

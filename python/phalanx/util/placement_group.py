@@ -13,6 +13,7 @@ STRICT_PACK (one node, or wait), STRICT_SPREAD (a node per bundle, or wait).
 The raylet of the creating process reserves the bundles in two phases (each
 node sets its bundle aside, then all commit, or all give back and the group
 waits); a group whose node dies has those bundles placed again."""
+import pickle
 import weakref
 
 from phalanx import _core
@@ -152,11 +153,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _max_cpu_f
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     clean = _check_bundles(bundles)
-    def ready_value(pg_id):  # what get(pg.ready()) returns, as Ray: the group
-        from phalanx._private import serialization as ser
-        handle = PlacementGroup(pg_id, clean, None, name)
-        meta, bufs, _ = ser.serialize(handle)
-        return _core.pack(ser.kind_of(handle), meta, bufs)
+    def ready_value(pg_id):  # what get(pg.ready()) returns, as Ray: the group (a plain pickle)
+        return _core.pack(0, pickle.dumps(PlacementGroup(pg_id, clean, None, name), protocol=5), [])
     pg_id, ready = _core.create_placement_group(clean, STRATEGIES.index(strategy), name, _namespace(),
                                                 lifetime == "detached", ready_value)
     return PlacementGroup(pg_id, clean, ready, name)
