@@ -441,10 +441,10 @@ def test_actor_names_are_unique_across_nodes(three_nodes):
     @phalanx.remote
     def make(name, at, if_exists):
         time.sleep(max(0.0, at - time.time()))
-        h = Named.options(name=name, lifetime="detached", get_if_exists=if_exists).remote()
-        try:
+        try:  # refused at once if the other's actor is already known, else when the claim is lost
+            h = Named.options(name=name, lifetime="detached", get_if_exists=if_exists).remote()
             return phalanx.get(h.whoami.remote(), timeout=30)
-        except phalanx.exceptions.ActorDiedError as e:
+        except (ValueError, phalanx.exceptions.ActorDiedError) as e:
             return str(e)
 
     far = make.options(resources={"sim": 1})
