@@ -26,6 +26,14 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+def _driver():
+    # Ctrl-C as at a terminal: a shell that runs the tests in the background
+    # starts them with SIGINT ignored, which the driver would inherit (and then
+    # Python installs no KeyboardInterrupt handler).
+    return subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def _pids_of_session(session_dir):
     pids = []
     for d in os.listdir("/proc"):
@@ -44,7 +52,7 @@ def _pids_of_session(session_dir):
 
 
 def test_ctrl_c_interrupts_get_and_cluster_stops():
-    p = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True)
+    p = _driver()
     session = p.stdout.readline().strip()
     assert p.stdout.readline().strip() == "waiting"
     time.sleep(0.3)
@@ -58,7 +66,7 @@ def test_ctrl_c_interrupts_get_and_cluster_stops():
 
 
 def test_killed_driver_takes_its_embedded_cluster_along():
-    p = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True)
+    p = _driver()
     session = p.stdout.readline().strip()
     assert p.stdout.readline().strip() == "waiting"
     assert _pids_of_session(session), "the cluster should be running"
