@@ -35,6 +35,7 @@ struct JobContext {
 // The placement group an actor of this process was created in with
 // placement_group_capture_child_tasks: what its calls submit goes there too.
 std::string g_actor_capture_pg;  // guarded by g_job_mu
+std::atomic<bool> g_actor_captures{false};  // g_actor_capture_pg is set (no lock per submit otherwise)
 std::mutex g_job_mu;
 JobContext g_job;  // guarded by g_job_mu
 std::atomic<uint64_t> g_job_generation{1};
@@ -292,7 +293,7 @@ PYBIND11_MODULE(_core, m) {
         bool capture = (strategy & kCaptureFlag) != 0;
         strategy &= ~kCaptureFlag;
         std::string capture_pg = job.capture_pg;
-        if (capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD) {
+        if (capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD && g_actor_captures.load(std::memory_order_acquire)) {
           std::lock_guard<std::mutex> l(g_job_mu);
           capture_pg = g_actor_capture_pg;
         }
@@ -562,6 +563,7 @@ PYBIND11_MODULE(_core, m) {
     if (s.kind() == rpc::TASK_ACTOR_CREATION) {  // (its calls' threads submit into its group too)
       std::lock_guard<std::mutex> l(g_job_mu);
       g_actor_capture_pg = tl_job.capture_pg;
+      g_actor_captures.store(!g_actor_capture_pg.empty(), std::memory_order_release);
     }
     tl_job_set = true;  // (a worker's thread: never the driver's context)
     pyb::object resources = pyb::none();
