@@ -16,6 +16,17 @@ class ObjectTableTest : public ::testing::Test {
     table_->SetFreeHandler([this](const std::string& id, bool) { freed_.push_back(id); });
   }
   static std::string Id(char c) { return std::string(20, c); }
+  // Records what the table asks of the nodes that lent it objects.
+  void WatchRemote() {
+    table_->SetDropHandler([this](const std::string& id, const std::string& node, uint32_t holds) {
+      dropped.emplace_back(id, node, holds);
+    });
+    table_->SetDemandHandler([this](const std::string& id, const std::string& node) {
+      demanded.emplace_back(id, node);
+    });
+  }
+  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;  // (id, lender, holds released)
+  std::vector<std::pair<std::string, std::string>> demanded;          // (id, lender asked for it)
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<ObjectTable> table_;
   std::vector<std::string> freed_;
@@ -89,12 +100,7 @@ TEST_F(ObjectTableTest, LostObjectCarriesCodeAndReason) {
 // Refs that arrive from another node inside a value or task (borrowed): the
 // lender is counted once per arrival and told the count when they go.
 TEST_F(ObjectTableTest, BorrowedRefsAreRemoteAtTheLenderAndReleasedByCount) {
-  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;
-  std::vector<std::pair<std::string, std::string>> demanded;
-  table_->SetDropHandler([&](const std::string& id, const std::string& node, uint32_t holds) {
-    dropped.emplace_back(id, node, holds);
-  });
-  table_->SetDemandHandler([&](const std::string& id, const std::string& node) { demanded.emplace_back(id, node); });
+  WatchRemote();
   EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty());
   EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty()) << "a second value from B with it: two holds there";
   EXPECT_EQ(table_->AddBorrowed({Id('x')}, "C"), std::vector<std::string>{Id('x')})
@@ -114,12 +120,7 @@ TEST_F(ObjectTableTest, BorrowedRefsAreRemoteAtTheLenderAndReleasedByCount) {
 }
 
 TEST_F(ObjectTableTest, ABorrowOfWhatIsHereIsReleasedAtOnceAndACopyHereEndsABorrow) {
-  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;
-  std::vector<std::pair<std::string, std::string>> demanded;
-  table_->SetDropHandler([&](const std::string& id, const std::string& node, uint32_t holds) {
-    dropped.emplace_back(id, node, holds);
-  });
-  table_->SetDemandHandler([&](const std::string& id, const std::string& node) { demanded.emplace_back(id, node); });
+  WatchRemote();
   table_->AddRef(Id('h'));
   table_->PutInline(Id('h'), "made here", {});
   EXPECT_EQ(table_->AddBorrowed({Id('h')}, "B"), std::vector<std::string>{Id('h')});
