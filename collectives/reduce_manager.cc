@@ -31,8 +31,8 @@ Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size) {
   ArrayLayout l;
   if (!DTypeFromCode(head[3], &l.dtype) || head[2] != 1) {
     return Status::InvalidArgument(
-        "is not a C-contiguous numpy array of a numeric dtype (float16/32/64, int8/16/32/64, uint8/16/32/64); "
-        "numpy.ascontiguousarray makes one");
+        "is not a C-contiguous numpy array or CPU torch tensor of a numeric dtype (float16/32/64, bfloat16, "
+        "int8/16/32/64, uint8/16/32/64); numpy.ascontiguousarray makes one");
   }
   if (size < value_format::HeaderSize(1)) return Status::InvalidArgument("is corrupt (truncated header)");
   std::memcpy(&l.data_bytes, data + value_format::HeaderSize(0), 8);

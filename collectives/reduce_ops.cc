@@ -25,7 +25,8 @@ void ApplyOp(ReduceOp op, void* acc, const void* in, size_t n) {
   }
 }
 
-// IEEE half <-> float, for float16 arrays (combined in float precision).
+// IEEE half <-> float, for float16 arrays (combined in float precision,
+// rounded to nearest even as numpy and torch do).
 float HalfToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
   if (exp == 0) {
@@ -46,6 +47,13 @@ float HalfToFloat(uint16_t h) {
   return f;
 }
 
+// x >> shift, rounded to nearest, ties to even (IEEE's default, as numpy
+// and torch round).
+uint32_t RoundShift(uint32_t x, uint32_t shift) {
+  uint32_t kept = x >> shift, rest = x & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+  return kept + ((rest > halfway || (rest == halfway && (kept & 1))) ? 1 : 0);
+}
+
 uint16_t FloatToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -58,27 +66,44 @@ uint16_t FloatToHalf(float f) {
     if (exp < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000;
     uint32_t shift = static_cast<uint32_t>(14 - exp);
-    uint32_t half = mant >> shift;
-    if ((mant >> (shift - 1)) & 1) ++half;  // round half up
-    return static_cast<uint16_t>(sign | half);
+    return static_cast<uint16_t>(sign | RoundShift(mant, shift));
   }
-  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  if (mant & 0x1000) ++half;  // round
-  return static_cast<uint16_t>(half);
+  // A carry out of the mantissa steps the exponent up (to infinity from the top).
+  return static_cast<uint16_t>(sign | ((static_cast<uint32_t>(exp) << 10) + RoundShift(mant, 13)));
 }
 
+// bfloat16 is the top half of a float32: widening is a shift, narrowing
+// rounds to nearest, ties to even (as torch does); a NaN stays a NaN.
+float BFloat16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// A 16-bit float type combined in float precision: `widen` and `narrow`
+// convert one element.
+template <float (*widen)(uint16_t), uint16_t (*narrow)(float)>
 void ApplyHalf(ReduceOp op, void* acc, const void* in, size_t n) {
   auto* a = static_cast<uint16_t*>(acc);
   const auto* b = static_cast<const uint16_t*>(in);
   for (size_t i = 0; i < n; ++i) {
-    float x = HalfToFloat(a[i]), y = HalfToFloat(b[i]), r = 0;
+    float x = widen(a[i]), y = widen(b[i]), r = 0;
     switch (op) {
       case ReduceOp::kSum: r = x + y; break;
       case ReduceOp::kProd: r = x * y; break;
       case ReduceOp::kMin: r = std::min(x, y); break;
       case ReduceOp::kMax: r = std::max(x, y); break;
     }
-    a[i] = FloatToHalf(r);
+    a[i] = narrow(r);
   }
 }
 
@@ -107,7 +132,7 @@ const std::pair<const char*, DType> kDTypeNames[] = {
     {"float16", DType::kFloat16}, {"float32", DType::kFloat32}, {"float64", DType::kFloat64},
     {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"int32", DType::kInt32},
     {"int64", DType::kInt64},     {"uint8", DType::kUInt8},     {"uint16", DType::kUInt16},
-    {"uint32", DType::kUInt32},   {"uint64", DType::kUInt64}};
+    {"uint32", DType::kUInt32},   {"uint64", DType::kUInt64},   {"bfloat16", DType::kBFloat16}};
 }  // namespace
 
 Result<DType> ParseDType(const std::string& name) {
@@ -127,7 +152,7 @@ const char* DTypeName(DType t) {
 size_t DTypeSize(DType t) {
   switch (t) {
     case DType::kInt8: case DType::kUInt8: return 1;
-    case DType::kFloat16: case DType::kInt16: case DType::kUInt16: return 2;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16: return 2;
     case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
     default: return 8;
   }
@@ -135,7 +160,8 @@ size_t DTypeSize(DType t) {
 
 Status ReduceInto(ReduceOp op, DType type, void* acc, const void* in, size_t n) {
   switch (type) {
-    case DType::kFloat16: ApplyHalf(op, acc, in, n); break;
+    case DType::kFloat16: ApplyHalf<HalfToFloat, FloatToHalf>(op, acc, in, n); break;
+    case DType::kBFloat16: ApplyHalf<BFloat16ToFloat, FloatToBFloat16>(op, acc, in, n); break;
     case DType::kFloat32: ApplyOp<float>(op, acc, in, n); break;
     case DType::kFloat64: ApplyOp<double>(op, acc, in, n); break;
     case DType::kInt8: ApplyOp<int8_t>(op, acc, in, n); break;

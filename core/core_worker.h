@@ -68,6 +68,9 @@ class CoreWorker {
   const std::string& gcs_address() const { return gcs_address_; }
   uint8_t* store_base() const { return store_base_; }
   uint64_t store_capacity() const { return store_capacity_; }
+  // The store's shared-memory descriptor (owned by this CoreWorker): another
+  // mapping of it sees the same objects at the same offsets.
+  int store_fd() const { return store_fd_; }
   uint64_t inline_threshold() const { return inline_threshold_; }
   void SetInterruptCheck(InterruptCheck check) { interrupt_ = std::move(check); }
 

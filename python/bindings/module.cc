@@ -224,6 +224,7 @@ PYBIND11_MODULE(_core, m) {
 
   BindObjectRef(m);
   BindSerialization(m);
+  BindPrivateMapping(m);
 
   m.def("connect", [](const std::string& socket, bool is_worker, const std::string& token, int64_t timeout_ms) {
     CoreWorkerOptions o;

@@ -47,5 +47,6 @@ struct StoreBuffer {
 
 void BindObjectRef(pyb::module_& m);
 void BindSerialization(pyb::module_& m);
+void BindPrivateMapping(pyb::module_& m);
 
 }  // namespace phalanx::py

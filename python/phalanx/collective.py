@@ -9,9 +9,11 @@ may still be futures.
 The raylet of the calling process combines the arrays itself (no Python, no
 pickling), in the order they become ready: each input is added as soon as it
 exists, so the reduce finishes shortly after the last input it needs.
-Inputs must be C-contiguous numpy arrays of one numeric dtype and shape
-(float16/32/64, int8/16/32/64, uint8/16/32/64); anything else fails the
-result with a CollectiveError naming the inputs. See docs/collectives.md.
+Inputs must be C-contiguous numpy arrays or CPU torch tensors of one numeric
+dtype and shape (float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64);
+anything else fails the result with a CollectiveError naming the inputs.
+The result is of the inputs' kind: a tensor for tensors. See
+docs/collectives.md.
 
 Actors that know their peers can form a static group instead, as with Ray's
 collective library: `init_group(world_size, rank, group_name)`, then in-place
@@ -91,9 +93,10 @@ def allreduce(refs, op="sum", timeout=None, group_name="default"):
     (seconds) the results fail with a GetTimeoutError naming what was
     missing; mismatched or failed inputs fail every result with the reason.
 
-    Given a numpy array instead (a member of a static group, see
-    init_group): reduces it in place with the same array of every rank."""
-    if isinstance(refs, np.ndarray):
+    Given a numpy array or a CPU torch tensor instead (a member of a static
+    group, see init_group): reduces it in place with the same array of
+    every rank."""
+    if isinstance(refs, np.ndarray) or _group._is_tensor(refs):
         return _group.group_allreduce(refs, op, group_name, timeout)
     ensure_initialized()
     refs = _check_refs(refs, "allreduce")
@@ -109,7 +112,7 @@ def gather(refs, timeout=None):
     return get(refs, timeout=timeout)
 
 
-# Static groups (see init_group): in place, on numpy arrays.
+# Static groups (see init_group): in place, on numpy arrays and CPU tensors.
 broadcast = _group.group_broadcast
 allgather = _group.group_allgather
 reducescatter = _group.group_reducescatter

@@ -41,6 +41,40 @@ TEST(ReduceOpsTest, Float16SumIsExactForSmallIntegers) {
   EXPECT_EQ(a[1], 0x4200);
 }
 
+TEST(ReduceOpsTest, Float16RoundsToNearestEvenLikeNumpy) {
+  // 1 + 2^-11 lies halfway between 1 (0x3c00) and the next half, 0x3c01: the
+  // even one wins; 0x3c01 + 2^-11 lies halfway between 0x3c01 and 0x3c02.
+  std::vector<uint16_t> a{0x3c00, 0x3c01, 0x0001}, b{0x1000, 0x1000, 0x0001};  // 2^-11; 2^-24 (subnormal)
+  ASSERT_TRUE(ReduceInto(ReduceOp::kSum, DType::kFloat16, a.data(), b.data(), 3).ok());
+  EXPECT_EQ(a[0], 0x3c00);
+  EXPECT_EQ(a[1], 0x3c02);
+  EXPECT_EQ(a[2], 0x0002);  // subnormals add exactly
+  std::vector<uint16_t> top{0x7bff}, more{0x7bff};  // 65504 + 65504 overflows to infinity
+  ASSERT_TRUE(ReduceInto(ReduceOp::kSum, DType::kFloat16, top.data(), more.data(), 1).ok());
+  EXPECT_EQ(top[0], 0x7c00);
+}
+
+TEST(ReduceOpsTest, BFloat16RoundsToNearestEvenLikeTorch) {
+  // bfloat16 is float32's top half: 1.0 = 0x3f80, 2.0 = 0x4000, 3.0 = 0x4040.
+  std::vector<uint16_t> a{0x3f80, 0x4000, 0x3f80, 0x7fc0}, b{0x4000, 0x4000, 0x3b80, 0x3f80};
+  ASSERT_TRUE(ReduceInto(ReduceOp::kSum, DType::kBFloat16, a.data(), b.data(), 4).ok());
+  EXPECT_EQ(a[0], 0x4040);  // 3
+  EXPECT_EQ(a[1], 0x4080);  // 4
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even one, 1.
+  EXPECT_EQ(a[2], 0x3f80);
+  EXPECT_EQ(a[3] & 0x7f80, 0x7f80);  // NaN + 1 is a NaN
+  EXPECT_NE(a[3] & 0x7f, 0);
+  std::vector<uint16_t> lo{0xc000, 0x3f80}, hi{0x3f80, 0x4000};  // -2, 1 against 1, 2
+  ASSERT_TRUE(ReduceInto(ReduceOp::kMin, DType::kBFloat16, lo.data(), hi.data(), 2).ok());
+  EXPECT_EQ(lo, (std::vector<uint16_t>{0xc000, 0x3f80}));
+  EXPECT_EQ(DTypeSize(ParseDType("bfloat16").value()), 2u);
+  EXPECT_STREQ(DTypeName(DType::kBFloat16), "bfloat16");
+  DType t;
+  EXPECT_TRUE(DTypeFromCode(12, &t));  // the header's code for bfloat16
+  EXPECT_EQ(t, DType::kBFloat16);
+  EXPECT_FALSE(DTypeFromCode(13, &t));
+}
+
 TEST(ReduceOpsTest, ZeroElementsAndBadNames) {
   EXPECT_TRUE(ReduceInto(ReduceOp::kSum, DType::kFloat64, nullptr, nullptr, 0).ok());
   EXPECT_FALSE(ParseReduceOp("mean").ok());

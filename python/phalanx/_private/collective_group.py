@@ -26,6 +26,7 @@ process exits or whose node dies fails the others' calls at once, timeout
 or not (CollectiveError naming it), and every later call of the group."""
 import os
 import pickle
+import sys
 import threading
 import time
 
@@ -44,10 +45,26 @@ def check_op(op):
         raise ValueError(f"unknown reduce op {op!r} (expected one of {', '.join(OPS)})")
 
 
+def _is_tensor(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
 def _put(array):
     """A store object holding `array` (other nodes copy only store objects): (ref, stored size)."""
     from phalanx._private.api import put_sized
-    return put_sized(np.ascontiguousarray(array), in_store=True)
+    value = array.detach().contiguous() if _is_tensor(array) else np.ascontiguousarray(array)
+    return put_sized(value, in_store=True)
+
+
+def _assign(dst, src):
+    """dst[...] = src, in place (a tensor that requires grad too)."""
+    if _is_tensor(dst):
+        import torch
+        with torch.no_grad():
+            dst.copy_(src if isinstance(src, torch.Tensor) else torch.as_tensor(src))
+    else:
+        dst[...] = src
 
 
 class _Call:
@@ -171,7 +188,7 @@ class _Group:
         error = None
         if self.rank != src_rank:
             try:
-                array[...] = phalanx.get(_locate(metas, [src_rank])[0], timeout=call.left_s())
+                _assign(array, phalanx.get(_locate(metas, [src_rank])[0], timeout=call.left_s()))
             except Exception as e:  # told to every rank at the last meeting
                 error = e
         call.finish(error)
@@ -187,8 +204,8 @@ class _Group:
             others = [r for r in range(self.world_size) if r != self.rank]
             values = phalanx.get(_locate(metas, others), timeout=call.left_s())
             for r, v in zip(others, values):
-                tensor_list[r][...] = v
-            tensor_list[self.rank][...] = array
+                _assign(tensor_list[r], v)
+            _assign(tensor_list[self.rank], array)
         except Exception as e:
             error = e
         call.finish(error)
@@ -213,7 +230,7 @@ class _Group:
         call.agree(metas, ("dtype", "shape"))
         error = None
         try:
-            array[...] = phalanx.get(_locate(metas, [0])[0], timeout=call.left_s())
+            _assign(array, phalanx.get(_locate(metas, [0])[0], timeout=call.left_s()))
         except Exception as e:  # told to the sender at the last meeting
             error = e
         call.finish(error)
@@ -266,10 +283,19 @@ def _group(name):
     return g
 
 
-def _check_array(array, what):
+def _check_array(array, what, in_place=True):
+    if _is_tensor(array):
+        if array.device.type != "cpu":
+            raise ValueError(f"{what} got a tensor on {array.device}: groups over the object layer take CPU "
+                             "tensors and numpy arrays (tensor.cpu() makes one)")
+        if array.layout is not sys.modules["torch"].strided:
+            raise ValueError(f"{what} got a {array.layout} tensor: only dense tensors (tensor.to_dense())")
+        return
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"{what} takes a numpy array (changed in place), got {type(array).__name__}")
-    if not array.flags.writeable:
+        what_it_takes = "changed in place" if in_place else "sent"
+        raise TypeError(f"{what} takes a numpy array or a CPU torch tensor ({what_it_takes}), got "
+                        f"{type(array).__name__}")
+    if in_place and not array.flags.writeable:
         raise ValueError(f"{what} changes the array in place, but it is read-only (np.array(x) makes a copy)")
 
 
@@ -277,7 +303,7 @@ def group_allreduce(array, op="sum", group_name="default", timeout=None):
     """array[...] = op over every rank's array (in place)."""
     _check_array(array, "allreduce")
     check_op(op)
-    array[...] = _group(group_name).allreduce(array, op, timeout)
+    _assign(array, _group(group_name).allreduce(array, op, timeout))
 
 
 def group_broadcast(array, src_rank=0, group_name="default", timeout=None):
@@ -311,8 +337,15 @@ def group_reducescatter(array, tensor_list, op="sum", group_name="default", time
     g = _group(group_name)
     if len(tensor_list) != g.world_size:
         raise ValueError(f"reducescatter needs a list of {g.world_size} arrays, got {len(tensor_list)}")
-    total = g.allreduce(np.concatenate(tensor_list), op, timeout, kind="reducescatter")
-    array[...] = np.array_split(total, g.world_size)[g.rank]
+    for t in tensor_list:
+        _check_array(t, "reducescatter", in_place=False)
+    if _is_tensor(array):
+        import torch
+        total = g.allreduce(torch.cat([t.detach() for t in tensor_list]), op, timeout, kind="reducescatter")
+        _assign(array, torch.tensor_split(total, g.world_size)[g.rank])
+    else:
+        total = g.allreduce(np.concatenate(tensor_list), op, timeout, kind="reducescatter")
+        _assign(array, np.array_split(total, g.world_size)[g.rank])
 
 
 def group_barrier(group_name="default", timeout=None):
@@ -331,8 +364,7 @@ def group_send(array, dst_rank, group_name="default", timeout=None):
     """Sends `array` to `dst_rank`, which calls recv with an array of the
     same dtype and shape; returns once it has received it."""
     g = _group(group_name)
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"send takes a numpy array, got {type(array).__name__}")
+    _check_array(array, "send", in_place=False)
     g.send(array, _peer(g, dst_rank, "dst_rank"), timeout)
 
 

@@ -4,7 +4,9 @@ back as read-only views on shared memory. The layout is written by
 python/bindings/serialization.cc; `unpack` reads it.
 
 ObjectRefs inside a value are recorded while pickling, so the raylet keeps
-them alive as long as the value that contains them."""
+them alive as long as the value that contains them. torch tensors go out of
+band too, once torch is loaded (phalanx/_private/tensors.py)."""
+import io
 import pickle
 import struct
 import sys
@@ -13,6 +15,7 @@ import threading
 import cloudpickle
 
 from phalanx import _core
+from phalanx._private import tensors
 from phalanx.exceptions import SerializationError, TaskError, error_for_code
 
 KIND_VALUE = 0
@@ -21,17 +24,21 @@ _MAGIC = 0x31584850
 _local = threading.local()
 # Array element types a raylet can reduce without Python, as the numbering of
 # collectives::DType (collectives/reduce_ops.h), from 1.
-DTYPE_CODES = {name: i + 1 for i, name in enumerate(
-    ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])}
+DTYPE_CODES = tensors.DTYPE_CODES
 
 
 def kind_of(value):
     """The kind word for a value: KIND_VALUE, with the element type of a
-    C-contiguous numpy array of a numeric dtype in bits 8 and up (stored in
-    the header's spare word), so raylets can reduce such arrays in place."""
+    C-contiguous numpy array or a CPU torch tensor of a numeric dtype in bits
+    8 and up (stored in the header's spare word), so raylets can reduce such
+    arrays in place."""
+    t = type(value)
     np = sys.modules.get("numpy")
-    if np is not None and type(value) is np.ndarray and value.flags.c_contiguous and value.dtype.isnative:
+    if np is not None and t is np.ndarray and value.flags.c_contiguous and value.dtype.isnative:
         return KIND_VALUE | (DTYPE_CODES.get(value.dtype.name, 0) << 8)
+    torch = sys.modules.get("torch")
+    if torch is not None and t is torch.Tensor:
+        return KIND_VALUE | (tensors.dtype_code(value) << 8)
     return KIND_VALUE
 
 
@@ -42,6 +49,30 @@ def reduce_object_ref(ref):
     return (_core.ObjectRef, (ref.binary(),))
 
 
+class _TensorPickler(cloudpickle.Pickler):
+    """cloudpickle's pickler, with torch tensors out of band (used once torch is loaded)."""
+
+    def reducer_override(self, obj):
+        if type(obj) is _torch_tensor:
+            return tensors.reduce_tensor(obj)
+        return _cloudpickle_override(self, obj)
+
+
+_cloudpickle_override = cloudpickle.Pickler.reducer_override
+_torch_tensor = None
+
+
+def _dumps(value, buffer_callback):
+    global _torch_tensor
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return cloudpickle.dumps(value, protocol=5, buffer_callback=buffer_callback)
+    _torch_tensor = torch.Tensor
+    with io.BytesIO() as f:
+        _TensorPickler(f, protocol=5, buffer_callback=buffer_callback).dump(value)
+        return f.getvalue()
+
+
 def serialize(value):
     """(meta bytes, [buffers], [contained ids]) of `value`."""
     buffers = []
@@ -49,7 +80,7 @@ def serialize(value):
     prev = getattr(_local, "contained", None)
     _local.contained = contained
     try:
-        meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        meta = _dumps(value, buffers.append)
     finally:
         _local.contained = prev
     return meta, buffers, contained

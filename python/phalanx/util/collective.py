@@ -1,7 +1,7 @@
 """`ray.util.collective` under its own name: static groups of processes
 (usually actors) that call the same collectives in the same order, with
-the signatures of Ray's collective library. The arrays are numpy arrays,
-changed in place; they travel over phalanx's object layer (see
+the signatures of Ray's collective library. The arrays are numpy arrays or
+CPU torch tensors, changed in place; they travel over phalanx's object layer (see
 phalanx.collective and docs/collectives.md), whatever `backend` says.
 
     import phalanx.util.collective as col
