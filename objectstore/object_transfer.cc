@@ -64,11 +64,12 @@ bool ObjectTransfer::ParseReply(const char* body, size_t len, rpc::PullObjectRep
   return true;
 }
 
-ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options,
-                               TransferDirectory directory, std::string self_id, TransferRefs refs)
+ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, std::unique_ptr<Transport> transport,
+                               TransferOptions options, TransferDirectory directory, std::string self_id,
+                               TransferRefs refs)
     : objects_(objects),
       store_(store),
-      connect_(std::move(connect)),
+      transport_(std::move(transport)),
       options_(options),
       directory_(std::move(directory)),
       refs_(std::move(refs)),
@@ -172,7 +173,6 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
 void ObjectTransfer::UseSource(const std::string& id, const std::string& node, bool counted) {
   PullState& p = pulls_[id];
   p.source = node;
-  p.client.reset();
   ++p.epoch;
   p.inflight = 0;
   p.cursor = 0;
@@ -180,19 +180,19 @@ void ObjectTransfer::UseSource(const std::string& id, const std::string& node, b
     if (c == kRequested) c = kMissing;
   }
   if (directory_.serving && !counted) directory_.serving(p.object, node, +1);
-  uint64_t epoch = p.epoch;
-  connect_(node, [this, id, epoch](Result<std::shared_ptr<RpcClient>> c) {
-    auto it = pulls_.find(id);
-    if (it == pulls_.end() || it->second.epoch != epoch) return;
-    if (!c.ok()) return SourceFailed(id, ": " + c.status().message());
-    it->second.client = c.value();
-    RequestMore(id);
-  });
+  if (!transport_) return SourceFailed(id, ": this node has no transport to other nodes");
+  RequestMore(id);
 }
 
 void ObjectTransfer::RequestMore(const std::string& id) {
-  PullState& p = pulls_[id];
-  auto send = [&](uint64_t chunk) {
+  uint64_t epoch = pulls_[id].epoch;
+  // A request that fails at once (its node is not alive) is answered inside
+  // Request: after each one the pull may be gone or on another source.
+  auto current = [&]() -> PullState* {
+    auto it = pulls_.find(id);
+    return it == pulls_.end() || it->second.epoch != epoch ? nullptr : &it->second;
+  };
+  auto send = [&](PullState& p, uint64_t chunk) {
     rpc::PullObject m;
     m.set_object_id(p.object);
     m.set_offset(chunk * options_.chunk_bytes);
@@ -203,26 +203,27 @@ void ObjectTransfer::RequestMore(const std::string& id) {
       m.set_from_node(self_);
     }
     ++p.inflight;
-    uint64_t epoch = p.epoch;
     auto sent = std::chrono::steady_clock::now();
-    p.client->CallView(rpc::PULL_OBJECT, m, -1,
-                       [this, id, epoch, chunk, sent, node = p.source](const Status& st, const char* body, size_t len) {
-                         if (st.ok()) {
-                           auto took = std::chrono::steady_clock::now() - sent;
-                           Measure(node, std::chrono::duration<double>(took).count(), 0);
-                         }
-                         OnReply(id, epoch, chunk, st, body, len, node);
-                       });
+    transport_->Request(p.source, m,
+                        [this, id, epoch, chunk, sent, node = p.source](const Status& st, const char* body,
+                                                                        size_t len) {
+                          if (st.ok()) {
+                            auto took = std::chrono::steady_clock::now() - sent;
+                            Measure(node, std::chrono::duration<double>(took).count(), 0);
+                          }
+                          OnReply(id, epoch, chunk, st, body, len, node);
+                        });
   };
-  if (!p.sized) {  // the first range tells the size
-    if (p.inflight == 0) send(0);
+  PullState* p = current();
+  if (!p->sized) {  // the first range tells the size
+    if (p->inflight == 0) send(*p, 0);
     return;
   }
-  while (p.inflight < options_.window) {
-    while (p.cursor < p.chunks.size() && p.chunks[p.cursor] != kMissing) ++p.cursor;
-    if (p.cursor >= p.chunks.size()) return;
-    p.chunks[p.cursor] = kRequested;
-    send(p.cursor);
+  while ((p = current()) != nullptr && p->inflight < options_.window) {
+    while (p->cursor < p->chunks.size() && p->chunks[p->cursor] != kMissing) ++p->cursor;
+    if (p->cursor >= p->chunks.size()) return;
+    p->chunks[p->cursor] = kRequested;
+    send(*p, p->cursor);
   }
 }
 
@@ -446,7 +447,6 @@ void ObjectTransfer::SourceFailed(const std::string& id, const std::string& what
   p.tried.insert(p.source);
   p.last_error = why;
   p.source.clear();
-  p.client.reset();
   ++p.epoch;  // replies still on the way from the old source are dropped
   ChooseSource(id);
 }
@@ -553,7 +553,7 @@ void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std:
 }
 
 void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send) {
-  Waiter w{m.offset(), m.length(), request_id, std::move(send)};
+  Waiter w{m.offset(), m.length(), request_id, std::move(send), {}, {}};
   if (m.with_refs() && m.offset() == 0 && !m.from_node().empty() && m.from_node() != self_) w.refs_for = m.from_node();
   auto it = pulls_.find(m.object_id());
   if (it != pulls_.end()) {  // still arriving here: serve what has come, wait for the rest

@@ -32,9 +32,10 @@
 #include <vector>
 
 #include "core/proto/phalanx.pb.h"
-#include "core/rpc_client.h"
+#include "core/framed_connection.h"
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
+#include "objectstore/transport.h"
 
 namespace phalanx::objectstore {
 
@@ -77,12 +78,11 @@ struct TransferRefs {
 
 class ObjectTransfer {
  public:
-  // Gives a connection to the raylet of `node_id`, or the error why there is none.
-  using Connect =
-      std::function<void(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)>)>;
-
-  ObjectTransfer(ObjectTable* objects, ObjectStore* store, Connect connect, TransferOptions options = {},
-                 TransferDirectory directory = {}, std::string self_id = "", TransferRefs refs = {});
+  // `transport` carries range requests to other nodes (null: this node only
+  // serves). `objects` and `store` are the node's, owned by the caller.
+  ObjectTransfer(ObjectTable* objects, ObjectStore* store, std::unique_ptr<Transport> transport,
+                 TransferOptions options = {}, TransferDirectory directory = {}, std::string self_id = "",
+                 TransferRefs refs = {});
 
   void Pull(const std::string& id, const std::string& hint_node);
   // A Pull from `node` only, which may not have `id` yet: it is asked to
@@ -168,7 +168,6 @@ class ObjectTransfer {
     std::string source;                       // node read from now ("" while choosing)
     std::unordered_set<std::string> tried;    // sources that failed us
     std::string last_error;
-    std::shared_ptr<RpcClient> client;
     uint64_t epoch = 0;                       // bumps at each new source; older replies are dropped
     bool sized = false;
     uint64_t size = 0;
@@ -211,7 +210,7 @@ class ObjectTransfer {
 
   ObjectTable* objects_;
   ObjectStore* store_;
-  Connect connect_;
+  std::unique_ptr<Transport> transport_;
   TransferOptions options_;
   TransferDirectory directory_;
   TransferRefs refs_;

@@ -5,6 +5,7 @@
 #include "core/message_limits.h"
 #include "core/process.h"
 #include "core/status_proto.h"
+#include "objectstore/tcp_transport.h"
 
 namespace phalanx::scheduler {
 
@@ -32,14 +33,15 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
       acceptor_(io),
       accept_retry_(io),
       transfer_(objects, store,
-                [this](const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
-                  const rpc::NodeInfo* node = view_.Find(node_id);
-                  if (node == nullptr) return done(Status::Unavailable("the node is not alive"));
-                  WithClient(*node, [done](std::shared_ptr<RpcClient> c, const Status& st) {
-                    if (!c) return done(st);
-                    done(c);
-                  });
-                },
+                std::make_unique<objectstore::TcpTransport>(
+                    [this](const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+                      const rpc::NodeInfo* node = view_.Find(node_id);
+                      if (node == nullptr) return done(Status::Unavailable("the node is not alive"));
+                      WithClient(*node, [done](std::shared_ptr<RpcClient> c, const Status& st) {
+                        if (!c) return done(st);
+                        done(c);
+                      });
+                    }),
                 transfer_options,
                 objectstore::TransferDirectory{
                     [gcs, self = node_id_](const std::string& id, const std::string& hint, bool resuming,

@@ -9,11 +9,43 @@
 #include <tuple>
 
 #include "core/ids.h"
+#include "objectstore/tcp_transport.h"
 
 namespace phalanx::objectstore {
 
 namespace asio = boost::asio;
 const char kTestToken[] = "test-token";
+
+// A TcpTransport whose connections (one per node, while open) go to the
+// loopback port `port_of(node)` gives (0: no such node), as a raylet's
+// PeerManager keeps one per peer.
+std::unique_ptr<Transport> LoopbackTransport(asio::io_context& io, std::function<int(const std::string&)> port_of) {
+  struct Cache {
+    std::unordered_map<std::string, std::shared_ptr<RpcClient>> open;
+    std::unordered_map<std::string, std::vector<std::function<void(Result<std::shared_ptr<RpcClient>>)>>> waiting;
+  };
+  auto cache = std::make_shared<Cache>();
+  return std::make_unique<TcpTransport>(
+      [&io, port_of, cache](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+        auto it = cache->open.find(node);
+        if (it != cache->open.end() && !it->second->closed()) return done(it->second);
+        int port = port_of(node);
+        if (port == 0) return done(Status::Unavailable("no node " + node));
+        auto& queue = cache->waiting[node];
+        queue.push_back(std::move(done));
+        if (queue.size() > 1) return;
+        RpcClient::ConnectTcp(io, "127.0.0.1", port, 2000, kTestToken, nullptr,
+                              [cache, node](Result<std::shared_ptr<RpcClient>> r) {
+                                if (r.ok()) {
+                                  r.value()->Start();
+                                  cache->open[node] = r.value();
+                                }
+                                auto waiters = std::move(cache->waiting[node]);
+                                cache->waiting.erase(node);
+                                for (auto& w : waiters) w(r);
+                              });
+      });
+}
 
 struct Node {
   explicit Node(const char* name) {
@@ -91,17 +123,13 @@ class ObjectTransferTest : public ::testing::Test {
     TransferOptions small_chunks;
     small_chunks.chunk_bytes = 1 << 20;
     small_chunks.window = 3;
-    puller_ = std::make_unique<ObjectTransfer>(
-        a_.table.get(), a_.store.get(),
-        [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
-          EXPECT_EQ(node, "node-b");
-          RpcClient::ConnectTcp(io_, "127.0.0.1", server_->port(), 2000, kTestToken, nullptr,
-                                [done](Result<std::shared_ptr<RpcClient>> r) {
-                                  if (r.ok()) r.value()->Start();
-                                  done(std::move(r));
-                                });
-        },
-        small_chunks);
+    puller_ = std::make_unique<ObjectTransfer>(a_.table.get(), a_.store.get(),
+                                               LoopbackTransport(io_,
+                                                                 [this](const std::string& node) {
+                                                                   EXPECT_EQ(node, "node-b");
+                                                                   return server_->port();
+                                                                 }),
+                                               small_chunks);
   }
   void Run(const std::function<bool()>& until) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -195,18 +223,15 @@ class TransferChainTest : public ::testing::Test {
     TransferOptions o;
     o.chunk_bytes = 1 << 20;
     o.window = 2;
-    p->transfer = std::make_unique<ObjectTransfer>(
-        p->node.table.get(), p->node.store.get(),
-        [this](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
-          auto it = peers_.find(node);
-          if (it == peers_.end()) return done(Status::Unavailable("no node " + node));
-          RpcClient::ConnectTcp(io_, "127.0.0.1", it->second->server->port(), 2000, kTestToken, nullptr,
-                                [done](Result<std::shared_ptr<RpcClient>> r) {
-                                  if (r.ok()) r.value()->Start();
-                                  done(std::move(r));
-                                });
-        },
-        o, std::move(dir), name, std::move(refs));
+    p->transfer = std::make_unique<ObjectTransfer>(p->node.table.get(), p->node.store.get(),
+                                                   LoopbackTransport(io_,
+                                                                     [this](const std::string& node) {
+                                                                       auto it = peers_.find(node);
+                                                                       return it == peers_.end()
+                                                                                  ? 0
+                                                                                  : it->second->server->port();
+                                                                     }),
+                                                   o, std::move(dir), name, std::move(refs));
     p->server = std::make_unique<PullServer>(io_, p->transfer.get());
     Peer& ref = *p;
     peers_[name] = std::move(p);

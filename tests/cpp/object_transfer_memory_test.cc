@@ -1,0 +1,236 @@
+// ObjectTransfer over an in-memory Transport (objectstore/transport.h): the
+// nodes are ObjectTransfers in one process, a request is answered by the
+// serving node's Serve on the next turn of the loop. The transport can lose
+// a node, hold replies back, or damage them, so the transfer's recovery is
+// tested without sockets (object_transfer_test.cc runs the same transfers
+// over TCP).
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/frame.h"
+#include "core/ids.h"
+#include "objectstore/object_transfer.h"
+
+namespace phalanx::objectstore {
+namespace {
+
+namespace asio = boost::asio;
+
+// Routes requests to the transfers registered by node name.
+class MemoryNetwork {
+ public:
+  explicit MemoryNetwork(asio::io_context& io) : io_(io) {}
+  void Join(const std::string& node, ObjectTransfer* t) { nodes_[node] = t; }
+  // The node dies: the requests it holds fail, as on a closed connection.
+  void Kill(const std::string& node) {
+    dead_.insert(node);
+    for (auto& reply : held_[node]) {
+      asio::post(io_, [node, reply] { reply(Status::Unavailable("node " + node + " closed the connection"), nullptr, 0); });
+    }
+    held_.erase(node);
+  }
+  // Replies of `node` past its first `n` are held back (the node stalls).
+  void StallAfter(const std::string& node, int n) { stall_after_[node] = n; }
+  // Replies of `node` past its first `n` lose their last byte.
+  void TruncateAfter(const std::string& node, int n) { truncate_after_[node] = n; }
+  int served(const std::string& node) const { return served_.count(node) ? served_.at(node) : 0; }
+
+  class Endpoint : public Transport {
+   public:
+    explicit Endpoint(MemoryNetwork* net) : net_(net) {}
+    void Request(const std::string& node, const rpc::PullObject& m, Reply reply) override {
+      net_->Request(node, m, std::move(reply));
+    }
+
+   private:
+    MemoryNetwork* net_;
+  };
+
+ private:
+  void Request(const std::string& node, const rpc::PullObject& m, Transport::Reply reply) {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || dead_.count(node)) return reply(Status::Unavailable("node " + node + " is gone"), nullptr, 0);
+    it->second->Serve(m, ++request_ids_, [this, node, reply](OutFrame frame) {
+      std::string body = frame.bytes.substr(kFrameHeaderSize);
+      if (frame.tail_len > 0) body.append(frame.tail, frame.tail_len);
+      int n = served_[node]++;
+      if (stall_after_.count(node) && n >= stall_after_[node]) return held_[node].push_back(reply);
+      if (truncate_after_.count(node) && n >= truncate_after_[node] && !body.empty()) body.pop_back();
+      asio::post(io_, [this, node, reply, body = std::move(body)] {
+        if (dead_.count(node)) return reply(Status::Unavailable("node " + node + " closed the connection"), nullptr, 0);
+        reply(Status::OK(), body.data(), body.size());
+      });
+    });
+  }
+
+  asio::io_context& io_;
+  std::map<std::string, ObjectTransfer*> nodes_;
+  std::set<std::string> dead_;
+  std::map<std::string, int> stall_after_, truncate_after_, served_;
+  std::map<std::string, std::vector<Transport::Reply>> held_;
+  uint64_t request_ids_ = 0;
+};
+
+class MemoryTransferTest : public ::testing::Test {
+ protected:
+  struct Node {
+    explicit Node(const std::string& name) {
+      auto region = ShmRegion::Create(32 << 20, ("memory-" + name).c_str());
+      EXPECT_TRUE(region.ok());
+      store = std::make_unique<ObjectStore>(std::move(region).value());
+      table = std::make_unique<ObjectTable>(store.get());
+    }
+    std::unique_ptr<ObjectStore> store;
+    std::unique_ptr<ObjectTable> table;
+    std::unique_ptr<ObjectTransfer> transfer;
+  };
+
+  Node& Add(const std::string& name, TransferDirectory dir = {}) {
+    auto n = std::make_unique<Node>(name);
+    TransferOptions o;
+    o.chunk_bytes = 256 << 10;
+    o.window = 3;
+    n->transfer = std::make_unique<ObjectTransfer>(n->table.get(), n->store.get(),
+                                                   std::make_unique<MemoryNetwork::Endpoint>(&net_), o,
+                                                   std::move(dir), name);
+    net_.Join(name, n->transfer.get());
+    Node& ref = *n;
+    nodes_[name] = std::move(n);
+    return ref;
+  }
+  void Put(Node& n, const std::string& id, uint64_t size) {
+    n.table->AddRef(id);
+    auto off = n.table->CreateInStore(id, size, {});
+    ASSERT_TRUE(off.ok());
+    for (uint64_t i = 0; i < size; ++i) n.store->base()[off.value() + i] = static_cast<uint8_t>(i * 31 + 5);
+    ASSERT_TRUE(n.table->SealInStore(id).ok());
+  }
+  rpc::ObjectValue Value(Node& n, const std::string& id) {
+    rpc::ObjectValue v;
+    n.table->Describe(id, &v, false);
+    return v;
+  }
+  void ExpectCopy(Node& n, const std::string& id, uint64_t size) {
+    rpc::ObjectValue v = Value(n, id);
+    ASSERT_EQ(v.state(), rpc::OBJ_IN_STORE) << v.error();
+    ASSERT_EQ(v.size(), size);
+    const uint8_t* b = n.store->base() + v.offset();
+    for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(b[i], static_cast<uint8_t>(i * 31 + 5)) << "byte " << i;
+  }
+  bool Settled(Node& n, const std::string& id) {
+    rpc::ObjectValue v = Value(n, id);
+    return v.state() == rpc::OBJ_IN_STORE || v.state() == rpc::OBJ_LOST;
+  }
+  void Run(const std::function<bool()>& until) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!until() && std::chrono::steady_clock::now() < deadline) {
+      if (io_.poll() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      io_.restart();
+    }
+  }
+
+  asio::io_context io_;
+  MemoryNetwork net_{io_};
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+  const std::string id_ = std::string(20, 'm');
+};
+
+TEST_F(MemoryTransferTest, AnObjectArrivesWholeRangeByRange) {
+  Node& a = Add("a");
+  Node& b = Add("b");
+  const uint64_t size = (2 << 20) + 777;  // 9 ranges, the last one short
+  Put(b, id_, size);
+  a.table->AddRef(id_);
+  a.transfer->Pull(id_, "b");
+  Run([&] { return Settled(a, id_); });
+  ExpectCopy(a, id_, size);
+  EXPECT_EQ(net_.served("b"), 9);
+  EXPECT_TRUE(a.transfer->IsCopy(id_));
+  EXPECT_EQ(a.transfer->num_pulling(), 0u);
+}
+
+TEST_F(MemoryTransferTest, ANodeStillReceivingServesTheRangesItHas) {
+  Node& a = Add("a");
+  Node& b = Add("b");
+  Node& c = Add("c");
+  const uint64_t size = 2 << 20;  // 8 ranges
+  Put(a, id_, size);
+  net_.StallAfter("a", 3);  // a answers three ranges, then nothing more
+  b.table->AddRef(id_);
+  b.transfer->Pull(id_, "a");
+  Run([&] { return net_.served("a") >= 4; });
+  c.table->AddRef(id_);
+  c.transfer->Pull(id_, "b");  // c reads from b, which has three ranges of eight
+  Run([&] { return net_.served("b") >= 3; });
+  EXPECT_EQ(net_.served("b"), 3) << "b served the ranges it had, and holds the rest of c's requests";
+  EXPECT_FALSE(b.table->IsReady(id_));
+  EXPECT_FALSE(c.table->IsReady(id_));
+}
+
+TEST_F(MemoryTransferTest, ALostNodeIsReplacedByTheDirectorysNextCopy) {
+  TransferDirectory dir;
+  dir.pick = [](const std::string&, const std::string&, bool, bool, const std::vector<std::string>& exclude,
+                std::function<void(Result<std::string>)> cb) { cb(std::string(exclude.empty() ? "b" : "d")); };
+  Node& b = Add("b");
+  Node& d = Add("d");
+  Node& a = Add("a", dir);
+  const uint64_t size = 2 << 20;
+  Put(b, id_, size);
+  Put(d, id_, size);
+  net_.StallAfter("b", 4);
+  a.table->AddRef(id_);
+  a.transfer->Pull(id_, "");
+  Run([&] { return net_.served("b") >= 5; });
+  net_.Kill("b");  // its node dies with requests outstanding
+  Run([&] { return Settled(a, id_); });
+  ExpectCopy(a, id_, size);
+  EXPECT_LE(net_.served("d"), 8 - 4 + 3) << "d sends what a lacks, not the whole object again";
+}
+
+TEST_F(MemoryTransferTest, AShortReplyLosesTheCopyNamingTheNode) {
+  Node& a = Add("a");
+  Node& b = Add("b");
+  Put(b, id_, 1 << 20);
+  net_.TruncateAfter("b", 1);
+  a.table->AddRef(id_);
+  a.transfer->Pull(id_, "b");
+  Run([&] { return Settled(a, id_); });
+  rpc::ObjectValue v = Value(a, id_);
+  ASSERT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("node " + ToHex("b")), std::string::npos) << v.error();
+  EXPECT_NE(v.error().find("short range"), std::string::npos) << v.error();
+  EXPECT_EQ(a.store->Find(id_), nullptr) << "the partial copy's space is freed";
+}
+
+TEST_F(MemoryTransferTest, AnObjectNoNodeHasIsLostWithTheReason) {
+  Node& a = Add("a");
+  Add("b");
+  a.table->AddRef(id_);
+  a.transfer->Pull(id_, "nowhere");
+  Run([&] { return Settled(a, id_); });
+  rpc::ObjectValue v = Value(a, id_);
+  ASSERT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("gone"), std::string::npos) << v.error();
+}
+
+TEST_F(MemoryTransferTest, ATransferWithoutATransportOnlyServes) {
+  auto region = ShmRegion::Create(1 << 20, "memory-alone");
+  ASSERT_TRUE(region.ok());
+  ObjectStore store(std::move(region).value());
+  ObjectTable table(&store);
+  ObjectTransfer alone(&table, &store, nullptr);
+  table.AddRef(id_);
+  alone.Pull(id_, "b");
+  rpc::ObjectValue v;
+  table.Describe(id_, &v, false);
+  ASSERT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("no transport"), std::string::npos) << v.error();
+}
+
+}  // namespace
+}  // namespace phalanx::objectstore
