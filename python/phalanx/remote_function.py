@@ -2,7 +2,6 @@
 import hashlib
 import inspect
 import math
-import pickle
 
 import cloudpickle
 
@@ -105,10 +104,6 @@ def _rebuild_checker(name, params):
     return ArgumentChecker(None, name, _params=params)
 
 
-# Values whose plain-pickle form is the same everywhere: skip cloudpickle's slower pickler.
-_PLAIN = (int, float, str, bytes, bool, type(None))
-
-
 # What one task may ask for (the raylet checks the same: core/message_limits.h).
 MAX_RETURNS = 10000
 MAX_RESOURCE_AMOUNT = 1e12
@@ -188,10 +183,7 @@ def encode_arg(value, keyword, position, fn_name, inline_limit, holders):
     if isinstance(value, _core.ObjectRef):
         return (keyword, value.binary(), None), ()
     try:
-        if type(value) in _PLAIN:
-            meta, bufs, contained = pickle.dumps(value, protocol=5), [], []
-        else:
-            meta, bufs, contained = ser.serialize(value)
+        meta, bufs, contained = ser.serialize(value)  # (plain values without cloudpickle)
     except Exception as e:
         what = f"keyword argument '{keyword}'" if keyword else f"argument {position}"
         raise SerializationError(f"{what} of {fn_name} ({type(value).__name__}) cannot be pickled: "

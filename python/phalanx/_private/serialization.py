@@ -36,8 +36,7 @@ def kind_of(value):
     np = sys.modules.get("numpy")
     if np is not None and t is np.ndarray and value.flags.c_contiguous and value.dtype.isnative:
         return KIND_VALUE | (DTYPE_CODES.get(value.dtype.name, 0) << 8)
-    torch = sys.modules.get("torch")
-    if torch is not None and t is torch.Tensor:
+    if "torch" in sys.modules and t is sys.modules["torch"].Tensor:
         return KIND_VALUE | (tensors.dtype_code(value) << 8)
     return KIND_VALUE
 
@@ -62,25 +61,31 @@ _cloudpickle_override = cloudpickle.Pickler.reducer_override
 _torch_tensor = None
 
 
-def _dumps(value, buffer_callback):
+def _dumps_with_tensors(value, buffer_callback):
     global _torch_tensor
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return cloudpickle.dumps(value, protocol=5, buffer_callback=buffer_callback)
-    _torch_tensor = torch.Tensor
+    _torch_tensor = sys.modules["torch"].Tensor
     with io.BytesIO() as f:
         _TensorPickler(f, protocol=5, buffer_callback=buffer_callback).dump(value)
         return f.getvalue()
 
 
+# Values whose plain-pickle form is the same everywhere: no pickler object to make.
+_PLAIN = (int, float, str, bytes, bool, type(None))
+
+
 def serialize(value):
     """(meta bytes, [buffers], [contained ids]) of `value`."""
+    if type(value) in _PLAIN:
+        return pickle.dumps(value, protocol=5), [], []
     buffers = []
     contained = []
     prev = getattr(_local, "contained", None)
     _local.contained = contained
     try:
-        meta = _dumps(value, buffers.append)
+        if "torch" in sys.modules:
+            meta = _dumps_with_tensors(value, buffers.append)
+        else:
+            meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     finally:
         _local.contained = prev
     return meta, buffers, contained
