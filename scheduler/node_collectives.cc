@@ -1,70 +1,40 @@
 // The raylet's part in collectives (collectives/reduce_manager.h,
-// collectives/allreduce.h, collectives/reduce_step.h): its clients' reduces
-// and allreduces, and the links of reduce chains and allreduce assemblies:
-// those other nodes place here arrive through the PeerManager; those this
-// node places elsewhere leave through it.
-#include "core/message_limits.h"
+// collectives/allreduce.h, collectives/reduce_step.h): its clients' reduces,
+// allreduces, rendezvous and located refs. The links of reduce chains and
+// allreduce assemblies go to and come from other nodes through the
+// CollectiveWire (collectives/collective_wire.h) over the PeerManager.
 #include "core/status_proto.h"
 #include "scheduler/node_manager.h"
 
 namespace phalanx::scheduler {
 
 namespace {
-// Sends a collective request to another node; `done` gets the Status it answers with.
-void CallForStatus(PeerManager& peers, const std::string& node, rpc::MessageType type,
-                   const google::protobuf::Message& m, int64_t timeout_ms, std::function<void(const Status&)> done) {
-  peers.CallNode(node, type, m, timeout_ms, [done](Result<std::string> body) {
-    if (!body.ok()) return done(body.status());
-    rpc::Status s;
-    if (!s.ParseFromString(body.value())) return done(Status::Unavailable("malformed reply from a collective step"));
-    done(FromProto(s));
-  });
-}
+// The collectives' view of the peer layer.
+class PeerLinks : public collectives::CollectivePeers {
+ public:
+  explicit PeerLinks(PeerManager* peers) : peers_(peers) {}
+  void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
+            std::function<void(Result<std::string>)> done) override {
+    peers_->CallNode(node, type, m, timeout_ms, std::move(done));
+  }
+  void Release(const std::string& node, const std::vector<std::string>& ids) override { peers_->Release(node, ids); }
+  void HoldFor(const std::string& node, const std::string& id) override { peers_->HoldFor(node, id); }
+  std::pair<double, double> Link(const std::string& node) override {
+    auto l = peers_->transfer().LinkTo(node);
+    return {l.bytes_per_s, l.rtt_s};
+  }
+
+ private:
+  PeerManager* peers_;
+};
 }  // namespace
 
 void NodeManager::SetUpCollectives() {
-  collectives::ChainHooks hooks;
-  hooks.steps = &steps_;
-  hooks.self = node_id_;
-  hooks.chunk_bytes = peers_.transfer().options().chunk_bytes;
-  hooks.send_step = [this](const std::string& node, const rpc::ReduceStep& m,
-                           std::function<void(const Status&)> started) {
-    if (node == node_id_) return steps_.Run(m, started, nullptr);
-    CallForStatus(peers_, node, rpc::REDUCE_STEP, m, 30000, started);
-  };
-  hooks.drop = [this](const std::string& node, const std::vector<std::string>& ids) {
-    if (node == node_id_) return steps_.Drop(ids);
-    rpc::ObjectIds m;
-    for (const auto& id : ids) m.add_object_ids(id);
-    peers_.CallNode(node, rpc::DROP_PARTIALS, m, 5000, nullptr);
-  };
-  hooks.link = [this](const std::string& node) {
-    auto l = peers_.transfer().LinkTo(node);
-    return std::make_pair(l.bytes_per_s, l.rtt_s);
-  };
-  hooks.probe = [this](const std::string& node, std::function<void(bool)> done) {
-    if (node == node_id_) return done(true);
-    // An empty drop: answered by any live raylet, refused or timed out otherwise.
-    peers_.CallNode(node, rpc::DROP_PARTIALS, rpc::ObjectIds(), 3000,
-                    [done](Result<std::string> r) { done(r.ok()); });
-  };
-  hooks.assemble = [this](const std::string& node, const rpc::AssembleSlices& m,
-                          std::function<void(const Status&)> done) {
-    if (node == node_id_) return steps_.Assemble(m, done);
-    // Answered once the result is whole there: as long as a transfer may take.
-    CallForStatus(peers_, node, rpc::ASSEMBLE_SLICES, m, 600000, done);
-  };
-  hooks.lose = [this](const std::string& node, const std::vector<std::string>& ids, StatusCode code,
-                      const std::string& why) {
-    rpc::LostObjects m;
-    for (const auto& id : ids) m.add_object_ids(id);
-    m.set_code(static_cast<int>(code));
-    m.set_why(why);
-    peers_.CallNode(node, rpc::LOSE_OBJECTS, m, 5000, nullptr);
-  };
-  hooks.release = [this](const std::string& node, const std::vector<std::string>& ids) { peers_.Release(node, ids); };
-  allreduces_.SetChain(hooks);
-  reduces_.SetChain(std::move(hooks));
+  collective_peers_ = std::make_unique<PeerLinks>(&peers_);
+  wire_ = std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, collective_peers_.get(),
+                                                        peers_.transfer().options().chunk_bytes);
+  allreduces_.SetChain(wire_->Hooks());
+  reduces_.SetChain(wire_->Hooks());
   peers_.SetDeadNodeHandler([this](const std::string& node) {
     steps_.DropFrom(node);
     rendezvous_.NodeDied(node);
@@ -72,48 +42,7 @@ void NodeManager::SetUpCollectives() {
   });
   peers_.SetCollectiveHandler(
       [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
-        if (type == rpc::REDUCE_STEP) {
-          rpc::ReduceStep m;
-          // (prev_id is empty for the first link of a slice, input_id for a plain copy.)
-          if (!m.ParseFromString(body) || !IsObjectId(m.out_id()) ||
-              (!m.prev_id().empty() && !IsObjectId(m.prev_id())) ||
-              (!m.input_id().empty() && !IsObjectId(m.input_id()))) {
-            return reply(Status::InvalidArgument("malformed reduce step"));
-          }
-          return steps_.Run(m, reply, nullptr);
-        }
-        if (type == rpc::ASSEMBLE_SLICES) {
-          rpc::AssembleSlices m;
-          if (!m.ParseFromString(body) || !IsObjectId(m.out_id()) || !AllObjectIds(m.slice_ids())) {
-            return reply(Status::InvalidArgument("malformed allreduce assembly"));
-          }
-          std::string out = m.out_id(), caller = m.reduce_node();
-          return steps_.Assemble(m, [this, reply, out, caller](const Status& st) {
-            if (st.ok()) peers_.HoldFor(caller, out);  // until the caller releases it
-            reply(st);
-          });
-        }
-        if (type == rpc::LOSE_OBJECTS) {
-          rpc::LostObjects m;
-          if (!m.ParseFromString(body) || !AllObjectIds(m.object_ids())) {
-            return reply(Status::InvalidArgument("malformed lost objects"));
-          }
-          // (A code this process does not know becomes ObjectLost.)
-          StatusCode code = m.code() > 0 && m.code() <= static_cast<int>(StatusCode::kCollectiveFailed)
-                                ? static_cast<StatusCode>(m.code())
-                                : StatusCode::kObjectLost;
-          // Only results someone here still waits for (a static group's rank holds its own).
-          for (const auto& id : m.object_ids()) {
-            if (objects_.Contains(id)) objects_.MarkLost(id, code, m.why());
-          }
-          return reply(Status::OK());
-        }
-        rpc::ObjectIds m;
-        if (!m.ParseFromString(body) || !AllObjectIds(m.object_ids())) {
-          return reply(Status::InvalidArgument("malformed drop"));
-        }
-        steps_.Drop({m.object_ids().begin(), m.object_ids().end()});
-        reply(Status::OK());
+        wire_->Handle(type, body, std::move(reply));
       });
 }
 

@@ -17,6 +17,7 @@
 #include <boost/asio.hpp>
 
 #include "collectives/allreduce.h"
+#include "collectives/collective_wire.h"
 #include "collectives/reduce_manager.h"
 #include "collectives/reduce_step.h"
 #include "core/framed_connection.h"
@@ -170,7 +171,7 @@ class NodeManager {
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
-  // Connects the reduce chain: ReduceManager <-> peers, steps, measured links (node_collectives.cc).
+  // Connects the reduce chain: ReduceManager <-> the CollectiveWire over the peers (node_collectives.cc).
   void SetUpCollectives();
   void FlushGcs();
 
@@ -187,6 +188,8 @@ class NodeManager {
   collectives::ReduceManager reduces_;
   collectives::Allreduces allreduces_;
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
+  std::unique_ptr<collectives::CollectivePeers> collective_peers_;  // the peers as the wire sees them
+  std::unique_ptr<collectives::CollectiveWire> wire_;               // the collectives' messages to and from peers
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
   std::unique_ptr<PlacementGroups> pgs_;

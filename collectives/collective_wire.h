@@ -1,0 +1,71 @@
+// CollectiveWire: the collectives' messages between raylets. It makes the
+// ChainHooks through which this node's reduces and allreduces run steps,
+// drop partial results, assemble results and fail objects on other nodes
+// (REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES, LOSE_OBJECTS), and it
+// handles those messages when they arrive, checking each before it acts.
+// The raylet's peer layer only moves the bytes (CollectivePeers).
+// Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectives/reduce_manager.h"
+#include "collectives/reduce_step.h"
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+#include "objectstore/object_table.h"
+
+namespace phalanx::collectives {
+
+// What the collectives need from the connections to other raylets.
+class CollectivePeers {
+ public:
+  virtual ~CollectivePeers() = default;
+  // Sends `m` as a `type` request to `node`; `done` (may be null) gets the
+  // reply's body, or why none came within `timeout_ms`.
+  virtual void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m,
+                    int64_t timeout_ms, std::function<void(Result<std::string>)> done) = 0;
+  // Lets go of holds `node` has for this node, one of each of `ids`.
+  virtual void Release(const std::string& node, const std::vector<std::string>& ids) = 0;
+  // Holds `id` here for `node` until it releases it (or dies).
+  virtual void HoldFor(const std::string& node, const std::string& id) = 0;
+  // Measured bandwidth (bytes/s) and one-hop delay (s) of the link to `node`.
+  virtual std::pair<double, double> Link(const std::string& node) = 0;
+};
+
+class CollectiveWire {
+ public:
+  // How long a step on another node may take to start, an assembly to
+  // finish (as long as a transfer may take), and a probe or drop to answer.
+  static constexpr int64_t kStepTimeoutMs = 30000;
+  static constexpr int64_t kAssembleTimeoutMs = 600000;
+  static constexpr int64_t kProbeTimeoutMs = 3000;
+  static constexpr int64_t kDropTimeoutMs = 5000;
+
+  // All are the raylet's, owned by the caller and outliving this.
+  CollectiveWire(std::string self, ReduceSteps* steps, objectstore::ObjectTable* objects, CollectivePeers* peers,
+                 uint64_t chunk_bytes);
+
+  // The hooks for ReduceManager::SetChain and Allreduces::SetChain.
+  ChainHooks Hooks();
+  // One of the four messages from another node; `reply` gets the Status to
+  // answer with (InvalidArgument for a malformed one, which does nothing).
+  void Handle(rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply);
+
+ private:
+  // Sends a request whose reply is an rpc::Status; `done` gets it.
+  void CallForStatus(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m,
+                     int64_t timeout_ms, std::function<void(const Status&)> done);
+
+  std::string self_;
+  ReduceSteps* steps_;
+  objectstore::ObjectTable* objects_;
+  CollectivePeers* peers_;
+  uint64_t chunk_bytes_;
+};
+
+}  // namespace phalanx::collectives
