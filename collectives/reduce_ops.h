@@ -33,5 +33,8 @@ inline bool DTypeFromCode(uint32_t code, DType* out) {
 // acc[i] = op(acc[i], in[i]) for i < count. REQUIRES: both hold `count`
 // elements of `type`; they may not overlap unless equal.
 Status ReduceInto(ReduceOp op, DType type, void* acc, const void* in, size_t count);
+// The same with the portable loops only (no CPU-specific instructions, such
+// as F16C for float16): the reference the fast paths are tested against.
+Status ReduceIntoPortable(ReduceOp op, DType type, void* acc, const void* in, size_t count);
 
 }  // namespace phalanx::collectives

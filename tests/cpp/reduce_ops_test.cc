@@ -54,6 +54,28 @@ TEST(ReduceOpsTest, Float16RoundsToNearestEvenLikeNumpy) {
   EXPECT_EQ(top[0], 0x7c00);
 }
 
+TEST(ReduceOpsTest, TheFastPathsGiveThePortableLoopsBytes) {
+  // Every finite float16 against shifted copies of itself (subnormals,
+  // overflow to infinity and ties included), over a length that is not a
+  // multiple of a vector; every op. (NaN payloads may differ: none here.)
+  std::vector<uint16_t> all;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) != 0x7c00) all.push_back(static_cast<uint16_t>(h));
+  }
+  for (size_t shift : {size_t{1}, size_t{977}, size_t{31000}}) {
+    std::vector<uint16_t> other(all.size());
+    for (size_t i = 0; i < all.size(); ++i) other[i] = all[(i + shift) % all.size()];
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+      for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+        std::vector<uint16_t> fast = all, portable = all;
+        ASSERT_TRUE(ReduceInto(op, t, fast.data(), other.data(), all.size() - 3).ok());
+        ASSERT_TRUE(ReduceIntoPortable(op, t, portable.data(), other.data(), all.size() - 3).ok());
+        ASSERT_EQ(fast, portable) << DTypeName(t) << " " << ReduceOpName(op) << " shift " << shift;
+      }
+    }
+  }
+}
+
 TEST(ReduceOpsTest, BFloat16RoundsToNearestEvenLikeTorch) {
   // bfloat16 is float32's top half: 1.0 = 0x3f80, 2.0 = 0x4000, 3.0 = 0x4040.
   std::vector<uint16_t> a{0x3f80, 0x4000, 0x3f80, 0x7fc0}, b{0x4000, 0x4000, 0x3b80, 0x3f80};
