@@ -14,6 +14,7 @@
 
 #include "core/ids.h"
 #include "core/value_format.h"
+#include "tests/cpp/array_values.h"
 
 namespace phalanx::collectives {
 namespace {
@@ -39,24 +40,9 @@ class ReduceManagerTest : public ::testing::Test {
     return id;
   }
 
-  // Seals input `id` (held by the test) as a value holding `data`, laid out
-  // as python/bindings/serialization.cc writes an array of `dtype`.
   template <typename T>
   void Seal(const std::string& id, const std::vector<T>& data, DType dtype, uint32_t kind = 0) {
-    const std::string meta = "pickled array header";
-    uint64_t bytes = data.size() * sizeof(T);
-    uint64_t data_off = value_format::AlignBuffer(value_format::HeaderSize(1) + meta.size());
-    auto off = table_->CreateInStore(id, data_off + bytes, {});
-    ASSERT_TRUE(off.ok()) << off.status().ToString();
-    uint8_t* p = store_->base() + off.value();
-    uint32_t head[4] = {value_format::kMagic, kind, 1, static_cast<uint32_t>(dtype) + 1};
-    uint64_t meta_len = meta.size();
-    std::memcpy(p, head, 16);
-    std::memcpy(p + 16, &meta_len, 8);
-    std::memcpy(p + 24, &bytes, 8);
-    std::memcpy(p + value_format::HeaderSize(1), meta.data(), meta.size());
-    std::memcpy(p + data_off, data.data(), bytes);
-    ASSERT_TRUE(table_->SealInStore(id).ok());
+    testing::SealArray(*table_, *store_, id, data, dtype, kind);
   }
 
   // Starts reduce `out` over inputs 0..n-1 (each held by the test, as a client's refs are).
@@ -92,16 +78,7 @@ class ReduceManagerTest : public ::testing::Test {
   template <typename T>
   std::vector<T> Values(const std::string& id) {
     Run([&] { return Settled(id); });
-    rpc::ObjectValue v;
-    table_->Describe(id, &v, false);
-    EXPECT_EQ(v.state(), rpc::OBJ_IN_STORE) << v.error();
-    if (v.state() != rpc::OBJ_IN_STORE) return {};
-    const uint8_t* p = store_->base() + v.offset();
-    auto layout = ParseArray(p, v.size());
-    EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-    std::vector<T> out(layout.value().data_bytes / sizeof(T));
-    std::memcpy(out.data(), p + layout.value().data_offset, layout.value().data_bytes);
-    return out;
+    return testing::ReadArray<T>(*table_, *store_, id);
   }
 
   std::string Error(const std::string& id) {
