@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <cstdint>
@@ -140,20 +141,41 @@ __attribute__((target("avx,f16c"))) void ApplyHalfF16C(ReduceOp op, void* acc, c
   ApplyHalf<HalfToFloat, FloatToHalf>(op, a + i, b + i, n - i);
 }
 
-bool HaveF16C() {
-  static const bool have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return have;
+// What this CPU and OS offer (cpuid, and xgetbv for the OS saving the AVX
+// registers): read once. (__builtin_cpu_supports does not know "f16c" in
+// every compiler.)
+struct CpuFeatures {
+  bool f16c = false;
+  bool avx2 = false;
+};
+
+CpuFeatures DetectCpu() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+  if (!osxsave || !avx) return f;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 6) != 6) return f;  // the OS does not save the YMM registers
+  f.f16c = f16c;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.avx2 = b & (1u << 5);
+  return f;
 }
+
+const CpuFeatures& Cpu() {
+  static const CpuFeatures features = DetectCpu();
+  return features;
+}
+
+bool HaveF16C() { return Cpu().f16c; }
 
 // bfloat16's loop, the same code compiled for AVX2 (twice the lanes).
 __attribute__((target("avx2"))) void ApplyBFloat16Avx2(ReduceOp op, void* acc, const void* in, size_t n) {
   ApplyHalf<BFloat16ToFloat, FloatToBFloat16>(op, acc, in, n);
 }
 
-bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
+bool HaveAvx2() { return Cpu().avx2; }
 #endif
 
 void ApplyFloat16(ReduceOp op, void* acc, const void* in, size_t n) {
