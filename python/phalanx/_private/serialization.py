@@ -51,21 +51,22 @@ def reduce_object_ref(ref):
 class _TensorPickler(cloudpickle.Pickler):
     """cloudpickle's pickler, with torch tensors out of band (used once torch is loaded)."""
 
+    def __init__(self, file, tensor_type, **kwargs):
+        super().__init__(file, **kwargs)
+        self._tensor_type = tensor_type
+
     def reducer_override(self, obj):
-        if type(obj) is _torch_tensor:
+        if type(obj) is self._tensor_type:
             return tensors.reduce_tensor(obj)
         return _cloudpickle_override(self, obj)
 
 
 _cloudpickle_override = cloudpickle.Pickler.reducer_override
-_torch_tensor = None
 
 
 def _dumps_with_tensors(value, buffer_callback):
-    global _torch_tensor
-    _torch_tensor = sys.modules["torch"].Tensor
     with io.BytesIO() as f:
-        _TensorPickler(f, protocol=5, buffer_callback=buffer_callback).dump(value)
+        _TensorPickler(f, sys.modules["torch"].Tensor, protocol=5, buffer_callback=buffer_callback).dump(value)
         return f.getvalue()
 
 
