@@ -57,8 +57,13 @@ struct Allreduces::Allreduce {
 };
 
 Allreduces::Allreduces(asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                       ReduceManager* reduces)
-    : io_(io), objects_(objects), store_(store), reduces_(reduces) {}
+                       ReduceManager* reduces, ChainHooks chain, ReduceManager::StoredHandler on_stored)
+    : io_(io),
+      objects_(objects),
+      store_(store),
+      reduces_(reduces),
+      chain_(std::move(chain)),
+      on_stored_(std::move(on_stored)) {}
 
 std::vector<uint64_t> Allreduces::Cuts(uint64_t size, size_t n) {
   uint64_t step = std::max<uint64_t>(kSliceAlign, size / n / kSliceAlign * kSliceAlign);

@@ -63,13 +63,12 @@ class Allreduces {
   // copying a slice (they start within milliseconds of each other).
   static constexpr uint32_t kRingWaitMs = 30000;
 
+  // `chain`: how the sliced way reaches other nodes (CollectiveWire::Hooks;
+  // without steps and assemble hooks, all go the cheap way). `on_stored`
+  // (may be null) is told about each result stored here by the cheap way
+  // (for the object directory).
   Allreduces(boost::asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-             ReduceManager* reduces);
-
-  // Enables the sliced way (without steps and assemble hooks, all go the cheap way).
-  void SetChain(ChainHooks hooks) { chain_ = std::move(hooks); }
-  // Told about each result stored here by the cheap way (for the object directory).
-  void SetStoredHandler(std::function<void(const std::string& id, uint64_t size)> h) { on_stored_ = std::move(h); }
+             ReduceManager* reduces, ChainHooks chain = {}, ReduceManager::StoredHandler on_stored = {});
   // Starts an allreduce of m.input_ids into m.out_ids (held by the caller
   // already). InvalidArgument for a bad request, before anything starts.
   Status Start(const rpc::ReduceObjects& m);
@@ -98,7 +97,7 @@ class Allreduces {
   objectstore::ObjectStore* store_;
   ReduceManager* reduces_;
   ChainHooks chain_;
-  std::function<void(const std::string& id, uint64_t size)> on_stored_;
+  ReduceManager::StoredHandler on_stored_;
   uint64_t num_sliced_ = 0;
   std::unordered_map<std::string, std::shared_ptr<Allreduce>> active_;  // by the first result's id
 };

@@ -50,7 +50,7 @@ class CollectiveWire {
   CollectiveWire(std::string self, ReduceSteps* steps, objectstore::ObjectTable* objects, CollectivePeers* peers,
                  uint64_t chunk_bytes);
 
-  // The hooks for ReduceManager::SetChain and Allreduces::SetChain.
+  // The hooks that ReduceManager and Allreduces are made with.
   ChainHooks Hooks();
   // One of the four messages from another node; `reply` gets the Status to
   // answer with (InvalidArgument for a malformed one, which does nothing).

@@ -113,8 +113,14 @@ bool ReduceManager::ChainPays(uint64_t size, size_t n, double bytes_per_s, doubl
 }
 
 ReduceManager::ReduceManager(asio::io_context& io, objectstore::ObjectTable* objects,
-                             objectstore::ObjectStore* store, uint64_t inline_threshold)
-    : io_(io), objects_(objects), store_(store), inline_threshold_(inline_threshold) {}
+                             objectstore::ObjectStore* store, uint64_t inline_threshold, ChainHooks chain,
+                             StoredHandler on_stored)
+    : io_(io),
+      objects_(objects),
+      store_(store),
+      inline_threshold_(inline_threshold),
+      chain_(std::move(chain)),
+      on_stored_(std::move(on_stored)) {}
 
 ReduceManager::~ReduceManager() { helper_.join(); }
 

@@ -115,8 +115,13 @@ class ReduceManager {
   // Combines at least this many bytes on the helper thread, smaller ones inline.
   static constexpr uint64_t kThreadedBytes = 256 << 10;
 
+  // Told about each result sealed in the store (to list it in the object directory).
+  using StoredHandler = std::function<void(const std::string& id, uint64_t size)>;
+
+  // `chain`: how reduces reach other nodes (CollectiveWire::Hooks; empty:
+  // every reduce is local). `on_stored` may be null.
   ReduceManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                uint64_t inline_threshold);
+                uint64_t inline_threshold, ChainHooks chain = {}, StoredHandler on_stored = {});
   ~ReduceManager();  // waits for a combine in progress
 
   // Starts a reduce whose result is m.out_id (held by the caller already).
@@ -129,10 +134,6 @@ class ReduceManager {
   void Forget(const std::string& id);
   // Fails every reduce in progress (the raylet is stopping).
   void Stop(const std::string& why);
-  // Told about each result sealed in the store (to list it in the object directory).
-  void SetStoredHandler(std::function<void(const std::string& id, uint64_t size)> h) { on_stored_ = std::move(h); }
-  // Enables the chain (without hooks every reduce is local).
-  void SetChain(ChainHooks hooks) { chain_ = std::move(hooks); }
   // Whether a chain over `n` inputs of `size` bytes beats copying them all
   // here, over a link of `bytes_per_s` with `hop_s` of delay per link.
   static bool ChainPays(uint64_t size, size_t n, double bytes_per_s, double hop_s, uint64_t chunk_bytes);
@@ -172,8 +173,8 @@ class ReduceManager {
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;
   uint64_t inline_threshold_;
-  std::function<void(const std::string& id, uint64_t size)> on_stored_;
   ChainHooks chain_;
+  StoredHandler on_stored_;
   uint64_t num_chains_ = 0;
   uint64_t num_fallbacks_ = 0;
   uint64_t num_rewinds_ = 0;

@@ -39,8 +39,8 @@ void ObjectTable::MaybeFree(const std::string& id) {
   std::vector<std::string> contained = std::move(e.contained);
   entries_.erase(it);
   if (had_value || !remote.empty()) RememberFreed(id);
-  if (had_value && on_free_) on_free_(id, in_store);
-  if (!remote.empty() && on_drop_) on_drop_(id, remote, holds);
+  if (had_value && owner_) owner_->Freed(id, in_store);
+  if (!remote.empty() && owner_) owner_->Drop(id, remote, holds);
   for (const auto& c : contained) RemoveRef(c);
 }
 
@@ -58,7 +58,7 @@ void ObjectTable::BecomeReady(const std::string& id, Entry& e) {
     e.remote_node.clear();
     uint32_t holds = e.remote_holds;
     e.remote_holds = 0;
-    if (on_drop_) on_drop_(id, node, holds);
+    if (owner_) owner_->Drop(id, node, holds);
   }
   auto waiters = std::move(e.waiters);
   e.waiters.clear();
@@ -113,7 +113,7 @@ std::vector<std::string> ObjectTable::AddBorrowed(const std::vector<std::string>
 void ObjectTable::Demand(const std::string& id, Entry& e) {
   if (e.demanded || e.remote_node.empty()) return;
   e.demanded = true;
-  if (on_demand_) on_demand_(id, e.remote_node);
+  if (owner_) owner_->Demand(id, e.remote_node);
 }
 
 void ObjectTable::OnLocated(const std::string& id, ReadyCallback cb) {

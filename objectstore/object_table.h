@@ -27,10 +27,23 @@ namespace phalanx::objectstore {
 class ObjectTable {
  public:
   using ReadyCallback = std::function<void()>;
-  // Told about each freed object (to clean the directory and task table).
-  using FreeHandler = std::function<void(const std::string& id, bool was_in_store)>;
 
-  explicit ObjectTable(ObjectStore* store) : store_(store) {}
+  // What the table tells the one that owns it (the node's ObjectManager,
+  // objectstore/object_manager.h), given at construction.
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    // A remote object (SetRemote) is needed here: copy it from `node`.
+    virtual void Demand(const std::string& id, const std::string& node) = 0;
+    // A remote object was freed, copied here or lost: `node` may let go of
+    // the `holds` it has for this node.
+    virtual void Drop(const std::string& id, const std::string& node, uint32_t holds) = 0;
+    // `id` was freed (to clean the directory and the task table).
+    virtual void Freed(const std::string& id, bool was_in_store) = 0;
+  };
+
+  // `owner` (may be null: nobody is told) outlives the table.
+  explicit ObjectTable(ObjectStore* store, Owner* owner = nullptr) : store_(store), owner_(owner) {}
 
   // Holder counting. AddRef on an unknown id creates a pending entry.
   void AddRef(const std::string& id);
@@ -54,10 +67,10 @@ class ObjectTable {
   // Remote values: a store value made on another node (a direct actor call's
   // result) stays there until someone here needs its bytes. SetRemote records
   // where it is (the object stays pending here); the first OnReady waiter, now
-  // or later, calls the demand handler, which copies it here. OnLocated runs
+  // or later, makes the owner copy it here (Demand). OnLocated runs
   // when the object is ready, lost or known to be remote, without demanding
   // it (a reduce reads inputs where they are). When a remote object is
-  // freed, copied here (by whatever path) or lost, the drop handler is told,
+  // freed, copied here (by whatever path) or lost, the owner is told (Drop),
   // with how many holds that node has for us, so that it lets go of them.
   // SetRemote counts one hold at `node`; false when this node has the object
   // otherwise (its value, or remote at another node): the caller then
@@ -73,10 +86,6 @@ class ObjectTable {
   // The node holding a pending remote object, else "".
   std::string RemoteNode(const std::string& id) const;
   uint64_t RemoteSize(const std::string& id) const;
-  using RemoteHandler = std::function<void(const std::string& id, const std::string& node)>;
-  using DropHandler = std::function<void(const std::string& id, const std::string& node, uint32_t holds)>;
-  void SetDemandHandler(RemoteHandler h) { on_demand_ = std::move(h); }
-  void SetDropHandler(DropHandler h) { on_drop_ = std::move(h); }
 
   // Runs `cb` when `id` is ready or lost (now, if it already is).
   void OnReady(const std::string& id, ReadyCallback cb);
@@ -95,7 +104,6 @@ class ObjectTable {
   void Describe(const std::string& id, rpc::ObjectValue* out, bool pin);
   void ReleasePin(const std::string& id) { store_->Unpin(id); }
 
-  void SetFreeHandler(FreeHandler h) { on_free_ = std::move(h); }
   size_t num_entries() const { return entries_.size(); }
   size_t num_inline() const { return num_inline_; }
   uint64_t inline_bytes() const { return inline_bytes_; }
@@ -128,9 +136,7 @@ class ObjectTable {
   std::unordered_map<std::string, Entry> entries_;
   size_t num_inline_ = 0;
   uint64_t inline_bytes_ = 0;
-  FreeHandler on_free_;
-  RemoteHandler on_demand_;
-  DropHandler on_drop_;
+  Owner* owner_;
   std::deque<std::string> freed_order_;
   std::unordered_set<std::string> freed_set_;
 };

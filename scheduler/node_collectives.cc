@@ -9,41 +9,38 @@
 namespace phalanx::scheduler {
 
 namespace {
-// The collectives' view of the peer layer.
+// The collectives' view of the peer layer and the object layer.
 class PeerLinks : public collectives::CollectivePeers {
  public:
-  explicit PeerLinks(PeerManager* peers) : peers_(peers) {}
+  PeerLinks(PeerManager* peers, objectstore::ObjectManager* objects) : peers_(peers), objects_(objects) {}
   void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
             std::function<void(Result<std::string>)> done) override {
     peers_->CallNode(node, type, m, timeout_ms, std::move(done));
   }
-  void Release(const std::string& node, const std::vector<std::string>& ids) override { peers_->Release(node, ids); }
-  void HoldFor(const std::string& node, const std::string& id) override { peers_->HoldFor(node, id); }
+  void Release(const std::string& node, const std::vector<std::string>& ids) override {
+    objects_->Release(node, ids);
+  }
+  void HoldFor(const std::string& node, const std::string& id) override { objects_->HoldFor(node, id); }
   std::pair<double, double> Link(const std::string& node) override {
-    auto l = peers_->transfer().LinkTo(node);
+    auto l = objects_->transfer().LinkTo(node);
     return {l.bytes_per_s, l.rtt_s};
   }
 
  private:
   PeerManager* peers_;
+  objectstore::ObjectManager* objects_;
 };
 }  // namespace
 
-void NodeManager::SetUpCollectives() {
-  collective_peers_ = std::make_unique<PeerLinks>(&peers_);
-  wire_ = std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, collective_peers_.get(),
-                                                        peers_.transfer().options().chunk_bytes);
-  allreduces_.SetChain(wire_->Hooks());
-  reduces_.SetChain(wire_->Hooks());
-  peers_.SetDeadNodeHandler([this](const std::string& node) {
-    steps_.DropFrom(node);
-    rendezvous_.NodeDied(node);
-    if (pgs_) pgs_->OnNodeDead(node);
-  });
-  peers_.SetCollectiveHandler(
-      [this](rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
-        wire_->Handle(type, body, std::move(reply));
-      });
+std::unique_ptr<collectives::CollectivePeers> NodeManager::LinksOver(PeerManager* peers,
+                                                                     objectstore::ObjectManager* objects) {
+  return std::make_unique<PeerLinks>(peers, objects);
+}
+
+void NodeManager::OnNodeDead(const std::string& node) {
+  steps_.DropFrom(node);
+  rendezvous_.NodeDied(node);
+  if (pgs_) pgs_->OnNodeDead(node);
 }
 
 void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {

@@ -179,7 +179,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
         // Refs nested in a direct call from that node, held there for this
         // one: borrowed, then held for the client (which lets go by UPDATE_REFS).
         std::vector<std::string> borrowed(m.borrowed_ids().begin(), m.borrowed_ids().end());
-        nm->peers_.Borrow(borrowed, m.node_id());
+        nm->om_.Borrow(borrowed, m.node_id());
         for (const auto& id : borrowed) {
           nm->Hold(*c, id);
           nm->objects_.RemoveRef(id);
@@ -187,7 +187,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       }
       std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
       for (const auto& id : ids) nm->Hold(*c, id);  // until the client lets go (UPDATE_REFS)
-      if (m.node_id() != nm->node_id_) nm->peers_.Fetch(ids, m.node_id());
+      if (m.node_id() != nm->node_id_) nm->om_.Fetch(ids, m.node_id());
       return true;
     });
     on(rpc::LEND_REFS, "lend", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
@@ -197,7 +197,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       if (m.node_id() == nm->node_id_ || !nm->peers_.IsAlive(m.node_id())) {
         st = Status::InvalidArgument("refs are lent to other live nodes only");
       } else {
-        for (const auto& id : m.object_ids()) nm->peers_.HoldFor(m.node_id(), id);
+        for (const auto& id : m.object_ids()) nm->om_.HoldFor(m.node_id(), id);
       }
       nm->Reply(*c, rpc::LEND_REFS, req, ToProto(st));
       return true;

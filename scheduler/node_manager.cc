@@ -11,6 +11,7 @@
 #include "core/message_limits.h"
 #include "core/process.h"
 #include "core/status_proto.h"
+#include "objectstore/tcp_transport.h"
 #include "scheduler/gpu_allocator.h"
 
 namespace phalanx::scheduler {
@@ -74,23 +75,91 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Make(asio::io_context& io, Nod
   return nm;
 }
 
+// The object layer's and the peer layer's view of this raylet: how they
+// reach other nodes and the object directory, and what they tell it.
+class NodeManager::Links : public objectstore::ObjectPeers,
+                           public objectstore::ObjectEvents,
+                           public PeerEvents {
+ public:
+  explicit Links(NodeManager* nm) : nm_(nm) {}
+  // objectstore::ObjectPeers
+  void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
+            std::function<void(Result<std::string>)> done) override {
+    nm_->peers_.CallNode(node, type, m, timeout_ms, std::move(done));
+  }
+  // objectstore::ObjectEvents
+  void OnObjectFreed(const std::string& id, bool, bool was_copy) override { nm_->OnObjectFreed(id, was_copy); }
+  void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) override {
+    nm_->OnAdopted(holder, ids);
+  }
+  // PeerEvents
+  void OnCollective(rpc::MessageType type, const std::string& body,
+                    std::function<void(const Status&)> reply) override {
+    nm_->wire_->Handle(type, body, std::move(reply));
+  }
+  void OnStream(rpc::MessageType type, const std::string& body, Reply reply) override {
+    nm_->HandlePeerStream(type, body, std::move(reply));
+  }
+  void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) override {
+    nm_->HandlePeerPlacement(type, body, std::move(reply));
+  }
+  void OnNodeDead(const std::string& node) override { nm_->OnNodeDead(node); }
+
+  // The transport of the node's copies: framed TCP over the peers' connections.
+  std::unique_ptr<objectstore::Transport> MakeTransport() {
+    return std::make_unique<objectstore::TcpTransport>(
+        [nm = nm_](const std::string& node, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+          nm->peers_.Connect(node, std::move(done));
+        });
+  }
+  // The GCS object directory as the transfers see it.
+  objectstore::TransferDirectory Directory() {
+    NodeManager* nm = nm_;
+    return objectstore::TransferDirectory{
+        [nm](const std::string& id, const std::string& hint, bool resuming, bool list,
+             const std::vector<std::string>& exclude, std::function<void(Result<std::string>)> cb) {
+          nm->gcs_.PickSource(id, nm->node_id_, hint, resuming, list, exclude, std::move(cb));
+        },
+        [nm](const std::string& id, const std::string& node, int delta) { nm->gcs_.AdjustServing(id, node, delta); },
+        [nm](const std::string& id, uint64_t size, uint64_t bytes, bool complete) {
+          rpc::ObjectLocation loc;
+          loc.set_node_id(nm->node_id_);
+          loc.set_complete(complete);
+          loc.set_bytes_present(bytes);
+          nm->gcs_.AddObjectLocation(id, size, loc);
+        },
+        [nm](const std::string& id) { nm->gcs_.RemoveObjectLocation(id, nm->node_id_); }};
+  }
+
+ private:
+  NodeManager* nm_;
+};
+
 NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
                          std::unique_ptr<objectstore::ObjectStore> store)
     : io_(io),
       options_(std::move(options)),
       node_id_(RandomBytes(16)),
-      store_(std::move(store)),
-      objects_(store_.get()),
+      links_(std::make_unique<Links>(this)),
+      om_(io, node_id_, std::move(store), links_->MakeTransport(), links_.get(), links_.get(), options_.transfer,
+          links_->Directory()),
+      objects_(om_.table()),
+      store_(&om_.store()),
       pool_(io, WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
                                   options_.session_dir, options_.session_dir + "/logs", {}}),
       tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
       redis_(io, options_.redis_host, options_.redis_port, options_.cluster_token, options_.tls),
       gcs_(&redis_),
-      peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms, &tasks_, &objects_,
-             store_.get(), &gcs_, options_.transfer),
-      reduces_(io, &objects_, store_.get(), options_.inline_threshold),
-      allreduces_(io, &objects_, store_.get(), &reduces_),
-      steps_(&objects_, store_.get(), &peers_.transfer(), node_id_),
+      peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms,
+             &tasks_, &om_, &gcs_, links_.get()),
+      steps_(&objects_, store_, &om_.transfer(), node_id_),
+      collective_peers_(LinksOver(&peers_, &om_)),
+      wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, collective_peers_.get(),
+                                                          om_.transfer().options().chunk_bytes)),
+      reduces_(io, &objects_, store_, options_.inline_threshold, wire_->Hooks(),
+               [this](const std::string& id, uint64_t size) { om_.ListInDirectory(id, size); }),
+      allreduces_(io, &objects_, store_, &reduces_, wire_->Hooks(),
+                  [this](const std::string& id, uint64_t size) { om_.ListInDirectory(id, size); }),
       rendezvous_(io, &gcs_),
       streams_(io, &objects_),
       acceptor_(io),
@@ -171,37 +240,7 @@ Status NodeManager::Start() {
       },
       [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
-  peers_.SetReleaseHandler([this](const std::string& holder, const std::vector<std::string>& ids) {
-    auto h = clients_by_id_.find(holder);
-    if (h == clients_by_id_.end()) return;  // it exited: its holds went with it
-    for (const auto& id : ids) {
-      if (h->second->holds.erase(id)) objects_.RemoveRef(id);
-    }
-  });
-  objects_.SetDemandHandler([this](const std::string& id, const std::string& node) {
-    peers_.Fetch({id}, node);  // (once here, the drop handler lets the node go)
-  });
-  objects_.SetDropHandler([this](const std::string& id, const std::string& node, uint32_t holds) {
-    peers_.Release(node, {id}, {holds});
-  });
-  SetUpCollectives();
-  SetUpStreams();
   SetUpPlacementGroups();
-  reduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
-  allreduces_.SetStoredHandler([this](const std::string& id, uint64_t size) { ListInDirectory(id, size); });
-  objects_.SetFreeHandler([this](const std::string& id, bool in_store) {
-    reduces_.Forget(id);
-    // Only this node leaves the directory: the entry goes with its last
-    // location, whether the copies or the maker go first.
-    bool copy = peers_.IsCopy(id);
-    if (in_store || copy) gcs_.RemoveObjectLocation(id, node_id_);
-    if (copy) {  // the task that made it is another node's to forget
-      peers_.ForgetCopy(id);
-      return;
-    }
-    if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
-    if (IndexOf(id) > 0) pending_task_deletes_.push_back(TaskIdOf(id));
-  });
   tasks_.SetTaskEventHandler([this](const rpc::TaskRecord& r) {
     if (r.state() == rpc::TASK_PENDING || r.state() == rpc::TASK_RUNNING) return;
     pending_records_.push_back(r);
@@ -492,9 +531,9 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
     if (!st.ok()) objects_.MarkLost(id, st.code(), "cannot store the result of an actor call: " + st.message());
   }
   if (remote.empty()) return;
-  peers_.Adopt(m.holder_node(), m.release_holder(), remote);
+  om_.Adopt(m.holder_node(), m.release_holder(), remote);
   for (size_t i = 0; i < remote.size(); ++i) {
-    if (!objects_.SetRemote(remote[i], m.holder_node(), sizes[i])) peers_.Release(m.holder_node(), {remote[i]});
+    if (!objects_.SetRemote(remote[i], m.holder_node(), sizes[i])) om_.Release(m.holder_node(), {remote[i]});
   }
 }
 

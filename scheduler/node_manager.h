@@ -23,8 +23,7 @@
 #include "core/framed_connection.h"
 #include "core/gcs_client.h"
 #include "core/redis_client.h"
-#include "objectstore/object_store.h"
-#include "objectstore/object_table.h"
+#include "objectstore/object_manager.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_groups.h"
 #include "scheduler/rendezvous.h"
@@ -131,17 +130,20 @@ class NodeManager {
   void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
   // Placement groups (node_placement.cc, scheduler/placement_groups.h).
   void SetUpPlacementGroups();
+  // BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes.
+  void HandlePeerPlacement(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
   void HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m);
   void HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
   void HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
   void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
   // Generators (node_streams.cc, scheduler/stream_table.h).
-  void SetUpStreams();
   void HandleWorkerItems(Client& c, rpc::TaskDone m);
   // Items handed in by a caller or another node (only the task's own are kept) ...
   void StoreItems(rpc::TaskDone m);
   // ... and items already checked to be the task's own.
   void StoreOwnItems(rpc::TaskDone m);
+  // STREAM_ITEMS and STREAM_CREDIT from other nodes.
+  void HandlePeerStream(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
   void HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m);
   void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
@@ -161,8 +163,10 @@ class NodeManager {
   void HandlePutInline(Client& c, rpc::PutInline m);
   void HandleRefs(Client& c, const rpc::UpdateRefs& m);
   void HandleRelease(Client& c, const rpc::ObjectIds& m);
-  // Lists this node's complete store copy of `id` in the GCS object directory.
-  void ListInDirectory(const std::string& id, uint64_t size);
+  // An object freed here (objectstore::ObjectEvents): its reduce record and task record go.
+  void OnObjectFreed(const std::string& id, bool was_copy);
+  // Another node adopted what `holder` (a client here) made: its holds go.
+  void OnAdopted(const std::string& holder, const std::vector<std::string>& ids);
   // Collectives (node_collectives.cc).
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
   void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
@@ -171,25 +175,32 @@ class NodeManager {
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
-  // Connects the reduce chain: ReduceManager <-> the CollectiveWire over the peers (node_collectives.cc).
-  void SetUpCollectives();
+  // The collectives' view of the peers and the object layer (node_collectives.cc).
+  static std::unique_ptr<collectives::CollectivePeers> LinksOver(PeerManager* peers,
+                                                                 objectstore::ObjectManager* objects);
+  // A node was declared dead: its reduce steps, rendezvous and bundles here.
+  void OnNodeDead(const std::string& node);
   void FlushGcs();
 
   boost::asio::io_context& io_;
   NodeManagerOptions options_;
   std::string node_id_;
-  std::unique_ptr<objectstore::ObjectStore> store_;
-  objectstore::ObjectTable objects_;
+  // The object layer's and the peer layer's view of this raylet (node_manager.cc).
+  class Links;
+  std::unique_ptr<Links> links_;
+  objectstore::ObjectManager om_;  // the node's object layer: store, object table, transfers, holds
+  objectstore::ObjectTable& objects_;  // om_'s
+  objectstore::ObjectStore* store_;    // om_'s
   WorkerPool pool_;
   TaskManager tasks_;
   RedisClient redis_;
   GcsClient gcs_;
   PeerManager peers_;
-  collectives::ReduceManager reduces_;
-  collectives::Allreduces allreduces_;
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   std::unique_ptr<collectives::CollectivePeers> collective_peers_;  // the peers as the wire sees them
   std::unique_ptr<collectives::CollectiveWire> wire_;               // the collectives' messages to and from peers
+  collectives::ReduceManager reduces_;
+  collectives::Allreduces allreduces_;
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
   std::unique_ptr<PlacementGroups> pgs_;

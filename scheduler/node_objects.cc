@@ -181,15 +181,22 @@ void NodeManager::HandleSeal(Client& c, const std::string& id) {
     return;
   }
   const auto* e = store_->Find(id);
-  if (e != nullptr) ListInDirectory(id, e->size);  // else freed at once: nobody held it
+  if (e != nullptr) om_.ListInDirectory(id, e->size);  // else freed at once: nobody held it
 }
 
-void NodeManager::ListInDirectory(const std::string& id, uint64_t size) {
-  rpc::ObjectLocation loc;
-  loc.set_node_id(node_id_);
-  loc.set_complete(true);
-  loc.set_bytes_present(size);
-  gcs_.AddObjectLocation(id, size, loc);
+void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
+  reduces_.Forget(id);
+  if (was_copy) return;  // the task that made it is another node's to forget
+  if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
+  if (IndexOf(id) > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+}
+
+void NodeManager::OnAdopted(const std::string& holder, const std::vector<std::string>& ids) {
+  auto h = clients_by_id_.find(holder);
+  if (h == clients_by_id_.end()) return;  // it exited: its holds went with it
+  for (const auto& id : ids) {
+    if (h->second->holds.erase(id)) objects_.RemoveRef(id);
+  }
 }
 
 void NodeManager::HandlePutInline(Client& c, rpc::PutInline m) {

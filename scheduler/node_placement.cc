@@ -86,17 +86,18 @@ void NodeManager::SetUpPlacementGroups() {
     });
   };
   pgs_ = std::make_unique<PlacementGroups>(std::move(d));
-  peers_.SetPlacementHandler([this](rpc::MessageType type, const std::string& body,
-                                    std::function<void(const google::protobuf::MessageLite&)> reply) {
-    if (type == rpc::PG_REMOVE) {
-      rpc::PlacementGroupRequest m;
-      if (!m.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed placement group request")));
-      return reply(ToProto(pgs_->Remove(m.pg_id())));
-    }
-    rpc::BundleOp op;
-    if (!op.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed bundle operation")));
-    reply(ToProto(pgs_->OnBundleOp(type, op)));
-  });
+}
+
+void NodeManager::HandlePeerPlacement(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
+  if (!pgs_) return reply(ToProto(Status::Unavailable("this node places no groups yet (it is starting)")));
+  if (type == rpc::PG_REMOVE) {
+    rpc::PlacementGroupRequest m;
+    if (!m.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed placement group request")));
+    return reply(ToProto(pgs_->Remove(m.pg_id())));
+  }
+  rpc::BundleOp op;
+  if (!op.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed bundle operation")));
+  reply(ToProto(pgs_->OnBundleOp(type, op)));
 }
 
 void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m) {

@@ -33,26 +33,23 @@ void KeepOwnItems(rpc::TaskDone* m, std::vector<std::string>* others) {
 }
 }  // namespace
 
-void NodeManager::SetUpStreams() {
-  peers_.SetStreamHandler([this](rpc::MessageType type, const std::string& body,
-                                 std::function<void(const google::protobuf::MessageLite&)> reply) {
-    if (type == rpc::STREAM_ITEMS) {
-      rpc::TaskDone m;
-      if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize || !ResultIdsOk(m) || !m.item()) {
-        return reply(ToProto(Status::InvalidArgument("malformed stream items")));
-      }
-      StoreItems(std::move(m));
-      return reply(rpc::Status());
+void NodeManager::HandlePeerStream(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
+  if (type == rpc::STREAM_ITEMS) {
+    rpc::TaskDone m;
+    if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize || !ResultIdsOk(m) || !m.item()) {
+      return reply(ToProto(Status::InvalidArgument("malformed stream items")));
     }
-    rpc::StreamCredit m;
-    if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize) {
-      rpc::StreamCreditReply r;
-      *r.mutable_status() = ToProto(Status::InvalidArgument("malformed stream credit request"));
-      return reply(r);
-    }
-    streams_.Credit(m.task_id(), m.need(), std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs),
-                    [reply](const rpc::StreamCreditReply& r) { reply(r); });
-  });
+    StoreItems(std::move(m));
+    return reply(rpc::Status());
+  }
+  rpc::StreamCredit m;
+  if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize) {
+    rpc::StreamCreditReply r;
+    *r.mutable_status() = ToProto(Status::InvalidArgument("malformed stream credit request"));
+    return reply(r);
+  }
+  streams_.Credit(m.task_id(), m.need(), std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs),
+                  [reply](const rpc::StreamCreditReply& r) { reply(r); });
 }
 
 void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {

@@ -5,21 +5,14 @@
 #include "core/message_limits.h"
 #include "core/process.h"
 #include "core/status_proto.h"
-#include "objectstore/tcp_transport.h"
 
 namespace phalanx::scheduler {
 
 namespace asio = boost::asio;
 
-namespace {
-// A node keeps an object it serves this long after the last range asked of it.
-constexpr auto kServeLinger = std::chrono::milliseconds(1000);
-}  // namespace
-
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
-                         std::shared_ptr<const TlsContext> tls,
-                         int64_t dead_after_ms, TaskManager* tasks, objectstore::ObjectTable* objects,
-                         objectstore::ObjectStore* store, GcsClient* gcs, objectstore::TransferOptions transfer_options)
+                         std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
+                         objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events)
     : io_(io),
       node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
@@ -27,102 +20,19 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
       tls_(std::move(tls)),
       tasks_(tasks),
       objects_(objects),
-      store_(store),
       gcs_(gcs),
+      events_(events),
       view_(node_id_, dead_after_ms),
       acceptor_(io),
-      accept_retry_(io),
-      transfer_(objects, store,
-                std::make_unique<objectstore::TcpTransport>(
-                    [this](const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
-                      const rpc::NodeInfo* node = view_.Find(node_id);
-                      if (node == nullptr) return done(Status::Unavailable("the node is not alive"));
-                      WithClient(*node, [done](std::shared_ptr<RpcClient> c, const Status& st) {
-                        if (!c) return done(st);
-                        done(c);
-                      });
-                    }),
-                transfer_options,
-                objectstore::TransferDirectory{
-                    [gcs, self = node_id_](const std::string& id, const std::string& hint, bool resuming,
-                                           bool list, const std::vector<std::string>& exclude,
-                                           std::function<void(Result<std::string>)> cb) {
-                      gcs->PickSource(id, self, hint, resuming, list, exclude, std::move(cb));
-                    },
-                    [gcs](const std::string& id, const std::string& node, int delta) {
-                      gcs->AdjustServing(id, node, delta);
-                    },
-                    [gcs, self = node_id_](const std::string& id, uint64_t size, uint64_t bytes, bool complete) {
-                      rpc::ObjectLocation loc;
-                      loc.set_node_id(self);
-                      loc.set_complete(complete);
-                      loc.set_bytes_present(bytes);
-                      gcs->AddObjectLocation(id, size, loc);
-                    },
-                    [gcs, self = node_id_](const std::string& id) { gcs->RemoveObjectLocation(id, self); }},
-                node_id_,
-                objectstore::TransferRefs{
-                    [this](const std::string& node, const std::string& id) { HoldFor(node, id); },
-                    [this](const std::string& node, const std::vector<std::string>& ids) { Release(node, ids); }}) {}
+      accept_retry_(io) {}
 
-void PeerManager::Fetch(const std::vector<std::string>& ids, const std::string& node_id) {
-  for (const auto& id : ids) transfer_.Pull(id, node_id);
-}
-
-void PeerManager::Adopt(const std::string& node_id, const std::string& holder, const std::vector<std::string>& ids) {
-  rpc::ReleaseHeld m;
-  m.set_holder(holder);
-  m.set_adopt(true);
-  m.set_from_node(node_id_);
-  for (const auto& i : ids) m.add_object_ids(i);
-  CallNode(node_id, rpc::RELEASE_HELD, m, 5000, nullptr);
-}
-
-void PeerManager::Release(const std::string& node_id, const std::vector<std::string>& ids,
-                          const std::vector<uint32_t>& counts) {
-  if (ids.empty() || node_id == node_id_) return;
-  auto& pending = releasing_[node_id];
-  for (size_t i = 0; i < ids.size(); ++i) pending[ids[i]] += i < counts.size() ? counts[i] : 1;
-  if (release_posted_) return;
-  release_posted_ = true;
-  asio::post(io_, [this] { FlushReleases(); });
-}
-
-void PeerManager::FlushReleases() {
-  release_posted_ = false;
-  auto all = std::move(releasing_);
-  releasing_.clear();
-  for (auto& [node, ids] : all) {
-    rpc::ReleaseHeld m;
-    m.set_from_node(node_id_);
-    for (const auto& [id, n] : ids) {
-      m.add_object_ids(id);
-      m.add_counts(n);
-    }
-    CallNode(node, rpc::RELEASE_HELD, m, 5000, nullptr);
-  }
-}
-
-void PeerManager::HoldFor(const std::string& node_id, const std::string& id) {
-  if (held_for_[node_id][id]++ == 0) objects_->AddRef(id);
-}
-
-void PeerManager::Unhold(const std::string& node_id, const std::string& id, uint32_t count) {
-  auto held = held_for_.find(node_id);
-  if (held == held_for_.end()) return;
-  auto it = held->second.find(id);
-  if (it == held->second.end()) return;
-  if (it->second > count) {
-    it->second -= count;
-    return;
-  }
-  held->second.erase(it);
-  if (held->second.empty()) held_for_.erase(held);
-  objects_->RemoveRef(id);
-}
-
-void PeerManager::Borrow(const std::vector<std::string>& ids, const std::string& node_id) {
-  Release(node_id, objects_->AddBorrowed(ids, node_id));
+void PeerManager::Connect(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done) {
+  const rpc::NodeInfo* node = view_.Find(node_id);
+  if (node == nullptr) return done(Status::Unavailable("the node is not alive"));
+  WithClient(*node, [done](std::shared_ptr<RpcClient> c, const Status& st) {
+    if (!c) return done(st);
+    done(c);
+  });
 }
 
 void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
@@ -143,24 +53,6 @@ void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, co
       if (done) done(std::move(r));
     });
   });
-}
-
-void PeerManager::HandleReleaseHeld(const rpc::ReleaseHeld& m) {
-  std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
-  if (!m.adopt()) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      Unhold(m.from_node(), ids[i], static_cast<int>(i) < m.counts_size() ? m.counts(static_cast<int>(i)) : 1);
-    }
-    return;
-  }
-  // Only what is still here (its maker may have exited already: then a
-  // reader finds it gone and says so). Not necessarily sealed yet: the
-  // maker's SEAL comes on its own socket, and this message, from another
-  // node, may be read first.
-  for (const auto& id : ids) {
-    if (objects_->Contains(id)) HoldFor(m.from_node(), id);
-  }
-  if (on_release_) on_release_(m.holder(), ids);
 }
 
 Status PeerManager::Listen() {
@@ -227,7 +119,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
     case rpc::PULL_OBJECT: {
       rpc::PullObject m;
       if (!m.ParseFromArray(body, static_cast<int>(len)) || !IsObjectId(m.object_id())) return malformed("pull");
-      transfer_.Serve(m, h.request_id, [weak](OutFrame frame) {
+      objects_->ServePull(m, h.request_id, [weak](OutFrame frame) {
         if (auto cl = weak.lock()) cl->Send(std::move(frame));
       });
       return;
@@ -238,7 +130,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
           (m.counts_size() != 0 && m.counts_size() != m.object_ids_size())) {
         return malformed("release");
       }
-      HandleReleaseHeld(m);
+      objects_->HandleReleaseHeld(m);
       c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
       return;
     }
@@ -251,8 +143,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       auto reply = [weak, type, req](const Status& st) {
         if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, ToProto(st));
       };
-      if (!on_collective_) return reply(Status::Unavailable("this node takes no collective steps"));
-      on_collective_(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      events_->OnCollective(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
       return;
     }
     case rpc::STREAM_ITEMS:
@@ -266,10 +157,11 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
         if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
       };
-      bool stream = type == rpc::STREAM_ITEMS || type == rpc::STREAM_CREDIT;
-      const StreamHandler& handler = stream ? on_stream_ : on_placement_;
-      if (!handler) return reply(ToProto(Status::Unavailable(stream ? "this node keeps no streams" : "this node places no groups")));
-      handler(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      if (type == rpc::STREAM_ITEMS || type == rpc::STREAM_CREDIT) {
+        events_->OnStream(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      } else {
+        events_->OnPlacement(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
+      }
       return;
     }
     case rpc::CANCEL_TASK: {
@@ -318,7 +210,7 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
   auto returns = std::make_shared<std::vector<std::string>>();
   for (int i = 1; i <= spec.num_returns(); ++i) {
     returns->push_back(MakeObjectId(spec.task_id(), static_cast<uint32_t>(i)));
-    objects_->AddRef(returns->back());  // held for the node that sent it, until sent back
+    objects_->table().AddRef(returns->back());  // held for the node that sent it, until sent back
   }
   auto waiting = std::make_shared<int>(static_cast<int>(returns->size()));
   std::weak_ptr<FramedConnection> weak = conn;
@@ -327,16 +219,16 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
     rpc::ForwardTaskReply r;
     for (const auto& id : *returns) {
       rpc::ObjectValue v;
-      objects_->Describe(id, &v, /*pin=*/false);
+      objects_->table().Describe(id, &v, /*pin=*/false);
       if (v.state() == rpc::OBJ_INLINE) {
         auto* rv = r.add_returns();
         rv->set_object_id(id);
         rv->set_data(v.data());
         // Refs inside it are held here for the sender, which borrows them (a
         // generator's list of its items names items already on the sender's node).
-        for (const auto& c : objects_->Contained(id)) {
+        for (const auto& c : objects_->table().Contained(id)) {
           rv->add_contained_ids(c);
-          HoldFor(from, c);
+          objects_->HoldFor(from, c);
         }
       } else if (v.state() == rpc::OBJ_IN_STORE) {
         // Stays here, held for the sender, which copies it in chunks (never
@@ -345,7 +237,7 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
         rv->set_object_id(id);
         rv->set_in_store(true);
         rv->set_size(v.size());
-        HoldFor(from, id);
+        objects_->HoldFor(from, id);
       } else {
         *r.add_lost() = v;
       }
@@ -355,11 +247,11 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
       c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
     } else {  // the sender will not read it: nothing is held for this reply
       for (const auto& rv : r.returns()) {
-        if (rv.in_store()) Unhold(from, rv.object_id(), 1);
-        for (const auto& id : rv.contained_ids()) Unhold(from, id, 1);
+        if (rv.in_store()) objects_->Unhold(from, rv.object_id(), 1);
+        for (const auto& id : rv.contained_ids()) objects_->Unhold(from, id, 1);
       }
     }
-    for (const auto& id : *returns) objects_->RemoveRef(id);
+    for (const auto& id : *returns) objects_->table().RemoveRef(id);
   };
   // Ref arguments still given by id are in the sending node's store: copy
   // them here (after Submit, whose hold keeps what arrives). Refs nested in
@@ -370,13 +262,13 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
     if (!a.object_id().empty()) pulls.push_back(a.object_id());
   }
   std::vector<std::string> borrowed(spec.contained_ids().begin(), spec.contained_ids().end());
-  Borrow(borrowed, from);
+  objects_->Borrow(borrowed, from);
   tasks_->Submit(std::move(spec));
-  for (const auto& id : borrowed) objects_->RemoveRef(id);
-  for (const auto& id : pulls) transfer_.Pull(id, m.from_node());
+  for (const auto& id : borrowed) objects_->table().RemoveRef(id);
+  objects_->Fetch(pulls, m.from_node());
   if (returns->empty()) return reply();
   for (const auto& id : *returns) {
-    objects_->OnReady(id, [waiting, reply] {
+    objects_->table().OnReady(id, [waiting, reply] {
       if (--*waiting == 0) reply();
     });
   }
@@ -439,10 +331,10 @@ void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   std::string desc = "node " + ToHex(node.node_id()).substr(0, 12) + " at " + node.address() + ":" +
                      std::to_string(node.port());
   // Refs nested in its arguments are held here for that node, which borrows them.
-  for (const auto& id : spec.contained_ids()) HoldFor(node.node_id(), id);
+  for (const auto& id : spec.contained_ids()) objects_->HoldFor(node.node_id(), id);
   WithClient(node, [this, desc, spec, node_id = node.node_id()](std::shared_ptr<RpcClient> c, const Status& st) {
     if (!c) {
-      for (const auto& id : spec.contained_ids()) Unhold(node_id, id, 1);
+      for (const auto& id : spec.contained_ids()) objects_->Unhold(node_id, id, 1);
       tasks_->OnForwardFailed(spec.task_id(), desc + " is unreachable (" + st.message() + ")");
       return;
     }
@@ -477,7 +369,7 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
       return;
     }
     if (reply.status().code() != 0) {
-      for (const auto& id : lent) Unhold(node_id, id, 1);  // (it kept nothing)
+      for (const auto& id : lent) objects_->Unhold(node_id, id, 1);  // (it kept nothing)
       tasks_->OnForwardFailed(tid, node_desc + " refused it: " + reply.status().message());
       return;
     }
@@ -494,10 +386,10 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
         ++it;
         continue;
       }
-      if (objects_->SetRemote(it->object_id(), node_id, it->size())) {
+      if (objects_->table().SetRemote(it->object_id(), node_id, it->size())) {
         remote.push_back(it->object_id());
       } else {
-        Release(node_id, {it->object_id()});  // (here already)
+        objects_->Release(node_id, {it->object_id()});  // (here already)
       }
       it = returns->erase(it);
     }
@@ -505,15 +397,15 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
     // while the results take their own references to them.
     std::vector<std::string> borrowed;
     for (const auto& rv : reply.returns()) borrowed.insert(borrowed.end(), rv.contained_ids().begin(), rv.contained_ids().end());
-    Borrow(borrowed, node_id);
+    objects_->Borrow(borrowed, node_id);
     tasks_->OnForwardedDone(tid, std::move(reply));
-    for (const auto& id : borrowed) objects_->RemoveRef(id);
-    Fetch(remote, node_id);
+    for (const auto& id : borrowed) objects_->table().RemoveRef(id);
+    objects_->Fetch(remote, node_id);
   });
 }
 
 void PeerManager::Refresh(int64_t now_ms) {
-  transfer_.ReleaseIdle(std::chrono::steady_clock::now(), kServeLinger);
+  objects_->ReleaseIdle(std::chrono::steady_clock::now());
   gcs_->GetAllNodes([this, now_ms](Result<std::vector<rpc::NodeInfo>> r) {
     if (!r.ok() || stopped_) return;
     view_.Update(r.value(), now_ms);
@@ -540,14 +432,8 @@ void PeerManager::Refresh(int64_t now_ms) {
 
 void PeerManager::SettleDeadNode(const rpc::NodeInfo& n) {
   std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
-  auto held = held_for_.find(n.node_id());
-  if (held != held_for_.end()) {  // nobody is left to ask for them
-    auto ids = std::move(held->second);
-    held_for_.erase(held);
-    for (const auto& held_id : ids) objects_->RemoveRef(held_id.first);
-  }
-  releasing_.erase(n.node_id());
-  if (on_dead_node_) on_dead_node_(n.node_id());
+  objects_->NodeDied(n.node_id());  // nobody is left to ask for what was held for it
+  events_->OnNodeDead(n.node_id());
   tasks_->actors().OnNodeDead(n.node_id(), why);
   RestartOrphans(n.node_id(), why);
 }

@@ -19,22 +19,41 @@
 
 #include "core/gcs_client.h"
 #include "core/rpc_client.h"
-#include "objectstore/object_store.h"
-#include "objectstore/object_table.h"
-#include "objectstore/object_transfer.h"
+#include "objectstore/object_manager.h"
 #include "scheduler/cluster_view.h"
 #include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
 
+// What the other raylets' messages mean to the rest of this raylet: the
+// collectives', the generators' and the placement groups' messages, and the
+// death of a node. Given to the PeerManager at construction.
+class PeerEvents {
+ public:
+  virtual ~PeerEvents() = default;
+  // REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES and LOSE_OBJECTS from another
+  // node (the body unparsed); `reply` gets the Status to answer with.
+  virtual void OnCollective(rpc::MessageType type, const std::string& body,
+                            std::function<void(const Status&)> reply) = 0;
+  // STREAM_ITEMS and STREAM_CREDIT (generators), and BUNDLE_PREPARE / COMMIT /
+  // RETURN and PG_REMOVE (placement groups): `reply` sends the answer.
+  using Reply = std::function<void(const google::protobuf::MessageLite&)>;
+  virtual void OnStream(rpc::MessageType type, const std::string& body, Reply reply) = 0;
+  virtual void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) = 0;
+  // Once per node declared dead, after this node settled its actors and holds.
+  virtual void OnNodeDead(const std::string& node_id) = 0;
+};
+
 class PeerManager {
  public:
   // `token`: the cluster token every peer must prove (non-empty); `tls`:
   // every peer connection is TLS under the handshake (null: plain TCP).
+  // `objects`: the node's object layer (holds across nodes, copies of
+  // results); `events`: the rest of the raylet, told what concerns it. Both owned by the
+  // caller, outliving this; neither is used before the first message.
   PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
-              std::shared_ptr<const TlsContext> tls,
-              int64_t dead_after_ms, TaskManager* tasks, objectstore::ObjectTable* objects,
-              objectstore::ObjectStore* store, GcsClient* gcs, objectstore::TransferOptions transfer = {});
+              std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
+              objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events);
 
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();
@@ -51,42 +70,12 @@ class PeerManager {
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
   // Asks the node hosting an actor to kill it (fire and forget; its table entry tells the outcome).
   void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
-  // Copies objects that live on `node_id` into this node (see ObjectTransfer).
-  void Fetch(const std::vector<std::string>& ids, const std::string& node_id);
-  // Asks `node_id` to hold `ids` for this node from now on, instead of
-  // `holder` (the actor worker there that made them and may exit): they stay
-  // there until this node Releases them (or dies).
-  void Adopt(const std::string& node_id, const std::string& holder, const std::vector<std::string>& ids);
-  // Lets go of holds that `node_id` has for this node: `counts[i]` of ids[i]
-  // (none given: one each). Sent in one message per node per loop turn.
-  void Release(const std::string& node_id, const std::vector<std::string>& ids,
-               const std::vector<uint32_t>& counts = {});
-  // Holds `id` for `node_id` once more (a value or task sent there with it
-  // inside, or a result kept here for it), until that node Releases it (or dies).
-  void HoldFor(const std::string& node_id, const std::string& id);
-  // Refs nested in values that arrived from `node_id` (AddBorrowed): their holds there not needed are released.
-  void Borrow(const std::vector<std::string>& ids, const std::string& node_id);
-  // Runs on an adopting RELEASE_HELD from another node: (holder, ids) let go.
-  using ReleaseHandler = std::function<void(const std::string& holder, const std::vector<std::string>& ids)>;
-  void SetReleaseHandler(ReleaseHandler h) { on_release_ = std::move(h); }
   // Sends a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
   void CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                 int64_t timeout_ms, std::function<void(Result<std::string>)> done);
-  // Handles REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES and LOSE_OBJECTS from other nodes: (type, body, reply).
-  using CollectiveHandler = std::function<void(rpc::MessageType type, const std::string& from_body,
-                                               std::function<void(const Status&)> reply)>;
-  void SetCollectiveHandler(CollectiveHandler h) { on_collective_ = std::move(h); }
-  // Handles STREAM_ITEMS and STREAM_CREDIT from other nodes: (type, body, reply with this message).
-  using StreamHandler = std::function<void(rpc::MessageType type, const std::string& body,
-                                           std::function<void(const google::protobuf::MessageLite&)> reply)>;
-  void SetStreamHandler(StreamHandler h) { on_stream_ = std::move(h); }
-  // Handles BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes (same shape).
-  void SetPlacementHandler(StreamHandler h) { on_placement_ = std::move(h); }
-  objectstore::ObjectTransfer& transfer() { return transfer_; }
-  // Told once about each node declared dead (after this node settled its actors and holds).
-  void SetDeadNodeHandler(std::function<void(const std::string& node_id)> h) { on_dead_node_ = std::move(h); }
-  bool IsCopy(const std::string& id) const { return transfer_.IsCopy(id); }
-  void ForgetCopy(const std::string& id) { transfer_.Forget(id); }
+  // A connection to `node_id` (made if needed), or why there is none: the
+  // object layer's TcpTransport reads ranges over it.
+  void Connect(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done);
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode();
   // The other live nodes and what each has free, as last heard.
@@ -101,10 +90,6 @@ class PeerManager {
   void SettleDeadNode(const rpc::NodeInfo& n);
   // Detached actors the dead node hosted and owned: one live node restarts each.
   void RestartOrphans(const std::string& dead_node, const std::string& why);
-  void HandleReleaseHeld(const rpc::ReleaseHeld& m);
-  // Drops `count` holds of `id` for `node_id` (all of them when count exceeds what is held).
-  void Unhold(const std::string& node_id, const std::string& id, uint32_t count);
-  void FlushReleases();
   void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
   // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.
@@ -118,9 +103,9 @@ class PeerManager {
   std::string token_;
   std::shared_ptr<const TlsContext> tls_;
   TaskManager* tasks_;
-  objectstore::ObjectTable* objects_;
-  objectstore::ObjectStore* store_;
+  objectstore::ObjectManager* objects_;
   GcsClient* gcs_;
+  PeerEvents* events_;
   ClusterView view_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;  // accepting paused (out of descriptors)
@@ -132,17 +117,6 @@ class PeerManager {
       connecting_;
   std::vector<std::shared_ptr<FramedConnection>> inbound_;
   std::unordered_set<std::string> marked_dead_;
-  objectstore::ObjectTransfer transfer_;
-  ReleaseHandler on_release_;
-  CollectiveHandler on_collective_;
-  StreamHandler on_stream_;
-  StreamHandler on_placement_;
-  std::function<void(const std::string& node_id)> on_dead_node_;
-  // node id -> objects this node holds for it (and how many times), until it Releases them or dies
-  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> held_for_;
-  // node id -> (object id -> holds) to release there, sent at the end of this loop turn
-  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> releasing_;
-  bool release_posted_ = false;
   uint64_t spread_counter_ = 0;
 };
 

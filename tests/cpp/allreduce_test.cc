@@ -27,11 +27,10 @@ class AllreduceTest : public ::testing::Test {
     EXPECT_TRUE(region.ok());
     store_ = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
     table_ = std::make_unique<objectstore::ObjectTable>(store_.get());
-    reduces_ = std::make_unique<ReduceManager>(io_, table_.get(), store_.get(), 64 << 10);
-    allreduces_ = std::make_unique<Allreduces>(io_, table_.get(), store_.get(), reduces_.get());
     // (The first result is the ReduceManager's own: it lists it.)
-    reduces_->SetStoredHandler([this](const std::string& id, uint64_t) { stored_.push_back(id); });
-    allreduces_->SetStoredHandler([this](const std::string& id, uint64_t) { stored_.push_back(id); });
+    auto stored = [this](const std::string& id, uint64_t) { stored_.push_back(id); };
+    reduces_ = std::make_unique<ReduceManager>(io_, table_.get(), store_.get(), 64 << 10, ChainHooks{}, stored);
+    allreduces_ = std::make_unique<Allreduces>(io_, table_.get(), store_.get(), reduces_.get(), ChainHooks{}, stored);
   }
 
   static std::string In(int k) { return std::string(19, 'i') + static_cast<char>('0' + k); }

@@ -4,6 +4,8 @@
 
 #include <tuple>
 
+#include "table_owner.h"
+
 namespace phalanx::objectstore {
 
 class ObjectTableTest : public ::testing::Test {
@@ -12,24 +14,15 @@ class ObjectTableTest : public ::testing::Test {
     auto region = ShmRegion::Create(1 << 20, "test-table");
     ASSERT_TRUE(region.ok());
     store_ = std::make_unique<ObjectStore>(std::move(region).value());
-    table_ = std::make_unique<ObjectTable>(store_.get());
-    table_->SetFreeHandler([this](const std::string& id, bool) { freed_.push_back(id); });
+    table_ = std::make_unique<ObjectTable>(store_.get(), &owner_);
   }
   static std::string Id(char c) { return std::string(20, c); }
-  // Records what the table asks of the nodes that lent it objects.
-  void WatchRemote() {
-    table_->SetDropHandler([this](const std::string& id, const std::string& node, uint32_t holds) {
-      dropped.emplace_back(id, node, holds);
-    });
-    table_->SetDemandHandler([this](const std::string& id, const std::string& node) {
-      demanded.emplace_back(id, node);
-    });
-  }
-  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;  // (id, lender, holds released)
-  std::vector<std::pair<std::string, std::string>> demanded;          // (id, lender asked for it)
+  RecordingOwner owner_;  // what the table asks of the nodes that lent it objects, and what it freed
+  std::vector<std::tuple<std::string, std::string, uint32_t>>& dropped = owner_.dropped;
+  std::vector<std::pair<std::string, std::string>>& demanded = owner_.demanded;
+  std::vector<std::string>& freed_ = owner_.freed;
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<ObjectTable> table_;
-  std::vector<std::string> freed_;
 };
 
 TEST_F(ObjectTableTest, WaitersRunWhenValueArrives) {
@@ -100,7 +93,6 @@ TEST_F(ObjectTableTest, LostObjectCarriesCodeAndReason) {
 // Refs that arrive from another node inside a value or task (borrowed): the
 // lender is counted once per arrival and told the count when they go.
 TEST_F(ObjectTableTest, BorrowedRefsAreRemoteAtTheLenderAndReleasedByCount) {
-  WatchRemote();
   EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty());
   EXPECT_TRUE(table_->AddBorrowed({Id('x')}, "B").empty()) << "a second value from B with it: two holds there";
   EXPECT_EQ(table_->AddBorrowed({Id('x')}, "C"), std::vector<std::string>{Id('x')})
@@ -120,7 +112,6 @@ TEST_F(ObjectTableTest, BorrowedRefsAreRemoteAtTheLenderAndReleasedByCount) {
 }
 
 TEST_F(ObjectTableTest, ABorrowOfWhatIsHereIsReleasedAtOnceAndACopyHereEndsABorrow) {
-  WatchRemote();
   table_->AddRef(Id('h'));
   table_->PutInline(Id('h'), "made here", {});
   EXPECT_EQ(table_->AddBorrowed({Id('h')}, "B"), std::vector<std::string>{Id('h')});

@@ -10,6 +10,7 @@
 
 #include "core/ids.h"
 #include "objectstore/tcp_transport.h"
+#include "table_owner.h"
 
 namespace phalanx::objectstore {
 
@@ -52,8 +53,9 @@ struct Node {
     auto region = ShmRegion::Create(64 << 20, name);
     EXPECT_TRUE(region.ok());
     store = std::make_unique<ObjectStore>(std::move(region).value());
-    table = std::make_unique<ObjectTable>(store.get());
+    table = std::make_unique<ObjectTable>(store.get(), &owner);
   }
+  RecordingOwner owner;  // (declared first: the table tells it about frees as it goes)
   std::unique_ptr<ObjectStore> store;
   std::unique_ptr<ObjectTable> table;
 };
@@ -396,10 +398,8 @@ TEST_F(TransferChainTest, RefsInsideAValueComeWithItLentOncePerCopy) {
   b.node.table->AddRef(large);
   ASSERT_TRUE(b.node.table->CreateInStore(large, 3 << 20, {inner}).ok());  // three ranges
   ASSERT_TRUE(b.node.table->SealInStore(large).ok());
-  std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;
-  a.node.table->SetDropHandler([&](const std::string& id, const std::string& node, uint32_t holds) {
-    dropped.emplace_back(id, node, holds);
-  });
+  auto& dropped = a.node.owner.dropped;
+  dropped.clear();
   for (const auto& id : {small, large}) {
     a.node.table->AddRef(id);
     a.transfer->Pull(id, "b");

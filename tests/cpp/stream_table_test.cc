@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/ids.h"
+#include "table_owner.h"
 
 namespace phalanx::scheduler {
 
@@ -14,8 +15,7 @@ class StreamTableTest : public ::testing::Test {
     auto region = objectstore::ShmRegion::Create(1 << 20, "test-streams");
     ASSERT_TRUE(region.ok());
     store_ = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
-    objects_ = std::make_unique<objectstore::ObjectTable>(store_.get());
-    objects_->SetFreeHandler([this](const std::string& id, bool) { freed_.push_back(id); });
+    objects_ = std::make_unique<objectstore::ObjectTable>(store_.get(), &owner_);
     streams_ = std::make_unique<StreamTable>(io_, objects_.get());
     objects_->AddRef(Return());  // the caller's hold on the return
   }
@@ -41,10 +41,11 @@ class StreamTableTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
+  objectstore::RecordingOwner owner_;  // what the table freed
+  std::vector<std::string>& freed_ = owner_.freed;
   std::unique_ptr<objectstore::ObjectStore> store_;
   std::unique_ptr<objectstore::ObjectTable> objects_;
   std::unique_ptr<StreamTable> streams_;
-  std::vector<std::string> freed_;
   const std::string task_ = MakeTaskId(std::string(8, 'c'), 42);
 };
 

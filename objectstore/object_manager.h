@@ -1,0 +1,148 @@
+// ObjectManager: a node's object layer as one component. It owns the
+// shared-memory store (ObjectStore), the node's object table (ObjectTable),
+// the copies to and from other nodes (ObjectTransfer over a Transport) and
+// the holds across nodes: objects kept here for another node that reads
+// them or refers to them, and the holds other nodes keep for this one.
+//
+// The raylet calls it; it reaches other nodes through ObjectPeers and the
+// object directory through TransferDirectory, and tells the raylet what it
+// must act on through ObjectEvents, all given at construction. Nothing is
+// joined afterwards.
+//
+// Holds across nodes: a node that lends a ref to another (a value, a task or
+// a result sent there with the ref inside, or a result kept here for it)
+// holds the object here for that node (HoldFor) until that node releases it
+// (RELEASE_HELD) or dies (NodeDied). Releases are sent once per node per
+// loop turn.
+// Not thread-safe; lives on the raylet's main loop.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+#include "objectstore/object_store.h"
+#include "objectstore/object_table.h"
+#include "objectstore/object_transfer.h"
+#include "objectstore/transport.h"
+
+namespace phalanx::objectstore {
+
+// How the object layer sends its own messages (RELEASE_HELD) to other nodes:
+// the raylet's peer connections.
+class ObjectPeers {
+ public:
+  virtual ~ObjectPeers() = default;
+  // Sends `m` as a `type` request to `node`; `done` (may be null) gets the
+  // reply's body, or why none came within `timeout_ms`.
+  virtual void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m,
+                    int64_t timeout_ms, std::function<void(Result<std::string>)> done) = 0;
+};
+
+// What the raylet acts on.
+class ObjectEvents {
+ public:
+  virtual ~ObjectEvents() = default;
+  // `id` was freed here. `was_copy`: it had been copied from another node
+  // (the task that made it is that node's record, not this one's).
+  virtual void OnObjectFreed(const std::string& id, bool was_in_store, bool was_copy) = 0;
+  // Another node adopted `ids` from `holder` (a client of this node, which
+  // made them): that node holds them now, so the holder's holds may go.
+  virtual void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) = 0;
+};
+
+class ObjectManager {
+ public:
+  // A node keeps an object it serves this long after the last range asked of it.
+  static constexpr std::chrono::milliseconds kServeLinger{1000};
+  // How long a RELEASE_HELD may take to be answered.
+  static constexpr int64_t kReleaseTimeoutMs = 5000;
+
+  // `self`: this node's id. `transport` carries this node's range requests
+  // (null: it only serves). `peers` and `events` are owned by the caller
+  // and outlive this; `events` may be null (nobody is told).
+  ObjectManager(boost::asio::io_context& io, std::string self, std::unique_ptr<ObjectStore> store, std::unique_ptr<Transport> transport,
+                ObjectPeers* peers, ObjectEvents* events, TransferOptions options = {},
+                TransferDirectory directory = {});
+  ObjectManager(const ObjectManager&) = delete;
+  ObjectManager& operator=(const ObjectManager&) = delete;
+
+  ObjectStore& store() { return *store_; }
+  ObjectTable& table() { return table_; }
+  ObjectTransfer& transfer() { return transfer_; }
+  const std::string& self() const { return self_; }
+
+  // Copies `ids`, which live on `node`, into this node (ObjectTransfer::Pull).
+  void Fetch(const std::vector<std::string>& ids, const std::string& node);
+  // Asks `node` to hold `ids` for this node from now on, instead of `holder`
+  // (the client there that made them and may exit): they stay there until
+  // this node releases them (or dies).
+  void Adopt(const std::string& node, const std::string& holder, const std::vector<std::string>& ids);
+  // Lets go of holds `node` has for this node: `counts[i]` of ids[i] (none
+  // given: one each). Sent in one message per node per loop turn.
+  void Release(const std::string& node, const std::vector<std::string>& ids, const std::vector<uint32_t>& counts = {});
+  // Holds `id` for `node` once more, until that node releases it (or dies).
+  void HoldFor(const std::string& node, const std::string& id);
+  // Drops `count` holds of `id` for `node` (all of them when count exceeds what is held).
+  void Unhold(const std::string& node, const std::string& id, uint32_t count);
+  // Refs nested in values that arrived from `node` (ObjectTable::AddBorrowed):
+  // their holds there that are not needed are released.
+  void Borrow(const std::vector<std::string>& ids, const std::string& node);
+  // Lists this node's complete store copy of `id` in the object directory.
+  void ListInDirectory(const std::string& id, uint64_t size);
+
+  // The object layer's messages from other nodes, already authenticated and
+  // parsed, ids checked well-formed: a range request (PULL_OBJECT; `send`
+  // gets the reply frame) and a release or adoption (RELEASE_HELD).
+  void ServePull(const rpc::PullObject& m, uint64_t request_id, ObjectTransfer::SendFrame send);
+  void HandleReleaseHeld(const rpc::ReleaseHeld& m);
+
+  // `node` died: what was held here for it goes, nothing more is released there.
+  void NodeDied(const std::string& node);
+  // Objects served to readers that stopped asking are let go. Call periodically.
+  void ReleaseIdle(std::chrono::steady_clock::time_point now);
+
+  // How many objects are held here for `node` (tests, stats).
+  size_t num_held_for(const std::string& node) const;
+  // Holds of `id` for `node`.
+  uint32_t holds_for(const std::string& node, const std::string& id) const;
+
+ private:
+  // The table's owner: demand copies, drop remote holds, tell the raylet of frees.
+  class TableOwner : public ObjectTable::Owner {
+   public:
+    explicit TableOwner(ObjectManager* m) : m_(m) {}
+    void Demand(const std::string& id, const std::string& node) override;
+    void Drop(const std::string& id, const std::string& node, uint32_t holds) override;
+    void Freed(const std::string& id, bool was_in_store) override;
+
+   private:
+    ObjectManager* m_;
+  };
+  void FlushReleases();
+
+  boost::asio::io_context& io_;
+  std::string self_;
+  ObjectPeers* peers_;
+  ObjectEvents* events_;
+  TransferDirectory directory_;
+  std::unique_ptr<ObjectStore> store_;
+  TableOwner owner_;
+  ObjectTable table_;
+  ObjectTransfer transfer_;
+  // node id -> objects this node holds for it (and how many times), until it releases them or dies
+  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> held_for_;
+  // node id -> (object id -> holds) to release there, sent at the end of this loop turn
+  std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> releasing_;
+  bool release_posted_ = false;
+};
+
+}  // namespace phalanx::objectstore
