@@ -1,6 +1,10 @@
 #include "objectstore/object_manager.h"
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
+
+#include "core/ids.h"
 
 namespace phalanx::objectstore {
 
@@ -100,6 +104,65 @@ void ObjectManager::Borrow(const std::vector<std::string>& ids, const std::strin
 
 void ObjectManager::ListInDirectory(const std::string& id, uint64_t size) {
   if (directory_.located) directory_.located(id, size, size, /*complete=*/true);
+}
+
+Status ObjectManager::AddDeviceObject(const std::string& id, Device* device, uint64_t addr, uint64_t size,
+                                      StagingOptions staging) {
+  if (device_objects_.count(id)) return Status::AlreadyExists("device object " + ToHex(id) + " is listed already");
+  staging.slot_bytes = std::max<size_t>(staging.slot_bytes, transfer_.options().chunk_bytes);
+  PHALANX_ASSIGN_OR_RETURN(auto source, StagedSource::Make(io_, device, addr, size, staging));
+  std::weak_ptr<StagedSource> weak = source;
+  transfer_.ServeFrom(id, size, [weak](uint64_t offset, uint64_t length, ObjectTransfer::RangeDone done) {
+    auto s = weak.lock();
+    if (!s) return done(Status(StatusCode::kObjectLost, "the device object was dropped"), nullptr, 0, nullptr);
+    s->Read(offset, length, std::move(done));
+  });
+  device_objects_[id] = std::move(source);
+  if (directory_.device_located) directory_.device_located(id, size, device->name());
+  return Status::OK();
+}
+
+void ObjectManager::RemoveDeviceObject(const std::string& id) {
+  if (!device_objects_.erase(id)) return;
+  transfer_.Unserve(id);
+  if (directory_.unlisted) directory_.unlisted(id);
+}
+
+void ObjectManager::FetchToDevice(const std::string& id, const std::string& node, Device* device, uint64_t addr,
+                                  uint64_t capacity, std::function<void(Result<uint64_t>)> done,
+                                  StagingOptions staging) {
+  staging.slot_bytes = std::max<size_t>(staging.slot_bytes, transfer_.options().chunk_bytes);
+  std::string key = "device-copy:" + std::to_string(++device_copies_) + ":" + id;
+  auto sink = std::make_shared<std::shared_ptr<StagedSink>>();
+  auto finished = std::make_shared<bool>(false);
+  boost::asio::io_context* io = &io_;
+  transfer_.PullChunks(
+      key, id, node,
+      [io, sink, device, addr, capacity, staging](uint64_t size) -> Result<ObjectTransfer::ChunkWriter> {
+        if (size > capacity) {
+          return Status::InvalidArgument("the object is " + std::to_string(size) + " bytes; the buffer on " +
+                                         device->name() + " has room for " + std::to_string(capacity));
+        }
+        PHALANX_ASSIGN_OR_RETURN(*sink, StagedSink::Make(*io, device, addr, size, staging));
+        std::shared_ptr<StagedSink> s = *sink;
+        return ObjectTransfer::ChunkWriter(
+            [s](uint64_t offset, const char* data, size_t len) { return s->Write(offset, data, len); });
+      },
+      [sink, finished, done](uint64_t size, uint64_t bytes, const Status& st) {
+        if (*finished) return;
+        if (!st.ok()) {
+          *finished = true;
+          return done(st);
+        }
+        if (bytes < size) return;  // progress
+        *finished = true;
+        std::shared_ptr<StagedSink> s = *sink;
+        if (!s) return done(size);  // (nothing to write)
+        s->Drain([s, done, size](const Status& drained) {
+          if (!drained.ok()) return done(drained);
+          done(size);
+        });
+      });
 }
 
 void ObjectManager::ServePull(const rpc::PullObject& m, uint64_t request_id, ObjectTransfer::SendFrame send) {

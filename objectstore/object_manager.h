@@ -32,6 +32,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
 #include "objectstore/object_transfer.h"
+#include "objectstore/staged_device.h"
 #include "objectstore/transport.h"
 
 namespace phalanx::objectstore {
@@ -99,6 +100,21 @@ class ObjectManager {
   // Lists this node's complete store copy of `id` in the object directory.
   void ListInDirectory(const std::string& id, uint64_t size);
 
+  // Device objects (objectstore/staged_device.h): `size` bytes at `addr` in
+  // the memory of `device` (which outlives them), made by a process here.
+  // Other nodes copy them through host staging, chunk by chunk; the
+  // directory lists this node's copy with the device's name. The caller
+  // holds `id` in the table as for any object.
+  Status AddDeviceObject(const std::string& id, Device* device, uint64_t addr, uint64_t size,
+                         StagingOptions staging = {});
+  void RemoveDeviceObject(const std::string& id);
+  // Copies `id` from `node` (or a copy the directory names) into the memory
+  // of `device` at `addr`, which has room for `capacity` bytes, through host
+  // staging; `done` runs once every byte is on the device (with the
+  // object's size), or with why not.
+  void FetchToDevice(const std::string& id, const std::string& node, Device* device, uint64_t addr,
+                     uint64_t capacity, std::function<void(Result<uint64_t>)> done, StagingOptions staging = {});
+
   // The object layer's messages from other nodes, already authenticated and
   // parsed, ids checked well-formed: a range request (PULL_OBJECT; `send`
   // gets the reply frame) and a release or adoption (RELEASE_HELD).
@@ -143,6 +159,8 @@ class ObjectManager {
   // node id -> (object id -> holds) to release there, sent at the end of this loop turn
   std::unordered_map<std::string, std::unordered_map<std::string, uint32_t>> releasing_;
   bool release_posted_ = false;
+  std::unordered_map<std::string, std::shared_ptr<StagedSource>> device_objects_;  // AddDeviceObject
+  uint64_t device_copies_ = 0;                                                     // FetchToDevice keys
 };
 
 }  // namespace phalanx::objectstore

@@ -102,7 +102,7 @@ void ObjectTransfer::CopyFrom(const std::string& id, const std::string& node, ui
 
 void ObjectTransfer::StopCopy(const std::string& id, const std::string& why) {
   auto it = pulls_.find(id);
-  if (it != pulls_.end() && !it->second.sink && !it->second.produced) Fail(id, why);
+  if (it != pulls_.end() && !it->second.open && !it->second.produced) Fail(id, why);
 }
 
 void ObjectTransfer::TakeExpected(const std::string& id, PullState& p) {
@@ -114,19 +114,31 @@ void ObjectTransfer::TakeExpected(const std::string& id, PullState& p) {
 
 void ObjectTransfer::PullInto(const std::string& key, const std::string& id, const std::string& hint_node, Sink sink,
                               Progress progress, uint32_t wait_ms) {
+  Opener open = [sink = std::move(sink)](uint64_t size) -> Result<ChunkWriter> {
+    PHALANX_ASSIGN_OR_RETURN(uint8_t * dest, sink(size));
+    return ChunkWriter([dest](uint64_t offset, const char* data, size_t len) {
+      std::memcpy(dest + offset, data, len);
+      return Status::OK();
+    });
+  };
+  PullChunks(key, id, hint_node, std::move(open), std::move(progress), wait_ms);
+}
+
+void ObjectTransfer::PullChunks(const std::string& key, const std::string& id, const std::string& hint_node,
+                                Opener open, Progress progress, uint32_t wait_ms) {
   PullState& p = pulls_[key];
   p.object = id;
   p.hint = hint_node;
   p.fixed = wait_ms > 0;
   p.wait_ms = wait_ms;
-  p.sink = std::move(sink);
+  p.open = std::move(open);
   p.watchers.push_back(std::move(progress));
   ChooseSource(key);
 }
 
 void ObjectTransfer::Cancel(const std::string& key) {
   auto it = pulls_.find(key);
-  if (it == pulls_.end() || !it->second.sink) return;
+  if (it == pulls_.end() || !it->second.open) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);  // replies still on the way find nothing
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
@@ -167,7 +179,7 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
     PHALANX_LOG(Debug) << "copying " << ToHex(object) << " from node " << Short(node.value());
     UseSource(id, node.value(), /*counted=*/true);
   };
-  directory_.pick(p.object, hint, resuming, /*list=*/!p.sink, exclude, chosen);
+  directory_.pick(p.object, hint, resuming, /*list=*/!p.open, exclude, chosen);
 }
 
 void ObjectTransfer::UseSource(const std::string& id, const std::string& node, bool counted) {
@@ -198,7 +210,7 @@ void ObjectTransfer::RequestMore(const std::string& id) {
     m.set_offset(chunk * options_.chunk_bytes);
     m.set_length(options_.chunk_bytes);
     m.set_wait_ms(p.wait_ms);
-    if (!p.sink && chunk == 0) {  // the refs inside come with the first range
+    if (!p.open && chunk == 0) {  // the refs inside come with the first range
       m.set_with_refs(true);
       m.set_from_node(self_);
     }
@@ -260,28 +272,28 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
       for (const auto& c : ids) objects->RemoveRef(c);
     }
   } unborrow{objects_, refs};
-  if (r.contains_refs() && refs.empty() && !p.sized && !p.sink) {
+  if (r.contains_refs() && refs.empty() && !p.sized && !p.open) {
     return Fail(id, "its value holds ObjectRefs and node " + Short(node) + " did not name them");
   }
   if (r.state() == rpc::OBJ_INLINE) {
-    if (p.sink) return Fail(id, "it is a small value kept inline, not a store object");
+    if (p.open) return Fail(id, "it is a small value kept inline, not a store object");
     objects_->PutInline(id, std::string(data, data_size), refs);
     if (directory_.unlisted) directory_.unlisted(id);  // small values are not served from here
     return Finish(id);
   }
-  if (!p.sized && p.sink && p.dest == nullptr) {
-    Sink sink = p.sink;
-    auto dest = sink(r.size());  // (may change pulls_, even cancel this copy: look again)
+  if (!p.sized && p.open && !p.writer) {
+    Opener open = p.open;
+    auto writer = open(r.size());  // (may change pulls_, even cancel this copy: look again)
     auto again = pulls_.find(id);
     if (again == pulls_.end() || again->second.epoch != epoch) return;
-    if (!dest.ok()) return Fail(id, dest.status().message());
-    again->second.dest = dest.value();
+    if (!writer.ok()) return Fail(id, writer.status().message());
+    again->second.writer = std::move(writer).value();
     ++again->second.inflight;  // this reply again, now with somewhere to go
     return OnReply(id, epoch, chunk, st, body, len, node);
   }
   if (!p.sized) {
     p.size = r.size();
-    if (!p.sink) {
+    if (!p.open) {
       auto off = objects_->CreateInStore(id, p.size, refs);
       if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists) return Finish(id);  // revived here
       if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
@@ -291,21 +303,22 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     p.chunks.assign(n, kMissing);
     p.started = std::chrono::steady_clock::now();
     // Readers may come to us now (not for a sink: its bytes become another object).
-    if (!p.sink) TakeExpected(id, p);
-    if (directory_.located && !p.sink) directory_.located(id, p.size, 0, false);
+    if (!p.open) TakeExpected(id, p);
+    if (directory_.located && !p.open) directory_.located(id, p.size, 0, false);
   } else if (r.size() != p.size) {
     return SourceFailed(id, " has a different size for it");
   }
   uint64_t off = chunk * options_.chunk_bytes;
   uint64_t want = off >= p.size ? 0 : std::min(options_.chunk_bytes, p.size - off);
   if (data_size != want) return SourceFailed(id, " sent a short range");
-  uint8_t* dest = p.dest;
-  if (!p.sink) {
+  if (p.open) {
+    Status written = p.writer(off, data, want);
+    if (!written.ok()) return Fail(id, written.message());
+  } else {
     const auto* e = store_->Find(id);
     if (e == nullptr) return Fail(id, "its store space here is gone");
-    dest = store_->base() + e->offset;
+    std::memcpy(store_->base() + e->offset + off, data, want);
   }
-  std::memcpy(dest + off, data, want);
   if (chunk < p.chunks.size()) p.chunks[chunk] = kHave;
   while (p.prefix < p.size) {
     size_t c = static_cast<size_t>(p.prefix / options_.chunk_bytes);
@@ -315,10 +328,10 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   ServeWaiters(p, id);
   if (p.prefix >= p.size) {
     // Throughput from large copies only (a sink is a reduce link: large by choice).
-    if (p.sink || p.size >= (1 << 20)) {
+    if (p.open || p.size >= (1 << 20)) {
       Measure(p.source, std::chrono::duration<double>(std::chrono::steady_clock::now() - p.started).count(), p.size);
     }
-    if (p.sink) return Finish(id);
+    if (p.open) return Finish(id);
     Status st = objects_->SealInStore(id);
     if (!st.ok()) {
       PHALANX_LOG(Warning) << "sealing a copied object: " << st.ToString();
@@ -457,7 +470,7 @@ void ObjectTransfer::Finish(const std::string& id) {
   PullState p = std::move(it->second);
   pulls_.erase(it);
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
-  if (p.sink) {
+  if (p.open) {
     for (auto& w : p.watchers) w(p.size, p.size, Status::OK());
     return;
   }
@@ -480,7 +493,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   std::string msg = "cannot copy object " + ToHex(p.object) + " to this node: " + why;
   PHALANX_LOG(Warning) << msg;
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
-  if (p.sink) {
+  if (p.open) {
     for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, msg));
     return;
   }
@@ -552,7 +565,26 @@ void ObjectTransfer::ReleaseIdle(std::chrono::steady_clock::time_point now, std:
   }
 }
 
+void ObjectTransfer::ServeFrom(const std::string& id, uint64_t size, RangeSource read) {
+  sources_[id] = Source{size, std::move(read)};
+}
+
 void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send) {
+  auto src = sources_.find(m.object_id());
+  if (src != sources_.end()) {  // not in the store: read through the source (device memory)
+    uint64_t size = src->second.size;
+    uint64_t from = std::min<uint64_t>(m.offset(), size);
+    uint64_t n = std::min({m.length(), size - from, kMaxPullBytes});
+    src->second.read(from, n, [request_id, size, send = std::move(send)](const Status& st, const char* data,
+                                                                          size_t got, std::shared_ptr<const void> keep) {
+      if (!st.ok()) return send(ReplyFrame(request_id, LostReply(st.message(), st.code()), nullptr, 0));
+      rpc::PullObjectReply r;
+      r.set_state(rpc::OBJ_IN_STORE);
+      r.set_size(size);
+      send(ReplyFrame(request_id, r, data, got, std::move(keep)));
+    });
+    return;
+  }
   Waiter w{m.offset(), m.length(), request_id, std::move(send), {}, {}};
   if (m.with_refs() && m.offset() == 0 && !m.from_node().empty() && m.from_node() != self_) w.refs_for = m.from_node();
   auto it = pulls_.find(m.object_id());

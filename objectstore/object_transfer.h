@@ -63,6 +63,9 @@ struct TransferDirectory {
   std::function<void(const std::string& id, uint64_t size, uint64_t bytes, bool complete)> located;
   // This node holds no copy after all (the copy failed, or the value was small).
   std::function<void(const std::string& id)> unlisted;
+  // This node holds a complete copy of `id` in the memory of `device`
+  // ("cuda:0"), not in its store (ObjectManager::AddDeviceObject).
+  std::function<void(const std::string& id, uint64_t size, const std::string& device)> device_located;
 };
 
 // Refs nested in values that cross nodes (a raylet's PeerManager; absent in
@@ -121,8 +124,28 @@ class ObjectTransfer {
   using Progress = std::function<void(uint64_t size, uint64_t bytes, const Status& st)>;
   void PullInto(const std::string& key, const std::string& id, const std::string& hint_node, Sink sink,
                 Progress progress, uint32_t wait_ms = 0);
+  // As PullInto, for a destination that is not host memory (a device buffer
+  // written through staging, objectstore/staged_device.h): `open(size)` gives
+  // the writer once the size is known, and each range is handed to it as it
+  // arrives (the bytes are valid during the call only). A writer's error
+  // fails the copy with it. `progress` says bytes [0, n) were handed over.
+  using ChunkWriter = std::function<Status(uint64_t offset, const char* data, size_t len)>;
+  using Opener = std::function<Result<ChunkWriter>(uint64_t size)>;
+  void PullChunks(const std::string& key, const std::string& id, const std::string& hint_node, Opener open,
+                  Progress progress, uint32_t wait_ms = 0);
   // Stops a PullInto (before its destination goes away).
   void Cancel(const std::string& key);
+
+  // Objects whose bytes are not in the store (device memory read through
+  // staging, objectstore/staged_device.h): a range asked of `id` is read
+  // with `read`, which answers once (maybe later) with the bytes and what
+  // keeps them valid until the reply is sent, or with why it cannot.
+  // Unserve stops serving it (requests after that find it gone).
+  using RangeDone =
+      std::function<void(const Status& st, const char* data, size_t n, std::shared_ptr<const void> keep)>;
+  using RangeSource = std::function<void(uint64_t offset, uint64_t length, RangeDone done)>;
+  void ServeFrom(const std::string& id, uint64_t size, RangeSource read);
+  void Unserve(const std::string& id) { sources_.erase(id); }
 
   // Progress of an object here (arriving, being made, or ready): `cb(size,
   // bytes, st)` runs whenever more bytes are final, last with bytes == size,
@@ -179,8 +202,8 @@ class ObjectTransfer {
     std::vector<Progress> watchers;
     bool produced = false;                    // made here (Produce), not copied
     std::string object;                       // the object copied (the key is the object, but for a sink)
-    Sink sink;                                // PullInto: where the bytes go
-    uint8_t* dest = nullptr;
+    Opener open;                              // PullInto/PullChunks: where the bytes go (null: the store)
+    ChunkWriter writer;                       // ... once opened
     std::chrono::steady_clock::time_point started;
   };
   // Tells the watchers of `id` where it stands (st: failed).
@@ -221,6 +244,11 @@ class ObjectTransfer {
   std::unordered_map<std::string, std::vector<Waiter>> early_;  // requests for objects not ready, nor arriving yet
   std::unordered_map<std::string, std::vector<Waiter>> expected_;  // requests that wait for objects unknown here
   std::unordered_map<std::string, Link> links_;                 // node id -> measured
+  struct Source {
+    uint64_t size = 0;
+    RangeSource read;
+  };
+  std::unordered_map<std::string, Source> sources_;  // ServeFrom: objects served from outside the store
 };
 
 }  // namespace phalanx::objectstore

@@ -128,7 +128,15 @@ class NodeManager::Links : public objectstore::ObjectPeers,
           loc.set_bytes_present(bytes);
           nm->gcs_.AddObjectLocation(id, size, loc);
         },
-        [nm](const std::string& id) { nm->gcs_.RemoveObjectLocation(id, nm->node_id_); }};
+        [nm](const std::string& id) { nm->gcs_.RemoveObjectLocation(id, nm->node_id_); },
+        [nm](const std::string& id, uint64_t size, const std::string& device) {
+          rpc::ObjectLocation loc;
+          loc.set_node_id(nm->node_id_);
+          loc.set_complete(true);
+          loc.set_bytes_present(size);
+          loc.set_device(device);
+          nm->gcs_.AddObjectLocation(id, size, loc);
+        }};
   }
 
  private:

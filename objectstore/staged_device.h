@@ -1,0 +1,185 @@
+// Device memory moved between nodes through host staging, chunk by chunk:
+// device -> staging buffer -> the wire -> staging buffer -> device, each
+// chunk's copies overlapping the others' (the pull's window of requests in
+// flight), never the whole object staged at once.
+//
+//   - Device: what the staged path needs of a device: host staging memory it
+//     copies to and from at full speed (pinned memory for CUDA), and
+//     asynchronous copies polled for completion. CudaDevice
+//     (objectstore/cuda_device.h, built with CUDA) is a GPU; HostDevice is
+//     host memory standing in for one, so the staged path is tested
+//     without a GPU, its copies finishing late or failing on demand.
+//   - StagedSource serves ranges of a device buffer (ObjectTransfer::ServeFrom):
+//     each range is copied into a free staging slot and sent from there; the
+//     slot is free again once the reply frame has been written.
+//   - StagedSink writes arriving ranges into a device buffer
+//     (ObjectTransfer::PullChunks): each is copied into a staging slot and
+//     from there to the device; Drain reports when every copy is done.
+//
+// Slots bound the host memory used: `slots` x `slot_bytes` per copy, whatever
+// the object's size. Not thread-safe; lives on one loop.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "core/status.h"
+#include "objectstore/object_transfer.h"
+
+namespace phalanx::objectstore {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // As a user names it: "cuda:0"; "host" for HostDevice.
+  virtual std::string name() const = 0;
+  // Host memory the device copies to and from at full speed (pinned for CUDA).
+  virtual Result<char*> AllocStaging(size_t bytes) = 0;
+  virtual void FreeStaging(char* p) = 0;
+  // Start copying `bytes` from device address `src` to host `dst` (ToHost)
+  // or from host `src` to device address `dst` (ToDevice); the ticket is
+  // polled with Poll. The host memory stays untouched by the caller until
+  // the copy finished.
+  virtual Result<uint64_t> ToHost(char* dst, uint64_t src, size_t bytes) = 0;
+  virtual Result<uint64_t> ToDevice(uint64_t dst, const char* src, size_t bytes) = 0;
+  // Whether copy `ticket` finished; its error if it failed (the ticket is
+  // spent once Poll returned true or an error, or Wait returned).
+  virtual Result<bool> Poll(uint64_t ticket) = 0;
+  // Blocks until copy `ticket` finished.
+  virtual Status Wait(uint64_t ticket) = 0;
+};
+
+// Host memory standing in for a device: device addresses are host pointers.
+// A copy is done after `polls_to_finish` polls (a slow device), and copy
+// number `fail_at` (1-based; 0: none) fails, naming itself.
+class HostDevice : public Device {
+ public:
+  explicit HostDevice(int polls_to_finish = 0, uint64_t fail_at = 0)
+      : polls_to_finish_(polls_to_finish), fail_at_(fail_at) {}
+  std::string name() const override { return "host"; }
+  Result<char*> AllocStaging(size_t bytes) override;
+  void FreeStaging(char* p) override;
+  Result<uint64_t> ToHost(char* dst, uint64_t src, size_t bytes) override;
+  Result<uint64_t> ToDevice(uint64_t dst, const char* src, size_t bytes) override;
+  Result<bool> Poll(uint64_t ticket) override;
+  Status Wait(uint64_t ticket) override;
+
+  uint64_t copies() const { return copies_; }
+  size_t staging_bytes() const { return staging_bytes_; }       // allocated now
+  size_t max_in_flight() const { return max_in_flight_; }       // most copies unfinished at once
+
+ private:
+  struct Copy {
+    char* dst;
+    const char* src;
+    size_t bytes;
+    int polls_left;
+    bool fail;
+  };
+  Status Finish(uint64_t ticket);
+  int polls_to_finish_;
+  uint64_t fail_at_;
+  uint64_t copies_ = 0;
+  size_t staging_bytes_ = 0;
+  size_t max_in_flight_ = 0;
+  std::vector<std::pair<uint64_t, Copy>> in_flight_;
+  std::vector<std::pair<char*, size_t>> staging_;
+};
+
+struct StagingOptions {
+  int slots = 4;                      // staging buffers per copy
+  size_t slot_bytes = 256 << 10;      // at least the transfer's chunk_bytes
+  std::chrono::microseconds poll{50};  // how often unfinished copies are polled
+};
+
+class StagedSource : public std::enable_shared_from_this<StagedSource> {
+ public:
+  // Serves `size` bytes at device address `addr` of `device` (which outlives this).
+  static Result<std::shared_ptr<StagedSource>> Make(boost::asio::io_context& io, Device* device, uint64_t addr,
+                                                    uint64_t size, StagingOptions options = {});
+  ~StagedSource();
+  // An ObjectTransfer::RangeSource: reads [offset, offset + length) into a
+  // staging slot (waiting for one when all are busy) and answers `done` with
+  // it; the slot is free again when the `keep` handed out goes.
+  void Read(uint64_t offset, uint64_t length, ObjectTransfer::RangeDone done);
+  uint64_t size() const { return size_; }
+  int max_slots_used() const { return max_used_; }
+
+ private:
+  StagedSource(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size, StagingOptions options);
+  struct Pending {
+    uint64_t offset;
+    uint64_t length;
+    ObjectTransfer::RangeDone done;
+  };
+  void Start();
+  void Release(int slot);
+  void PollSoon();
+  void PollCopies();
+
+  boost::asio::io_context& io_;
+  Device* device_;
+  uint64_t addr_;
+  uint64_t size_;
+  StagingOptions options_;
+  std::vector<char*> slots_;
+  std::vector<int> free_;
+  std::deque<Pending> queue_;
+  struct Copying {
+    uint64_t ticket;
+    int slot;
+    uint64_t length;
+    ObjectTransfer::RangeDone done;
+  };
+  std::vector<Copying> copying_;
+  boost::asio::steady_timer timer_;
+  bool polling_ = false;
+  int max_used_ = 0;
+};
+
+class StagedSink : public std::enable_shared_from_this<StagedSink> {
+ public:
+  // Writes `size` bytes to device address `addr` of `device` (which outlives this).
+  static Result<std::shared_ptr<StagedSink>> Make(boost::asio::io_context& io, Device* device, uint64_t addr,
+                                                  uint64_t size, StagingOptions options = {});
+  ~StagedSink();
+  // An ObjectTransfer::ChunkWriter: copies the range into a staging slot and
+  // starts its copy to the device. With every slot busy it first waits for
+  // the oldest copy (a device copy of one chunk: microseconds on a GPU).
+  Status Write(uint64_t offset, const char* data, size_t len);
+  // `done` runs once every copy started has finished, with the first error.
+  void Drain(std::function<void(const Status&)> done);
+  int max_slots_used() const { return max_used_; }
+
+ private:
+  StagedSink(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size, StagingOptions options);
+  void PollSoon();
+  void PollCopies();
+  Status Retire(size_t index, const Status& st);
+
+  boost::asio::io_context& io_;
+  Device* device_;
+  uint64_t addr_;
+  uint64_t size_;
+  StagingOptions options_;
+  std::vector<char*> slots_;
+  std::vector<int> free_;
+  struct Copying {
+    uint64_t ticket;
+    int slot;
+  };
+  std::deque<Copying> copying_;  // oldest first
+  Status error_;
+  std::vector<std::function<void(const Status&)>> drains_;
+  boost::asio::steady_timer timer_;
+  bool polling_ = false;
+  int max_used_ = 0;
+};
+
+}  // namespace phalanx::objectstore
