@@ -23,6 +23,14 @@ def cluster():
 
 
 @pytest.fixture
+def cluster_gpu():
+    """A cluster of its own with the GPUs the driver reports (tests that need one skip without it)."""
+    phalanx.shutdown()
+    yield phalanx.init(num_cpus=4, object_store_memory=1 << 30)
+    phalanx.shutdown()
+
+
+@pytest.fixture
 def fresh_cluster():
     """A cluster of its own, for tests that break or exhaust it."""
     phalanx.shutdown()

@@ -9,6 +9,7 @@ import time
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
+from phalanx._private import tensors as _tensors
 from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
 from phalanx.exceptions import GetTimeoutError, UnavailableError
 from phalanx.generator import ObjectRefGenerator
@@ -227,12 +228,15 @@ def _timeout_ms(timeout):
     return int(min(timeout * 1000, 2**62))
 
 
-def get(refs, timeout=None):
+def get(refs, timeout=None, device=None):
     """The value of an ObjectRef (or a list of values for a list of refs).
     Blocks until ready; raises GetTimeoutError after `timeout` seconds, the
     task's TaskError if it raised, WorkerCrashedError if its worker died.
-    numpy arrays in the store come back as read-only views, without a copy."""
+    numpy arrays in the store come back as read-only views, without a copy.
+    `device` ("cpu", "cuda" or "cuda:N") puts every torch tensor in the
+    values there (ValueError for a device this process does not have)."""
     ensure_initialized()
+    device = _tensors.parse_device(device) if device is not None else None
     lst, single = _as_list(refs, "get")
     if not lst:
         return []
@@ -245,6 +249,8 @@ def get(refs, timeout=None):
             raise GetTimeoutError(f"get timed out after {timeout} s: {missing} of {len(lst)} objects "
                                   f"were not ready (the first is {ref!r}{'; ' + why if why else ''})")
         out.append(ser.resolve(kind, payload))
+    if device is not None:
+        out = [_tensors.to_device(v, device) for v in out]
     return out[0] if single else out
 
 

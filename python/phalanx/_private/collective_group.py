@@ -153,6 +153,7 @@ class _Group:
         self.nodes, self.clients = nodes, clients  # each rank's node and process: a wait fails when one dies
         self.seq = 0
         self.pair_seq = {}  # (src, dst) -> point-to-point calls made between them
+        self.nccl = None  # backend="nccl": the NCCL communicator (nccl.py)
 
     def allreduce(self, array, op, timeout, kind="allreduce"):
         """op over every rank's `array`: a read-only view on the result in
@@ -236,10 +237,21 @@ class _Group:
         call.finish(error)
 
 
-def init_group(world_size, rank, group_name="default", timeout=60.0):
+BACKENDS = ("object", "nccl")
+
+
+def init_group(world_size, rank, group_name="default", timeout=60.0, backend="object"):
     """Joins this process to `group_name` as `rank` of `world_size`, once
     every rank has called it (GetTimeoutError naming the missing ranks
-    after `timeout` s)."""
+    after `timeout` s). `backend`: "object" (arrays and CPU tensors over the
+    object layer) or "nccl" (CUDA tensors by NCCL on the GPUs, nccl.py;
+    RuntimeError saying what is missing where NCCL or a GPU is not)."""
+    backend = str(backend).lower()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "nccl":
+        from phalanx._private import nccl
+        nccl.check_available()
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     if not isinstance(rank, int) or not 0 <= rank < world_size:
@@ -254,7 +266,9 @@ def init_group(world_size, rank, group_name="default", timeout=60.0):
     from phalanx._private import state
     ms = -1 if timeout is None else max(1, int(timeout * 1000))
     me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
-          "client": state.info["client_id"]}
+          "client": state.info["client_id"], "backend": backend}
+    if backend == "nccl" and rank == 0:
+        me["nccl_id"] = nccl.new_unique_id()  # handed to every rank by the rendezvous
     try:
         raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
     except GetTimeoutError as e:
@@ -265,15 +279,23 @@ def init_group(world_size, rank, group_name="default", timeout=60.0):
     for r, j in enumerate(joined):
         if j["world"] != world_size:
             raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank {world_size}")
+        if j.get("backend", "object") != backend:
+            raise ValueError(f"group '{group_name}': rank {r} asked for backend {j.get('backend', 'object')!r}, "
+                             f"this rank {backend!r}")
+    g = _Group(group_name, world_size, rank, joined[0]["nonce"], [j["node"] for j in joined],
+               [j["client"] for j in joined])
+    if backend == "nccl":
+        g.nccl = nccl.Communicator(group_name, world_size, rank, joined[0]["nccl_id"])
     with _lock:
-        _groups[group_name] = _Group(group_name, world_size, rank, joined[0]["nonce"], [j["node"] for j in joined],
-                                     [j["client"] for j in joined])
+        _groups[group_name] = g
 
 
 def destroy_group(group_name="default"):
     """Leaves the group (a later init_group with the same name forms a new one)."""
     with _lock:
-        _groups.pop(group_name, None)
+        g = _groups.pop(group_name, None)
+    if g is not None and g.nccl is not None:
+        g.nccl.destroy()
 
 
 def _group(name):
@@ -287,7 +309,8 @@ def _check_array(array, what, in_place=True):
     if _is_tensor(array):
         if array.device.type != "cpu":
             raise ValueError(f"{what} got a tensor on {array.device}: groups over the object layer take CPU "
-                             "tensors and numpy arrays (tensor.cpu() makes one)")
+                             "tensors and numpy arrays (tensor.cpu() makes one; a group made with "
+                             "backend='nccl' takes CUDA tensors)")
         if array.layout is not sys.modules["torch"].strided:
             raise ValueError(f"{what} got a {array.layout} tensor: only dense tensors (tensor.to_dense())")
         return
@@ -301,26 +324,33 @@ def _check_array(array, what, in_place=True):
 
 def group_allreduce(array, op="sum", group_name="default", timeout=None):
     """array[...] = op over every rank's array (in place)."""
-    _check_array(array, "allreduce")
     check_op(op)
-    _assign(array, _group(group_name).allreduce(array, op, timeout))
+    g = _group(group_name)
+    if g.nccl is not None:
+        return g.nccl.allreduce(array, op, timeout)
+    _check_array(array, "allreduce")
+    _assign(array, g.allreduce(array, op, timeout))
 
 
 def group_broadcast(array, src_rank=0, group_name="default", timeout=None):
     """array[...] = src_rank's array (in place)."""
-    _check_array(array, "broadcast")
     g = _group(group_name)
     if not isinstance(src_rank, int) or not 0 <= src_rank < g.world_size:
         raise ValueError(f"src_rank must be between 0 and {g.world_size - 1}, got {src_rank!r}")
+    if g.nccl is not None:
+        return g.nccl.broadcast(array, src_rank, timeout)
+    _check_array(array, "broadcast")
     g.broadcast(array, src_rank, timeout)
 
 
 def group_allgather(tensor_list, array, group_name="default", timeout=None):
     """tensor_list[r][...] = rank r's array, for every rank r."""
-    _check_array(array, "allgather")
     g = _group(group_name)
     if len(tensor_list) != g.world_size:
         raise ValueError(f"allgather needs a list of {g.world_size} arrays (one per rank), got {len(tensor_list)}")
+    if g.nccl is not None:
+        return g.nccl.allgather(tensor_list, array, timeout)
+    _check_array(array, "allgather")
     for i, t in enumerate(tensor_list):
         _check_array(t, "allgather")
         if t.shape != array.shape or t.dtype != array.dtype:
@@ -332,11 +362,13 @@ def group_allgather(tensor_list, array, group_name="default", timeout=None):
 def group_reducescatter(array, tensor_list, op="sum", group_name="default", timeout=None):
     """array[...] = this rank's part (numpy.array_split along axis 0) of op
     over the ranks' concatenated lists."""
-    _check_array(array, "reducescatter")
     check_op(op)
     g = _group(group_name)
     if len(tensor_list) != g.world_size:
         raise ValueError(f"reducescatter needs a list of {g.world_size} arrays, got {len(tensor_list)}")
+    if g.nccl is not None:
+        return g.nccl.reducescatter(array, tensor_list, op, timeout)
+    _check_array(array, "reducescatter")
     for t in tensor_list:
         _check_array(t, "reducescatter", in_place=False)
     if _is_tensor(array):
@@ -364,12 +396,16 @@ def group_send(array, dst_rank, group_name="default", timeout=None):
     """Sends `array` to `dst_rank`, which calls recv with an array of the
     same dtype and shape; returns once it has received it."""
     g = _group(group_name)
+    if g.nccl is not None:
+        return g.nccl.send(array, _peer(g, dst_rank, "dst_rank"), timeout)
     _check_array(array, "send", in_place=False)
     g.send(array, _peer(g, dst_rank, "dst_rank"), timeout)
 
 
 def group_recv(array, src_rank, group_name="default", timeout=None):
     """array[...] = the array `src_rank` sends (in place)."""
-    _check_array(array, "recv")
     g = _group(group_name)
+    if g.nccl is not None:
+        return g.nccl.recv(array, _peer(g, src_rank, "src_rank"), timeout)
+    _check_array(array, "recv")
     g.recv(array, _peer(g, src_rank, "src_rank"), timeout)
