@@ -64,6 +64,12 @@ Status WorkerPool::CanStart(rpc::Language language) const {
   return Status::NotFound("this node runs no workers of language " + std::to_string(language));
 }
 
+namespace {
+// The thread-count variables of the math libraries a worker may load.
+constexpr const char* kThreadVars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                       "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"};
+}  // namespace
+
 bool WorkerPool::StartWorker(rpc::Language language) {
   if (closed_) return false;
   if (!CanStart(language).ok()) {
@@ -75,6 +81,19 @@ bool WorkerPool::StartWorker(rpc::Language language) {
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "PHALANX_", 8) == 0) continue;
     env_strings.emplace_back(*e);
+  }
+  // Math libraries (OpenMP, OpenBLAS, MKL, numexpr, Accelerate) start a
+  // thread per core in every worker unless told otherwise: on a node running
+  // a worker per CPU that is cores x cores threads. Unless the user set a
+  // limit, a worker starts with one thread, and the worker resizes it to
+  // each task's CPUs (PHALANX_THREADS=managed; python/phalanx/_private/worker.py).
+  bool managed = true;
+  for (const char* var : kThreadVars) {
+    if (std::getenv(var) != nullptr) managed = false;
+  }
+  if (managed) {
+    for (const char* var : kThreadVars) env_strings.push_back(std::string(var) + "=1");
+    env_strings.push_back("PHALANX_THREADS=managed");
   }
   env_strings.push_back("PHALANX_RAYLET_SOCKET=" + options_.raylet_socket);
   env_strings.push_back("PHALANX_WORKER_TOKEN=" + token);

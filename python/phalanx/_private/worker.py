@@ -12,6 +12,7 @@ hands them over in arrival order."""
 import asyncio
 import gc
 import inspect
+import math
 import os
 import signal
 import sys
@@ -52,6 +53,32 @@ def _set_gpus(gpu_ids):
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
     else:
         os.environ["CUDA_VISIBLE_DEVICES"] = _ORIGINAL_CUDA
+
+
+# Math libraries' threads (scheduler/worker_pool.cc): with PHALANX_THREADS=managed
+# the raylet started this worker with one thread per library, and each task
+# (and actor, from its creation on) gets as many as its CPUs. A limit the
+# user set is left alone.
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                "VECLIB_MAXIMUM_THREADS")
+_threads_managed = os.environ.get("PHALANX_THREADS") == "managed"
+_threads = 1
+
+
+def _set_threads(n):
+    """n threads for the math libraries loaded now and loaded later (torch's intra-op pool too)."""
+    global _threads
+    _threads = n
+    for var in _THREAD_VARS:
+        os.environ[var] = str(n)
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=n)
+    except ImportError:  # (a dependency of phalanx: only a broken install lacks it)
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
 
 
 def _load_function(function_id):
@@ -252,11 +279,15 @@ async def _run_async_generator(stream, agen):
 def run_task(task):
     """Runs one task on this thread; True when it did not raise. (The hot
     path of every task: keep it free of needless calls.)"""
-    (task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, _, _,
+    (task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, num_cpus, _,
      generator, backpressure) = task
     start = time.perf_counter()
     if gpu_ids or state.gpu_ids:
         _set_gpus(gpu_ids)
+    if _threads_managed and kind != 2:  # a task or an actor's creation (its methods keep the actor's)
+        n = max(1, math.ceil(num_cpus))
+        if n != _threads:
+            _set_threads(n)
     context = state.current_task.set(task)
     stream = _Stream(task_id, name, generator, backpressure) if generator else None
     error = ""
