@@ -25,3 +25,20 @@ def test_async_pg_learns_cartpole_and_writes_its_curve(tmp_path, naive):
     first, last = float(done.group(1)), float(done.group(2))
     assert last > first + 100, f"the reward did not improve: {first} -> {last}"
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("naive", [False, True])
+def test_async_sgd_reaches_its_target_accuracy_and_says_where_the_time_went(tmp_path, naive):
+    phalanx.shutdown()  # the example starts its own cluster
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "train", "async_sgd.py"), "--seconds", "60",
+           "--hidden", "256"] + (["--naive"] if naive else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    way = "naive get and sum" if naive else "collective.reduce"
+    assert f"2 gradients per update ({way})" in out.stdout
+    assert re.search(r"update +\d+ +[\d.]+ updates/s +\d+ samples/s +loss [\d.]+ +test accuracy", out.stdout)
+    done = re.search(r"done \(phalanx, [^)]*\): (\d+) updates .* test accuracy ([\d.]+); the server's time: "
+                     r"gradients (\d+)%, step (\d+)%, publish (\d+)%", out.stdout)
+    assert done, out.stdout[-2000:]
+    assert int(done.group(1)) > 10 and float(done.group(2)) >= 0.82, done.group(0)
+    assert 98 <= sum(int(done.group(i)) for i in (3, 4, 5)) <= 102
