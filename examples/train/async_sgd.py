@@ -108,17 +108,20 @@ class Worker:
 
 
 class Phalanx:
-    """The runtime calls the server makes, on phalanx."""
+    """The runtime calls the server makes, on phalanx. `connect=False`: a
+    cluster this process is connected to already (bench/train: emulated
+    nodes), whose node k offers the resource `place(k)`."""
     name = "phalanx"
 
-    def __init__(self, nodes, naive):
+    def __init__(self, nodes, naive, connect=True, place=lambda k: f"node:{k}"):
         import phalanx
-        self.rt, self.naive, self.nodes = phalanx, naive, nodes
-        phalanx.init(num_nodes=nodes, num_cpus=2)
+        self.rt, self.naive, self.nodes, self.place = phalanx, naive, nodes, place
+        if connect:
+            phalanx.init(num_nodes=nodes, num_cpus=2)
         self.worker_class = phalanx.remote(Worker)
 
     def make_worker(self, i, *args):
-        opts = {"resources": {f"node:{i % self.nodes}": 1}} if self.nodes > 1 else {}
+        opts = {"resources": {self.place(i % self.nodes): 1}} if self.nodes > 1 else {}
         return self.worker_class.options(**opts).remote(*args)
 
     def sum_first(self, in_flight, k, timeout):
@@ -137,14 +140,28 @@ class Ray(Phalanx):
     """The same calls on Ray (a peer to measure against: `pip install ray`)."""
     name = "ray"
 
-    def __init__(self, nodes, naive):
+    def __init__(self, nodes, naive, connect=True, place=None):
         import ray
-        self.rt, self.naive, self.nodes = ray, True, 1  # (Ray has no reduce: the naive way)
-        ray.init(num_cpus=2 * nodes, include_dashboard=False, log_to_driver=False)
+        self.rt, self.naive = ray, True  # (Ray has no reduce: the naive way)
+        self.nodes, self.place = (1, None) if connect else (nodes, place)
+        if connect:
+            ray.init(num_cpus=2 * nodes, include_dashboard=False, log_to_driver=False)
         self.worker_class = ray.remote(Worker)
 
 
 def main(argv=None):
+    ap = parser()
+    a = ap.parse_args(argv)
+    k = a.k or max(1, a.workers // 2)
+    if not 1 <= k <= a.workers:
+        ap.error(f"--k must be between 1 and --workers ({a.workers})")
+    rt = (Ray if a.system == "ray" else Phalanx)(a.nodes, a.naive)
+    train(rt, a, k)
+    rt.rt.shutdown()
+    return 0
+
+
+def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--system", choices=["phalanx", "ray"], default="phalanx")
     ap.add_argument("--nodes", type=int, default=2, help="raylets in the embedded cluster (phalanx)")
@@ -158,17 +175,20 @@ def main(argv=None):
     ap.add_argument("--every", type=float, default=2.0, help="seconds between progress lines")
     ap.add_argument("--naive", action="store_true", help="the server gets every gradient and sums them itself")
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
-    k = a.k or max(1, a.workers // 2)
-    if not 1 <= k <= a.workers:
-        ap.error(f"--k must be between 1 and --workers ({a.workers})")
+    return ap
+
+
+def train(rt, a, k, first_worker=0):
+    """The server's loop on runtime `rt` (Phalanx or Ray); workers on nodes
+    first_worker, first_worker + 1, ... (mod the nodes). Returns a dict of
+    what it measured."""
     dim, classes, shard = 256, 20, 20000
-    rt = (Ray if a.system == "ray" else Phalanx)(a.nodes, a.naive)
     model = MLP(dim, a.hidden, classes)
     params = model.init(np.random.default_rng(a.seed))
     velocity = np.zeros_like(params)
     test_x, test_y = make_data(4000, dim, classes, seed=10_000 + a.seed)
-    workers = [rt.make_worker(i, a.seed * 1000 + i, shard, dim, a.hidden, classes, a.batch) for i in range(a.workers)]
+    workers = [rt.make_worker(first_worker + i, a.seed * 1000 + i, shard, dim, a.hidden, classes, a.batch)
+               for i in range(a.workers)]
     way = "naive get and sum" if rt.naive else "collective.reduce"
     print(f"{rt.name}: {a.workers} workers, {k} gradients per update ({way}); model {model.size:,} parameters "
           f"({model.size * 4 / 2**20:.1f} MiB)", flush=True)
@@ -217,8 +237,8 @@ def main(argv=None):
     shares = ", ".join(f"{name} {100 * t / busy:.0f}%" for name, t in spent.items())
     print(f"done ({rt.name}, {way}): {updates} updates in {elapsed:.1f} s ({updates / elapsed:.1f} updates/s, "
           f"{samples / elapsed:.0f} samples/s), test accuracy {acc:.3f}; the server's time: {shares}", flush=True)
-    rt.rt.shutdown()
-    return 0
+    return {"system": rt.name, "way": way, "updates_per_s": updates / elapsed, "samples_per_s": samples / elapsed,
+            "accuracy": acc, "seconds": elapsed, **{f"{n}_share": t / busy for n, t in spent.items()}}
 
 
 if __name__ == "__main__":
