@@ -61,82 +61,46 @@ Status HostDevice::Wait(uint64_t ticket) { return Finish(ticket); }
 
 // ---- staging slots ----
 
-namespace {
-Status MakeSlots(Device* device, const StagingOptions& o, std::vector<char*>* slots, std::vector<int>* free) {
-  if (o.slots < 1 || o.slot_bytes == 0) return Status::InvalidArgument("staging needs at least one slot of some bytes");
-  for (int i = 0; i < o.slots; ++i) {
-    auto p = device->AllocStaging(o.slot_bytes);
-    if (!p.ok()) {
-      for (char* s : *slots) device->FreeStaging(s);
-      slots->clear();
-      return Status(p.status().code(), "staging for " + device->name() + ": " + p.status().message());
-    }
-    slots->push_back(p.value());
-    free->push_back(o.slots - 1 - i);  // slot 0 first
-  }
-  return Status::OK();
-}
-}  // namespace
-
-// ---- StagedSource ----
-
-StagedSource::StagedSource(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size,
-                           StagingOptions options)
-    : io_(io), device_(device), addr_(addr), size_(size), options_(options), timer_(io) {}
-
-Result<std::shared_ptr<StagedSource>> StagedSource::Make(boost::asio::io_context& io, Device* device, uint64_t addr,
-                                                         uint64_t size, StagingOptions options) {
-  std::shared_ptr<StagedSource> s(new StagedSource(io, device, addr, size, options));
-  PHALANX_RETURN_IF_ERROR(MakeSlots(device, options, &s->slots_, &s->free_));
-  return s;
-}
-
-StagedSource::~StagedSource() {
-  for (auto& c : copying_) (void)device_->Wait(c.ticket);  // (its slot's memory goes next)
+StagingSlots::~StagingSlots() {
   for (char* s : slots_) device_->FreeStaging(s);
 }
 
-void StagedSource::Read(uint64_t offset, uint64_t length, ObjectTransfer::RangeDone done) {
+Status StagingSlots::AllocateSlots() {
+  if (options_.slots < 1 || options_.slot_bytes == 0) {
+    return Status::InvalidArgument("staging needs at least one slot of some bytes");
+  }
+  for (int i = 0; i < options_.slots; ++i) {
+    auto p = device_->AllocStaging(options_.slot_bytes);
+    if (!p.ok()) return Status(p.status().code(), "staging for " + device_->name() + ": " + p.status().message());
+    slots_.push_back(p.value());
+    free_.push_back(options_.slots - 1 - i);  // slot 0 first
+  }
+  return Status::OK();
+}
+
+Status StagingSlots::CheckRange(uint64_t offset, uint64_t length, const char* what) const {
   if (offset > size_ || length > size_ - offset) {
-    return done(Status::InvalidArgument("range past the end of the device object"), nullptr, 0, nullptr);
+    return Status::InvalidArgument(std::string("range past the end of the ") + what);
   }
   if (length > options_.slot_bytes) {
-    return done(Status::InvalidArgument("range of " + std::to_string(length) + " bytes is larger than a staging slot (" +
-                                        std::to_string(options_.slot_bytes) + ")"),
-                nullptr, 0, nullptr);
+    return Status::InvalidArgument("range of " + std::to_string(length) + " bytes is larger than a staging slot (" +
+                                   std::to_string(options_.slot_bytes) + ")");
   }
-  queue_.push_back(Pending{offset, length, std::move(done)});
-  Start();
+  return Status::OK();
 }
 
-void StagedSource::Start() {
-  while (!queue_.empty() && !free_.empty()) {
-    Pending p = std::move(queue_.front());
-    queue_.pop_front();
-    int slot = free_.back();
-    free_.pop_back();
-    max_used_ = std::max<int>(max_used_, static_cast<int>(slots_.size() - free_.size()));
-    auto ticket = device_->ToHost(slots_[slot], addr_ + p.offset, p.length);
-    if (!ticket.ok()) {
-      free_.push_back(slot);
-      p.done(Status(ticket.status().code(), device_->name() + ": " + ticket.status().message()), nullptr, 0, nullptr);
-      continue;
-    }
-    copying_.push_back(Copying{ticket.value(), slot, p.length, std::move(p.done)});
-  }
-  PollSoon();
+int StagingSlots::TakeSlot() {
+  int slot = free_.back();
+  free_.pop_back();
+  max_used_ = std::max<int>(max_used_, static_cast<int>(slots_.size() - free_.size()));
+  return slot;
 }
 
-void StagedSource::Release(int slot) {
-  free_.push_back(slot);
-  Start();
-}
-
-void StagedSource::PollSoon() {
-  if (polling_ || copying_.empty()) return;
+void StagingSlots::PollSoon(bool busy) {
+  if (polling_ || !busy) return;
   polling_ = true;
   timer_.expires_after(options_.poll);
-  std::weak_ptr<StagedSource> weak = shared_from_this();
+  std::weak_ptr<StagingSlots> weak = shared_from_this();
   timer_.async_wait([weak](const boost::system::error_code& ec) {
     auto self = weak.lock();
     if (!self || ec) return;
@@ -145,8 +109,49 @@ void StagedSource::PollSoon() {
   });
 }
 
+// ---- StagedSource ----
+
+Result<std::shared_ptr<StagedSource>> StagedSource::Make(boost::asio::io_context& io, Device* device, uint64_t addr,
+                                                         uint64_t size, StagingOptions options) {
+  std::shared_ptr<StagedSource> s(new StagedSource(io, device, addr, size, options));
+  PHALANX_RETURN_IF_ERROR(s->AllocateSlots());
+  return s;
+}
+
+StagedSource::~StagedSource() {
+  for (auto& c : copying_) (void)device_->Wait(c.ticket);  // (its slot's memory goes next)
+}
+
+void StagedSource::Read(uint64_t offset, uint64_t length, ObjectTransfer::RangeDone done) {
+  Status ok = CheckRange(offset, length, "device object");
+  if (!ok.ok()) return done(ok, nullptr, 0, nullptr);
+  queue_.push_back(Pending{offset, length, std::move(done)});
+  Start();
+}
+
+void StagedSource::Start() {
+  while (!queue_.empty() && HasFreeSlot()) {
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    int slot = TakeSlot();
+    auto ticket = device_->ToHost(slots_[slot], addr_ + p.offset, p.length);
+    if (!ticket.ok()) {
+      GiveSlot(slot);
+      p.done(Named(ticket.status()), nullptr, 0, nullptr);
+      continue;
+    }
+    copying_.push_back(Copying{ticket.value(), slot, p.length, std::move(p.done)});
+  }
+  PollSoon(!copying_.empty());
+}
+
+void StagedSource::Release(int slot) {
+  GiveSlot(slot);
+  Start();
+}
+
 void StagedSource::PollCopies() {
-  auto self = shared_from_this();  // (a done callback may drop the last other reference)
+  auto self = std::static_pointer_cast<StagedSource>(shared_from_this());  // (a done callback may drop the rest)
   for (size_t i = 0; i < copying_.size();) {
     auto st = device_->Poll(copying_[i].ticket);
     if (st.ok() && !st.value()) {
@@ -156,8 +161,8 @@ void StagedSource::PollCopies() {
     Copying c = std::move(copying_[i]);
     copying_.erase(copying_.begin() + static_cast<std::ptrdiff_t>(i));
     if (!st.ok()) {
-      free_.push_back(c.slot);
-      c.done(Status(st.status().code(), device_->name() + ": " + st.status().message()), nullptr, 0, nullptr);
+      GiveSlot(c.slot);
+      c.done(Named(st.status()), nullptr, 0, nullptr);
       continue;
     }
     // The slot stays taken until the reply that points into it is written.
@@ -173,52 +178,41 @@ void StagedSource::PollCopies() {
 
 // ---- StagedSink ----
 
-StagedSink::StagedSink(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size,
-                       StagingOptions options)
-    : io_(io), device_(device), addr_(addr), size_(size), options_(options), timer_(io) {}
-
 Result<std::shared_ptr<StagedSink>> StagedSink::Make(boost::asio::io_context& io, Device* device, uint64_t addr,
                                                      uint64_t size, StagingOptions options) {
   std::shared_ptr<StagedSink> s(new StagedSink(io, device, addr, size, options));
-  PHALANX_RETURN_IF_ERROR(MakeSlots(device, options, &s->slots_, &s->free_));
+  PHALANX_RETURN_IF_ERROR(s->AllocateSlots());
   return s;
 }
 
 StagedSink::~StagedSink() {
   for (auto& c : copying_) (void)device_->Wait(c.ticket);
-  for (char* s : slots_) device_->FreeStaging(s);
 }
 
 Status StagedSink::Retire(size_t index, const Status& st) {
-  free_.push_back(copying_[index].slot);
+  GiveSlot(copying_[index].slot);
   copying_.erase(copying_.begin() + static_cast<std::ptrdiff_t>(index));
-  if (!st.ok() && error_.ok()) error_ = Status(st.code(), device_->name() + ": " + st.message());
+  if (!st.ok() && error_.ok()) error_ = Named(st);
   return error_;
 }
 
 Status StagedSink::Write(uint64_t offset, const char* data, size_t len) {
   if (!error_.ok()) return error_;
-  if (offset > size_ || len > size_ - offset) return Status::InvalidArgument("range past the end of the device buffer");
-  if (len > options_.slot_bytes) {
-    return Status::InvalidArgument("range of " + std::to_string(len) + " bytes is larger than a staging slot (" +
-                                   std::to_string(options_.slot_bytes) + ")");
-  }
-  if (free_.empty()) {  // every slot busy: the oldest copy is the first to end
+  PHALANX_RETURN_IF_ERROR(CheckRange(offset, len, "device buffer"));
+  if (!HasFreeSlot()) {  // every slot busy: the oldest copy is the first to end
     Status st = device_->Wait(copying_.front().ticket);
     PHALANX_RETURN_IF_ERROR(Retire(0, st));
   }
-  int slot = free_.back();
-  free_.pop_back();
-  max_used_ = std::max<int>(max_used_, static_cast<int>(slots_.size() - free_.size()));
+  int slot = TakeSlot();
   std::memcpy(slots_[slot], data, len);
   auto ticket = device_->ToDevice(addr_ + offset, slots_[slot], len);
   if (!ticket.ok()) {
-    free_.push_back(slot);
-    error_ = Status(ticket.status().code(), device_->name() + ": " + ticket.status().message());
+    GiveSlot(slot);
+    error_ = Named(ticket.status());
     return error_;
   }
   copying_.push_back(Copying{ticket.value(), slot});
-  PollSoon();
+  PollSoon(true);
   return Status::OK();
 }
 
@@ -227,21 +221,8 @@ void StagedSink::Drain(std::function<void(const Status&)> done) {
   PollCopies();
 }
 
-void StagedSink::PollSoon() {
-  if (polling_ || copying_.empty()) return;
-  polling_ = true;
-  timer_.expires_after(options_.poll);
-  std::weak_ptr<StagedSink> weak = shared_from_this();
-  timer_.async_wait([weak](const boost::system::error_code& ec) {
-    auto self = weak.lock();
-    if (!self || ec) return;
-    self->polling_ = false;
-    self->PollCopies();
-  });
-}
-
 void StagedSink::PollCopies() {
-  auto self = shared_from_this();
+  auto self = shared_from_this();  // (a drain callback may drop the rest)
   for (size_t i = 0; i < copying_.size();) {
     auto st = device_->Poll(copying_[i].ticket);
     if (st.ok() && !st.value()) {
@@ -255,7 +236,7 @@ void StagedSink::PollCopies() {
     drains_.clear();
     for (auto& d : drains) d(error_);
   }
-  PollSoon();
+  PollSoon(!copying_.empty());
 }
 
 }  // namespace phalanx::objectstore

@@ -98,88 +98,101 @@ struct StagingOptions {
   std::chrono::microseconds poll{50};  // how often unfinished copies are polled
 };
 
-class StagedSource : public std::enable_shared_from_this<StagedSource> {
+// What a StagedSource and a StagedSink share: the device, its buffer, the
+// ring of staging slots and the timer that polls unfinished copies.
+class StagingSlots : public std::enable_shared_from_this<StagingSlots> {
  public:
-  // Serves `size` bytes at device address `addr` of `device` (which outlives this).
-  static Result<std::shared_ptr<StagedSource>> Make(boost::asio::io_context& io, Device* device, uint64_t addr,
-                                                    uint64_t size, StagingOptions options = {});
-  ~StagedSource();
-  // An ObjectTransfer::RangeSource: reads [offset, offset + length) into a
-  // staging slot (waiting for one when all are busy) and answers `done` with
-  // it; the slot is free again when the `keep` handed out goes.
-  void Read(uint64_t offset, uint64_t length, ObjectTransfer::RangeDone done);
-  uint64_t size() const { return size_; }
+  virtual ~StagingSlots();
+  // The most slots in use at once so far.
   int max_slots_used() const { return max_used_; }
 
- private:
-  StagedSource(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size, StagingOptions options);
-  struct Pending {
-    uint64_t offset;
-    uint64_t length;
-    ObjectTransfer::RangeDone done;
-  };
-  void Start();
-  void Release(int slot);
-  void PollSoon();
-  void PollCopies();
+ protected:
+  StagingSlots(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size, StagingOptions options)
+      : device_(device), addr_(addr), size_(size), options_(options), timer_(io) {}
+  // Allocates the slots (InvalidArgument for no slot, the device's error).
+  Status AllocateSlots();
+  // Whether `length` bytes at `offset` fit the buffer and a slot (else why not).
+  Status CheckRange(uint64_t offset, uint64_t length, const char* what) const;
+  bool HasFreeSlot() const { return !free_.empty(); }
+  int TakeSlot();
+  void GiveSlot(int slot) { free_.push_back(slot); }
+  // The device's error, named by the device.
+  Status Named(const Status& st) const { return Status(st.code(), device_->name() + ": " + st.message()); }
+  // PollCopies after options.poll, unless a poll is due already or `busy` is false.
+  void PollSoon(bool busy);
+  virtual void PollCopies() = 0;
 
-  boost::asio::io_context& io_;
   Device* device_;
   uint64_t addr_;
   uint64_t size_;
   StagingOptions options_;
   std::vector<char*> slots_;
+
+ private:
   std::vector<int> free_;
-  std::deque<Pending> queue_;
+  boost::asio::steady_timer timer_;
+  bool polling_ = false;
+  int max_used_ = 0;
+};
+
+class StagedSource : public StagingSlots {
+ public:
+  // Serves `size` bytes at device address `addr` of `device` (which outlives this).
+  static Result<std::shared_ptr<StagedSource>> Make(boost::asio::io_context& io, Device* device, uint64_t addr,
+                                                    uint64_t size, StagingOptions options = {});
+  ~StagedSource() override;
+  // An ObjectTransfer::RangeSource: reads [offset, offset + length) into a
+  // staging slot (waiting for one when all are busy) and answers `done` with
+  // it; the slot is free again when the `keep` handed out goes.
+  void Read(uint64_t offset, uint64_t length, ObjectTransfer::RangeDone done);
+  uint64_t size() const { return size_; }
+
+ private:
+  using StagingSlots::StagingSlots;
+  struct Pending {
+    uint64_t offset;
+    uint64_t length;
+    ObjectTransfer::RangeDone done;
+  };
   struct Copying {
     uint64_t ticket;
     int slot;
     uint64_t length;
     ObjectTransfer::RangeDone done;
   };
+  void Start();
+  void Release(int slot);
+  void PollCopies() override;
+
+  std::deque<Pending> queue_;
   std::vector<Copying> copying_;
-  boost::asio::steady_timer timer_;
-  bool polling_ = false;
-  int max_used_ = 0;
 };
 
-class StagedSink : public std::enable_shared_from_this<StagedSink> {
+class StagedSink : public StagingSlots {
  public:
   // Writes `size` bytes to device address `addr` of `device` (which outlives this).
   static Result<std::shared_ptr<StagedSink>> Make(boost::asio::io_context& io, Device* device, uint64_t addr,
                                                   uint64_t size, StagingOptions options = {});
-  ~StagedSink();
+  ~StagedSink() override;
   // An ObjectTransfer::ChunkWriter: copies the range into a staging slot and
   // starts its copy to the device. With every slot busy it first waits for
   // the oldest copy (a device copy of one chunk: microseconds on a GPU).
   Status Write(uint64_t offset, const char* data, size_t len);
   // `done` runs once every copy started has finished, with the first error.
   void Drain(std::function<void(const Status&)> done);
-  int max_slots_used() const { return max_used_; }
 
  private:
-  StagedSink(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size, StagingOptions options);
-  void PollSoon();
-  void PollCopies();
-  Status Retire(size_t index, const Status& st);
-
-  boost::asio::io_context& io_;
-  Device* device_;
-  uint64_t addr_;
-  uint64_t size_;
-  StagingOptions options_;
-  std::vector<char*> slots_;
-  std::vector<int> free_;
+  using StagingSlots::StagingSlots;
   struct Copying {
     uint64_t ticket;
     int slot;
   };
+  void PollCopies() override;
+  Status Retire(size_t index, const Status& st);
+
   std::deque<Copying> copying_;  // oldest first
   Status error_;
   std::vector<std::function<void(const Status&)>> drains_;
-  boost::asio::steady_timer timer_;
-  bool polling_ = false;
-  int max_used_ = 0;
 };
 
 }  // namespace phalanx::objectstore
