@@ -570,7 +570,7 @@ void ObjectTransfer::ServeFrom(const std::string& id, uint64_t size, RangeSource
 }
 
 void ObjectTransfer::Serve(const rpc::PullObject& m, uint64_t request_id, SendFrame send) {
-  auto src = sources_.find(m.object_id());
+  auto src = sources_.empty() ? sources_.end() : sources_.find(m.object_id());  // (none on most nodes)
   if (src != sources_.end()) {  // not in the store: read through the source (device memory)
     uint64_t size = src->second.size;
     uint64_t from = std::min<uint64_t>(m.offset(), size);

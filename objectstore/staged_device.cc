@@ -113,9 +113,7 @@ void StagingSlots::PollSoon(bool busy) {
 
 Result<std::shared_ptr<StagedSource>> StagedSource::Make(boost::asio::io_context& io, Device* device, uint64_t addr,
                                                          uint64_t size, StagingOptions options) {
-  std::shared_ptr<StagedSource> s(new StagedSource(io, device, addr, size, options));
-  PHALANX_RETURN_IF_ERROR(s->AllocateSlots());
-  return s;
+  return MakeWithSlots<StagedSource>(io, device, addr, size, options);
 }
 
 StagedSource::~StagedSource() {
@@ -180,9 +178,7 @@ void StagedSource::PollCopies() {
 
 Result<std::shared_ptr<StagedSink>> StagedSink::Make(boost::asio::io_context& io, Device* device, uint64_t addr,
                                                      uint64_t size, StagingOptions options) {
-  std::shared_ptr<StagedSink> s(new StagedSink(io, device, addr, size, options));
-  PHALANX_RETURN_IF_ERROR(s->AllocateSlots());
-  return s;
+  return MakeWithSlots<StagedSink>(io, device, addr, size, options);
 }
 
 StagedSink::~StagedSink() {

@@ -109,7 +109,15 @@ class StagingSlots : public std::enable_shared_from_this<StagingSlots> {
  protected:
   StagingSlots(boost::asio::io_context& io, Device* device, uint64_t addr, uint64_t size, StagingOptions options)
       : device_(device), addr_(addr), size_(size), options_(options), timer_(io) {}
-  // Allocates the slots (InvalidArgument for no slot, the device's error).
+  // A T (StagedSource or StagedSink) with its slots allocated, or why not
+  // (InvalidArgument for no slot, the device's error).
+  template <class T>
+  static Result<std::shared_ptr<T>> MakeWithSlots(boost::asio::io_context& io, Device* device, uint64_t addr,
+                                                  uint64_t size, StagingOptions options) {
+    std::shared_ptr<T> s(new T(io, device, addr, size, options));
+    PHALANX_RETURN_IF_ERROR(s->AllocateSlots());
+    return s;
+  }
   Status AllocateSlots();
   // Whether `length` bytes at `offset` fit the buffer and a slot (else why not).
   Status CheckRange(uint64_t offset, uint64_t length, const char* what) const;
@@ -148,6 +156,7 @@ class StagedSource : public StagingSlots {
   uint64_t size() const { return size_; }
 
  private:
+  friend class StagingSlots;  // (MakeWithSlots)
   using StagingSlots::StagingSlots;
   struct Pending {
     uint64_t offset;
@@ -182,6 +191,7 @@ class StagedSink : public StagingSlots {
   void Drain(std::function<void(const Status&)> done);
 
  private:
+  friend class StagingSlots;  // (MakeWithSlots)
   using StagingSlots::StagingSlots;
   struct Copying {
     uint64_t ticket;

@@ -71,11 +71,8 @@ def _set_threads(n):
     _threads = n
     for var in _THREAD_VARS:
         os.environ[var] = str(n)
-    try:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=n)
-    except ImportError:  # (a dependency of phalanx: only a broken install lacks it)
-        pass
+    from threadpoolctl import threadpool_limits  # (imported once a task needs other than one thread)
+    threadpool_limits(limits=n)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(n)
