@@ -212,6 +212,8 @@ def train(rt, a, place=None, first_node=0):
     if len(set(digests)) != 1:
         raise RuntimeError(f"the ranks' parameters differ after training: {digests}")
     *_, sent = rt.get(ranks[0].describe.remote(), timeout=60)
+    for r in ranks + ([board] if board else []):  # (their processes go: a benchmark runs many configurations)
+        rt.kill(r)
     elapsed = time.monotonic() - start
     result = {"system": system, "ranks": a.ranks, "parameters": n_params, "tensors": n_tensors,
               "collectives_per_step": collectives, "fusion_mib": a.fusion_mib, "compression": a.compression,

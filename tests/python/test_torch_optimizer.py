@@ -84,6 +84,10 @@ def test_the_cost_model_compresses_only_where_it_pays():
         assert use and comp < raw, (name, raw, comp)
         assert not fast.choose(c, big)[0], name  # encoding costs more than the bytes it saves
         assert not slow.choose(c, tiny)[0], name  # a tiny tensor: latency either way, encoding on top
+        # a near tie goes to sending raw: compressing must be predicted faster by the margin
+        gain = 1 - comp / raw
+        assert pt.CostModel(4, 1e-3, 125e6, speed, margin=gain - 0.01).choose(c, big)[0]
+        assert not pt.CostModel(4, 1e-3, 125e6, speed, margin=gain + 0.01).choose(c, big)[0]
 
 
 @phalanx.remote
@@ -191,11 +195,12 @@ def expected_grads_of(sizes, world, steps):
 
 def test_the_cost_model_reports_a_choice_per_tensor_on_loopback(cluster):
     ranks = [Rank.remote(2, r, "costs", [(1 << 18,), (5,)], seed=0) for r in range(2)]
-    out = phalanx.get([r.train.remote(1, 1 << 20, "onebit", True) for r in ranks], timeout=120)
+    out = phalanx.get([r.train.remote(1, 0, "onebit", True) for r in ranks], timeout=120)  # (a bucket each)
     report = out[0]["report"]
-    assert [c["numel"] for c in report] == [1 << 18, 5]
+    by_size = {c["numel"]: c for c in report}  # (in bucket order: backward's, the reverse of the parameters)
+    assert sorted(by_size) == [5, 1 << 18] and len({c["bucket"] for c in report}) == 2
     assert all(c["raw_ms"] > 0 and c["compressed_ms"] > 0 for c in report)
-    assert report[1]["codec"] == "none"  # five numbers: latency either way, never worth encoding
+    assert by_size[5]["codec"] == "none" and by_size[5]["bucket_numel"] == 5  # latency either way: never worth it
     assert out[1]["report"] == report  # every rank decided alike
 
 

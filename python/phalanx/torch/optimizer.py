@@ -17,12 +17,12 @@ How it works:
     (names, shapes, dtypes: a difference is a ValueError naming the
     parameter and the ranks) and, with a codec, measure the link and the
     codec, agree on the figures (averaged over the ranks, so every rank
-    makes the same choices) and let the cost model decide per tensor
-    whether compressing pays (`report()` says what it chose and why);
-  - the tensors sent raw are packed into buckets of up to
-    `fusion_threshold` bytes (default 64 MiB; 0: one collective per tensor)
-    in the reverse order of the parameters, the order backward makes their
-    gradients; the compressed ones go one by one;
+    makes the same choices) and let the cost model decide, bucket by bucket (`report()` says per tensor
+    what was chosen for its bucket, and the predicted times);
+  - the gradients are packed into buckets of up to `fusion_threshold`
+    bytes (default 64 MiB; 0: one collective per tensor) in the reverse
+    order of the parameters, the order backward makes them; a compressed
+    bucket is encoded whole (one collective, error feedback per bucket);
   - a hook on each parameter marks its gradient ready; a communication
     thread takes the buckets in a fixed order (every rank calls the same
     collectives in the same order), each as soon as all its gradients are
@@ -98,6 +98,7 @@ class _Slot:
 
     def __init__(self, params, codec):
         self.params, self.codec = params, codec  # [(name, parameter)]
+        self.key = params[0][0]  # (its error feedback's)
         self.numel = sum(p.numel() for _, p in params)
         self.waiting = set()
         self.ready = threading.Event()
@@ -106,8 +107,9 @@ class _Slot:
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps `optimizer` so that each step uses the gradients averaged over
     every rank of `group_name`. `compression`: one of CODECS; with
-    `cost_model=True` (default) a tensor is compressed only where the cost
-    model predicts that it pays on the measured link, with False always.
+    `cost_model=True` (default) a bucket (a tensor, without fusion) is
+    compressed only where the cost model predicts that it pays on the
+    measured link, with False always.
     `fusion_threshold`: bytes per bucket of raw tensors (0: no fusion).
     `timeout`: seconds any collective may take (None: for ever)."""
 
@@ -133,33 +135,31 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.codec = make_codec(compression, topk_ratio)
         self.feedback = ErrorFeedback()
         self.choices = []  # per tensor: what the cost model chose (report())
-        compressed = set()
-        if compression != "none":
-            model = self.measure() if cost_model else None
-            for name, p in named:
-                if model is None:
-                    use, raw, comp = True, float("nan"), float("nan")
-                else:
-                    use, raw, comp = model.choose(self.codec, p.numel())
-                self.choices.append({"name": name, "numel": p.numel(), "codec": compression if use else "none",
-                                     "raw_ms": 1000 * raw, "compressed_ms": 1000 * comp})
-                if use:
-                    compressed.add(name)
-        # the slots in the order backward makes the gradients: the reverse of the parameters
-        self.slots, bucket, size = [], [], 0
-        raw_codec = make_codec("none")
+        # the buckets in the order backward makes the gradients: the reverse of the parameters
+        buckets, bucket, size = [], [], 0
         for name, p in reversed(named):
-            if name in compressed:
-                self.slots.append(_Slot([(name, p)], self.codec))
-                continue
             nbytes = 4 * p.numel()
             if bucket and size + nbytes > fusion_threshold:
-                self.slots.append(_Slot(bucket, raw_codec))
+                buckets.append(bucket)
                 bucket, size = [], 0
             bucket.append((name, p))
             size += nbytes
         if bucket:
-            self.slots.append(_Slot(bucket, raw_codec))
+            buckets.append(bucket)
+        # each bucket compressed or not: one decision per collective (per tensor without fusion)
+        raw_codec = make_codec("none")
+        model = self.measure() if compression != "none" and cost_model else None
+        self.slots = []
+        for i, b in enumerate(buckets):
+            numel = sum(p.numel() for _, p in b)
+            use, raw, comp = compression != "none", float("nan"), float("nan")
+            if model is not None:
+                use, raw, comp = model.choose(self.codec, numel)
+            self.slots.append(_Slot(b, self.codec if use else raw_codec))
+            for name, p in b:
+                self.choices.append({"name": name, "numel": p.numel(), "bucket": i, "bucket_numel": numel,
+                                     "codec": self.codec.name if use else "none", "raw_ms": 1000 * raw,
+                                     "compressed_ms": 1000 * comp})
         self.slot_of = {id(p): s for s in self.slots for _, p in s.params}
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for _, p in named if p.requires_grad]
         self.results, self.round, self.lock = queue.Queue(), None, threading.Lock()
@@ -258,7 +258,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         flat = torch.cat([g.detach().reshape(-1).to(torch.float32) for g in grads])
         c = s.codec
         if c.feedback:
-            flat = self.feedback.compensate(s.params[0][0], flat)
+            flat = self.feedback.compensate(s.key, flat)
         payload = c.encode(flat).contiguous()
         self.stats["bytes_sent"] += payload.numel() * payload.element_size()
         if c.summable:
@@ -269,7 +269,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             _group.group_allgather(every, payload, self.group_name, self.timeout)
             total = sum(c.decode(x, flat.numel()) for x in every)
         if c.feedback:  # what this rank's payload left out goes into its next gradient
-            self.feedback.update(s.params[0][0], flat, c.decode(payload, flat.numel()))
+            self.feedback.update(s.key, flat, c.decode(payload, flat.numel()))
         total /= self.world
         i = 0
         for (_, p), g in zip(s.params, grads):
