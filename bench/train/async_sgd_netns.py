@@ -59,11 +59,13 @@ def main():
     params = async_sgd.MLP(256, a.hidden, 20).size
     where = f"{a.nodes} namespaces, {a.rate or 'unshaped'} links" if a.netns else f"{a.nodes} nodes on loopback"
     print(f"\n{where}; {a.workers} workers, k = {k}; model {params:,} parameters ({params * 4 / 2**20:.1f} MiB)")
-    print("| system | gradients | updates/s | samples/s | test accuracy | gradients / step / publish |")
-    print("|---|---|---|---|---|---|")
+    print(f"| system | gradients | updates/s | samples/s | test accuracy | time to {a.target:g} | "
+          "gradients / step / publish |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
+        ttt = f"{r['time_to_target_s']:.1f} s" if r.get("time_to_target_s") else "not reached"
         print(f"| {r['system']} | {r['way']} | {r['updates_per_s']:.1f} | {r['samples_per_s']:,.0f} | "
-              f"{r['accuracy']:.3f} | {100 * r['gradients_share']:.0f}% / {100 * r['step_share']:.0f}% / "
+              f"{r['accuracy']:.3f} | {ttt} | {100 * r['gradients_share']:.0f}% / {100 * r['step_share']:.0f}% / "
               f"{100 * r['publish_share']:.0f}% |")
     if len(results) > 1:
         base = results[-1]["updates_per_s"]

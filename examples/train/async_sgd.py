@@ -238,7 +238,7 @@ def train(rt, a, k, first_worker=0):
     print(f"done ({rt.name}, {way}): {updates} updates in {elapsed:.1f} s ({updates / elapsed:.1f} updates/s, "
           f"{samples / elapsed:.0f} samples/s), test accuracy {acc:.3f}; the server's time: {shares}", flush=True)
     return {"system": rt.name, "way": way, "updates_per_s": updates / elapsed, "samples_per_s": samples / elapsed,
-            "accuracy": acc, "seconds": elapsed, **{f"{n}_share": t / busy for n, t in spent.items()}}
+            "accuracy": acc, "seconds": elapsed, "time_to_target_s": elapsed if acc >= a.target else None, **{f"{n}_share": t / busy for n, t in spent.items()}}
 
 
 if __name__ == "__main__":
