@@ -32,7 +32,6 @@ def main():
     ap.add_argument("--runs", default="reduce,naive,ray", help="which of reduce, naive, ray, in this order")
     ap.add_argument("--netns", action="store_true", help="node k is namespace pnodeK (run_netns.sh)")
     ap.add_argument("--rate", default="", help="the links' rate, for the table (e.g. 1gbit)")
-    ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
     a.workers = a.workers or a.nodes - 1
     k = a.k or max(1, a.workers // 2)

@@ -52,7 +52,11 @@ def check_env(env_id):
         raise ValueError(f"gymnasium {gym.__version__} has no environment {env_id!r}"
                          + (f" (did you mean {', '.join(near)}?)" if near else
                             " (e.g. CartPole-v1, Acrobot-v1, LunarLander-v3 with box2d installed)")) from None
-    env = gym.make(env_id)
+    try:
+        env = gym.make(env_id)
+    except gym.error.DependencyNotInstalled as e:
+        raise ValueError(f"{env_id} needs a package that is not installed ({e}); pip install '.[examples]' "
+                         "installs Box2D and pygame for LunarLander") from None
     try:
         if not hasattr(env.action_space, "n") or len(env.observation_space.shape or ()) != 1:
             raise ValueError(f"{env_id}: this example needs a discrete action space and a flat observation "

@@ -29,6 +29,8 @@ summing gradients, the step, publishing); the run ends at --target
 accuracy or after --seconds.
 """
 import argparse
+import json
+import os
 import sys
 import time
 
@@ -155,9 +157,29 @@ def main(argv=None):
     k = a.k or max(1, a.workers // 2)
     if not 1 <= k <= a.workers:
         ap.error(f"--k must be between 1 and --workers ({a.workers})")
-    rt = (Ray if a.system == "ray" else Phalanx)(a.nodes, a.naive)
-    train(rt, a, k)
-    rt.rt.shutdown()
+    rt = (Ray if a.system == "ray" or a.ray else Phalanx)(a.nodes, a.naive)
+    try:
+        result = train(rt, a, k)
+    finally:
+        rt.rt.shutdown()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": vars(a), "k": k, "results": [result]}, f, indent=1)
+    if a.png:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(7, 4))
+        t, acc = zip(*result["curve"])
+        ax.plot(t, acc, lw=2, label=f"{result['system']}, {result['way']} ({result['updates_per_s']:.1f} updates/s)")
+        ax.axhline(a.target, color="gray", ls="--", lw=1, label=f"target {a.target:g}")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"asynchronous SGD, {a.workers} workers, k = {k}")
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        fig.savefig(a.png, dpi=100)
+        print(f"accuracy curve: {os.path.abspath(a.png)}")
     return 0
 
 
@@ -174,6 +196,9 @@ def parser():
     ap.add_argument("--target", type=float, default=0.82, help="stop once the test accuracy reaches it")
     ap.add_argument("--every", type=float, default=2.0, help="seconds between progress lines")
     ap.add_argument("--naive", action="store_true", help="the server gets every gradient and sums them itself")
+    ap.add_argument("--ray", action="store_true", help="the same as --system ray")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--png", default="", help="write the accuracy curve here")
     ap.add_argument("--seed", type=int, default=0)
     return ap
 
@@ -200,6 +225,7 @@ def train(rt, a, k, first_worker=0):
     updates = samples = 0
     loss_sum = loss_n = 0.0
     acc = model.accuracy(params, test_x, test_y)
+    curve = [(0.0, acc)]
     next_report = start + a.every
     while True:
         t0 = time.monotonic()
@@ -225,6 +251,7 @@ def train(rt, a, k, first_worker=0):
         if now >= next_report or now - start > a.seconds:
             acc = model.accuracy(params, test_x, test_y)
             elapsed = now - start
+            curve.append((elapsed, acc))
             print(f"{elapsed:6.1f} s  update {updates:6d}  {updates / elapsed:7.1f} updates/s  "
                   f"{samples / elapsed:9.0f} samples/s  loss {loss_sum / max(loss_n, 1):.3f}  test accuracy {acc:.3f}",
                   flush=True)
@@ -238,7 +265,9 @@ def train(rt, a, k, first_worker=0):
     print(f"done ({rt.name}, {way}): {updates} updates in {elapsed:.1f} s ({updates / elapsed:.1f} updates/s, "
           f"{samples / elapsed:.0f} samples/s), test accuracy {acc:.3f}; the server's time: {shares}", flush=True)
     return {"system": rt.name, "way": way, "updates_per_s": updates / elapsed, "samples_per_s": samples / elapsed,
-            "accuracy": acc, "seconds": elapsed, "time_to_target_s": elapsed if acc >= a.target else None, **{f"{n}_share": t / busy for n, t in spent.items()}}
+            "accuracy": acc, "seconds": elapsed, "time_to_target_s": elapsed if acc >= a.target else None,
+            "parameters": model.size, "model_bytes": 4 * model.size, "curve": curve,
+            **{f"{n}_share": t / busy for n, t in spent.items()}}
 
 
 if __name__ == "__main__":
