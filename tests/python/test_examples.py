@@ -32,7 +32,7 @@ def test_async_pg_learns_cartpole_and_writes_its_curve(tmp_path, naive):
 def test_async_sgd_reaches_its_target_accuracy_and_says_where_the_time_went(tmp_path, naive):
     phalanx.shutdown()  # the example starts its own cluster
     cmd = [sys.executable, os.path.join(ROOT, "examples", "train", "async_sgd.py"), "--seconds", "60",
-           "--hidden", "256"] + (["--naive"] if naive else [])
+           "--hidden", "256", "--json", "r.json", "--png", "r.png"] + (["--naive"] if naive else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     way = "naive get and sum" if naive else "collective.reduce"
@@ -43,6 +43,10 @@ def test_async_sgd_reaches_its_target_accuracy_and_says_where_the_time_went(tmp_
     assert done, out.stdout[-2000:]
     assert int(done.group(1)) > 10 and float(done.group(2)) >= 0.82, done.group(0)
     assert 98 <= sum(int(done.group(i)) for i in (3, 4, 5)) <= 102
+    r = json.loads((tmp_path / "r.json").read_text())["results"][0]
+    assert r["time_to_target_s"] is not None and r["accuracy"] >= 0.82 and r["updates_per_s"] > 0
+    assert r["curve"][-1][1] == r["accuracy"] and r["model_bytes"] == 4 * r["parameters"]
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_data_parallel_reaches_its_target_with_fused_buckets_and_reports_the_figures(tmp_path):
