@@ -70,8 +70,8 @@ def run_example(tmp_path, *args, timeout=240):
 
 
 def test_impala_learns_cartpole_and_writes_its_figures(tmp_path):
-    out = run_example(tmp_path, "--hidden", "64", "--seconds", "90", "--target", "100", "--every", "5",
-                      "--json", "r.json", "--png", "r.png")
+    out = run_example(tmp_path, "--hidden", "64", "--lr", "3e-3", "--batches", "2", "--seconds", "90", "--target",
+                      "150", "--every", "2", "--json", "r.json", "--png", "r.png")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "env steps/s" in out.stdout and "lag" in out.stdout
     r = json.loads((tmp_path / "r.json").read_text())["results"][0]
@@ -81,12 +81,12 @@ def test_impala_learns_cartpole_and_writes_its_figures(tmp_path):
         assert field in r, field
     assert r["system"] == "phalanx" and r["env_steps"] > 10_000 and r["updates"] > 10
     # a random CartPole policy scores about 22: it learned
-    assert r["time_to_target_s"] is not None and r["final_reward"] >= 100, r["final_reward"]
+    assert r["time_to_target_s"] is not None and r["final_reward"] >= 150, r["final_reward"]
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_impala_replaces_a_killed_simulator_and_finishes(tmp_path):
-    out = run_example(tmp_path, "--hidden", "32", "--seconds", "12", "--kill-every", "3", "--every", "3",
+    out = run_example(tmp_path, "--hidden", "32", "--seconds", "8", "--kill-every", "2", "--every", "2",
                       "--json", "r.json", "--png", "")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     r = json.loads((tmp_path / "r.json").read_text())["results"][0]
