@@ -6,7 +6,7 @@ reads.
     .venv/bin/python examples/rl/impala.py                       # CartPole-v1, a 1.1M-parameter policy
     .venv/bin/python examples/rl/impala.py --compare             # the same program on phalanx, then on Ray
     .venv/bin/python examples/rl/impala.py --ray                 # on Ray only (scripts/bench.sh installs it)
-    .venv/bin/python examples/rl/impala.py --env Acrobot-v1 --target -100 --seconds 600
+    .venv/bin/python examples/rl/impala.py --env Acrobot-v1 --target -100 --adv-norm --compare
     .venv/bin/python examples/rl/impala.py --kill-every 10       # a simulator killed every 10 s is replaced
 
 The loop (the driver's):
@@ -175,7 +175,7 @@ def vtrace(behaviour_logits, target_logits, actions, rewards, discounts, values,
 class Learner:
     """The policy and its optimizer; one `update` per set of batches."""
 
-    def __init__(self, obs_dim, actions, hidden, lr, max_lag, gamma, entropy, seed, device):
+    def __init__(self, obs_dim, actions, hidden, lr, max_lag, gamma, entropy, seed, device, adv_norm=False):
         import torch
         torch.manual_seed(seed)
         torch.set_num_threads(1)  # its one CPU (phalanx sets this too; Ray does by num_cpus)
@@ -183,6 +183,7 @@ class Learner:
         self.net = make_net(obs_dim, actions, hidden).to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=lr)
         self.version, self.max_lag, self.gamma, self.entropy = 0, max_lag, gamma, entropy
+        self.adv_norm = adv_norm
 
     def parameters(self):
         return parameters_of(self.net)
@@ -204,6 +205,8 @@ class Learner:
                                    self.gamma * (1.0 - cat["ends"]), values[:T].detach(), values[T].detach())
             logp_all = torch.log_softmax(logits[:T], -1)
             logp = logp_all.gather(-1, cat["actions"][..., None]).squeeze(-1)
+            if self.adv_norm:  # advantages of unit scale: the entropy bonus keeps its weight (long episodes)
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             pg_loss = -(logp * adv).mean()
             baseline_loss = 0.5 * ((vs - values[:T]) ** 2).mean()
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
@@ -271,6 +274,8 @@ def parser():
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--gamma", type=float, default=0.99)
     ap.add_argument("--entropy", type=float, default=0.01, help="entropy bonus")
+    ap.add_argument("--adv-norm", action="store_true", help="normalise the advantages of each update (for tasks "
+                    "with long episodes and large returns, such as Acrobot)")
     ap.add_argument("--queue", type=int, default=0, help="batches that may wait for the learner before "
                     "simulators are held back (default: 2 x --batches)")
     ap.add_argument("--max-lag", type=int, default=4, help="drop batches more than this many versions old")
@@ -296,7 +301,7 @@ def train(rt, a, first_sim=1):
     obs_dim, n_actions = check_env(a.env)
     device = a.device if a.device != "auto" else ("cuda" if rt.gpus else "cpu")
     learner = rt.actor(Learner, 0, num_cpus=1, num_gpus=1 if device.startswith("cuda") else 0).remote(
-        obs_dim, n_actions, a.hidden, a.lr, a.max_lag, a.gamma, a.entropy, a.seed, device)
+        obs_dim, n_actions, a.hidden, a.lr, a.max_lag, a.gamma, a.entropy, a.seed, device, a.adv_norm)
     sims = {}
     restarts = 0
 
