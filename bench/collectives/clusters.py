@@ -4,6 +4,7 @@ per network namespace (../shared/bench/peers/netns.sh names them pnodeK, at
 the resource "nK" so an actor can be pinned to it. Ray runs on loopback
 (ray.cluster_utils.Cluster) or, with netns, as one `ray start` per namespace. Results are CSV lines in
 the format ../shared/bench/peers writes (peer,op,world,bytes,median_s,min_s,max_s)."""
+import contextlib
 import os
 import statistics
 import subprocess
@@ -130,6 +131,35 @@ def stop_ray(cluster):
                        timeout=120)
     else:
         cluster.shutdown()
+
+
+@contextlib.contextmanager
+def cluster(system, nodes, netns=False, by_value=()):
+    """A phalanx or Ray cluster (start_phalanx / start_ray) for the length of
+    a with-block, stopped after it; yields the runtime module. `by_value`:
+    modules whose classes workers get pickled by value (they cannot import
+    an example), registered with the system's cloudpickle."""
+    if system == "phalanx":
+        import cloudpickle
+        for m in by_value:
+            cloudpickle.register_pickle_by_value(m)
+        node = start_phalanx(nodes, netns=netns)
+        try:
+            import phalanx
+            yield phalanx
+        finally:
+            stop_phalanx(node)
+    elif system == "ray":
+        handle = start_ray(nodes, netns=netns)  # (first: it sets Ray's token before Ray is imported)
+        try:
+            import ray
+            for m in by_value:
+                ray.cloudpickle.register_pickle_by_value(m)
+            yield ray
+        finally:
+            stop_ray(handle)
+    else:
+        raise ValueError(f"unknown system {system!r} (phalanx, ray)")
 
 
 def measure(run, warmup, reps, prepare=None, pause=0.2):

@@ -18,12 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "examples", "rl"), os.path.join(ROOT, "bench", "collectives")]
 
-import cloudpickle  # noqa: E402
-
 import clusters  # noqa: E402
-import impala  # noqa: E402
-
-cloudpickle.register_pickle_by_value(impala)
+import impala  # noqa: E402  (workers get its classes by value: they cannot import the example)
 
 
 def main():
@@ -36,24 +32,11 @@ def main():
     a.simulators = a.simulators or a.nodes - 1
     results = []
     for run in a.runs.split(","):
-        if run == "phalanx":
-            cluster = clusters.start_phalanx(a.nodes, netns=a.netns)
-            try:
-                rt = impala.Phalanx(a.nodes, connect=False, place=lambda n: f"n{n}")
-                results.append(impala.train(rt, a, first_sim=1))
-            finally:
-                clusters.stop_phalanx(cluster)
-        elif run == "ray":
-            cluster = clusters.start_ray(a.nodes, netns=a.netns)
-            try:
-                import ray.cloudpickle
-                ray.cloudpickle.register_pickle_by_value(impala)
-                rt = impala.Ray(a.nodes, connect=False, place=lambda n: f"n{n}")
-                results.append(impala.train(rt, a, first_sim=1))
-            finally:
-                clusters.stop_ray(cluster)
-        else:
+        if run not in ("phalanx", "ray"):
             ap.error(f"unknown run {run!r} (phalanx, ray)")
+        with clusters.cluster(run, a.nodes, netns=a.netns, by_value=[impala]):
+            rt = (impala.Ray if run == "ray" else impala.Phalanx)(a.nodes, connect=False, place=lambda n: f"n{n}")
+            results.append(impala.train(rt, a, first_sim=1))
     where = f"{a.nodes} namespaces, {a.rate or 'unshaped'} links" if a.netns else f"{a.nodes} nodes on loopback"
     r0 = results[0]
     print(f"\n{where}; IMPALA on {a.env}, learner on node 0, {a.simulators} simulators x {a.envs} environments; "

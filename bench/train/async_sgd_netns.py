@@ -17,13 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "examples", "train"), os.path.join(ROOT, "bench", "collectives")]
 
-import cloudpickle  # noqa: E402
-
-import async_sgd  # noqa: E402
+import async_sgd  # noqa: E402  (workers get its classes by value: they cannot import the example)
 import clusters  # noqa: E402
-
-# Workers build the example's classes: they travel by value (no worker can import the example).
-cloudpickle.register_pickle_by_value(async_sgd)
 
 
 def main():
@@ -37,24 +32,13 @@ def main():
     k = a.k or max(1, a.workers // 2)
     results = []
     for run in a.runs.split(","):
-        if run in ("reduce", "naive"):
-            cluster = clusters.start_phalanx(a.nodes, netns=a.netns)
-            try:
-                rt = async_sgd.Phalanx(a.nodes, run == "naive", connect=False, place=lambda n: f"n{n}")
-                results.append(async_sgd.train(rt, a, k, first_worker=1))
-            finally:
-                clusters.stop_phalanx(cluster)
-        elif run == "ray":
-            cluster = clusters.start_ray(a.nodes, netns=a.netns)
-            try:
-                import ray.cloudpickle
-                ray.cloudpickle.register_pickle_by_value(async_sgd)
-                rt = async_sgd.Ray(a.nodes, True, connect=False, place=lambda n: f"n{n}")
-                results.append(async_sgd.train(rt, a, k, first_worker=1))
-            finally:
-                clusters.stop_ray(cluster)
-        else:
+        if run not in ("reduce", "naive", "ray"):
             ap.error(f"unknown run {run!r} (reduce, naive, ray)")
+        system = "ray" if run == "ray" else "phalanx"
+        with clusters.cluster(system, a.nodes, netns=a.netns, by_value=[async_sgd]):
+            runtime = async_sgd.Ray if run == "ray" else async_sgd.Phalanx
+            rt = runtime(a.nodes, run != "reduce", connect=False, place=lambda n: f"n{n}")
+            results.append(async_sgd.train(rt, a, k, first_worker=1))
     params = async_sgd.MLP(256, a.hidden, 20).size
     where = f"{a.nodes} namespaces, {a.rate or 'unshaped'} links" if a.netns else f"{a.nodes} nodes on loopback"
     print(f"\n{where}; {a.workers} workers, k = {k}; model {params:,} parameters ({params * 4 / 2**20:.1f} MiB)")

@@ -10,6 +10,7 @@ node r; with --netns node k is namespace pnodeK behind a RATE link
 
 Prints each run's progress and a table; --json writes the figures."""
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -18,14 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "examples", "train"), os.path.join(ROOT, "bench", "collectives")]
 
-import cloudpickle  # noqa: E402
-
-import async_sgd  # noqa: E402
+import async_sgd  # noqa: E402  (workers get these by value: they cannot import the examples)
 import clusters  # noqa: E402
 import data_parallel  # noqa: E402
-
-cloudpickle.register_pickle_by_value(async_sgd)
-cloudpickle.register_pickle_by_value(data_parallel)
 
 CONFIGS = ("none/fused,none/unfused,fp16/model,topk/model,onebit/model,fp16/always,topk/always,onebit/always,"
            "fp16/unfused-model,"
@@ -46,43 +42,24 @@ def main():
     ap.add_argument("--rate", default="", help="the links' rate, for the table (e.g. 1gbit)")
     ap.add_argument("--json", help="write the figures here")
     b = ap.parse_args()
-    results, phalanx_cluster = [], None
+    results = []
     configs = b.configs.split(",")
-    try:
-        for i, config in enumerate(configs):
-            codec, how = config.split("/")
-            a = data_parallel.parser().parse_args([])
-            a.ranks, a.layers, a.hidden, a.every = b.nodes, b.layers, b.hidden, 10
-            a.compression = "none" if codec == "ray" else codec
-            a.fusion_mib = 0.0 if how.startswith("unfused") else 64.0
-            a.no_cost_model = how == "always"
-            a.target, a.seconds = (b.target, b.target_seconds) if i == 0 else (2.0, b.seconds)
-            if codec == "ray":
-                import importlib.util  # (not `import ray`: start_ray sets Ray's token before Ray is imported)
-                if importlib.util.find_spec("ray") is None:
-                    print("ray/fused skipped: Ray is not installed (scripts/bench.sh installs it)", flush=True)
-                    continue
-                if phalanx_cluster is not None:
-                    clusters.stop_phalanx(phalanx_cluster)
-                    phalanx_cluster = None
-                cluster = clusters.start_ray(b.nodes, netns=b.netns)
-                try:
-                    import ray
-                    ray.cloudpickle.register_pickle_by_value(async_sgd)
-                    ray.cloudpickle.register_pickle_by_value(data_parallel)
-                    r = data_parallel.train(ray, a, place=lambda k: f"n{k}")
-                finally:
-                    clusters.stop_ray(cluster)
-            else:
-                if phalanx_cluster is None:
-                    phalanx_cluster = clusters.start_phalanx(b.nodes, netns=b.netns)
-                import phalanx
-                r = data_parallel.train(phalanx, a, place=lambda k: f"n{k}")
-            r["config"] = config
-            results.append(r)
-    finally:
-        if phalanx_cluster is not None:
-            clusters.stop_phalanx(phalanx_cluster)
+    for i, config in enumerate(configs):
+        codec, how = config.split("/")
+        a = data_parallel.parser().parse_args([])
+        a.ranks, a.layers, a.hidden, a.every = b.nodes, b.layers, b.hidden, 10
+        a.compression = "none" if codec == "ray" else codec
+        a.fusion_mib = 0.0 if how.startswith("unfused") else 64.0
+        a.no_cost_model = how == "always"
+        a.target, a.seconds = (b.target, b.target_seconds) if i == 0 else (2.0, b.seconds)
+        system = "ray" if codec == "ray" else "phalanx"
+        if system == "ray" and importlib.util.find_spec("ray") is None:  # (not `import ray`: see clusters)
+            print("ray/fused skipped: Ray is not installed (scripts/bench.sh installs it)", flush=True)
+            continue
+        with clusters.cluster(system, b.nodes, netns=b.netns, by_value=[async_sgd, data_parallel]) as rt:
+            r = data_parallel.train(rt, a, place=lambda k: f"n{k}")
+        r["config"] = config
+        results.append(r)
     where = f"{b.nodes} namespaces, {b.rate or 'unshaped'} links" if b.netns else f"{b.nodes} nodes on loopback"
     r0 = results[0]
     print(f"\n{where}; {b.nodes} ranks; model {r0['parameters']:,} parameters in {r0['tensors']} tensors "

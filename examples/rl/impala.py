@@ -231,7 +231,7 @@ class Phalanx:
     def __init__(self, nodes, connect=True, place=lambda k: f"node:{k}"):
         import phalanx
         from phalanx.exceptions import ActorDiedError
-        self.rt, self.nodes, self.place = phalanx, nodes, place
+        self.rt, self.nodes, self.place, self.classes = phalanx, nodes, place, {}
         if connect:
             phalanx.init(num_nodes=nodes, num_cpus=2)
         self.dead_errors = (ActorDiedError,)
@@ -241,7 +241,9 @@ class Phalanx:
         opts.setdefault("num_cpus", 0)
         if self.nodes > 1:
             opts["resources"] = {self.place(node % self.nodes): 1}
-        return self.rt.remote(cls).options(**opts)
+        if cls not in self.classes:  # (made once: a restarted simulator reuses its class)
+            self.classes[cls] = self.rt.remote(cls)
+        return self.classes[cls].options(**opts)
 
     def kill(self, actor):
         self.rt.kill(actor)
@@ -253,7 +255,7 @@ class Ray(Phalanx):
 
     def __init__(self, nodes, connect=True, place=None):
         import ray
-        self.rt = ray
+        self.rt, self.classes = ray, {}
         self.nodes, self.place = (1, None) if connect else (nodes, place)
         if connect:
             ray.init(num_cpus=2 * nodes, include_dashboard=False, log_to_driver=False)

@@ -134,18 +134,28 @@ class ErrorFeedback:
         self.residual[key] = sent - decoded
 
 
+def encode(codec, flat, feedback=None, key=None):
+    """(payload, what it decodes to, or None where not decoded) of a flat
+    float32 tensor, through `feedback` (under `key`) when the codec keeps
+    one: what DistributedOptimizer sends."""
+    if feedback is None or not codec.feedback:
+        return codec.encode(flat), None
+    flat = feedback.compensate(key, flat)
+    payload = codec.encode(flat)
+    decoded = codec.decode(payload, flat.numel())
+    feedback.update(key, flat, decoded)
+    return payload, decoded
+
+
 def compress(tensor, codec, feedback=None, key=None):
     """(payload, what it decodes to) for one tensor, through error feedback
     when given one: the standalone form of what DistributedOptimizer does."""
     check_float(tensor, key or "tensor")
     c = make_codec(codec) if isinstance(codec, str) else codec
     flat = tensor.detach().reshape(-1).to(torch.float32)
-    if feedback is not None and c.feedback:
-        flat = feedback.compensate(key, flat)
-    payload = c.encode(flat)
-    decoded = c.decode(payload, flat.numel())
-    if feedback is not None and c.feedback:
-        feedback.update(key, flat, decoded)
+    payload, decoded = encode(c, flat, feedback, key)
+    if decoded is None:
+        decoded = c.decode(payload, flat.numel())
     return payload, decoded.reshape(tensor.shape)
 
 

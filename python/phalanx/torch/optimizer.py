@@ -41,7 +41,7 @@ import torch
 
 from phalanx._private import collective_group as _group
 from phalanx.exceptions import CollectiveError
-from phalanx.torch.compression import CostModel, ErrorFeedback, check_codec, make_codec, measure_codec
+from phalanx.torch.compression import CostModel, ErrorFeedback, check_codec, encode, make_codec, measure_codec
 
 DEFAULT_FUSION = 64 << 20
 
@@ -257,9 +257,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for _, p in s.params]
         flat = torch.cat([g.detach().reshape(-1).to(torch.float32) for g in grads])
         c = s.codec
-        if c.feedback:
-            flat = self.feedback.compensate(s.key, flat)
-        payload = c.encode(flat).contiguous()
+        payload = encode(c, flat, self.feedback, s.key)[0].contiguous()
         self.stats["bytes_sent"] += payload.numel() * payload.element_size()
         if c.summable:
             _group.group_allreduce(payload, "sum", self.group_name, self.timeout)
@@ -268,8 +266,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
             every = [torch.empty_like(payload) for _ in range(self.world)]
             _group.group_allgather(every, payload, self.group_name, self.timeout)
             total = sum(c.decode(x, flat.numel()) for x in every)
-        if c.feedback:  # what this rank's payload left out goes into its next gradient
-            self.feedback.update(s.key, flat, c.decode(payload, flat.numel()))
         total /= self.world
         i = 0
         for (_, p), g in zip(s.params, grads):
