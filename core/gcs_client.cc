@@ -45,6 +45,24 @@ void GetAllMessages(RedisClient* redis, const char* hash, GcsClient::Callback<st
 
 }  // namespace
 
+GcsClient::GcsClient(RedisClient* redis) : redis_(redis) {
+  redis_->OnReconnected([this] { ResyncObjectLocations(); });
+}
+
+void GcsClient::ResyncObjectLocations() {
+  std::vector<std::string> ids;
+  for (const auto& [id, cb] : objloc_subs_) ids.push_back(id);
+  for (const auto& id : ids) {
+    GetObjectLocations(id, [this, id](Result<rpc::ObjectDirectoryEntry> e) {
+      if (!e.ok() || e.value().locations_size() == 0) return;
+      auto it = objloc_subs_.find(id);
+      if (it == objloc_subs_.end()) return;
+      auto cb = it->second;  // (it may unsubscribe while it runs)
+      cb(e.value());
+    });
+  }
+}
+
 void GcsClient::RegisterNode(const rpc::NodeInfo& info) {
   std::string v = info.SerializeAsString();
   redis_->Command({"HSET", kNodes, ToHex(info.node_id()), v});
@@ -71,6 +89,20 @@ void GcsClient::GetAllNodes(Callback<std::vector<rpc::NodeInfo>> cb) {
     }
     cb(std::move(out));
   });
+}
+
+void GcsClient::GetHeartbeats(Callback<std::unordered_map<std::string, std::string>> cb) {
+  redis_->Command({"HGETALL", "heartbeats"}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    std::unordered_map<std::string, std::string> out;
+    const auto& els = r.value().elements;
+    for (size_t i = 0; i + 1 < els.size(); i += 2) out[els[i].str] = els[i + 1].str;
+    cb(std::move(out));
+  });
+}
+
+std::vector<std::string> GcsClient::HeartbeatCommand(const std::string& node_id, const std::string& value) {
+  return {"HSET", "heartbeats", ToHex(node_id), value};
 }
 
 void GcsClient::SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb) {
@@ -311,6 +343,7 @@ void GcsClient::AnnounceObject(const std::string& object_id) {
 
 void GcsClient::SubscribeObjectLocations(const std::string& object_id,
                                          std::function<void(const rpc::ObjectDirectoryEntry&)> cb) {
+  objloc_subs_[object_id] = cb;
   redis_->Subscribe(ObjChannel(object_id), [cb](const std::string&, const std::string& payload) {
     rpc::ObjectDirectoryEntry e;
     if (e.ParseFromString(payload)) cb(e);
@@ -318,6 +351,7 @@ void GcsClient::SubscribeObjectLocations(const std::string& object_id,
 }
 
 void GcsClient::UnsubscribeObjectLocations(const std::string& object_id) {
+  objloc_subs_.erase(object_id);
   redis_->Unsubscribe(ObjChannel(object_id));
 }
 

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/proto/phalanx.pb.h"
@@ -28,7 +29,10 @@ class GcsClient {
   template <typename T>
   using Callback = std::function<void(Result<T>)>;
 
-  explicit GcsClient(RedisClient* redis) : redis_(redis) {}
+  // After each reconnect of `redis`, every object-location subscription is
+  // fed the entry as read then (an announcement made while the server was
+  // away was lost with it).
+  explicit GcsClient(RedisClient* redis);
 
   // Node table.
   void RegisterNode(const rpc::NodeInfo& info);
@@ -36,6 +40,9 @@ class GcsClient {
   void MarkNodeDead(rpc::NodeInfo info);
   void GetAllNodes(Callback<std::vector<rpc::NodeInfo>> cb);
   void SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb);
+  // Liveness (scheduler/heartbeat.h): hash "heartbeats", node id hex -> "seq:late_ms".
+  void GetHeartbeats(Callback<std::unordered_map<std::string, std::string>> cb);
+  static std::vector<std::string> HeartbeatCommand(const std::string& node_id, const std::string& value);
 
   // Task table. Records are written in one HSET per batch.
   void PutTaskRecords(const std::vector<rpc::TaskRecord>& records);
@@ -120,8 +127,10 @@ class GcsClient {
 
  private:
   void AnnounceObject(const std::string& object_id);
+  void ResyncObjectLocations();
 
   RedisClient* redis_;
+  std::unordered_map<std::string, std::function<void(const rpc::ObjectDirectoryEntry&)>> objloc_subs_;
 };
 
 }  // namespace phalanx

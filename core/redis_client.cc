@@ -154,6 +154,60 @@ Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& args
   }
 }
 
+Result<std::vector<RedisEndpoint>> ParseRedisEndpoints(const std::string& text) {
+  std::vector<RedisEndpoint> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(pos, end - pos);
+    auto colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 >= item.size()) {
+      return Status::InvalidArgument("a redis-server address wants HOST:PORT, got '" + item + "'");
+    }
+    RedisEndpoint e{item.substr(0, colon), 0};
+    try {
+      e.port = std::stoi(item.substr(colon + 1));
+    } catch (const std::exception&) {
+      return Status::InvalidArgument("bad port in redis-server address '" + item + "'");
+    }
+    if (e.port <= 0 || e.port > 65535) return Status::InvalidArgument("bad port in redis-server address '" + item + "'");
+    out.push_back(std::move(e));
+    pos = end + 1;
+  }
+  return out;
+}
+
+Result<std::pair<std::unique_ptr<RedisConnection>, size_t>> OpenPrimary(const std::vector<RedisEndpoint>& endpoints,
+                                                                         const std::string& password,
+                                                                         std::shared_ptr<const TlsContext> tls,
+                                                                         int64_t timeout_ms) {
+  std::string why;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& e = endpoints[i];
+    auto c = RedisConnection::Open(e.host, e.port, password, tls, timeout_ms);
+    if (!c.ok()) {
+      why += (why.empty() ? "" : "; ") + c.status().message();
+      continue;
+    }
+    if (endpoints.size() > 1) {
+      auto role = c.value()->Command({"ROLE"});
+      if (!role.ok()) {
+        why += (why.empty() ? "" : "; ") + role.status().message();
+        continue;
+      }
+      const auto& r = role.value();
+      bool primary = r.type != RedisReply::kArray || r.elements.empty() || r.elements[0].str == "master";
+      if (!primary) {
+        why += (why.empty() ? "" : "; ") + e.ToString() + " is a replica";
+        continue;
+      }
+    }
+    return std::make_pair(std::move(c).value(), i);
+  }
+  return Status::Unavailable(why.empty() ? "no redis-server address given" : why);
+}
+
 // ---- RedisClient ----
 
 // One connection to redis-server on the io_context: writes what was queued
@@ -269,48 +323,86 @@ RedisClient::RedisClient(asio::io_context& io, std::string host, int port, std::
     : io_(io), host_(std::move(host)), port_(port), password_(std::move(password)), tls_(std::move(tls)) {}
 
 RedisClient::~RedisClient() {
+  StopReconnectThread();
+  alive_.reset();
   connected_ = false;
   for (auto* l : {&cmd_, &sub_}) {
     if (*l) (*l)->Close();
   }
   // Callers waiting on a reply hear that none will come.
-  auto waiting = std::move(callbacks_);
-  for (auto& cb : waiting) {
-    if (cb) cb(Status::Unavailable("lost the connection to redis-server (GCS)"));
+  auto waiting = std::move(sent_);
+  for (auto& p : backlog_) waiting.push_back(std::move(p));
+  backlog_.clear();
+  for (auto& p : waiting) {
+    if (p.cb) p.cb(Status::Unavailable("lost the connection to redis-server (GCS)"));
   }
 }
 
-Status RedisClient::Connect(int64_t timeout_ms) {
-  std::shared_ptr<Link>* links[] = {&cmd_, &sub_};
-  for (auto* link : links) {
-    PHALANX_ASSIGN_OR_RETURN(auto c, RedisConnection::Open(host_, port_, password_, tls_, timeout_ms));
-    std::unique_ptr<TlsSession> tls = c->ReleaseTls();
-    int fd = c->ReleaseFd();  // (close-on-exec: no worker, or process a task starts, inherits the GCS connection)
-    *link = std::make_shared<Link>(io_, fd, std::move(tls));
-  }
+void RedisClient::StopReconnectThread() {
+  if (stop_reconnect_) stop_reconnect_->store(true);
+  if (reconnect_thread_.joinable()) reconnect_thread_.join();
+}
+
+void RedisClient::SetReconnect(int64_t deadline_ms, uint64_t backlog_bytes, std::function<void(const Status&)> on_lost,
+                               std::function<void()> on_reconnected) {
+  reconnect_deadline_ms_ = deadline_ms;
+  if (backlog_bytes) max_backlog_bytes_ = backlog_bytes;
+  on_lost_ = std::move(on_lost);
+  if (on_reconnected) reconnected_cbs_.insert(reconnected_cbs_.begin(), std::move(on_reconnected));
+}
+
+void RedisClient::StartLinks(int cmd_fd, std::unique_ptr<TlsSession> cmd_tls, int sub_fd,
+                             std::unique_ptr<TlsSession> sub_tls) {
+  cmd_ = std::make_shared<Link>(io_, cmd_fd, std::move(cmd_tls));
+  sub_ = std::make_shared<Link>(io_, sub_fd, std::move(sub_tls));
   connected_ = true;
   cmd_->Start([this](RedisReply r) { OnReply(r); }, [this](const std::string& why) { Lost(why); });
   sub_->Start([this](RedisReply r) { OnMessage(r); }, [this](const std::string& why) { Lost(why); });
+}
+
+Status RedisClient::Connect(int64_t timeout_ms) {
+  // (close-on-exec: no worker, or process a task starts, inherits the GCS connection)
+  std::vector<RedisEndpoint> endpoints = {RedisEndpoint{host_, port_}};
+  endpoints.insert(endpoints.end(), fallbacks_.begin(), fallbacks_.end());
+  PHALANX_ASSIGN_OR_RETURN(auto primary, OpenPrimary(endpoints, password_, tls_, timeout_ms));
+  host_ = endpoints[primary.second].host;
+  port_ = endpoints[primary.second].port;
+  auto c = std::move(primary.first);
+  PHALANX_ASSIGN_OR_RETURN(auto s, RedisConnection::Open(host_, port_, password_, tls_, timeout_ms));
+  auto ctls = c->ReleaseTls();
+  auto stls = s->ReleaseTls();
+  StartLinks(c->ReleaseFd(), std::move(ctls), s->ReleaseFd(), std::move(stls));
   return Status::OK();
 }
 
-void RedisClient::Command(const std::vector<std::string>& args, ReplyCallback cb) {
-  if (!connected_) {
-    if (cb) {
-      asio::post(io_, [cb, addr = address()] {
-        cb(Status::Unavailable("not connected to redis-server (GCS) at " + addr));
-      });
-    }
+void RedisClient::Send(Pending p) {
+  if (connected_) {
+    cmd_->Send(p.bytes);
+    sent_.push_back(std::move(p));
     return;
   }
-  callbacks_.push_back(std::move(cb));
-  cmd_->Send(FormatRedisCommand(args));
+  if (reconnecting_ && backlog_bytes_ + p.bytes.size() <= max_backlog_bytes_) {
+    backlog_bytes_ += p.bytes.size();
+    backlog_.push_back(std::move(p));
+    return;
+  }
+  if (p.cb) {
+    std::string why = reconnecting_ ? "redis-server (GCS) at " + address() +
+                                          " is unreachable and the commands kept for it fill " +
+                                          std::to_string(max_backlog_bytes_ >> 20) + " MiB"
+                                    : "not connected to redis-server (GCS) at " + address();
+    asio::post(io_, [cb = std::move(p.cb), why] { cb(Status::Unavailable(why)); });
+  }
+}
+
+void RedisClient::Command(const std::vector<std::string>& args, ReplyCallback cb) {
+  Send(Pending{FormatRedisCommand(args), std::move(cb)});
 }
 
 void RedisClient::OnReply(const RedisReply& r) {
-  if (callbacks_.empty()) return;  // (nothing was asked: ignore)
-  ReplyCallback cb = std::move(callbacks_.front());
-  callbacks_.pop_front();
+  if (sent_.empty()) return;  // (nothing was asked: ignore)
+  ReplyCallback cb = std::move(sent_.front().cb);
+  sent_.pop_front();
   if (!cb) return;
   if (r.type == RedisReply::kError) {
     cb(Status::Internal("redis error: " + r.str));
@@ -320,7 +412,7 @@ void RedisClient::OnReply(const RedisReply& r) {
 }
 
 void RedisClient::Subscribe(const std::string& channel, MessageCallback cb, std::function<void()> subscribed) {
-  if (!connected_) return;
+  if (!connected_ && !reconnecting_) return;
   bool first = subscriptions_.find(channel) == subscriptions_.end();
   subscriptions_[channel] = std::move(cb);
   if (first) unconfirmed_[channel];
@@ -332,13 +424,14 @@ void RedisClient::Subscribe(const std::string& channel, MessageCallback cb, std:
       asio::post(io_, std::move(subscribed));
     }
   }
-  if (first) sub_->Send(FormatRedisCommand({"SUBSCRIBE", channel}));
+  // (while reconnecting: every channel is subscribed again on reconnect)
+  if (first && connected_) sub_->Send(FormatRedisCommand({"SUBSCRIBE", channel}));
 }
 
 void RedisClient::Unsubscribe(const std::string& channel) {
-  if (!connected_ || subscriptions_.erase(channel) == 0) return;
+  if (subscriptions_.erase(channel) == 0) return;
   unconfirmed_.erase(channel);
-  sub_->Send(FormatRedisCommand({"UNSUBSCRIBE", channel}));
+  if (connected_) sub_->Send(FormatRedisCommand({"UNSUBSCRIBE", channel}));
 }
 
 void RedisClient::OnMessage(const RedisReply& r) {
@@ -363,13 +456,131 @@ void RedisClient::OnMessage(const RedisReply& r) {
 void RedisClient::Lost(const std::string& why) {
   if (!connected_) return;
   connected_ = false;
-  PHALANX_LOG(Error) << "lost redis-server (GCS) at " << address() << ": " << why;
   for (auto* l : {&cmd_, &sub_}) (*l)->Close();
-  auto waiting = std::move(callbacks_);
-  for (auto& cb : waiting) {
-    if (cb) cb(Status::Unavailable("lost the connection to redis-server (GCS) at " + address() + ": " + why));
+  if (reconnect_deadline_ms_ <= 0) {
+    PHALANX_LOG(Error) << "lost redis-server (GCS) at " << address() << ": " << why;
+    GiveUp("lost the connection to redis-server (GCS) at " + address() + ": " + why);
+    return;
   }
-  if (on_disconnect_) on_disconnect_(Status::Unavailable("lost redis-server (GCS) at " + address() + ": " + why));
+  PHALANX_LOG(Warning) << "lost redis-server (GCS) at " << address() << ": " << why << "; keeping GCS commands and "
+                       << "reconnecting for up to " << reconnect_deadline_ms_ / 1000 << " s";
+  reconnecting_ = true;
+  // What got no reply goes first, in the order it was sent.
+  for (auto it = sent_.rbegin(); it != sent_.rend(); ++it) {
+    backlog_bytes_ += it->bytes.size();
+    backlog_.push_front(std::move(*it));
+  }
+  sent_.clear();
+  // Channels confirmed before are confirmed again by the new SUBSCRIBE; nobody waits on that.
+  for (const auto& [ch, cb] : subscriptions_) unconfirmed_.try_emplace(ch);
+  if (on_lost_) on_lost_(Status::Unavailable("lost redis-server (GCS) at " + address() + ": " + why));
+
+  StopReconnectThread();  // (a finished one)
+  stop_reconnect_ = std::make_shared<std::atomic<bool>>(false);
+  auto stop = stop_reconnect_;
+  std::weak_ptr<int> alive = alive_;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(reconnect_deadline_ms_);
+  std::vector<RedisEndpoint> endpoints = {RedisEndpoint{host_, port_}};
+  for (const auto& e : fallbacks_) {
+    if (e.host != host_ || e.port != port_) endpoints.push_back(e);
+  }
+  reconnect_thread_ = std::thread([this, stop, alive, deadline, endpoints, password = password_, tls = tls_,
+                                   first_why = why] {
+    std::string last = first_why;
+    while (!stop->load()) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      int64_t budget = std::min<int64_t>(1000, std::max<int64_t>(left, 1));
+      auto c = OpenPrimary(endpoints, password, tls, budget);
+      if (c.ok()) {
+        const RedisEndpoint at = endpoints[c.value().second];
+        // Ready when it answers PONG: a server loading its AOF answers LOADING.
+        auto pong = c.value().first->Command({"PING"});
+        if (pong.ok() && pong.value().type == RedisReply::kStatus) {
+          auto s = RedisConnection::Open(at.host, at.port, password, tls, budget);
+          if (s.ok()) {
+            auto ctls = c.value().first->ReleaseTls();
+            auto stls = s.value()->ReleaseTls();
+            int cfd = c.value().first->ReleaseFd(), sfd = s.value()->ReleaseFd();
+            auto ct = std::make_shared<std::unique_ptr<TlsSession>>(std::move(ctls));
+            auto st = std::make_shared<std::unique_ptr<TlsSession>>(std::move(stls));
+            asio::post(io_, [this, alive, at, cfd, sfd, ct, st] {
+              if (alive.expired()) {
+                ::close(cfd);
+                ::close(sfd);
+                return;
+              }
+              Reconnected(at, cfd, std::move(*ct), sfd, std::move(*st));
+            });
+            return;
+          }
+          last = s.status().message();
+        } else {
+          last = pong.ok() ? "it answers " + pong.value().str : pong.status().message();
+        }
+      } else {
+        last = c.status().message();
+      }
+      for (int i = 0; i < 4 && !stop->load() && std::chrono::steady_clock::now() < deadline; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    if (stop->load()) return;
+    asio::post(io_, [this, alive, last] {
+      if (alive.expired()) return;
+      GiveUp("redis-server (GCS) at " + address() + " was unreachable for " +
+             std::to_string(reconnect_deadline_ms_ / 1000) + " s (the reconnect deadline): " + last);
+    });
+  });
+}
+
+void RedisClient::Reconnected(RedisEndpoint at, int cmd_fd, std::unique_ptr<TlsSession> cmd_tls, int sub_fd,
+                              std::unique_ptr<TlsSession> sub_tls) {
+  if (!reconnecting_) {  // (gave up meanwhile)
+    ::close(cmd_fd);
+    ::close(sub_fd);
+    return;
+  }
+  if (at.host != host_ || at.port != port_) {
+    PHALANX_LOG(Warning) << "redis-server (GCS) moved from " << address() << " to " << at.ToString()
+                         << " (the primary now)";
+    host_ = at.host;
+    port_ = at.port;
+  }
+  reconnecting_ = false;
+  ++reconnects_;
+  StartLinks(cmd_fd, std::move(cmd_tls), sub_fd, std::move(sub_tls));
+  if (!subscriptions_.empty()) {
+    std::vector<std::string> args = {"SUBSCRIBE"};
+    for (const auto& [ch, cb] : subscriptions_) args.push_back(ch);
+    sub_->Send(FormatRedisCommand(args));
+  }
+  auto kept = std::move(backlog_);
+  backlog_.clear();
+  backlog_bytes_ = 0;
+  PHALANX_LOG(Info) << "reconnected to redis-server (GCS) at " << address() << "; sending the " << kept.size()
+                    << " commands kept meanwhile";
+  for (auto& p : kept) Send(std::move(p));
+  auto cbs = reconnected_cbs_;
+  for (auto& f : cbs) {
+    if (connected_) f();
+  }
+}
+
+void RedisClient::GiveUp(const std::string& why) {
+  if (gave_up_) return;
+  gave_up_ = true;
+  reconnecting_ = false;
+  connected_ = false;
+  auto waiting = std::move(sent_);
+  for (auto& p : backlog_) waiting.push_back(std::move(p));
+  backlog_.clear();
+  backlog_bytes_ = 0;
+  for (auto& p : waiting) {
+    if (p.cb) p.cb(Status::Unavailable(why));
+  }
+  if (on_disconnect_) on_disconnect_(Status::Unavailable(why));
 }
 
 }  // namespace phalanx

@@ -106,6 +106,15 @@ void ObjectManager::ListInDirectory(const std::string& id, uint64_t size) {
   if (directory_.located) directory_.located(id, size, size, /*complete=*/true);
 }
 
+size_t ObjectManager::ListAllInDirectory() {
+  size_t n = 0;
+  store_->ForEachSealed([&](const std::string& id, uint64_t size) {
+    ListInDirectory(id, size);
+    ++n;
+  });
+  return n;
+}
+
 Status ObjectManager::AddDeviceObject(const std::string& id, Device* device, uint64_t addr, uint64_t size,
                                       StagingOptions staging) {
   if (device_objects_.count(id)) return Status::AlreadyExists("device object " + ToHex(id) + " is listed already");

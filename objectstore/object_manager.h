@@ -99,6 +99,9 @@ class ObjectManager {
   void Borrow(const std::vector<std::string>& ids, const std::string& node);
   // Lists this node's complete store copy of `id` in the object directory.
   void ListInDirectory(const std::string& id, uint64_t size);
+  // Lists every complete store copy of this node again (the GCS came back,
+  // maybe without its last writes). Returns how many.
+  size_t ListAllInDirectory();
 
   // Device objects (objectstore/staged_device.h): `size` bytes at `addr` in
   // the memory of `device` (which outlives them), made by a process here.

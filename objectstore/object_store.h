@@ -73,6 +73,13 @@ class ObjectStore {
   uint8_t* base() const { return region_->base(); }
   const ShmRegion& region() const { return *region_; }
   StoreStats Stats() const;
+  // Calls fn(id, size) for each sealed object not being deleted.
+  template <typename F>
+  void ForEachSealed(F&& fn) const {
+    for (const auto& [id, e] : objects_) {
+      if (e.sealed && !e.delete_when_unpinned) fn(id, e.size);
+    }
+  }
   void SetEvictHandler(EvictHandler h) { on_evict_ = std::move(h); }
 
  private:

@@ -83,6 +83,10 @@ class ActorManager {
   }
 
   void SetActorEventHandler(ActorEventHandler h) { on_event_ = std::move(h); }
+  // Tells the event handler of every actor this node hosts again (the GCS came back).
+  void AnnounceAll() {
+    for (const auto& [id, a] : actors_) Announce(a);
+  }
 
   // Placing actors on other nodes. `spill` sends a creation (ref arguments
   // resolved) to a node where it fits and returns that node's id ("" if none);

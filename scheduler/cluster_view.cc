@@ -1,6 +1,9 @@
 #include "scheduler/cluster_view.h"
 
 #include <algorithm>
+#include <cstdlib>
+
+#include "core/ids.h"
 
 namespace phalanx::scheduler {
 
@@ -16,27 +19,49 @@ ResourceSet ClusterView::Available(const rpc::NodeInfo& n) {
   return r;
 }
 
-void ClusterView::Update(const std::vector<rpc::NodeInfo>& nodes, int64_t now_ms) {
+void ClusterView::Update(const std::vector<rpc::NodeInfo>& nodes,
+                         const std::unordered_map<std::string, std::string>& heartbeats, int64_t now_ms) {
   nodes_.clear();
   reserved_.clear();
   silent_.clear();
+  std::unordered_map<std::string, Beat> beats;
   for (const auto& n : nodes) {
     if (n.node_id() == self_ || !n.alive()) continue;
-    if (now_ms - n.heartbeat_ms() > dead_after_ms_) {
+    auto hb = heartbeats.find(ToHex(n.node_id()));
+    std::string value = hb != heartbeats.end() ? hb->second : "t" + std::to_string(n.heartbeat_ms());
+    Beat& b = beats[n.node_id()];
+    auto seen = beats_.find(n.node_id());
+    if (seen == beats_.end() || seen->second.value != value) {
+      b = Beat{value, now_ms};  // news from it (or the first look at it)
+    } else {
+      b = seen->second;
+    }
+    // The lateness its own heartbeat thread reports ("seq:late_ms"), at most dead_after_ms more.
+    int64_t late = 0;
+    auto colon = value.find(':');
+    if (colon != std::string::npos) late = std::strtoll(value.c_str() + colon + 1, nullptr, 10);
+    late = std::clamp<int64_t>(late, 0, dead_after_ms_);
+    if (now_ms - b.changed_at > dead_after_ms_ + late) {
       silent_.push_back(n);
       continue;
     }
     auto s = suspects_.find(n.node_id());
     if (s != suspects_.end()) {
-      if (n.heartbeat_ms() <= s->second) continue;  // not heard from since it failed us
+      if (value == s->second) continue;  // not heard from since it failed us
       suspects_.erase(s);
     }
     nodes_[n.node_id()] = n;
   }
+  beats_ = std::move(beats);
 }
 
-void ClusterView::Suspect(const std::string& node_id, int64_t now_ms) {
-  suspects_[node_id] = now_ms;
+void ClusterView::Forgive(int64_t now_ms) {
+  for (auto& [id, b] : beats_) b.changed_at = now_ms;
+}
+
+void ClusterView::Suspect(const std::string& node_id) {
+  auto b = beats_.find(node_id);
+  suspects_[node_id] = b == beats_.end() ? std::string() : b->second.value;
   nodes_.erase(node_id);
 }
 

@@ -2,6 +2,15 @@
 // table (read at every heartbeat) and corrected locally between reads for
 // the work it sent them. Used to spill tasks that do not fit here to a node
 // where they fit, and to tell "fits nowhere" from "busy now".
+//
+// Liveness: each node's heartbeat thread writes a new value to the GCS's
+// "heartbeats" hash every beat ("seq:late_ms", scheduler/heartbeat.h). A
+// node is silent when its value has not changed for dead_after_ms of this
+// raylet's own steady clock, plus the lateness its thread reports (how late
+// its own timer fired lately, capped at dead_after_ms): no clocks are
+// compared across machines, a reader that was itself stalled sees a change
+// rather than a death, and Forgive() restarts every count (after the GCS
+// was away, when no node could write).
 // Not thread-safe; lives on the raylet's main loop.
 #pragma once
 
@@ -20,8 +29,13 @@ class ClusterView {
   explicit ClusterView(std::string self_id, int64_t dead_after_ms)
       : self_(std::move(self_id)), dead_after_ms_(dead_after_ms) {}
 
-  // Replaces the view with the node table as read now (`now_ms`: wall clock).
-  void Update(const std::vector<rpc::NodeInfo>& nodes, int64_t now_ms);
+  // Replaces the view with the node table and heartbeats (node id hex ->
+  // value) as read now (`now_ms`: this process's steady clock). A node with
+  // no heartbeat entry is judged by its NodeInfo's heartbeat_ms.
+  void Update(const std::vector<rpc::NodeInfo>& nodes,
+              const std::unordered_map<std::string, std::string>& heartbeats, int64_t now_ms);
+  // Every node's silence counts from `now_ms` again.
+  void Forgive(int64_t now_ms);
   // Another live node whose free resources hold `need` now (the one with the most free CPU), or nullptr.
   const rpc::NodeInfo* PickNode(const ResourceSet& need) const;
   // The live node with that id (not this one), or nullptr.
@@ -35,11 +49,12 @@ class ClusterView {
   // Books `need` against the node's free resources until the next Update.
   void Reserve(const std::string& node_id, const ResourceSet& need);
   // A connection to the node failed: leave it out (of picks, Find, Others)
-  // until a heartbeat newer than now shows it is back.
-  void Suspect(const std::string& node_id, int64_t now_ms);
+  // until a heartbeat newer than the last one seen shows it is back.
+  void Suspect(const std::string& node_id);
   // Nodes whose heartbeat was already too old at the last Update.
   const std::vector<rpc::NodeInfo>& Silent() const { return silent_; }
   size_t size() const { return nodes_.size(); }
+  int64_t dead_after_ms() const { return dead_after_ms_; }
 
  private:
   static ResourceSet Total(const rpc::NodeInfo& n);
@@ -50,7 +65,12 @@ class ClusterView {
   std::unordered_map<std::string, rpc::NodeInfo> nodes_;  // live others, by node id
   std::unordered_map<std::string, ResourceSet> reserved_;
   std::vector<rpc::NodeInfo> silent_;
-  std::unordered_map<std::string, int64_t> suspects_;  // node id -> when it failed us (wall clock ms)
+  struct Beat {
+    std::string value;       // the last heartbeat value seen
+    int64_t changed_at = 0;  // when it last changed (steady ms)
+  };
+  std::unordered_map<std::string, Beat> beats_;              // node id -> its heartbeat as last seen
+  std::unordered_map<std::string, std::string> suspects_;    // node id -> its heartbeat value when it failed us
 };
 
 }  // namespace phalanx::scheduler

@@ -71,7 +71,23 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Make(asio::io_context& io, Nod
   if (!region.ok()) return region.status();
   auto store = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
   std::unique_ptr<NodeManager> nm(new NodeManager(io, std::move(options), std::move(store)));
-  if (connect) PHALANX_RETURN_IF_ERROR(nm->redis_.Connect(5000));
+  if (connect) {
+    nm->redis_.SetFallbacks(nm->options_.redis_fallbacks);
+    PHALANX_RETURN_IF_ERROR(nm->redis_.Connect(5000));
+    NodeManager* p = nm.get();
+    nm->redis_.SetReconnect(
+        nm->options_.gcs_reconnect_timeout_ms, 0, [p](const Status& why) { p->OnGcsLost(why); },
+        [p] { p->OnGcsBack(); });
+    HeartbeatOptions h;
+    h.endpoints = {RedisEndpoint{nm->options_.redis_host, nm->options_.redis_port}};
+    h.endpoints.insert(h.endpoints.end(), nm->options_.redis_fallbacks.begin(), nm->options_.redis_fallbacks.end());
+    h.password = nm->options_.cluster_token;
+    h.tls = nm->options_.tls;
+    h.node_id = nm->node_id_;
+    h.interval_ms = nm->options_.heartbeat_ms;
+    h.stall_ms = nm->options_.stall_ms;
+    nm->beat_ = std::make_unique<HeartbeatThread>(std::move(h));
+  }
   return nm;
 }
 
@@ -172,7 +188,9 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       streams_(io, &objects_),
       acceptor_(io),
       accept_retry_(io),
-      heartbeat_timer_(io) {}
+      heartbeat_timer_(io),
+      keeper_(options_.gcs_restart_file, options_.session_dir + "/redis.pid", options_.gcs_restart_tied),
+      gcs_check_timer_(io) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
@@ -271,6 +289,7 @@ Status NodeManager::Start() {
   for (int i = 0; i < prestart; ++i) pool_.StartWorker();
   Accept();
   Heartbeat();
+  if (beat_) beat_->Start();
   PHALANX_LOG(Info) << "raylet " << ToHex(node_id_) << " listening on " << options_.socket_path << " with "
                     << tasks_.total().ToString() << ", store " << (store_->Stats().capacity >> 20) << " MiB, GCS "
                     << redis_.address();
@@ -302,14 +321,51 @@ rpc::NodeInfo NodeManager::NodeInfoNow() const {
 
 void NodeManager::Heartbeat() {
   if (stopped_) return;
+  if (beat_) beat_->MainLoopAlive();
   gcs_.UpdateNode(NodeInfoNow());
-  peers_.Refresh(NowMs());
+  if (!redis_.reconnecting()) peers_.Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
   pool_.TrimIdle(std::max<size_t>(1, static_cast<size_t>(options_.num_cpus)), std::chrono::seconds(10));
   heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](auto ec) {
     if (!ec) Heartbeat();
   });
   FlushGcs();
+}
+
+void NodeManager::OnGcsLost(const Status& why) {
+  PHALANX_LOG(Warning) << why.message() << "; local tasks, gets and actor calls go on meanwhile";
+  CheckGcs();
+}
+
+void NodeManager::CheckGcs() {
+  if (stopped_ || !redis_.reconnecting()) return;
+  keeper_.Check();
+  gcs_check_timer_.expires_after(std::chrono::seconds(1));
+  gcs_check_timer_.async_wait([this](auto ec) {
+    if (!ec) CheckGcs();
+  });
+}
+
+void NodeManager::OnGcsBack() {
+  if (stopped_) return;
+  gcs_check_timer_.cancel();
+  // Nobody could heartbeat while it was away; and a restarted server may
+  // have lost its last second of writes (AOF everysec), a promoted replica
+  // a little more: what this node owns goes in again.
+  peers_.Forgive();
+  gcs_.RegisterNode(NodeInfoNow());
+  for (const auto& [id, f] : functions_) {
+    rpc::RegisterFunction m;
+    m.set_function_id(id);
+    m.set_name(f.name);
+    m.set_pickled(f.pickled);
+    gcs_.PutFunction(m);
+  }
+  for (const auto& [id, c] : clients_by_id_) gcs_.RegisterClient(id, node_id_);
+  tasks_.actors().AnnounceAll();
+  size_t objects = om_.ListAllInDirectory();
+  PHALANX_LOG(Info) << "GCS back: re-published this node, " << functions_.size() << " functions, "
+                    << clients_by_id_.size() << " clients and " << objects << " objects";
 }
 
 void NodeManager::FlushGcs() {
@@ -380,7 +436,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_node_id(node_id_);
   r.set_store_capacity(store_->Stats().capacity);
   r.set_session_dir(options_.session_dir);
-  r.set_gcs_address(redis_.address());
+  r.set_gcs_address(redis_.addresses());
   r.set_inline_threshold(options_.inline_threshold);
   r.set_node_address(options_.node_ip);
   r.set_cluster_token(options_.cluster_token);
@@ -619,6 +675,8 @@ void NodeManager::Stop(const std::string& why) {
   boost::system::error_code ec;
   acceptor_.close(ec);
   heartbeat_timer_.cancel();
+  gcs_check_timer_.cancel();
+  if (beat_) beat_->Stop();
   rpc::Status s = ToProto(Status::Unavailable("raylet " + options_.socket_path + " stopped: " + why));
   for (auto& [p, c] : clients_) {
     if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);

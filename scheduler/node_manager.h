@@ -24,6 +24,8 @@
 #include "core/gcs_client.h"
 #include "core/redis_client.h"
 #include "objectstore/object_manager.h"
+#include "scheduler/gcs_keeper.h"
+#include "scheduler/heartbeat.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_groups.h"
 #include "scheduler/rendezvous.h"
@@ -41,6 +43,7 @@ struct NodeManagerOptions {
   std::string cpp_worker_command;        // ... and a C++ worker (empty: it runs no C++ tasks)
   std::string redis_host = "127.0.0.1";
   int redis_port = 6379;
+  std::vector<RedisEndpoint> redis_fallbacks;  // replicas that may be promoted (--redis-address A,B,...)
   // The cluster's shared token (PHALANX_CLUSTER_TOKEN): redis-server's
   // password, and what every peer connection proves (core/auth.h). Required.
   std::string cluster_token;
@@ -55,6 +58,15 @@ struct NodeManagerOptions {
   uint64_t store_capacity = 0;          // 0: objectstore::DefaultStoreCapacity()
   uint64_t inline_threshold = 100 * 1024;
   int heartbeat_ms = 1000;
+  // How long to keep GCS commands and reconnect after losing redis-server
+  // before stopping (UnavailableError naming it); 0: stop at once.
+  int64_t gcs_reconnect_timeout_ms = 60000;
+  // The head node's: redis-server's command line, to start it again when it
+  // dies (scheduler/gcs_keeper.h); empty on other nodes and for an external GCS.
+  std::string gcs_restart_file;
+  bool gcs_restart_tied = false;  // the restarted one dies with this raylet (embedded clusters)
+  // Main loop silent this long: the heartbeat thread stops beating (scheduler/heartbeat.h).
+  int64_t stall_ms = 60000;
   int prestart_workers = -1;            // -1: one per CPU
   int pipeline_depth = 8;
   objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
@@ -213,6 +225,12 @@ class NodeManager {
   std::unordered_set<uint64_t> creators_;  // CreatorKey of each
   std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
   boost::asio::steady_timer heartbeat_timer_;
+  std::unique_ptr<HeartbeatThread> beat_;  // liveness, on its own thread (null when offline)
+  GcsKeeper keeper_;                        // restarts the head's redis-server
+  boost::asio::steady_timer gcs_check_timer_;
+  void OnGcsLost(const Status& why);
+  void CheckGcs();  // every second while redis-server is away
+  void OnGcsBack();
   std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
   std::unordered_map<std::string, Client*> clients_by_id_;  // registered clients by their client id
   std::unordered_map<std::string, Function> functions_;

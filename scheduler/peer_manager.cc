@@ -318,10 +318,7 @@ void PeerManager::WithClient(const rpc::NodeInfo& node,
       r.value()->Start();
     } else {
       // Send nothing more its way until it heartbeats again (or is declared dead).
-      auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-      view_.Suspect(id, now_ms);
+      view_.Suspect(id);
     }
     for (auto& f : waiting) f(r.ok() ? r.value() : nullptr, r.status());
   });
@@ -404,11 +401,24 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
   });
 }
 
-void PeerManager::Refresh(int64_t now_ms) {
+static int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void PeerManager::Forgive() { view_.Forgive(SteadyMs()); }
+
+void PeerManager::Refresh() {
   objects_->ReleaseIdle(std::chrono::steady_clock::now());
-  gcs_->GetAllNodes([this, now_ms](Result<std::vector<rpc::NodeInfo>> r) {
+  auto beats = std::make_shared<std::unordered_map<std::string, std::string>>();
+  gcs_->GetHeartbeats([beats](Result<std::unordered_map<std::string, std::string>> r) {
+    if (r.ok()) *beats = std::move(r).value();
+  });
+  // (Redis answers in order: the heartbeats are in before the nodes' reply runs.)
+  gcs_->GetAllNodes([this, beats](Result<std::vector<rpc::NodeInfo>> r) {
     if (!r.ok() || stopped_) return;
-    view_.Update(r.value(), now_ms);
+    int64_t now_ms = SteadyMs();
+    view_.Update(r.value(), *beats, now_ms);
     tasks_->Redispatch();  // queued tasks may fit elsewhere now
     // Nodes another raylet declared dead first: their actors' fate is ours to settle too.
     for (const auto& n : r.value()) {
@@ -418,7 +428,7 @@ void PeerManager::Refresh(int64_t now_ms) {
     for (const auto& n : view_.Silent()) {
       if (!marked_dead_.insert(n.node_id()).second) continue;
       PHALANX_LOG(Warning) << "node " << ToHex(n.node_id()).substr(0, 12) << " at " << n.address()
-                           << " sent no heartbeat for " << (now_ms - n.heartbeat_ms()) / 1000 << " s: marking it dead";
+                           << " sent no heartbeat for " << view_.dead_after_ms() / 1000 << " s or more: marking it dead";
       gcs_->MarkNodeDead(n);
       SettleDeadNode(n);
       auto c = clients_.find(n.node_id());

@@ -58,8 +58,10 @@ class PeerManager {
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();
   int port() const { return port_; }
-  // Reads the node table: updates the view, marks silent nodes dead.
-  void Refresh(int64_t now_ms);
+  // Reads the node table and heartbeats: updates the view, marks silent nodes dead.
+  void Refresh();
+  // Every node's silence counts from now again (the GCS was away: nobody could heartbeat).
+  void Forgive();
   // SpillHandler for the TaskManager (tasks and actor creations): sends the
   // task to a node where it fits; that node's id, or "" if none.
   std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need);

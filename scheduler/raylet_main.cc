@@ -19,12 +19,13 @@
 namespace {
 
 const char kUsage[] =
-    "usage: phalanx-raylet --socket PATH --session-dir DIR --redis-address HOST:PORT\n"
+    "usage: phalanx-raylet --socket PATH --session-dir DIR --redis-address HOST:PORT[,REPLICA:PORT...]\n"
     "         --worker-command CMD [--cpp-worker-command CMD] [--num-cpus N] [--object-store-memory BYTES]\n"
     "         [--node-ip IP] [--heartbeat-ms MS] [--prestart-workers N]\n"
     "         [--inline-threshold BYTES] [--pipeline-depth N] [--num-gpus N]\n"
     "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n"
     "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N] [--tls 0|1]\n"
+    "         [--gcs-reconnect-timeout-ms MS (60000)] [--gcs-restart-file PATH [--gcs-restart-tied 0|1]] [--stall-ms MS (60000)]\n"
     "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
     "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
@@ -91,11 +92,11 @@ int main(int argc, char** argv) {
     o.session_dir = f["session-dir"];
     o.worker_command = f["worker-command"];
     if (f.count("cpp-worker-command")) o.cpp_worker_command = f["cpp-worker-command"];
-    std::string addr = f["redis-address"];
-    auto colon = addr.rfind(':');
-    if (colon == std::string::npos) throw std::invalid_argument("--redis-address wants HOST:PORT");
-    o.redis_host = addr.substr(0, colon);
-    o.redis_port = std::stoi(addr.substr(colon + 1));
+    auto endpoints = phalanx::ParseRedisEndpoints(f["redis-address"]);
+    if (!endpoints.ok()) throw std::invalid_argument("--redis-address: " + endpoints.status().message());
+    o.redis_host = endpoints.value()[0].host;
+    o.redis_port = endpoints.value()[0].port;
+    o.redis_fallbacks.assign(endpoints.value().begin() + 1, endpoints.value().end());
     if (const char* token = std::getenv("PHALANX_CLUSTER_TOKEN")) o.cluster_token = token;  // not on argv: ps shows it
     const char* tls_env = std::getenv("PHALANX_TLS");
     bool tls = f.count("tls") ? f["tls"] == "1" : (tls_env != nullptr && std::string(tls_env) == "1");
@@ -118,6 +119,13 @@ int main(int argc, char** argv) {
     if (f.count("memory")) o.resources["memory"] = std::stod(f["memory"]);
     if (f.count("infeasible-timeout-ms")) o.infeasible_timeout_ms = std::stoll(f["infeasible-timeout-ms"]);
     if (f.count("node-dead-after-ms")) o.node_dead_after_ms = std::stoll(f["node-dead-after-ms"]);
+    if (f.count("gcs-reconnect-timeout-ms")) o.gcs_reconnect_timeout_ms = std::stoll(f["gcs-reconnect-timeout-ms"]);
+    if (f.count("gcs-restart-file")) o.gcs_restart_file = f["gcs-restart-file"];
+    if (f.count("gcs-restart-tied")) o.gcs_restart_tied = f["gcs-restart-tied"] == "1";
+    if (f.count("stall-ms")) o.stall_ms = std::stoll(f["stall-ms"]);
+    if (o.gcs_reconnect_timeout_ms < 0 || o.stall_ms < 1000) {
+      throw std::invalid_argument("--gcs-reconnect-timeout-ms wants >= 0 and --stall-ms >= 1000");
+    }
     if (f.count("transfer-chunk-bytes")) o.transfer.chunk_bytes = std::stoull(f["transfer-chunk-bytes"]);
     if (f.count("transfer-window")) o.transfer.window = std::stoi(f["transfer-window"]);
     if (o.transfer.chunk_bytes < 4096 || o.transfer.chunk_bytes > (64u << 20) || o.transfer.window < 1) {

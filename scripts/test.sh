@@ -12,4 +12,4 @@ echo "== C++ tests (ctest in $build_dir)"
 echo "== fuzzing (libFuzzer, 10 s per target; docs/security.md)"
 bash scripts/fuzz.sh 10
 echo "== Python tests (pytest)"
-.venv/bin/python -m pytest -q tests/python "$@"
+.venv/bin/python -m pytest -q tests/python tests/chaos "$@"

@@ -1,7 +1,7 @@
 """The `phalanx` command line: start and stop the processes of a cluster on
 this machine, and look at a running cluster.
 
-    phalanx start --head [--port P] [--num-cpus N] [--num-gpus N] [--resources JSON]
+    phalanx start --head [--port P | --gcs-address HOST:PORT[,REPLICA:PORT]] [--num-cpus N] [--num-gpus N] [--resources JSON]
                          [--object-store-memory BYTES] [--node-ip IP] [--cpp-worker-libs A.so:B.so]
     phalanx start --address HOST:PORT [same node flags]    # one more node (raylet)
     phalanx status [--address HOST:PORT]
@@ -36,10 +36,14 @@ def _head_file():
 
 
 def _split(address):
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise SystemExit(f"phalanx: bad address {address!r}; expected HOST:PORT")
-    return host, int(port)
+    """(host, port) of the GCS at `address` ("HOST:PORT", or a primary and its
+    replicas "HOST:PORT,HOST:PORT...": the one that is the primary now)."""
+    from phalanx.rpc_tables import endpoints, primary
+    try:
+        endpoints(address)
+    except ValueError as e:
+        raise SystemExit(f"phalanx: {e}")
+    return primary(address)
 
 
 def current_head_address():
@@ -131,20 +135,38 @@ def cmd_start(a):
     from phalanx.rpc_tables import alive_nodes
     if bool(a.head) == bool(a.address):
         raise SystemExit("phalanx: give either --head or --address HOST:PORT")
+    if a.gcs_address and not a.head:
+        raise SystemExit("phalanx: --gcs-address goes with --head (other nodes join with --address)")
+    if a.gcs_address and a.port:
+        raise SystemExit("phalanx: --port is for the redis-server phalanx starts; not with --gcs-address")
     num_cpus = a.num_cpus if a.num_cpus is not None else os.cpu_count()
     # Every cluster has a token: redis-server refuses whoever does not present
     # it, and every connection between phalanx processes proves it.
     if a.tls:
         os.environ["PHALANX_TLS"] = "1"
-    if a.head:
+    if a.head and a.gcs_address:
+        # An existing redis-server (managed, replicated): its password is the cluster's token.
+        from phalanx.exceptions import UnavailableError
+        if not os.environ.get("PHALANX_CLUSTER_TOKEN"):
+            raise SystemExit("phalanx: --gcs-address needs PHALANX_CLUSTER_TOKEN set to that redis-server's "
+                             "password (its requirepass): every phalanx process presents it")
+        from phalanx import _core
+        try:
+            host, port = _split(a.gcs_address)
+            _core.redis_command(host, port, ["PING"], 5.0)  # fails clearly if nothing (or a stranger) answers there
+        except UnavailableError as e:
+            raise SystemExit(f"phalanx: cannot use the GCS at {a.gcs_address}: {e}")
+        node = NodeProcesses(new_session_dir(), os.environ["PHALANX_CLUSTER_TOKEN"])
+        node.redis_address = redis = a.gcs_address
+    elif a.head:
         node = NodeProcesses(new_session_dir(), os.environ.get("PHALANX_CLUSTER_TOKEN"))  # (else a random one)
         redis = node.start_redis(port=a.port, host=a.node_ip, tie_to_parent=False)
     else:
         from phalanx.exceptions import UnavailableError
         use_cluster(a.address)
         token = os.environ.get("PHALANX_CLUSTER_TOKEN")
-        host, port = _split(a.address)
         try:
+            host, port = _split(a.address)
             nodes = alive_nodes(host, port)  # fails clearly if nothing answers there
         except UnavailableError as e:
             if token or "token" not in str(e):
@@ -236,26 +258,32 @@ def cmd_stop(a):
     if not records:
         print("phalanx: nothing started here to stop")
         return 0
-    pids = []
+    from phalanx._private.node import stop_restarted_redis
+    pids, sessions = [], []
     for path in records:
         with open(path) as f:
             rec = json.load(f)
-        # Raylets first (they stop their workers), redis last.
         pids += [(p["name"], p["pid"]) for p in rec["procs"]]
-    pids.sort(key=lambda np: np[0] == "redis-server")
-    for name, pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
+        if rec.get("role") == "head":
+            sessions.append(rec.get("session_dir", ""))
+    # Raylets first (they stop their workers; the head one would start a
+    # redis-server that went first again), redis-server last.
     deadline = time.monotonic() + a.grace
-    for name, pid in pids:
-        while _alive(pid) and time.monotonic() < deadline:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            time.sleep(0.02)
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+    for group in ([p for p in pids if p[0] != "redis-server"], [p for p in pids if p[0] == "redis-server"]):
+        for name, pid in group:
+            if _alive(pid):
+                os.kill(pid, signal.SIGTERM)
+        for name, pid in group:
+            while _alive(pid) and time.monotonic() < deadline:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+                time.sleep(0.02)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    for session in sessions:  # one the head raylet started again after the first died
+        stop_restarted_redis(session, [pid for name, pid in pids if name == "redis-server"])
     for path in records:
         os.unlink(path)
     if os.path.exists(_head_file()):
@@ -272,6 +300,9 @@ def main(argv=None):
     s.add_argument("--head", action="store_true")
     s.add_argument("--address", help="HOST:PORT of the cluster's GCS, to join it")
     s.add_argument("--port", type=int, help="GCS port for --head (default: a free one)")
+    s.add_argument("--gcs-address", help="with --head: use this existing redis-server (HOST:PORT, or a primary and "
+                   "its replicas HOST:PORT,HOST:PORT: whichever is the primary; its password is the cluster token, "
+                   "PHALANX_CLUSTER_TOKEN) instead of starting one; docs/fault-tolerance.md")
     s.add_argument("--num-cpus", type=float)
     s.add_argument("--num-gpus", type=int)
     s.add_argument("--resources", help='custom resources as JSON, e.g. \'{"sim": 8}\'')

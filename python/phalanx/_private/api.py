@@ -43,8 +43,7 @@ def _connect(socket_path):
 def _find_raylet(address):
     """The socket of a live raylet on this machine registered in the GCS at `address`."""
     from phalanx.rpc_tables import alive_nodes
-    host, _, port = address.rpartition(":")
-    nodes = alive_nodes(host, int(port))
+    nodes = alive_nodes(address)
     local = [n for n in nodes if os.path.exists(n["socket_path"])]
     if not local:
         raise UnavailableError(f"no live raylet of the cluster at {address} runs on this machine; "
@@ -162,8 +161,7 @@ def anonymous_namespace(job_id):
 def gcs_nodes(alive_only=False):
     """The node table of this process's cluster (dicts, see rpc_tables)."""
     from phalanx.rpc_tables import all_nodes
-    host, _, port = state.info["gcs_address"].rpartition(":")
-    nodes = all_nodes(host, int(port))
+    nodes = all_nodes(state.info["gcs_address"])
     return [n for n in nodes if n["alive"]] if alive_only else nodes
 
 

@@ -159,6 +159,36 @@ def _tail(path, n=20):
         return "(no log)"
 
 
+def stop_restarted_redis(session_dir, known=(), timeout=5.0):
+    """Stops the redis-server of a session that the head raylet started again
+    (its pid is in the session's redis.pid, not among `known`)."""
+    try:
+        with open(os.path.join(session_dir, "redis.pid")) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if pid <= 1 or pid in known:
+        return
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"redis-server" not in f.read():
+                return  # (the pid went to another process since)
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 class NodeProcesses:
     """The processes this driver (or CLI) started, stopped in reverse order.
 
@@ -177,6 +207,8 @@ class NodeProcesses:
         self.procs = []  # (name, Popen)
         self.redis_address = None
         self.raylet_socket = None
+        self.redis_argv_file = None  # set when this started redis-server: the head raylet restarts it from it
+        self._keeper_given = False
         self.token = write_session_token(session_dir, token or os.environ.get("PHALANX_CLUSTER_TOKEN"))
         self.tls = bool(tls) if tls is not None else os.environ.get("PHALANX_TLS") == "1"
         self._env_before = save_cluster_env()
@@ -197,10 +229,16 @@ class NodeProcesses:
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(f"requirepass {password}\n")
+        # Persistence (docs/fault-tolerance.md): every write goes to an
+        # append-only file in the session folder, fsynced each second, so a
+        # redis-server that dies is started again (by the head raylet,
+        # scheduler/gcs_keeper.h) with its tables. No RDB snapshots.
+        pidfile = os.path.join(self.session_dir, "redis.pid")
         for attempt in range(5):
             p = port or free_port(host)
             log = os.path.join(self.session_dir, "logs", "redis.log")
-            cmd = [redis_binary(), conf, "--port", str(p), "--bind", host, "--save", "", "--appendonly", "no",
+            cmd = [redis_binary(), conf, "--port", str(p), "--bind", host, "--save", "",
+                   "--appendonly", "yes", "--appendfsync", "everysec", "--pidfile", pidfile,
                    "--daemonize", "no", "--logfile", log, "--dir", self.session_dir]
             if self.tls:  # TLS only: no plaintext port at all
                 cmd += ["--port", "0", "--tls-port", str(p)] + self._redis_tls_args()
@@ -216,6 +254,10 @@ class NodeProcesses:
                     _core.redis_command(host, p, ["PING"], 0.5)
                     self.procs.append(("redis-server", proc))
                     self.redis_address = f"{host}:{p}"
+                    self.redis_argv_file = os.path.join(self.session_dir, "redis.argv")
+                    fd = os.open(self.redis_argv_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+                    with os.fdopen(fd, "w") as f:
+                        f.write("".join(a + "\n" for a in cmd))
                     return self.redis_address
                 except Exception:
                     time.sleep(0.02)
@@ -249,6 +291,10 @@ class NodeProcesses:
         if object_store_memory:
             cmd += ["--object-store-memory", str(int(object_store_memory))]
         cmd += ["--tls", "1" if self.tls else "0"]
+        if self.redis_argv_file and not self._keeper_given and redis_address == self.redis_address:
+            # The head raylet restarts redis-server (tied to it as the first was to us).
+            cmd += ["--gcs-restart-file", self.redis_argv_file, "--gcs-restart-tied", "1" if tie_to_parent else "0"]
+            self._keeper_given = True
         cmd += list(extra_args)
         if netns:
             cmd = ["ip", "netns", "exec", netns] + cmd  # it execs: the pid stays the raylet's
@@ -278,16 +324,23 @@ class NodeProcesses:
         raise UnavailableError(f"phalanx-raylet did not open {sock} within 20 s; log {log}:\n{_tail(log)}")
 
     def stop(self, timeout=5.0):
-        for name, proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        # Raylets first (they stop their workers; the head one would start a
+        # redis-server that went first again), redis-server after.
         deadline = time.monotonic() + timeout
-        for name, proc in reversed(self.procs):
-            try:
-                proc.wait(max(0.05, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        raylets = [proc for name, proc in self.procs if name != "redis-server"]
+        servers = [proc for name, proc in self.procs if name == "redis-server"]
+        for group in (raylets, servers):
+            for proc in reversed(group):
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in reversed(group):
+                try:
+                    proc.wait(max(0.05, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if self.redis_argv_file:
+            stop_restarted_redis(self.session_dir, [p.pid for p in servers])
         self.procs = []
         self.restore_env()
 
