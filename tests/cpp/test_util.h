@@ -47,14 +47,21 @@ inline constexpr char kClusterToken[] = "phalanx-test-token";
 class RedisServer {
  public:
   // `password`: redis-server's --requirepass (a cluster token), or none.
-  explicit RedisServer(const std::string& password = "") : port_(FreePort()), dir_(TempDir("phalanx-redis")) {
-    std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save",
-                                     "", "--appendonly", "no", "--dir", dir_};
+  // `aof`: every write fsynced to an append-only file in its folder before
+  // the reply (so Restart() finds all of it).
+  explicit RedisServer(const std::string& password = "", bool aof = false)
+      : port_(FreePort()), dir_(TempDir("phalanx-redis")) {
+    argv_ = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save",
+             "", "--appendonly", aof ? "yes" : "no", "--appendfsync", "always", "--dir", dir_};
     if (!password.empty()) {
-      argv.push_back("--requirepass");
-      argv.push_back(password);
+      argv_.push_back("--requirepass");
+      argv_.push_back(password);
     }
-    pid_ = Spawn(argv, dir_ + "/redis.log");
+    Start();
+  }
+  // Starts it again (same port, same folder) after Kill or KillHard.
+  void Start() {
+    pid_ = Spawn(argv_, dir_ + "/redis.log");
     for (int i = 0; i < 500; ++i) {
       redisContext* c = redisConnect("127.0.0.1", port_);
       bool ok = c != nullptr && !c->err;
@@ -72,9 +79,18 @@ class RedisServer {
     Stop(pid_);
     pid_ = 0;
   }
+  // SIGKILL, as a crash.
+  void KillHard() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    pid_ = 0;
+  }
   int port() const { return port_; }
 
  private:
+  std::vector<std::string> argv_;
   int port_;
   std::string dir_;
   pid_t pid_ = 0;
