@@ -5,6 +5,7 @@ this machine, and look at a running cluster.
                          [--object-store-memory BYTES] [--node-ip IP] [--cpp-worker-libs A.so:B.so]
     phalanx start --address HOST:PORT [same node flags]    # one more node (raylet)
     phalanx status [--address HOST:PORT]
+    phalanx stack [--address HOST:PORT]                   # every worker's Python stacks (this machine)
     phalanx stop
     phalanx version
 
@@ -245,6 +246,66 @@ def cmd_status(a):
     return 0
 
 
+def _workers_of(raylet_pid):
+    """Pids of the Python workers a raylet on this machine started (by /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            if int(fields[1]) != raylet_pid or fields[0] in ("Z", "X"):
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if b"phalanx._private.worker" in f.read():
+                    out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    return sorted(out)
+
+
+def cmd_stack(a):
+    """Every thread's Python stack in every worker of the cluster's raylets on
+    this machine: SIGUSR1 makes a worker's faulthandler write them to its log,
+    which this reads back."""
+    from phalanx import _core
+    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
+    if not address:
+        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
+                         "`phalanx start --head`")
+    use_cluster(address)
+    host, port = _split(address)
+    nodes = [n for n in _core.gcs_nodes(host, port, 5.0) if n["alive"]]
+    marks = []  # (node, pid, log, offset)
+    elsewhere = []
+    for n in sorted(nodes, key=lambda n: n["start_time_ms"]):
+        if not os.path.exists(n["socket_path"]) or not _alive(n["pid"]):
+            elsewhere.append(n)
+            continue
+        for pid in _workers_of(n["pid"]):
+            try:
+                log = os.readlink(f"/proc/{pid}/fd/2")
+                marks.append((n, pid, log, os.path.getsize(log)))
+                os.kill(pid, signal.SIGUSR1)
+            except OSError:
+                continue
+    time.sleep(a.wait)
+    print(f"cluster at {address}: {len(marks)} workers on this machine")
+    for n, pid, log, offset in marks:
+        try:
+            with open(log, errors="replace") as f:
+                f.seek(offset)
+                text = f.read()
+        except OSError as e:
+            text = f"(cannot read {log}: {e})"
+        text = text[text.find("Thread 0x") if "Thread 0x" in text else 0:] or "(no stack: the worker did not answer)\n"
+        print(f"\n== node {n['node_id'][:12]} worker pid {pid} (log {log})\n{text.rstrip()}")
+    for n in elsewhere:
+        print(f"\n== node {n['node_id'][:12]} at {n['address']} runs on another machine: run `phalanx stack` there")
+    return 0
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -315,6 +376,9 @@ def main(argv=None):
                    "node's C++ workers run (without it, the node runs no C++ tasks)")
     st = sub.add_parser("status", help="nodes, resources, actors and queued work")
     st.add_argument("--address")
+    sk = sub.add_parser("stack", help="the Python stacks of every worker of the cluster on this machine")
+    sk.add_argument("--address")
+    sk.add_argument("--wait", type=float, default=0.5, help="seconds to give workers to write their stacks")
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     sub.add_parser("version")
@@ -324,7 +388,7 @@ def main(argv=None):
         print(phalanx.__version__)
         return 0
     try:
-        return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop}[a.cmd](a)
+        return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         from phalanx.exceptions import PhalanxError
         if isinstance(e, PhalanxError):

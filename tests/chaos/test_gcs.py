@@ -19,7 +19,7 @@ import pytest
 import phalanx
 from phalanx.exceptions import PhalanxError, UnavailableError
 
-from conftest import RedisServer, kill9, live, loopback_nodes, wait_until
+from .util import RedisServer, kill9, live, loopback_nodes, wait_until
 
 FAST = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
 

@@ -9,7 +9,7 @@ import time
 
 import phalanx
 
-from conftest import kill9, live, loopback_nodes, wait_until
+from .util import kill9, live, loopback_nodes, wait_until
 
 FAST = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
 

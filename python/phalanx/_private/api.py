@@ -238,7 +238,16 @@ def get(refs, timeout=None, device=None):
     lst, single = _as_list(refs, "get")
     if not lst:
         return []
-    values = _core.get([r.binary() for r in lst], _timeout_ms(timeout))
+    ids = [r.binary() for r in lst]
+    stuck_s = stuck_report_s()
+    if stuck_s and (timeout is None or timeout > stuck_s):
+        # A long wait says once, in the log, what it waits for (docs/fault-tolerance.md).
+        values = _core.get(ids, _timeout_ms(stuck_s))
+        if any(k == 3 for k, _ in values):
+            report_stuck("get", lst, [k == 3 for k, _ in values], stuck_s)
+            values = _core.get(ids, _timeout_ms(None if timeout is None else timeout - stuck_s))
+    else:
+        values = _core.get(ids, _timeout_ms(timeout))
     out = []
     for (kind, payload), ref in zip(values, lst):
         if kind == 3:
@@ -250,6 +259,44 @@ def get(refs, timeout=None, device=None):
     if device is not None:
         out = [_tensors.to_device(v, device) for v in out]
     return out[0] if single else out
+
+
+def stuck_report_s():
+    """After how many seconds a blocked get logs what it waits for: PHALANX_STUCK_REPORT_S
+    (default 60; 0: never)."""
+    try:
+        return max(0.0, float(os.environ.get("PHALANX_STUCK_REPORT_S", "60")))
+    except ValueError:
+        return 60.0
+
+
+def describe_waiting(ref):
+    """Where the object of `ref` is, as the GCS knows it: its copies, or its task's record."""
+    from phalanx.rpc_tables import primary
+    oid = ref.binary()
+    task = oid[:16].hex()
+    try:
+        host, port = primary(state.info["gcs_address"], 2.0)
+        entry = _core.redis_command(host, port, ["HGETALL", f"objdir:{oid.hex()}"], 2.0) or []
+        nodes = [k.decode() if isinstance(k, bytes) else k for k in entry[0::2]]
+        nodes = [k[:12] for k in nodes if k != "size" and not k.startswith(("srv:", "cmp:"))]
+        if nodes:
+            return f"copies on node(s) {', '.join(nodes)} (being fetched)"
+        alive = sum(1 for n in _core.gcs_nodes(host, port, 2.0) if n["alive"])
+        return f"no copy anywhere yet: task {task[:12]} has not finished ({alive} nodes alive)"
+    except Exception as e:  # (the report is best effort: the GCS may be away)
+        return f"task {task[:12]}; the GCS could not say more ({e})"
+
+
+def report_stuck(call, refs, waiting, after_s):
+    """Logs once that `call` has been blocked `after_s` seconds on the refs marked in `waiting`."""
+    import logging
+    pending = [r for r, w in zip(refs, waiting) if w]
+    first = pending[0]
+    logging.getLogger("phalanx").warning(
+        "phalanx.%s has waited %.0f s for %d of %d objects (still waiting); the first is %r: %s. "
+        "`phalanx stack` shows what every worker is doing.", call, after_s, len(pending), len(refs), first,
+        describe_waiting(first))
 
 
 def _why_not_ready(ref):

@@ -10,6 +10,7 @@ on one asyncio event loop (a thread of its own), at most max_concurrency
 (default 1000) of a group at once. The main thread keeps reading calls and
 hands them over in arrival order."""
 import asyncio
+import faulthandler
 import gc
 import inspect
 import math
@@ -520,6 +521,8 @@ def main():
     state.info = _core.connect(sock, True, token, 30000)
     state.mode = "worker"
     signal.signal(signal.SIGUSR2, _on_cancel_signal)
+    # `phalanx stack`: SIGUSR1 writes every thread's Python stack to this worker's log.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     while True:
         try:
             task = _core.next_task(-1)
