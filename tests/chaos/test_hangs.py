@@ -48,16 +48,18 @@ class _Catch(logging.Handler):
 
 
 def test_a_blocked_get_reports_once_what_it_waits_for(fresh_cluster, monkeypatch):
+    monkeypatch.setenv("PHALANX_STUCK_REPORT_S", "1")  # (read at init)
     fresh_cluster()
-    monkeypatch.setenv("PHALANX_STUCK_REPORT_S", "1")
     catch = _Catch()
     logging.getLogger("phalanx").addHandler(catch)
     try:
         ref = sleepy_in_a_named_place.remote(2.5)
         assert phalanx.get(ref, timeout=30) == 2.5  # the wait goes on after the report
+        reports = [m for m in catch.records if "has waited" in m]
+        with pytest.raises(phalanx.exceptions.GetTimeoutError, match="after 1.5 s"):
+            phalanx.get(sleepy_in_a_named_place.remote(30), timeout=1.5)  # (the report, then the timeout asked)
     finally:
         logging.getLogger("phalanx").removeHandler(catch)
-    reports = [m for m in catch.records if "has waited" in m]
     assert len(reports) == 1, catch.records
     assert "phalanx.get has waited 1 s for 1 of 1 objects" in reports[0]
     assert ref.hex()[:12] in reports[0] and "has not finished" in reports[0], reports[0]

@@ -84,6 +84,8 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     if logging_level is not None:
         import logging
         logging.getLogger("phalanx").setLevel(logging_level)
+    global _stuck_ms
+    _stuck_ms = stuck_report_ms()
     with _lock:
         if state.mode is not None:
             if ignore_reinit_error:
@@ -226,7 +228,7 @@ def _timeout_ms(timeout):
     return int(min(timeout * 1000, 2**62))
 
 
-def get(refs, timeout=None, device=None):
+def get(refs, timeout=None, device=None, _probe=True, _asked=None):
     """The value of an ObjectRef (or a list of values for a list of refs).
     Blocks until ready; raises GetTimeoutError after `timeout` seconds, the
     task's TaskError if it raised, WorkerCrashedError if its worker died.
@@ -239,21 +241,22 @@ def get(refs, timeout=None, device=None):
     if not lst:
         return []
     ids = [r.binary() for r in lst]
-    stuck_s = stuck_report_s()
-    if stuck_s and (timeout is None or timeout > stuck_s):
-        # A long wait says once, in the log, what it waits for (docs/fault-tolerance.md).
-        values = _core.get(ids, _timeout_ms(stuck_s))
-        if any(k == 3 for k, _ in values):
-            report_stuck("get", lst, [k == 3 for k, _ in values], stuck_s)
-            values = _core.get(ids, _timeout_ms(None if timeout is None else timeout - stuck_s))
-    else:
-        values = _core.get(ids, _timeout_ms(timeout))
+    ms = _timeout_ms(timeout)
+    # A long wait says once, in the log, what it waits for (docs/fault-tolerance.md):
+    # the first wait ends at the report threshold, the rest goes on after the report.
+    probe = _probe and _stuck_ms > 0 and (ms < 0 or ms > _stuck_ms)
+    values = _core.get(ids, _stuck_ms if probe else ms)
     out = []
     for (kind, payload), ref in zip(values, lst):
         if kind == 3:
+            if probe:
+                waiting = [k == 3 for k, _ in values]
+                report_stuck("get", lst, waiting, _stuck_ms / 1000)
+                return get(refs, None if ms < 0 else (ms - _stuck_ms) / 1000, device, _probe=False, _asked=timeout)
             missing = sum(1 for k, _ in values if k == 3)
             why = _why_not_ready(ref)
-            raise GetTimeoutError(f"get timed out after {timeout} s: {missing} of {len(lst)} objects "
+            raise GetTimeoutError(f"get timed out after {timeout if _asked is None else _asked} s: {missing} of "
+                                  f"{len(lst)} objects "
                                   f"were not ready (the first is {ref!r}{'; ' + why if why else ''})")
         out.append(ser.resolve(kind, payload))
     if device is not None:
@@ -261,13 +264,16 @@ def get(refs, timeout=None, device=None):
     return out[0] if single else out
 
 
-def stuck_report_s():
-    """After how many seconds a blocked get logs what it waits for: PHALANX_STUCK_REPORT_S
-    (default 60; 0: never)."""
+def stuck_report_ms():
+    """After how long a blocked get logs what it waits for: PHALANX_STUCK_REPORT_S
+    seconds (default 60; 0: never), read at import and at init()."""
     try:
-        return max(0.0, float(os.environ.get("PHALANX_STUCK_REPORT_S", "60")))
+        return int(max(0.0, float(os.environ.get("PHALANX_STUCK_REPORT_S", "60"))) * 1000)
     except ValueError:
-        return 60.0
+        return 60000
+
+
+_stuck_ms = stuck_report_ms()
 
 
 def describe_waiting(ref):
