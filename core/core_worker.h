@@ -181,6 +181,10 @@ class CoreWorker {
   // Named actors: NotFound when no live actor has the name.
   Result<rpc::GetActorReply> GetActor(const std::string& name, int64_t timeout_ms);
   Status KillActor(const std::string& actor_id, bool no_restart, int64_t timeout_ms);
+  // The actor's checkpoint (ActorCheckpoint): with `save`, keeps `state` as
+  // its last; without, returns the last kept (found=false: none).
+  Result<rpc::ActorCheckpointReply> ActorCheckpoint(const std::string& actor_id, bool save, std::string state,
+                                                    int64_t timeout_ms);
   // Closes the connection; later calls fail with Unavailable.
   void Shutdown();
 

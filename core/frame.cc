@@ -35,6 +35,8 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
       return kListBody;  // (up to 10,000 bundles)
     case rpc::PG_GET:
       return reply ? kListBody : kSmallBody;
+    case rpc::ACTOR_CHECKPOINT:
+      return kValueBody;  // (its own cap is the raylet's --checkpoint-max-bytes)
     case rpc::GET_FUNCTION:
     case rpc::PULL_OBJECT:
       return reply ? kValueBody : kSmallBody;  // a pickled function; a range of an object

@@ -105,6 +105,25 @@ std::vector<std::string> GcsClient::HeartbeatCommand(const std::string& node_id,
   return {"HSET", "heartbeats", ToHex(node_id), value};
 }
 
+void GcsClient::PutCheckpoint(const std::string& actor_id, const std::string& state,
+                              std::function<void(Status)> done) {
+  redis_->Command({"HSET", "actor_checkpoints", ToHex(actor_id), state}, [done](Result<RedisReply> r) {
+    if (done) done(r.status());
+  });
+}
+
+void GcsClient::GetCheckpoint(const std::string& actor_id, Callback<std::string> cb) {
+  redis_->Command({"HGET", "actor_checkpoints", ToHex(actor_id)}, [cb](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    if (r.value().type != RedisReply::kString) return cb(Status::NotFound("no checkpoint"));
+    cb(std::move(r.value().str));
+  });
+}
+
+void GcsClient::DeleteCheckpoint(const std::string& actor_id) {
+  redis_->Command({"HDEL", "actor_checkpoints", ToHex(actor_id)});
+}
+
 void GcsClient::SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb) {
   redis_->Subscribe(kNodes, [cb](const std::string&, const std::string& payload) {
     rpc::NodeInfo n;

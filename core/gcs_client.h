@@ -68,6 +68,12 @@ class GcsClient {
   // Frees `name` if `actor_id` still has it.
   void ReleaseActorName(const std::string& name, const std::string& actor_id);
   void GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb);
+  // Actor checkpoints (hash "actor_checkpoints", actor id hex -> pickled state).
+  // `done` runs once redis-server has it (or could not take it).
+  void PutCheckpoint(const std::string& actor_id, const std::string& state, std::function<void(Status)> done);
+  // The last state kept; NotFound when there is none.
+  void GetCheckpoint(const std::string& actor_id, Callback<std::string> cb);
+  void DeleteCheckpoint(const std::string& actor_id);
 
   // Client table: clients hash (client id hex -> node id): every process that
   // ever registered with a raylet of this cluster, so the creators of objects.

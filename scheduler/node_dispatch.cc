@@ -246,6 +246,15 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       nm->Reply(*c, rpc::KILL_ACTOR, req, reply);
       return true;
     });
+    on(rpc::ACTOR_CHECKPOINT, "actor checkpoint", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
+      rpc::ActorCheckpoint m;
+      // Only the actor's own worker keeps or reads its state.
+      if (!Parse(&m, b, n) || c->worker == nullptr || m.actor_id().empty() || c->worker->actor_id != m.actor_id()) {
+        return false;
+      }
+      nm->HandleCheckpoint(c, req, std::move(m));
+      return true;
+    });
     on(rpc::STREAM_NEXT, "stream read", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::StreamNext m;
       if (!Parse(&m, b, n) || m.task_id().size() != kTaskIdSize) return false;

@@ -274,7 +274,10 @@ Status NodeManager::Start() {
     pending_records_.back().set_finish_time_ms(NowMs());
   });
   pool_.SetDeathHandler([this](Worker* w, const std::string& why) { tasks_.OnWorkerDied(w, why); });
-  tasks_.actors().SetActorEventHandler([this](const rpc::ActorInfo& info) { gcs_.PutActor(info); });
+  tasks_.actors().SetActorEventHandler([this](const rpc::ActorInfo& info) {
+    gcs_.PutActor(info);
+    if (info.state() == rpc::ACTOR_DEAD) gcs_.DeleteCheckpoint(info.actor_id());  // dead for good: its state goes
+  });
   tasks_.SetWarningHandler([this](const std::string& caller_id, const std::string& message) {
     rpc::Status s = ToProto(Status(StatusCode::kInfeasible, message));
     for (auto& [p, c] : clients_) {
@@ -366,6 +369,33 @@ void NodeManager::OnGcsBack() {
   size_t objects = om_.ListAllInDirectory();
   PHALANX_LOG(Info) << "GCS back: re-published this node, " << functions_.size() << " functions, "
                     << clients_by_id_.size() << " clients and " << objects << " objects";
+}
+
+void NodeManager::HandleCheckpoint(const std::shared_ptr<Client>& c, uint64_t req, rpc::ActorCheckpoint m) {
+  std::weak_ptr<Client> weak = c;
+  auto reply = [this, weak, req](const Status& st, bool found, std::string state) {
+    auto c = weak.lock();
+    if (!c) return;
+    rpc::ActorCheckpointReply r;
+    *r.mutable_status() = ToProto(st);
+    r.set_found(found);
+    r.set_state(std::move(state));
+    Reply(*c, rpc::ACTOR_CHECKPOINT, req, r);
+  };
+  if (!m.save()) {
+    gcs_.GetCheckpoint(m.actor_id(), [reply](Result<std::string> r) {
+      if (r.ok()) return reply(Status::OK(), true, std::move(r).value());
+      reply(r.status().code() == StatusCode::kNotFound ? Status::OK() : r.status(), false, "");
+    });
+    return;
+  }
+  if (m.state().size() > options_.checkpoint_max_bytes) {
+    return reply(Status::InvalidArgument("the checkpoint is " + std::to_string(m.state().size() >> 20) +
+                                         " MiB, more than the " + std::to_string(options_.checkpoint_max_bytes >> 20) +
+                                         " MiB kept (the raylet's --checkpoint-max-bytes)"),
+                 false, "");
+  }
+  gcs_.PutCheckpoint(m.actor_id(), m.state(), [reply](Status st) { reply(st, false, ""); });
 }
 
 void NodeManager::FlushGcs() {

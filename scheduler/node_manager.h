@@ -65,6 +65,8 @@ struct NodeManagerOptions {
   // dies (scheduler/gcs_keeper.h); empty on other nodes and for an external GCS.
   std::string gcs_restart_file;
   bool gcs_restart_tied = false;  // the restarted one dies with this raylet (embedded clusters)
+  // The largest actor checkpoint kept (in the GCS).
+  uint64_t checkpoint_max_bytes = 64ull << 20;
   // Main loop silent this long: the heartbeat thread stops beating (scheduler/heartbeat.h).
   int64_t stall_ms = 60000;
   int prestart_workers = -1;            // -1: one per CPU
@@ -139,6 +141,7 @@ class NodeManager {
   // node): inline values stored here, store values adopted from their holder.
   void StoreHandedResults(rpc::TaskDone& m);
   void HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
+  void HandleCheckpoint(const std::shared_ptr<Client>& c, uint64_t req, rpc::ActorCheckpoint m);
   void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
   // Placement groups (node_placement.cc, scheduler/placement_groups.h).
   void SetUpPlacementGroups();

@@ -415,6 +415,16 @@ PYBIND11_MODULE(_core, m) {
     ThrowIfError(WithoutGil([&] { return core->KillActor(id, no_restart, timeout_ms); }));
   });
 
+  m.def("actor_checkpoint", [](pyb::bytes actor_id, pyb::object state, int64_t timeout_ms) -> pyb::object {
+    auto core = RequireCore();
+    std::string id = actor_id;
+    bool save = !state.is_none();
+    std::string bytes = save ? std::string(state.cast<pyb::bytes>()) : std::string();
+    auto r = WithoutGil([&] { return core->ActorCheckpoint(id, save, std::move(bytes), timeout_ms); });
+    ThrowIfError(r.status());
+    if (save || !r.value().found()) return pyb::none();
+    return pyb::bytes(r.value().state());
+  }, "An actor's worker keeps its state (bytes) in the GCS, or (state=None) reads the last kept (None: none).");
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
   m.def("actor_calls_in_flight", [](pyb::bytes actor_id, size_t limit) {
     std::string id = actor_id;

@@ -17,7 +17,7 @@ from phalanx._private import futures as _futures
 from phalanx._private.api import (available_resources, cancel, cluster_resources, cluster_stats, get, init,
                                   is_initialized, put, shutdown, wait)
 from phalanx import collective, exceptions, util
-from phalanx.actor import ActorClass, ActorHandle, get_actor, kill, method
+from phalanx.actor import ActorClass, ActorHandle, checkpoint, get_actor, kill, method
 from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError,
                                 ObjectLostError, ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
                                 TaskCancelledError, UnavailableError, WorkerCrashedError)
@@ -71,7 +71,7 @@ def _make_remote(obj, options):
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "cluster_stats",
            "available_resources", "cluster_resources", "get_runtime_context", "exceptions", "util",
            "TaskCancelledError",
-           "get_actor", "kill", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",
+           "get_actor", "kill", "checkpoint", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",
            "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",

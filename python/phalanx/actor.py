@@ -38,11 +38,11 @@ from phalanx.remote_function import (ArgumentChecker, check_num_returns, check_r
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
                   "max_pending_calls", "scheduling_strategy", "placement_group", "placement_group_bundle_index",
-                  "placement_group_capture_child_tasks"}
+                  "placement_group_capture_child_tasks", "checkpoint_interval_s"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
-                   "max_pending_calls": -1, "scheduling_strategy": None}
+                   "max_pending_calls": -1, "scheduling_strategy": None, "checkpoint_interval_s": None}
 _KIND_CREATION = 1
 _KIND_METHOD = 2
 
@@ -118,6 +118,9 @@ def _check_actor_options(opts, where):
     mc = opts.get("max_concurrency")
     if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
         raise ValueError(f"max_concurrency must be an int >= 1, got {mc!r}")
+    ci = opts.get("checkpoint_interval_s")
+    if ci is not None and (isinstance(ci, bool) or not isinstance(ci, (int, float)) or not ci > 0):
+        raise ValueError(f"checkpoint_interval_s must be a number of seconds > 0, got {ci!r}")
     mp = opts.get("max_pending_calls", -1)
     if isinstance(mp, bool) or not isinstance(mp, int) or (mp < 1 and mp != -1):
         raise ValueError(f"max_pending_calls must be an int >= 1, or -1 for no limit, got {mp!r}")
@@ -157,9 +160,20 @@ class _MethodInfo:
         return (_MethodInfo, (self.plan, self.given, self.checker))
 
 
+# The method every checkpointing actor has: phalanx.checkpoint(actor) calls it.
+SAVE_CHECKPOINT = "__phalanx_save_checkpoint__"
+
+
+def _save_checkpoint_stub(self):
+    """Takes a checkpoint now (__phalanx_checkpoint__, kept in the GCS); True."""
+
+
 def _method_table(cls):
     """{method name: _MethodInfo} for the public methods of `cls`."""
     table = {}
+    if callable(getattr(cls, "__phalanx_checkpoint__", None)):
+        table[SAVE_CHECKPOINT] = _MethodInfo(generator_plan(_save_checkpoint_stub, {}, SAVE_CHECKPOINT), {},
+                                             ArgumentChecker(_save_checkpoint_stub, SAVE_CHECKPOINT, skip_self=True))
     for name, member in inspect.getmembers(cls, predicate=callable):
         if name.startswith("__") and name != "__call__":
             continue
@@ -228,9 +242,13 @@ class ActorClass:
                                  f"'{full_name.rpartition('/')[0]}'; use phalanx.get_actor('{name}') to reach it "
                                  f"(or .options(name=..., get_if_exists=True))")
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
-        if opts["max_concurrency"] or opts["concurrency_groups"]:
+        if opts["checkpoint_interval_s"] is not None and not callable(getattr(self._cls, "__phalanx_checkpoint__", None)):
+            raise ValueError(f"checkpoint_interval_s needs {self._cls.__qualname__}.__phalanx_checkpoint__ (and "
+                             "__phalanx_restore__ to use what it returns after a restart)")
+        if opts["max_concurrency"] or opts["concurrency_groups"] or opts["checkpoint_interval_s"]:
             encoded.append(_hidden_arg({"max_concurrency": opts["max_concurrency"],
-                                        "groups": opts["concurrency_groups"]}))
+                                        "groups": opts["concurrency_groups"],
+                                        "checkpoint_interval_s": opts["checkpoint_interval_s"]}))
         refs = _core.submit_task(self._function_id, self._name, encoded, 1, float(opts["num_cpus"]), 0,
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
@@ -379,3 +397,16 @@ def kill(handle, no_restart=True):
 
 
 __all__ = ["ActorClass", "ActorHandle", "ActorDiedError", "method", "get_actor", "kill"]
+
+
+def checkpoint(actor, timeout=60.0):
+    """Makes `actor` take a checkpoint now: it runs __phalanx_checkpoint__()
+    (after the calls sent before this one) and the runtime keeps what it
+    returns, for __phalanx_restore__ after a restart. Returns once it is kept.
+    (docs/fault-tolerance.md)"""
+    import phalanx
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"checkpoint() takes an actor handle, got {type(actor).__name__}")
+    if SAVE_CHECKPOINT not in actor._methods:
+        raise ValueError(f"actor {actor._class_name} has no __phalanx_checkpoint__ method")
+    return phalanx.get(getattr(actor, SAVE_CHECKPOINT).remote(), timeout=timeout)

@@ -112,6 +112,8 @@ def _callable_for(kind, function_id, actor_id, method_name):
         instance = _actors.get(actor_id)
         if instance is None:
             raise RuntimeError(f"this worker hosts no actor {actor_id.hex()[:12]}")
+        if method_name == _SAVE_CHECKPOINT:
+            return lambda: _save_checkpoint(actor_id, instance)
         return getattr(instance, method_name)
     return _load_function(function_id)  # a function, or the class for a creation
 
@@ -310,6 +312,7 @@ def run_task(task):
             raise TaskCancelledError(f"task {name} was cancelled while it ran")
         if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
             _actors[actor_id] = result
+            _restore_checkpoint(actor_id, result, concurrency)  # (after a restart: before any call runs)
             _start_actor_executor(result, concurrency)
             result = None
         elif kind == 0 and type(result) is _COROUTINE:  # an async def remote function
@@ -343,7 +346,67 @@ def run_task(task):
     finally:
         state.current_task.reset(context)
     _core.task_done(task_id, returns, time.perf_counter() - start, error)
+    if _checkpoint_every and kind == 2 and time.monotonic() >= _checkpoint_due:
+        _periodic_checkpoint(actor_id)
     return not error
+
+
+# ---- actor checkpoints (docs/fault-tolerance.md) ----
+
+_SAVE_CHECKPOINT = "__phalanx_save_checkpoint__"  # (actor.SAVE_CHECKPOINT)
+_checkpoint_every = 0.0  # seconds between the hosted actor's own checkpoints; 0: none
+_checkpoint_due = 0.0    # time.monotonic() of the next one
+_checkpoint_lock = threading.Lock()
+
+
+def _restore_checkpoint(actor_id, instance, concurrency):
+    """After the constructor: the state kept before a restart goes to
+    __phalanx_restore__; periodic checkpoints start if asked for."""
+    global _checkpoint_every, _checkpoint_due
+    if not callable(getattr(instance, "__phalanx_checkpoint__", None)):
+        return
+    restore = getattr(instance, "__phalanx_restore__", None)
+    if callable(restore):
+        blob = _core.actor_checkpoint(actor_id, None, 60000)
+        if blob is not None:
+            restore(cloudpickle.loads(blob))
+    _checkpoint_every = float((concurrency or {}).get("checkpoint_interval_s") or 0)
+    _checkpoint_due = time.monotonic() + _checkpoint_every
+    concurrent = _is_async_class(type(instance)) or ((concurrency or {}).get("max_concurrency") or 1) > 1 or \
+        (concurrency or {}).get("groups")
+    if _checkpoint_every and concurrent:
+        # Calls run on other threads: a timer of its own takes them.
+        def every():
+            while True:
+                time.sleep(max(0.01, _checkpoint_due - time.monotonic()))
+                if time.monotonic() >= _checkpoint_due:
+                    _periodic_checkpoint(actor_id)
+        threading.Thread(target=every, name="phalanx-checkpoint", daemon=True).start()
+
+
+def _save_checkpoint(actor_id, instance):
+    """Runs __phalanx_checkpoint__ and keeps what it returns (in the GCS). True."""
+    global _checkpoint_due
+    with _checkpoint_lock:
+        value = instance.__phalanx_checkpoint__()
+        try:
+            blob = cloudpickle.dumps(value, protocol=5)
+        except Exception as e:
+            raise SerializationError(f"the checkpoint of {type(instance).__qualname__} cannot be pickled: "
+                                     f"{type(e).__name__}: {e}") from e
+        _core.actor_checkpoint(actor_id, blob, 60000)
+        _checkpoint_due = time.monotonic() + _checkpoint_every
+    return True
+
+
+def _periodic_checkpoint(actor_id):
+    global _checkpoint_due
+    try:
+        _save_checkpoint(actor_id, _actors[actor_id])
+    except Exception as e:  # (the actor goes on; its log says why this one was not kept)
+        _checkpoint_due = time.monotonic() + _checkpoint_every
+        print(f"phalanx: checkpoint of actor {actor_id.hex()[:12]} failed: {type(e).__name__}: {e}",
+              file=sys.stderr, flush=True)
 
 
 # ---- actors that run calls concurrently ----
