@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -145,6 +146,11 @@ class NodeManager {
   void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
   // Placement groups (node_placement.cc, scheduler/placement_groups.h).
   void SetUpPlacementGroups();
+  // Placement group states for the GCS, the last of each group in this turn
+  // of the loop (nullopt: forget it), written at the end of the turn.
+  void QueuePgWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info);
+  std::unordered_map<std::string, std::optional<rpc::PlacementGroupInfo>> pg_writes_;
+  bool pg_flush_posted_ = false;
   // BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes.
   void HandlePeerPlacement(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
   void HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m);

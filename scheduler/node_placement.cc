@@ -28,6 +28,24 @@ std::string TrueValue() {
 constexpr int64_t kRemoteTimeoutMs = 10000;
 }  // namespace
 
+void NodeManager::QueuePgWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info) {
+  pg_writes_[pg_id] = info ? std::optional<rpc::PlacementGroupInfo>(*info) : std::nullopt;
+  if (pg_flush_posted_) return;
+  pg_flush_posted_ = true;
+  boost::asio::post(io_, [this] {
+    pg_flush_posted_ = false;
+    auto writes = std::move(pg_writes_);
+    pg_writes_.clear();
+    for (auto& [id, w] : writes) {
+      if (w) {
+        gcs_.PutPlacementGroup(*w);
+      } else {
+        gcs_.DeletePlacementGroup(id);
+      }
+    }
+  });
+}
+
 void NodeManager::SetUpPlacementGroups() {
   PlacementGroups::Deps d;
   d.self = node_id_;
@@ -43,8 +61,10 @@ void NodeManager::SetUpPlacementGroups() {
       done(FromProto(st));
     });
   };
-  d.publish = [this](const rpc::PlacementGroupInfo& info) { gcs_.PutPlacementGroup(info); };
-  d.forget = [this](const std::string& pg) { gcs_.DeletePlacementGroup(pg); };
+  // A group changes state several times in one turn of the loop (created,
+  // placed, removed): only its last state of the turn goes to the GCS.
+  d.publish = [this](const rpc::PlacementGroupInfo& info) { QueuePgWrite(info.pg_id(), &info); };
+  d.forget = [this](const std::string& pg) { QueuePgWrite(pg, nullptr); };
   d.fetch = [this](const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) {
     gcs_.GetPlacementGroup(pg, std::move(cb));
   };
