@@ -121,10 +121,17 @@ TEST_F(ReconnectTest, ResyncFeedsLocationsListedWhileAway) {
     loc.set_node_id("n2");
     loc.set_complete(true);
     std::string v = loc.SerializeAsString();
-    auto* reply = static_cast<redisReply*>(redisCommand(c, "HSET objdir:%s size 10 %s %b", ToHex("obj-2").c_str(),
-                                                        ToHex("n2").c_str(), v.data(), v.size()));
-    freeReplyObject(reply);
+    // (a server still loading its AOF answers LOADING: until it takes the write)
+    bool written = false;
+    for (int i = 0; i < 500 && !written; ++i) {
+      auto* reply = static_cast<redisReply*>(redisCommand(c, "HSET objdir:%s size 10 %s %b", ToHex("obj-2").c_str(),
+                                                          ToHex("n2").c_str(), v.data(), v.size()));
+      written = reply != nullptr && reply->type != REDIS_REPLY_ERROR;
+      if (reply) freeReplyObject(reply);
+      if (!written) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     redisFree(c);
+    ASSERT_TRUE(written);
   }
   RunUntil([&] { return entries == 1; });  // the resync after the reconnect read it
 }
