@@ -2,9 +2,12 @@
 // node's Unix socket, answers their requests (objects, refs, functions, gets
 // and waits with deadlines), hands tasks to the TaskManager, and keeps the
 // node's entries in the GCS: registration, heartbeats with free resources,
-// task records and the object directory. When the GCS is lost it tells every
-// client why and stops. Not thread-safe: everything runs on the one
-// io_context given to Create (the raylet's main loop).
+// task records and the object directory. When redis-server goes away it
+// keeps its GCS writes and reconnects (the head's restarts it: gcs_keeper.h),
+// then re-publishes what it owns; past the reconnect deadline it tells every
+// client why and stops (docs/fault-tolerance.md). Not thread-safe:
+// everything runs on the one io_context given to Create (the raylet's main
+// loop), but for the heartbeat thread (heartbeat.h).
 #pragma once
 
 #include <map>

@@ -12,7 +12,7 @@ import pytest
 import phalanx
 from phalanx.exceptions import ActorDiedError
 
-from .util import kill9, loopback_nodes, wait_until
+from .util import children, kill9, loopback_nodes
 
 FAST = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
 
@@ -94,7 +94,7 @@ def test_a_checkpoint_survives_its_node_and_the_actor_is_restored_elsewhere():
             phalanx.get(c.add.remote(2))
         phalanx.checkpoint(c)
         pid = phalanx.get(c.pid.remote())
-        host = [n for n in phalanx.nodes() if n["alive"] and pid in _children(n["pid"])]
+        host = [n for n in phalanx.nodes() if n["alive"] and pid in children(n["pid"])]
         assert len(host) == 1
         raylet = [p for name, p in node.procs if name == "raylet" and p.pid == host[0]["pid"]][0]
         raylet.send_signal(signal.SIGKILL)
@@ -129,16 +129,3 @@ def test_an_actor_killed_mid_stream_of_calls(fresh_cluster):
             died += 1
     assert done + died == 200 and died > 0
     assert time.monotonic() - t0 < 30
-
-
-def _children(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    if int(f.read().rpartition(")")[2].split()[1]) == pid:
-                        out.append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out

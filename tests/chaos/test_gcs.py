@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import phalanx
-from phalanx.exceptions import PhalanxError, UnavailableError
+from phalanx.exceptions import PhalanxError
 
-from .util import RedisServer, kill9, live, loopback_nodes, wait_until
+from .util import RedisServer, kill9, live, loopback_nodes, raylet_logs, wait_until
 
 FAST = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
 
@@ -43,13 +43,6 @@ def _redis_pid(session_dir):
         return int(f.read())
 
 
-def _raylet_log(session_dir):
-    out = ""
-    for name in sorted(os.listdir(os.path.join(session_dir, "logs"))):
-        if name.startswith("raylet-"):
-            with open(os.path.join(session_dir, "logs", name), errors="replace") as f:
-                out += f.read()
-    return out
 
 
 def test_redis_killed_mid_load_is_restarted_and_nothing_is_lost():
@@ -90,7 +83,7 @@ def test_redis_killed_mid_load_is_restarted_and_nothing_is_lost():
         assert _node_ids() == nodes_before  # nobody was declared dead
         assert float(phalanx.get(far, timeout=30)[0]) == 7.0
         assert float(phalanx.get(block.options(resources={"n1": 1}).remote(3), timeout=30)[0]) == 3.0
-        log = _raylet_log(node.session_dir)
+        log = raylet_logs(node.session_dir)
         assert "started it again" in log and "GCS back: re-published" in log
         restarted = _redis_pid(node.session_dir)
     wait_until(lambda: not live(restarted), timeout=10, what="the restarted redis-server to stop with the cluster")
@@ -133,12 +126,12 @@ def test_external_gcs_down_longer_than_the_death_timeout_comes_back_whole(tmp_pa
             assert list(phalanx.get(ref)) == list(range(10))
             time.sleep(max(0.0, 3.0 - (time.monotonic() - t0)))  # twice the 1.5 s death timeout
             redis.start()  # the operator's restart: same port, same AOF
-            wait_until(lambda: "GCS back" in _raylet_log(node.session_dir), timeout=15, what="the raylets to reconnect")
+            wait_until(lambda: "GCS back" in raylet_logs(node.session_dir), timeout=15, what="the raylets to reconnect")
             time.sleep(1.0)  # (a few heartbeats: a false death would be declared now)
             assert _node_ids() == before
             assert phalanx.get(square.options(resources={"n1": 1}).remote(9), timeout=30) == 81
             assert float(phalanx.get(far, timeout=30)[0]) == 5.0
-            assert "marking it dead" not in _raylet_log(node.session_dir)
+            assert "marking it dead" not in raylet_logs(node.session_dir)
     finally:
         redis.stop()
 

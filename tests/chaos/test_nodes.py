@@ -9,7 +9,7 @@ import time
 
 import phalanx
 
-from .util import kill9, live, loopback_nodes, wait_until
+from .util import children, kill9, live, loopback_nodes, raylet_logs, wait_until
 
 FAST = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
 
@@ -29,13 +29,6 @@ def slow_square(x):
     return x * x
 
 
-def _logs(session_dir):
-    out = ""
-    for name in sorted(os.listdir(os.path.join(session_dir, "logs"))):
-        if name.startswith("raylet-"):
-            with open(os.path.join(session_dir, "logs", name), errors="replace") as f:
-                out += f.read()
-    return out
 
 
 def test_eight_raylets_on_two_busy_cores_are_not_declared_dead():
@@ -55,7 +48,7 @@ def test_eight_raylets_on_two_busy_cores_are_not_declared_dead():
         time.sleep(0.5)
         nodes = phalanx.nodes()
         assert sum(x["alive"] for x in nodes) == n, [(x["node_id"][:8], x["alive"]) for x in nodes]
-        assert "marking it dead" not in _logs(node.session_dir)
+        assert "marking it dead" not in raylet_logs(node.session_dir)
 
 
 def test_raylet_killed_under_a_spread_load_is_declared_dead_and_the_load_completes():
@@ -73,7 +66,7 @@ def test_raylet_killed_under_a_spread_load_is_declared_dead_and_the_load_complet
         t = threading.Thread(target=load)
         t.start()
         time.sleep(1.0)
-        workers = _children(victim.pid)
+        workers = children(victim.pid)
         assert workers
         kill9(victim.pid)
         killed_at = time.monotonic()
@@ -87,17 +80,3 @@ def test_raylet_killed_under_a_spread_load_is_declared_dead_and_the_load_complet
         assert detect_s < 1.5 + 3.0, detect_s
         # Its workers went with it: nothing of the dead node runs on.
         wait_until(lambda: not any(live(p) for p in workers), timeout=10, what="its workers to exit")
-
-
-def _children(pid):
-    """Processes whose parent was `pid` (workers of a raylet), by /proc."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    if int(f.read().rpartition(")")[2].split()[1]) == pid:
-                        out.append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("_python_conftest", os.path.join(_here, "..", "python", "conftest.py"))
@@ -26,6 +25,30 @@ def live(pid):
             return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def children(pid):
+    """Processes whose parent is `pid` (a raylet's workers), from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rpartition(")")[2].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def raylet_logs(session_dir):
+    """The logs of every raylet of a session, one after the other."""
+    out = ""
+    for name in sorted(os.listdir(os.path.join(session_dir, "logs"))):
+        if name.startswith("raylet-"):
+            with open(os.path.join(session_dir, "logs", name), errors="replace") as f:
+                out += f.read()
+    return out
 
 
 def kill9(pid):
