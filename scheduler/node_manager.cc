@@ -189,6 +189,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       acceptor_(io),
       accept_retry_(io),
       heartbeat_timer_(io),
+      get_deadline_timer_(io),
       keeper_(options_.gcs_restart_file, options_.session_dir + "/redis.pid", options_.gcs_restart_tied),
       gcs_check_timer_(io) {}
 
@@ -705,6 +706,7 @@ void NodeManager::Stop(const std::string& why) {
   boost::system::error_code ec;
   acceptor_.close(ec);
   heartbeat_timer_.cancel();
+  get_deadline_timer_.cancel();
   gcs_check_timer_.cancel();
   if (beat_) beat_->Stop();
   rpc::Status s = ToProto(Status::Unavailable("raylet " + options_.socket_path + " stopped: " + why));

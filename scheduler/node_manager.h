@@ -10,6 +10,7 @@
 // loop), but for the heartbeat thread (heartbeat.h).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <memory>
@@ -121,6 +122,11 @@ class NodeManager {
   };
   struct PendingGet;
   struct PendingWait;
+  using GetClock = std::chrono::steady_clock;
+  using GetDeadlines = std::multimap<GetClock::time_point, std::weak_ptr<PendingGet>>;
+  GetDeadlines get_deadlines_;  // pending gets by deadline
+  GetClock::time_point get_timer_at_ = GetClock::time_point::max();
+  void ArmGetDeadlines(GetClock::time_point at);
   struct Function {
     std::string name;
     std::string pickled;
@@ -237,6 +243,7 @@ class NodeManager {
   std::unordered_set<uint64_t> creators_;  // CreatorKey of each
   std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
   boost::asio::steady_timer heartbeat_timer_;
+  boost::asio::steady_timer get_deadline_timer_;  // for get_deadlines_' earliest
   std::unique_ptr<HeartbeatThread> beat_;  // liveness, on its own thread (null when offline)
   GcsKeeper keeper_;                        // restarts the head's redis-server
   boost::asio::steady_timer gcs_check_timer_;

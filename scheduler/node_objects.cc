@@ -21,7 +21,8 @@ struct NodeManager::PendingGet {
   int waiting = 0;
   bool done = false;
   bool blocked_worker = false;
-  std::unique_ptr<asio::steady_timer> timer;
+  bool has_deadline = false;
+  GetDeadlines::iterator deadline;  // its entry in get_deadlines_, when has_deadline
 };
 
 struct NodeManager::PendingWait {
@@ -70,11 +71,32 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
     tasks_.OnWorkerBlocked(c->worker);
   }
   if (m.timeout_ms() >= 0) {
-    g->timer = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(m.timeout_ms()));
-    g->timer->async_wait([this, g](auto ec) {
-      if (!ec) CompleteGet(g);
-    });
+    // One timer for every get's deadline, armed for the earliest: a get
+    // that ends before its deadline costs a map entry, not a timer.
+    auto at = GetClock::now() + std::chrono::milliseconds(std::min<int64_t>(m.timeout_ms(), int64_t{1} << 40));
+    g->deadline = get_deadlines_.emplace(at, g);
+    g->has_deadline = true;
+    if (at < get_timer_at_) ArmGetDeadlines(at);
   }
+}
+
+void NodeManager::ArmGetDeadlines(GetClock::time_point at) {
+  get_timer_at_ = at;
+  get_deadline_timer_.expires_at(at);
+  get_deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // (armed again for an earlier one, or stopped)
+    get_timer_at_ = GetClock::time_point::max();
+    auto now = GetClock::now();
+    while (!get_deadlines_.empty() && get_deadlines_.begin()->first <= now) {
+      auto g = get_deadlines_.begin()->second.lock();
+      get_deadlines_.erase(get_deadlines_.begin());
+      if (g) {
+        g->has_deadline = false;
+        CompleteGet(g);
+      }
+    }
+    if (!get_deadlines_.empty()) ArmGetDeadlines(get_deadlines_.begin()->first);
+  });
 }
 
 void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
@@ -109,7 +131,10 @@ void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
 void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
   if (g->done) return;
   g->done = true;
-  if (g->timer) g->timer->cancel();
+  if (g->has_deadline) {
+    get_deadlines_.erase(g->deadline);
+    g->has_deadline = false;
+  }
   auto c = g->client.lock();
   if (!c || c->conn->closed()) return;
   if (g->blocked_worker && c->worker) tasks_.OnWorkerUnblocked(c->worker);
