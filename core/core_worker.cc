@@ -72,6 +72,11 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
         if (m.ParseFromString(f.body)) self->NoteCancel(m.task_id(), true);
         return false;
       }
+      if (f.header.type == rpc::UNMAP_IDLE) {  // the flush thread lets go of idle mappings
+        self->unmap_idle_ = true;
+        self->refs_cv_.notify_one();
+        return true;
+      }
       if (f.header.type == rpc::CLIENT_WARNING) {
         rpc::Status why;
         if (why.ParseFromString(f.body)) std::fprintf(stderr, "phalanx: warning: %s\n", why.message().c_str());
@@ -453,11 +458,25 @@ Status CoreWorker::FlushLocked() {
   return Status::OK();
 }
 
+void CoreWorker::UnmapIdleLocked() {
+  for (auto mo = mapped_.begin(); mo != mapped_.end();) {
+    if (mo->second.views > 0) {
+      ++mo;
+      continue;
+    }
+    releases_.push_back(mo->first);
+    mo = mapped_.erase(mo);
+  }
+}
+
 void CoreWorker::FlushLoop() {
   std::unique_lock<std::mutex> l(refs_mu_);
   while (!stopping_) {
-    refs_cv_.wait(l, [&] { return stopping_ || !dirty_.empty() || !releases_.empty() || !out_buf_.empty(); });
+    refs_cv_.wait(l, [&] {
+      return stopping_ || !dirty_.empty() || !releases_.empty() || !out_buf_.empty() || unmap_idle_;
+    });
     if (stopping_) break;
+    if (unmap_idle_.exchange(false)) UnmapIdleLocked();
     // Let a burst accumulate, then send it in one write: messages soon, reference changes lazily.
     auto delay = out_buf_.empty() ? kFlushInterval : kSendDelay;
     refs_cv_.wait_for(l, delay, [&] { return stopping_; });

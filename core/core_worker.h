@@ -198,6 +198,8 @@ class CoreWorker {
   Result<Frame> Call(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms);
   Status FlushLocked();
   void FlushLoop();
+  // Releases every mapping with no view (REQUIRES refs_mu_).
+  void UnmapIdleLocked();
   // Call, with the reply parsed as `Reply` ("malformed <what> reply" if it is not one).
   template <typename Reply>
   Result<Reply> CallFor(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms, const char* what) {
@@ -288,6 +290,9 @@ class CoreWorker {
     int64_t views = 0;
   };
   std::unordered_map<std::string, MappedObject> mapped_;
+  // The raylet asked for the pins of mappings nothing reads now (UNMAP_IDLE):
+  // set by the reading thread, handled by the flush thread.
+  std::atomic<bool> unmap_idle_{false};
   // Return ids of direct calls whose results have not come yet; guarded by refs_mu_.
   std::unordered_set<std::string> direct_pending_;
   std::condition_variable direct_cv_;                    // with refs_mu_: a direct result came

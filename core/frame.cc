@@ -21,6 +21,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::EXIT_WORKER:
     case rpc::RAYLET_FAILING:
     case rpc::CLIENT_WARNING:
+    case rpc::UNMAP_IDLE:
     case rpc::DIRECT_HELLO:
     case rpc::REDUCE_STEP:
     case rpc::STREAM_NEXT:

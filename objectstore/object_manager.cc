@@ -112,7 +112,16 @@ size_t ObjectManager::ListAllInDirectory() {
     ListInDirectory(id, size);
     ++n;
   });
+  table_.ForEachSpilled([&](const std::string& id, uint64_t size) {  // (served from disk: still this node's)
+    ListInDirectory(id, size);
+    ++n;
+  });
   return n;
+}
+
+void ObjectManager::EnableSpilling(SpillOptions options) {
+  spill_ = std::make_unique<SpillFiles>(io_, std::move(options));
+  table_.EnableSpilling(spill_.get(), &io_);
 }
 
 Status ObjectManager::AddDeviceObject(const std::string& id, Device* device, uint64_t addr, uint64_t size,

@@ -32,6 +32,7 @@
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
 #include "objectstore/object_transfer.h"
+#include "objectstore/spill_files.h"
 #include "objectstore/staged_device.h"
 #include "objectstore/transport.h"
 
@@ -58,6 +59,9 @@ class ObjectEvents {
   // Another node adopted `ids` from `holder` (a client of this node, which
   // made them): that node holds them now, so the holder's holds may go.
   virtual void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) = 0;
+  // The store is full and every object in it is mapped by a process: ask the
+  // processes to let go of the mappings they keep only for later gets.
+  virtual void OnStoreFull() {}
 };
 
 class ObjectManager {
@@ -77,6 +81,11 @@ class ObjectManager {
   ObjectManager& operator=(const ObjectManager&) = delete;
 
   ObjectStore& store() { return *store_; }
+  // From now on, a create that finds the store full writes objects nobody
+  // maps to files under `options.dir` (ObjectTable::EnableSpilling).
+  void EnableSpilling(SpillOptions options);
+  // The spill files' counters (all zero without spilling).
+  SpillStats spill_stats() const { return spill_ ? spill_->Stats() : SpillStats{}; }
   ObjectTable& table() { return table_; }
   ObjectTransfer& transfer() { return transfer_; }
   const std::string& self() const { return self_; }
@@ -142,6 +151,9 @@ class ObjectManager {
     void Demand(const std::string& id, const std::string& node) override;
     void Drop(const std::string& id, const std::string& node, uint32_t holds) override;
     void Freed(const std::string& id, bool was_in_store) override;
+    void StoreFull() override {
+      if (m_->events_) m_->events_->OnStoreFull();
+    }
 
    private:
     ObjectManager* m_;
@@ -154,6 +166,7 @@ class ObjectManager {
   ObjectEvents* events_;
   TransferDirectory directory_;
   std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<SpillFiles> spill_;  // EnableSpilling
   TableOwner owner_;
   ObjectTable table_;
   ObjectTransfer transfer_;

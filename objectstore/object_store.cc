@@ -36,7 +36,12 @@ Result<uint64_t> ObjectStore::Create(const std::string& id, uint64_t size) {
 Status ObjectStore::Seal(const std::string& id) {
   auto it = objects_.find(id);
   if (it == objects_.end()) return Status::NotFound("seal of unknown object " + ToHex(id));
-  it->second.sealed = true;
+  StoreEntry& e = it->second;
+  e.sealed = true;
+  if (!e.evictable && !e.aged) {
+    e.aged = true;
+    e.age = age_.insert(age_.end(), id);
+  }
   return Status::OK();
 }
 
@@ -53,6 +58,7 @@ Status ObjectStore::Pin(const std::string& id) {
   if (e.evictable) {  // most recently used now
     lru_.splice(lru_.end(), lru_, e.lru);
   }
+  if (e.aged) age_.splice(age_.end(), age_, e.age);  // spilled last
   return Status::OK();
 }
 
@@ -85,6 +91,10 @@ bool ObjectStore::Revive(const std::string& id) {
 void ObjectStore::MarkEvictable(const std::string& id) {
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.evictable) return;
+  if (it->second.aged) {
+    age_.erase(it->second.age);
+    it->second.aged = false;
+  }
   it->second.evictable = true;
   it->second.lru = lru_.insert(lru_.end(), id);
   evictable_bytes_ += it->second.size;
@@ -101,6 +111,7 @@ void ObjectStore::Free(std::unordered_map<std::string, StoreEntry>::iterator it)
     lru_.erase(e.lru);
     evictable_bytes_ -= e.size;
   }
+  if (e.aged) age_.erase(e.age);
   if (e.pins > 0) --pinned_objects_;
   if (leases_.count(e.offset)) {
     freed_leased_.insert(e.offset);  // the space goes when the last lease ends
@@ -139,6 +150,19 @@ bool ObjectStore::EvictFor(uint64_t size) {
     if (on_evict_) on_evict_(victim);
   }
   return evicted;
+}
+
+std::vector<std::string> ObjectStore::SpillCandidates(uint64_t bytes, const std::unordered_set<std::string>& skip) const {
+  std::vector<std::string> out;
+  uint64_t total = 0;
+  for (const auto& id : age_) {
+    if (total >= bytes) break;
+    const StoreEntry& e = objects_.at(id);
+    if (e.pins > 0 || e.delete_when_unpinned || leases_.count(e.offset) || skip.count(id)) continue;
+    out.push_back(id);
+    total += e.size;
+  }
+  return out;
 }
 
 StoreStats ObjectStore::Stats() const {

@@ -14,6 +14,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "core/status.h"
 #include "objectstore/allocator.h"
@@ -29,6 +30,8 @@ struct StoreEntry {
   bool delete_when_unpinned = false;
   bool evictable = false;
   std::list<std::string>::iterator lru;  // valid when evictable
+  bool aged = false;
+  std::list<std::string>::iterator age;  // valid when aged: sealed, not evictable (spill candidates)
 };
 
 struct StoreStats {
@@ -69,6 +72,14 @@ class ObjectStore {
   // still removes it; only its space waits. Null if `id` is not here.
   std::shared_ptr<const void> Lease(const std::string& id);
 
+  // Sealed objects that may be written to disk and dropped to make room
+  // (objectstore/spill_files.h): not mapped by any process, not being sent,
+  // not evictable, not being deleted. Least recently sealed or mapped first, until their sizes
+  // add up to `bytes`; `skip` ids are passed over.
+  std::vector<std::string> SpillCandidates(uint64_t bytes, const std::unordered_set<std::string>& skip) const;
+  // Whether `size` bytes would fit now without evicting or spilling.
+  bool Fits(uint64_t size) const { return allocator_.largest_free() >= size; }
+
   const StoreEntry* Find(const std::string& id) const;
   uint8_t* base() const { return region_->base(); }
   const ShmRegion& region() const { return *region_; }
@@ -91,6 +102,7 @@ class ObjectStore {
   OffsetAllocator allocator_;
   std::unordered_map<std::string, StoreEntry> objects_;
   std::list<std::string> lru_;  // evictable ids, least recent first
+  std::list<std::string> age_;  // other sealed ids, least recently sealed or pinned first
   uint64_t evictable_bytes_ = 0;
   uint64_t pinned_objects_ = 0;
   EvictHandler on_evict_;

@@ -25,10 +25,14 @@ void ObjectTable::MaybeFree(const std::string& id) {
   Entry& e = it->second;
   // A pending object nobody holds is freed once its value arrives (or now, if
   // no one waits for it); a store object being written is freed at seal.
-  if (e.creating) return;
+  if (e.creating || e.restoring || !e.resident_waiters.empty()) return;
   if (e.state == State::kPending && (!e.waiters.empty() || !e.locators.empty())) return;
-  bool in_store = e.state == State::kInStore;
-  if (in_store) store_->Delete(id);
+  bool in_store = e.state == State::kInStore || e.state == State::kSpilled;
+  if (e.state == State::kInStore) store_->Delete(id);
+  if (e.state == State::kSpilled) {
+    files_->Remove(id);
+    --num_spilled_;
+  }
   std::string remote = e.state == State::kPending ? e.remote_node : std::string();
   uint32_t holds = e.remote_holds;
   if (e.state == State::kInline) {
@@ -156,7 +160,7 @@ Result<uint64_t> ObjectTable::CreateInStore(const std::string& id, uint64_t size
   if (e.state != State::kPending || e.creating || ReviveFromStore(id)) {
     return Status::AlreadyExists("object " + ToHex(id) + " already has a value");
   }
-  auto off = store_->Create(id, size);
+  auto off = CreateSpace(id, size);
   if (!off.ok()) {
     if (e.refs <= 0 && e.waiters.empty()) entries_.erase(id);
     return off.status();
@@ -250,7 +254,21 @@ void ObjectTable::Describe(const std::string& id, rpc::ObjectValue* out, bool pi
     }
     return;
   }
-  const Entry& e = it->second;
+  Entry& e = it->second;
+  if (e.state == State::kSpilled && !pin) {
+    out->set_state(rpc::OBJ_IN_STORE);
+    out->set_size(e.size);
+    return;
+  }
+  if (e.state == State::kSpilled) {
+    Status st = RestoreNow(id, e);
+    if (!st.ok()) {
+      out->set_state(rpc::OBJ_LOST);
+      out->set_error_code(static_cast<int>(st.code()));
+      out->set_error("object " + ToHex(id) + " is spilled to disk and cannot be read back now: " + st.message());
+      return;
+    }
+  }
   switch (e.state) {
     case State::kPending: out->set_state(rpc::OBJ_PENDING); break;
     case State::kInline:
@@ -258,6 +276,7 @@ void ObjectTable::Describe(const std::string& id, rpc::ObjectValue* out, bool pi
       out->set_data(e.data);
       for (const auto& c : e.contained) out->add_contained_ids(c);
       break;
+    case State::kSpilled:  // (read back above)
     case State::kLost:
       out->set_state(rpc::OBJ_LOST);
       out->set_error_code(static_cast<int>(e.lost_code));

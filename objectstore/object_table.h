@@ -8,19 +8,27 @@
 // count drops to zero the value is freed (the store copy when the last
 // mapping is released) and the contained references are dropped in turn.
 // Waiters registered with OnReady run once the object is ready or lost.
+// When the store has no room for a create, sealed store objects nobody maps
+// are spilled to disk (EnableSpilling): they stay ready here, and come back
+// into memory for OnResident waiters (on the spill files' I/O thread) or, at
+// once, for a pinning Describe.
 // Not thread-safe; lives on the raylet's main loop.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_store.h"
+#include "objectstore/spill_files.h"
 
 namespace phalanx::objectstore {
 
@@ -40,10 +48,39 @@ class ObjectTable {
     virtual void Drop(const std::string& id, const std::string& node, uint32_t holds) = 0;
     // `id` was freed (to clean the directory and the task table).
     virtual void Freed(const std::string& id, bool was_in_store) = 0;
+    // The store is full and nothing in it can be spilled: every object left is
+    // mapped by a process (maybe only kept mapped for a later get).
+    virtual void StoreFull() {}
   };
 
   // `owner` (may be null: nobody is told) outlives the table.
   explicit ObjectTable(ObjectStore* store, Owner* owner = nullptr) : store_(store), owner_(owner) {}
+
+  // Spills to `files` from now on (docs/fault-tolerance.md, "Spilling"); `io`
+  // runs the retries of a restore that found no room. Both outlive the table.
+  void EnableSpilling(SpillFiles* files, boost::asio::io_context* io) {
+    files_ = files;
+    io_ = io;
+  }
+  // Whether `id` is ready here with its value in memory (not spilled), or
+  // lost, or freed (a Describe says which).
+  bool IsResident(const std::string& id) const;
+  // Runs `cb` once `id` is resident: when it is ready (as OnReady), after
+  // bringing it back from disk when it was spilled.
+  void OnResident(const std::string& id, ReadyCallback cb);
+  bool IsSpilled(const std::string& id) const;
+  // Runs `fn` a little later, when spilling is on (the store may have room
+  // then: processes let go of mappings, spills end). False (and `fn` never
+  // runs) without spilling.
+  bool RetrySoon(std::function<void()> fn);
+  size_t num_spilled() const { return num_spilled_; }
+  // Calls fn(id, size) for each spilled object.
+  template <typename F>
+  void ForEachSpilled(F&& fn) const {
+    for (const auto& [id, e] : entries_) {
+      if (e.state == State::kSpilled) fn(id, e.size);
+    }
+  }
 
   // Holder counting. AddRef on an unknown id creates a pending entry.
   void AddRef(const std::string& id);
@@ -100,7 +137,10 @@ class ObjectTable {
     return it == entries_.end() ? kNone : it->second.contained;
   }
   // Fills `out` with the object's current value. For a store object this
-  // pins it; the caller must Unpin (ReleasePin) when the reader is done.
+  // pins it; the caller must Unpin (ReleasePin) when the reader is done. A
+  // spilled object is read back first when pinning (on this thread: use
+  // OnResident before, to have it read on the I/O thread); without pinning
+  // it is described as in the store, with its size and no offset.
   void Describe(const std::string& id, rpc::ObjectValue* out, bool pin);
   void ReleasePin(const std::string& id) { store_->Unpin(id); }
 
@@ -111,7 +151,7 @@ class ObjectTable {
   bool WasFreed(const std::string& id) const { return freed_set_.count(id) > 0; }
 
  private:
-  enum class State { kPending, kInline, kInStore, kLost };
+  enum class State { kPending, kInline, kInStore, kSpilled, kLost };
   struct Entry {
     State state = State::kPending;
     int64_t refs = 0;
@@ -126,11 +166,24 @@ class ObjectTable {
     uint32_t remote_holds = 0;            // how many holds remote_node has for us
     uint64_t remote_size = 0;
     bool demanded = false;
+    bool restoring = false;                        // kSpilled: being read back into the store
+    bool restore_waits = false;                    // kSpilled: a restore found no room (said once)
+    std::vector<ReadyCallback> resident_waiters;   // kSpilled: OnResident
   };
   void Demand(const std::string& id, Entry& e);
   void BecomeReady(const std::string& id, Entry& e);
   void MaybeFree(const std::string& id);
   void RememberFreed(const std::string& id);
+  // Store space for `id`, spilling others to make room when the store is full.
+  // `credit`: bytes on disk that go once this space is filled (a restore's own file).
+  Result<uint64_t> CreateSpace(const std::string& id, uint64_t size, uint64_t credit = 0);
+  Status MakeRoom(uint64_t size, uint64_t credit);
+  Status SpillOne(const std::string& id, uint64_t* credit);
+  void StartRestore(const std::string& id, Entry& e);
+  void FinishRestore(const std::string& id, const Status& st);
+  Status RestoreNow(const std::string& id, Entry& e);
+  // A spilled object's value is in the store again: its file goes, its waiters run (later, when `post`).
+  void Restored(const std::string& id, Entry& e, bool post);
 
   ObjectStore* store_;
   std::unordered_map<std::string, Entry> entries_;
@@ -139,6 +192,11 @@ class ObjectTable {
   Owner* owner_;
   std::deque<std::string> freed_order_;
   std::unordered_set<std::string> freed_set_;
+  SpillFiles* files_ = nullptr;
+  boost::asio::io_context* io_ = nullptr;
+  size_t num_spilled_ = 0;
+  bool disk_full_ = false;  // the last MakeRoom stopped at the disk's limit
+  std::shared_ptr<char> alive_ = std::make_shared<char>();  // timers that outlive the table do nothing
 };
 
 }  // namespace phalanx::objectstore

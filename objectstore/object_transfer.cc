@@ -296,7 +296,9 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     if (!p.open) {
       auto off = objects_->CreateInStore(id, p.size, refs);
       if (!off.ok() && off.status().code() == StatusCode::kAlreadyExists) return Finish(id);  // revived here
+      if (!off.ok() && WaitForRoom(id, p, off.status())) return;
       if (!off.ok()) return Fail(id, "no room here: " + off.status().message());
+      p.no_room_since = {};
     }
     p.sized = true;
     size_t n = static_cast<size_t>((p.size + options_.chunk_bytes - 1) / options_.chunk_bytes);
@@ -462,6 +464,21 @@ void ObjectTransfer::SourceFailed(const std::string& id, const std::string& what
   p.source.clear();
   ++p.epoch;  // replies still on the way from the old source are dropped
   ChooseSource(id);
+}
+
+bool ObjectTransfer::WaitForRoom(const std::string& id, PullState& p, const Status& why) {
+  constexpr auto kNoRoomPatience = std::chrono::seconds(30);
+  auto now = std::chrono::steady_clock::now();
+  if (why.code() != StatusCode::kOutOfMemory || p.size > store_->Stats().capacity) return false;
+  if (p.no_room_since == std::chrono::steady_clock::time_point{}) p.no_room_since = now;
+  if (now - p.no_room_since > kNoRoomPatience) return false;
+  ++p.epoch;  // (this reply's bytes go: the first range is asked for again)
+  p.inflight = 0;
+  uint64_t epoch = p.epoch;
+  return objects_->RetrySoon([this, id, epoch] {
+    auto it = pulls_.find(id);
+    if (it != pulls_.end() && it->second.epoch == epoch && !it->second.sized) RequestMore(id);
+  });
 }
 
 void ObjectTransfer::Finish(const std::string& id) {
@@ -635,7 +652,7 @@ void ObjectTransfer::ServeReady(const std::string& id, Waiter w) {
     return;
   }
   objects_->AddRef(id);  // kept while we reply
-  objects_->OnReady(id, [this, id, w = std::move(w)] {
+  objects_->OnResident(id, [this, id, w = std::move(w)] {  // (read back from disk first when spilled)
     rpc::ObjectValue v;
     objects_->Describe(id, &v, /*pin=*/true);
     rpc::PullObjectReply r;

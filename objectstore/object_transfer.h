@@ -205,6 +205,7 @@ class ObjectTransfer {
     Opener open;                              // PullInto/PullChunks: where the bytes go (null: the store)
     ChunkWriter writer;                       // ... once opened
     std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point no_room_since{};  // the store had no room for it (spilling may make some)
   };
   // Tells the watchers of `id` where it stands (st: failed).
   void Notify(const std::string& id, uint64_t size, uint64_t bytes, const Status& st);
@@ -224,6 +225,10 @@ class ObjectTransfer {
   // The current source failed (`what` follows its name: ": lost", " sent ..."): try another, or give up.
   void SourceFailed(const std::string& id, const std::string& what);
   void Finish(const std::string& id);
+  // The store here has no room for `id` now: asks for the first range again
+  // a little later (processes may let go of mappings, so more can be
+  // spilled), for up to kNoRoomPatience. False: give up now.
+  bool WaitForRoom(const std::string& id, PullState& p, const Status& why);
   void Fail(const std::string& id, const std::string& why);
   void ServeWaiters(PullState& p, const std::string& id);
   void ReplyRange(const std::string& id, uint64_t size, uint64_t store_offset, const Waiter& w);

@@ -105,6 +105,7 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   }
   // objectstore::ObjectEvents
   void OnObjectFreed(const std::string& id, bool, bool was_copy) override { nm_->OnObjectFreed(id, was_copy); }
+  void OnStoreFull() override { nm_->UnmapIdle(); }
   void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) override {
     nm_->OnAdopted(holder, ids);
   }
@@ -195,9 +196,16 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
+void NodeManager::EnableSpilling() {
+  if (!options_.spill) return;
+  std::string parent = options_.spill_dir.empty() ? options_.session_dir + "/spill" : options_.spill_dir;
+  om_.EnableSpilling(objectstore::SpillOptions{parent + "/" + ToHex(node_id_).substr(0, 12), options_.spill_max_bytes});
+}
+
 Status NodeManager::Start() {
   std::error_code fs_ec;
   std::filesystem::create_directories(options_.session_dir + "/logs", fs_ec);
+  EnableSpilling();
   if (options_.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
     return Status::InvalidArgument("socket path is too long for a Unix socket (" +
                                    std::to_string(options_.socket_path.size()) + " bytes, at most " +
@@ -653,6 +661,15 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_allreduce_sliced(allreduces_.num_sliced());
   r.set_streams(streams_.size());
   r.set_stream_items_held(streams_.held());
+  auto sp = om_.spill_stats();
+  r.set_spilled_objects(sp.objects);
+  r.set_spilled_bytes(sp.bytes);
+  r.set_spilled_total_objects(sp.spilled_objects);
+  r.set_spilled_total_bytes(sp.spilled_bytes);
+  r.set_restored_total_objects(sp.restored_objects);
+  r.set_restored_total_bytes(sp.restored_bytes);
+  r.set_spill_seconds(sp.spill_seconds);
+  r.set_restore_seconds(sp.restore_seconds);
   Reply(c, rpc::GET_STATS, req, r);
 }
 

@@ -61,6 +61,12 @@ struct NodeManagerOptions {
   int64_t infeasible_timeout_ms = 60000;
   int64_t node_dead_after_ms = 5000;    // a node silent this long is marked dead
   uint64_t store_capacity = 0;          // 0: objectstore::DefaultStoreCapacity()
+  // Spilling (objectstore/spill_files.h): objects go to files under
+  // spill_dir/<node id> when the store is full ("": session_dir/spill), at
+  // most spill_max_bytes of them (0: until the disk is 95% full).
+  bool spill = true;
+  std::string spill_dir;
+  uint64_t spill_max_bytes = 0;
   uint64_t inline_threshold = 100 * 1024;
   int heartbeat_ms = 1000;
   // How long to keep GCS commands and reconnect after losing redis-server
@@ -87,6 +93,8 @@ class NodeManager {
 
   // Listens on the socket, registers the node, starts the first workers.
   Status Start();
+  // Spilling as the options say (from Start).
+  void EnableSpilling();
   // Tells every client why, stops the workers and the listener. Idempotent.
   void Stop(const std::string& why);
   const std::string& node_id() const { return node_id_; }
@@ -197,6 +205,10 @@ class NodeManager {
   void OnObjectFreed(const std::string& id, bool was_copy);
   // Another node adopted what `holder` (a client here) made: its holds go.
   void OnAdopted(const std::string& holder, const std::vector<std::string>& ids);
+  // Asks every client that maps objects to let go of the ones nothing reads
+  // (UNMAP_IDLE), at most every kUnmapIdleEvery.
+  void UnmapIdle();
+  std::chrono::steady_clock::time_point unmap_idle_at_{};
   // Collectives (node_collectives.cc).
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
   void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);

@@ -38,14 +38,17 @@ struct NodeManager::PendingWait {
 
 namespace {
 // Whether a get or wait may answer for `id`: once it is ready here, or, when
-// not fetching, once it is known to be ready on another node too.
-bool Counts(const objectstore::ObjectTable& objects, bool fetch, const std::string& id) {
+// not fetching, once it is known to be ready on another node too. A get
+// that reads the value (`resident`) waits for a spilled one to be read back.
+bool Counts(const objectstore::ObjectTable& objects, bool fetch, const std::string& id, bool resident = false) {
+  if (resident) return objects.IsResident(id);
   return objects.IsReady(id) || (!fetch && !objects.RemoteNode(id).empty());
 }
 
 // Runs `cb` once `id` Counts. (OnReady of an object on another node copies it here; OnLocated does not.)
 void WhenCounts(objectstore::ObjectTable& objects, bool fetch, const std::string& id,
-                objectstore::ObjectTable::ReadyCallback cb) {
+                objectstore::ObjectTable::ReadyCallback cb, bool resident = false) {
+  if (resident) return objects.OnResident(id, std::move(cb));
   fetch ? objects.OnReady(id, std::move(cb)) : objects.OnLocated(id, std::move(cb));
 }
 }  // namespace
@@ -56,14 +59,17 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   g->request_id = req;
   g->ids.assign(m.object_ids().begin(), m.object_ids().end());
   const bool fetch = !m.locate_only();
-  for (const auto& id : g->ids) g->waiting += Counts(objects_, fetch, id) ? 0 : 1;
+  for (const auto& id : g->ids) g->waiting += Counts(objects_, fetch, id, fetch) ? 0 : 1;
   if (g->waiting == 0) return CompleteGet(g);
   CheckCreators(g->ids);
   for (const auto& id : g->ids) {
-    if (Counts(objects_, fetch, id)) continue;
-    WhenCounts(objects_, fetch, id, [this, g] {
-      if (--g->waiting == 0) CompleteGet(g);
-    });
+    if (Counts(objects_, fetch, id, fetch)) continue;
+    WhenCounts(
+        objects_, fetch, id,
+        [this, g] {
+          if (--g->waiting == 0) CompleteGet(g);
+        },
+        fetch);
   }
   if (g->done) return;
   if (c->worker != nullptr) {
@@ -214,6 +220,17 @@ void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
   if (was_copy) return;  // the task that made it is another node's to forget
   if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
   if (IndexOf(id) > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+}
+
+void NodeManager::UnmapIdle() {
+  constexpr auto kUnmapIdleEvery = std::chrono::milliseconds(20);
+  auto now = std::chrono::steady_clock::now();
+  if (now - unmap_idle_at_ < kUnmapIdleEvery) return;
+  unmap_idle_at_ = now;
+  for (auto& [_, c] : clients_) {
+    bool maps = !c->pins.empty() || (c->worker != nullptr && !c->worker->pins.empty());
+    if (maps && !c->conn->closed()) c->conn->Send(rpc::UNMAP_IDLE, 0, 0, rpc::Empty());
+  }
 }
 
 void NodeManager::OnAdopted(const std::string& holder, const std::vector<std::string>& ids) {

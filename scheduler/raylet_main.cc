@@ -26,7 +26,8 @@ const char kUsage[] =
     "         [--resources '{\"name\": amount, ...}'] [--memory BYTES] [--infeasible-timeout-ms MS]\n"
     "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N] [--tls 0|1]\n"
     "         [--gcs-reconnect-timeout-ms MS (60000)] [--gcs-restart-file PATH [--gcs-restart-tied 0|1]] [--stall-ms MS (60000)]\n"
-    "         [--checkpoint-max-bytes BYTES (64 MiB)]\n"
+    "         [--checkpoint-max-bytes BYTES (64 MiB)] [--spill-dir DIR (SESSION/spill)] [--spill-max-bytes BYTES (0: the disk's 95%)]\n"
+    "         [--spill 0|1 (1)]\n"
     "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
     "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
@@ -111,6 +112,9 @@ int main(int argc, char** argv) {
     if (!(o.num_cpus >= 0 && o.num_cpus <= 1e12)) throw std::invalid_argument("--num-cpus must be from 0 to 1e12");
     if (f.count("object-store-memory")) o.store_capacity = std::stoull(f["object-store-memory"]);
     if (f.count("node-ip")) o.node_ip = f["node-ip"];
+    if (f.count("spill-dir")) o.spill_dir = f["spill-dir"];
+    if (f.count("spill-max-bytes")) o.spill_max_bytes = std::stoull(f["spill-max-bytes"]);
+    if (f.count("spill")) o.spill = f["spill"] != "0";
     if (f.count("heartbeat-ms")) o.heartbeat_ms = std::stoi(f["heartbeat-ms"]);
     if (f.count("prestart-workers")) o.prestart_workers = std::stoi(f["prestart-workers"]);
     if (f.count("inline-threshold")) o.inline_threshold = std::stoull(f["inline-threshold"]);

@@ -55,7 +55,7 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   for (const auto& a : t.spec.args()) {
     if (a.object_id().empty()) continue;
     objects_->AddRef(a.object_id());
-    if (!objects_->IsReady(a.object_id())) deps.push_back(a.object_id());
+    if (!objects_->IsResident(a.object_id())) deps.push_back(a.object_id());  // (a spilled one is read back)
   }
   for (const auto& c : t.spec.contained_ids()) objects_->AddRef(c);
   ++stats_.queued;
@@ -77,7 +77,7 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
     return;
   }
   for (const auto& d : deps) {
-    objects_->OnReady(d, [this, tid] {
+    objects_->OnResident(d, [this, tid] {
       auto it = tasks_.find(tid);
       if (it == tasks_.end()) return;
       if (--it->second.deps_left == 0) BecomeReady(tid);

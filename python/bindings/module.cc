@@ -679,7 +679,13 @@ PYBIND11_MODULE(_core, m) {
                      pyb::arg("reduce_fallbacks") = s.reduce_fallbacks(),
                      pyb::arg("reduce_steps") = s.reduce_steps(), pyb::arg("reduce_rewinds") = s.reduce_rewinds(),
                      pyb::arg("allreduce_sliced") = s.allreduce_sliced(), pyb::arg("streams") = s.streams(),
-                     pyb::arg("stream_items_held") = s.stream_items_held());
+                     pyb::arg("stream_items_held") = s.stream_items_held(),
+                     pyb::arg("spilled_objects") = s.spilled_objects(), pyb::arg("spilled_bytes") = s.spilled_bytes(),
+                     pyb::arg("spilled_total_objects") = s.spilled_total_objects(),
+                     pyb::arg("spilled_total_bytes") = s.spilled_total_bytes(),
+                     pyb::arg("restored_total_objects") = s.restored_total_objects(),
+                     pyb::arg("restored_total_bytes") = s.restored_total_bytes(),
+                     pyb::arg("spill_seconds") = s.spill_seconds(), pyb::arg("restore_seconds") = s.restore_seconds());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).

@@ -128,6 +128,10 @@ def _resource_args(a):
         except ValueError as e:
             raise SystemExit(f"phalanx: --resources is not JSON: {e}")
         extra += ["--resources", a.resources]
+    if a.spill_dir:
+        extra += ["--spill-dir", os.path.abspath(a.spill_dir)]
+    if a.spill_max_bytes is not None:
+        extra += ["--spill-max-bytes", str(a.spill_max_bytes)]
     return extra
 
 
@@ -368,6 +372,10 @@ def main(argv=None):
     s.add_argument("--num-gpus", type=int)
     s.add_argument("--resources", help='custom resources as JSON, e.g. \'{"sim": 8}\'')
     s.add_argument("--object-store-memory", type=int)
+    s.add_argument("--spill-dir", help="where objects go when the store is full (default: the session folder); "
+                   "docs/fault-tolerance.md")
+    s.add_argument("--spill-max-bytes", type=int, help="at most this much on disk (default: until the disk is "
+                   "95%% full)")
     s.add_argument("--node-ip", default="127.0.0.1")
     s.add_argument("--tls", action="store_true",
                    help="TLS for every connection between machines (GCS, raylets, actor calls); give it on "
