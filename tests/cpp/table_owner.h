@@ -19,10 +19,12 @@ class RecordingOwner : public ObjectTable::Owner {
     dropped.emplace_back(id, node, holds);
   }
   void Freed(const std::string& id, bool) override { freed.push_back(id); }
+  void StoreFull() override { ++store_full; }
 
   std::vector<std::pair<std::string, std::string>> demanded;          // (id, lender asked for it)
   std::vector<std::tuple<std::string, std::string, uint32_t>> dropped;  // (id, lender, holds released)
   std::vector<std::string> freed;
+  int store_full = 0;  // times the store was full of mapped objects
 };
 
 }  // namespace phalanx::objectstore
