@@ -96,7 +96,10 @@ Status SpillFiles::Spill(const std::string& id, const uint8_t* data, uint64_t si
   if (fd < 0) return Status::Unavailable("cannot create " + path + ": " + std::strerror(errno));
   uint64_t done = 0;
   std::string failed;
-  while (done < size) {
+  if (size > 0 && ::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {  // (the extents at once; a full disk says so here)
+    failed = "no room for it on the disk";
+  }
+  while (failed.empty() && done < size) {
     ssize_t n = ::pwrite(fd, data + done, std::min(kStep, size - done), static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
