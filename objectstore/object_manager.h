@@ -62,6 +62,11 @@ class ObjectEvents {
   // The store is full and every object in it is mapped by a process: ask the
   // processes to let go of the mappings they keep only for later gets.
   virtual void OnStoreFull() {}
+  // Every copy of `id` is gone: true when the raylet makes it again
+  // (lineage), else false with *reason saying why it cannot.
+  virtual bool OnCopiesLost(const std::string& id, const std::string& why, std::string* reason) { return false; }
+  // `id` left the node's object table.
+  virtual void OnEntryGone(const std::string& id) {}
 };
 
 class ObjectManager {
@@ -153,6 +158,13 @@ class ObjectManager {
     void Freed(const std::string& id, bool was_in_store) override;
     void StoreFull() override {
       if (m_->events_) m_->events_->OnStoreFull();
+    }
+    bool Rebuild(const std::string& id, const std::string& why, std::string* reason) override {
+      *reason = "";
+      return m_->events_ != nullptr && m_->events_->OnCopiesLost(id, why, reason);
+    }
+    void Gone(const std::string& id) override {
+      if (m_->events_) m_->events_->OnEntryGone(id);
     }
 
    private:

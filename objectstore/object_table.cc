@@ -42,6 +42,7 @@ void ObjectTable::MaybeFree(const std::string& id) {
   bool had_value = e.state != State::kPending;
   std::vector<std::string> contained = std::move(e.contained);
   entries_.erase(it);
+  if (owner_) owner_->Gone(id);
   if (had_value || !remote.empty()) RememberFreed(id);
   if (had_value && owner_) owner_->Freed(id, in_store);
   if (!remote.empty() && owner_) owner_->Drop(id, remote, holds);
@@ -222,6 +223,22 @@ void ObjectTable::MarkLost(const std::string& id, StatusCode code, const std::st
   e.data = why;
   BecomeReady(id, e);
   MaybeFree(id);
+}
+
+void ObjectTable::LoseCopies(const std::string& id, const std::string& why) {
+  auto it = entries_.find(id);
+  std::string reason;
+  if (it != entries_.end() && it->second.state == State::kPending && !it->second.creating && owner_ &&
+      owner_->Rebuild(id, why, &reason)) {
+    Entry& e = it->second;  // (Rebuild adds no entry of this id: the reference stays good)
+    e.remote_node.clear();  // (the node that had it is gone: nothing to release there)
+    e.remote_holds = 0;
+    e.remote_size = 0;
+    e.demanded = false;
+    ++num_rebuilt_;
+    return;
+  }
+  MarkLost(id, StatusCode::kObjectLost, reason.empty() ? why : why + "; it cannot be made again: " + reason);
 }
 
 void ObjectTable::OnReady(const std::string& id, ReadyCallback cb) {

@@ -51,6 +51,15 @@ class ObjectTable {
     // The store is full and nothing in it can be spilled: every object left is
     // mapped by a process (maybe only kept mapped for a later get).
     virtual void StoreFull() {}
+    // Every copy of pending object `id` is gone (`why`): start making it
+    // again if that can be done (true: it stays pending), else false with
+    // *reason saying why not.
+    virtual bool Rebuild(const std::string& id, const std::string& why, std::string* reason) {
+      *reason = "";
+      return false;
+    }
+    // The entry of `id` left the table (freed, with or without a value here).
+    virtual void Gone(const std::string& id) {}
   };
 
   // `owner` (may be null: nobody is told) outlives the table.
@@ -100,6 +109,11 @@ class ObjectTable {
   // but pinned by a reader): that copy becomes its value. False if none.
   bool ReviveFromStore(const std::string& id);
   void MarkLost(const std::string& id, StatusCode code, const std::string& why);
+  // Every copy of pending `id` is gone (a copy found no node left to read
+  // from): the owner rebuilds it if it can (Owner::Rebuild; it stays
+  // pending, its waiters wait on), else it is lost with both reasons.
+  void LoseCopies(const std::string& id, const std::string& why);
+  uint64_t num_rebuilt() const { return num_rebuilt_; }
 
   // Remote values: a store value made on another node (a direct actor call's
   // result) stays there until someone here needs its bytes. SetRemote records
@@ -195,6 +209,7 @@ class ObjectTable {
   SpillFiles* files_ = nullptr;
   boost::asio::io_context* io_ = nullptr;
   size_t num_spilled_ = 0;
+  uint64_t num_rebuilt_ = 0;
   bool disk_full_ = false;  // the last MakeRoom stopped at the disk's limit
   std::shared_ptr<char> alive_ = std::make_shared<char>();  // timers that outlive the table do nothing
 };

@@ -150,11 +150,13 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
   auto give_up = [this, id] {
     PullState& q = pulls_[id];
     // A copy from one node only: that node's error says it all (copied: Fail moves q).
-    if (q.fixed && !q.last_error.empty()) return Fail(id, std::string(q.last_error));
+    if (q.fixed && !q.last_error.empty()) return Fail(id, std::string(q.last_error), /*copies_gone=*/true);
     std::string tried;
     for (const auto& n : q.tried) tried += (tried.empty() ? "" : ", ") + Short(n);
-    Fail(id, "no node has a copy left (tried " + (tried.empty() ? std::string("none") : tried) +
-                 (q.last_error.empty() ? "" : "; last: " + q.last_error) + ")");
+    Fail(id,
+         "no node has a copy left (tried " + (tried.empty() ? std::string("none") : tried) +
+             (q.last_error.empty() ? "" : "; last: " + q.last_error) + ")",
+         /*copies_gone=*/true);
   };
   if (!directory_.pick || p.fixed) {
     if (p.hint.empty() || p.hint == self_ || p.tried.count(p.hint)) return give_up();
@@ -420,12 +422,16 @@ void ObjectTransfer::Abort(const std::string& id, const std::string& why, bool m
 }
 
 void ObjectTransfer::Discard(const std::string& id, PullState& p, const rpc::PullObjectReply& reply,
-                             const std::string& why, bool mark_lost) {
+                             const std::string& why, bool mark_lost, bool copies_gone) {
   TakeExpected(id, p);  // (readers still waiting for it to start learn it will not)
   for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, reply, nullptr, 0));
   if (directory_.unlisted) directory_.unlisted(id);
   objects_->AbortCreate(id);
-  if (mark_lost) objects_->MarkLost(id, StatusCode::kObjectLost, why);
+  if (mark_lost && copies_gone) {
+    objects_->LoseCopies(id, why);  // (made again when its task can be run again)
+  } else if (mark_lost) {
+    objects_->MarkLost(id, StatusCode::kObjectLost, why);
+  }
   for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, why));
   objects_->RemoveRef(id);
 }
@@ -502,7 +508,7 @@ void ObjectTransfer::Finish(const std::string& id) {
   objects_->RemoveRef(id);
 }
 
-void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
+void ObjectTransfer::Fail(const std::string& id, const std::string& why, bool copies_gone) {
   auto it = pulls_.find(id);
   if (it == pulls_.end()) return;
   PullState p = std::move(it->second);
@@ -516,7 +522,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why) {
   }
   rpc::PullObjectReply r;
   *r.mutable_status() = ToProto(Status::Unavailable("the copy on node " + Short(self_) + " failed: " + why));
-  Discard(id, p, r, msg, /*mark_lost=*/true);
+  Discard(id, p, r, msg, /*mark_lost=*/true, copies_gone);
 }
 
 void ObjectTransfer::ReplyRange(const std::string& id, uint64_t size, uint64_t store_offset, const Waiter& w) {

@@ -212,7 +212,7 @@ class ObjectTransfer {
   // A copy or product that failed: its readers get `reply`, its space goes,
   // its watchers hear `why`; marked lost here when `mark_lost`.
   void Discard(const std::string& id, PullState& p, const rpc::PullObjectReply& reply, const std::string& why,
-               bool mark_lost);
+               bool mark_lost, bool copies_gone = false);
   void Measure(const std::string& node, double seconds, uint64_t bytes);
   void ChooseSource(const std::string& id);
   // `counted`: the directory already counts this reader on `node`.
@@ -229,7 +229,8 @@ class ObjectTransfer {
   // a little later (processes may let go of mappings, so more can be
   // spilled), for up to kNoRoomPatience. False: give up now.
   bool WaitForRoom(const std::string& id, PullState& p, const Status& why);
-  void Fail(const std::string& id, const std::string& why);
+  // `copies_gone`: no node has a copy left to read from (the table may have it made again).
+  void Fail(const std::string& id, const std::string& why, bool copies_gone = false);
   void ServeWaiters(PullState& p, const std::string& id);
   void ReplyRange(const std::string& id, uint64_t size, uint64_t store_offset, const Waiter& w);
   void ServeReady(const std::string& id, Waiter w);

@@ -35,6 +35,7 @@ static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
   t.pipeline_depth = o.pipeline_depth;
   t.infeasible_timeout_ms = o.infeasible_timeout_ms;
   t.inline_threshold = o.inline_threshold;
+  t.lineage_max_bytes = o.lineage_max_bytes;
   return t;
 }
 
@@ -106,6 +107,10 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   // objectstore::ObjectEvents
   void OnObjectFreed(const std::string& id, bool, bool was_copy) override { nm_->OnObjectFreed(id, was_copy); }
   void OnStoreFull() override { nm_->UnmapIdle(); }
+  bool OnCopiesLost(const std::string& id, const std::string&, std::string* reason) override {
+    return nm_->tasks_.Rebuild(id, reason);
+  }
+  void OnEntryGone(const std::string& id) override { nm_->tasks_.OnReturnFreed(id); }
   void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) override {
     nm_->OnAdopted(holder, ids);
   }

@@ -65,6 +65,7 @@ struct NodeManagerOptions {
   // spill_dir/<node id> when the store is full ("": session_dir/spill), at
   // most spill_max_bytes of them (0: until the disk is 95% full).
   bool spill = true;
+  uint64_t lineage_max_bytes = 64ull << 20;  // task specs kept to rebuild lost results (scheduler/lineage.h)
   std::string spill_dir;
   uint64_t spill_max_bytes = 0;
   uint64_t inline_threshold = 100 * 1024;

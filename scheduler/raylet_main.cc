@@ -27,7 +27,7 @@ const char kUsage[] =
     "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N] [--tls 0|1]\n"
     "         [--gcs-reconnect-timeout-ms MS (60000)] [--gcs-restart-file PATH [--gcs-restart-tied 0|1]] [--stall-ms MS (60000)]\n"
     "         [--checkpoint-max-bytes BYTES (64 MiB)] [--spill-dir DIR (SESSION/spill)] [--spill-max-bytes BYTES (0: the disk's 95%)]\n"
-    "         [--spill 0|1 (1)]\n"
+    "         [--spill 0|1 (1)] [--lineage-max-bytes BYTES (64 MiB)]\n"
     "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
     "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
     if (f.count("spill-dir")) o.spill_dir = f["spill-dir"];
     if (f.count("spill-max-bytes")) o.spill_max_bytes = std::stoull(f["spill-max-bytes"]);
     if (f.count("spill")) o.spill = f["spill"] != "0";
+    if (f.count("lineage-max-bytes")) o.lineage_max_bytes = std::stoull(f["lineage-max-bytes"]);
     if (f.count("heartbeat-ms")) o.heartbeat_ms = std::stoi(f["heartbeat-ms"]);
     if (f.count("prestart-workers")) o.prestart_workers = std::stoi(f["prestart-workers"]);
     if (f.count("inline-threshold")) o.inline_threshold = std::stoull(f["inline-threshold"]);

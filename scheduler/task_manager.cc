@@ -17,7 +17,8 @@ TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* 
       pool_(pool),
       options_(std::move(options)),
       ledger_(options_.total),
-      actors_(std::make_unique<ActorManager>(this, &ledger_, pool, std::move(node_id))) {}
+      actors_(std::make_unique<ActorManager>(this, &ledger_, pool, std::move(node_id))),
+      lineage_(options_.lineage_max_bytes) {}
 
 
 rpc::TaskSpec* TaskManager::MutableSpec(const std::string& task_id) {
@@ -485,6 +486,41 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   ok ? ++stats_.finished : ++stats_.failed;
   Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
   ReleaseArgs(t);
+  if (!ok) return;
+  int live = 0;  // (results nobody held were freed as they came: no lineage for them)
+  for (int i = 1; i <= t.spec.num_returns(); ++i) live += objects_->Contains(MakeObjectId(task_id, i)) ? 1 : 0;
+  if (live > 0) lineage_.Record(std::move(t.spec), live);
+}
+
+void TaskManager::OnReturnFreed(const std::string& object_id) {
+  if (object_id.size() == kObjectIdSize && IndexOf(object_id) > 0) lineage_.ReturnFreed(TaskIdOf(object_id));
+}
+
+bool TaskManager::Rebuild(const std::string& object_id, std::string* why) {
+  if (object_id.size() != kObjectIdSize || IndexOf(object_id) == 0) {
+    *why = "it was made by put(): there is no task to run again";
+    return false;
+  }
+  std::string tid = TaskIdOf(object_id);
+  if (tasks_.count(tid)) return true;  // (running again already, for another of its results)
+  auto spec = lineage_.TakeForRerun(tid, why);
+  if (!spec) return false;
+  // Its arguments must still be here (or be on their way again): one that
+  // nothing held any more is gone for good, and the task cannot run.
+  for (const auto& a : spec->args()) {
+    if (a.object_id().empty() || objects_->Contains(a.object_id())) continue;
+    *why = "its task " + spec->function_name() + " cannot run again: its argument " + ToHex(a.object_id()) +
+           " was freed (nothing held it any more)";
+    return false;
+  }
+  spec->set_attempt(spec->attempt() + 1);
+  ++stats_.retried;
+  ++stats_.reconstructed;
+  PHALANX_LOG(Warning) << "running " << spec->function_name() << " again (retry " << spec->attempt() << " of "
+                       << spec->max_retries() << ") to rebuild object " << ToHex(object_id)
+                       << ": every copy of it is gone";
+  Submit(std::move(*spec));
+  return tasks_.count(tid) > 0;
 }
 
 void TaskManager::FailTask(const std::string& task_id, StatusCode code, const std::string& why) {

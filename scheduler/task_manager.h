@@ -21,6 +21,7 @@
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"
+#include "scheduler/lineage.h"
 #include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
 #include "scheduler/worker_pool.h"
@@ -33,6 +34,7 @@ struct TaskManagerOptions {
   double short_task_seconds = 0.002;
   int64_t infeasible_timeout_ms = 60000;  // a request no node can hold fails after this
   uint64_t inline_threshold = 100 * 1024;  // results from other nodes above this go to the store
+  uint64_t lineage_max_bytes = 64ull << 20;  // specs kept to rebuild lost results (scheduler/lineage.h)
 };
 
 struct TaskManagerStats {
@@ -42,6 +44,7 @@ struct TaskManagerStats {
   uint64_t failed = 0;
   uint64_t retried = 0;
   uint64_t spilled = 0;    // sent to other nodes
+  uint64_t reconstructed = 0;  // run again to rebuild a lost result
 };
 
 class TaskManager final : public TaskTable {
@@ -70,6 +73,15 @@ class TaskManager final : public TaskTable {
   void OnWorkerUnblocked(Worker* w);
   // The worker gave back pushed tasks it had not started (after a recall).
   void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids);
+
+  // Lineage (scheduler/lineage.h): a result of a task submitted here was freed.
+  void OnReturnFreed(const std::string& object_id);
+  // Every copy of `object_id` is gone: runs the task that made it again when
+  // its spec is kept here and it has retries left (its arguments are waited
+  // for as usual, so lost ones are rebuilt in turn). True when the object is
+  // on its way again (or already was); false with *why saying why not.
+  bool Rebuild(const std::string& object_id, std::string* why);
+  const Lineage& lineage() const { return lineage_; }
 
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
   ActorManager& actors() { return *actors_; }
@@ -181,6 +193,7 @@ class TaskManager final : public TaskTable {
   std::unique_ptr<ActorManager> actors_;
   TaskManagerStats stats_;
   TaskEventHandler on_event_;
+  Lineage lineage_;
 };
 
 }  // namespace phalanx::scheduler

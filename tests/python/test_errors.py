@@ -95,7 +95,8 @@ def test_worker_crash_after_retries_raises(cluster):
 
 
 def test_object_larger_than_store_is_a_clear_error(fresh_cluster):
-    fresh_cluster(object_store_memory=64 << 20)
+    # (without spilling: with it, a full store goes to disk; tests/python/test_spill.py)
+    fresh_cluster(object_store_memory=64 << 20, _system_config={"spill": 0})
     with pytest.raises(phalanx.ObjectStoreFullError, match="larger than the whole object store"):
         phalanx.put(np.zeros(100 << 20, dtype=np.uint8))
     keep = [phalanx.put(np.zeros(20 << 20, dtype=np.uint8)) for _ in range(3)]

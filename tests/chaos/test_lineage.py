@@ -1,0 +1,101 @@
+"""Lineage reconstruction (docs/fault-tolerance.md): a result whose only copy
+was on a node killed with SIGKILL is made again by running its task once
+more, while its task has retries left; what cannot be made again raises
+ObjectLostError saying which and why.
+
+The node that submits a task copies its results as soon as it finishes, so
+a node's death loses a result only while that copy runs: these tests slow
+copies down (4 KiB ranges, one at a time: about 0.7 s for 64 MiB) and kill
+the node the moment the task is reported done."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import phalanx
+from phalanx.remote_function import NodeAffinitySchedulingStrategy
+
+from .util import kill9, loopback_nodes, raylet_logs
+
+MIB = 1 << 20
+N = 16 * MIB  # float32s: 64 MiB
+SLOW_COPIES = ["--transfer-chunk-bytes", "4096", "--transfer-window", "1"]
+
+
+@phalanx.remote(num_returns=2, max_retries=2, resources={"b": 0.01})
+def _make(i):
+    return np.full(N, i, dtype=np.float32), os.getppid()
+
+
+@phalanx.remote(num_returns=2, max_retries=2, resources={"b": 0.01})
+def _plus_one(a):
+    return a + 1, os.getppid()
+
+
+@phalanx.remote(num_returns=2, max_retries=0, resources={"b": 0.01})
+def _make_once(i):
+    return np.full(N, i, dtype=np.float32), os.getppid()
+
+
+@phalanx.remote(resources={"b": 0.01})
+def _put_there(i):
+    return [phalanx.put(np.full(MIB, i, dtype=np.float32)), os.getppid()]
+
+
+def _raylet(node, pid):
+    return next(p for n, p in node.procs if n == "raylet" and p.pid == pid)
+
+
+@pytest.fixture
+def b_nodes():
+    """A head that the driver uses (no "b") and two nodes with {"b": 1}."""
+    with loopback_nodes([None, {"b": 1}, {"b": 1}], extra_args=SLOW_COPIES) as node:
+        yield node
+
+
+def _b_node_ids():
+    return [n["node_id"] for n in phalanx.nodes() if n.get("alive", True) and "b" in n["resources_total"]]
+
+
+def test_a_result_on_a_killed_node_is_made_again(b_nodes):
+    value, where = _make.remote(7)
+    first = phalanx.get(where, timeout=30)
+    kill9(first)
+    out = phalanx.get(value, timeout=60)  # its copy is gone: the task runs again on the other node
+    assert out.shape == (N,) and out[0] == 7 and out[-1] == 7
+    assert "to rebuild object" in raylet_logs(b_nodes.session_dir)
+
+
+def test_a_rerun_reads_its_arguments_again_and_a_freed_one_is_named(b_nodes):
+    node = _b_node_ids()[0]
+    there = NodeAffinitySchedulingStrategy(node, soft=True)  # on one node, elsewhere once it is gone
+    a, where_a = _make.options(scheduling_strategy=there).remote(1)
+    b, where_b = _plus_one.options(scheduling_strategy=there).remote(a)
+    a2, _ = _make.options(scheduling_strategy=there).remote(10)
+    c, where_c = _plus_one.options(scheduling_strategy=there).remote(a2)
+    pid = phalanx.get(where_b, timeout=30)
+    assert phalanx.get(where_c, timeout=30) == pid
+    del a2  # c's argument: nothing holds it once c is done
+    time.sleep(0.2)  # (the release reaches the raylet)
+    kill9(pid)
+    out = phalanx.get(b, timeout=60)  # b runs again; its argument a is still held (here, or made again)
+    assert out[0] == 2 and out[-1] == 2
+    with pytest.raises(phalanx.exceptions.ObjectLostError) as e:
+        phalanx.get(c, timeout=60)
+    assert "cannot run again: its argument" in str(e.value) and "was freed" in str(e.value), str(e.value)
+
+
+def test_what_cannot_be_made_again_says_which_and_why(b_nodes):
+    once, where_once = _make_once.remote(3)
+    ref_there, where_put = phalanx.get(_put_there.remote(5), timeout=30)
+    victims = {phalanx.get(where_once, timeout=30), where_put}
+    for pid in victims:
+        kill9(pid)
+    with pytest.raises(phalanx.exceptions.ObjectLostError) as e:
+        phalanx.get(once, timeout=60)
+    assert "no retries left (max_retries=0)" in str(e.value), str(e.value)
+    with pytest.raises(phalanx.exceptions.ObjectLostError) as e:
+        phalanx.get(ref_there, timeout=60)
+    msg = str(e.value)
+    assert "no node has a copy left" in msg and "it was made by put()" in msg, msg
