@@ -34,7 +34,9 @@ def in_bundle(pg, i=-1):
 def test_bundles_are_reserved_and_used(cluster):
     pg = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="PACK", name="pair")
     assert phalanx.get(pg.ready(), timeout=20) == pg  # as in Ray: the group itself
-    assert phalanx.available_resources().get("CPU", 0) == 0  # both CPUs set aside for the group
+    # Both CPUs set aside for the group (the GCS hears of it in the raylet's next loop turn, which
+    # may come after this process has the ready value: available_resources reads the GCS).
+    wait_until(lambda: phalanx.available_resources().get("CPU", 0) == 0, timeout=5, what="CPUs set aside")
     # A task outside the group waits; tasks inside it run.
     outside = where.remote()
     assert phalanx.wait([outside], timeout=0.5)[0] == []
