@@ -1,7 +1,7 @@
-// Lineage: the specs of the normal tasks this node submitted that finished,
-// kept while any of their results is alive here, so that a result whose only
-// copy was lost (its node died) can be made again by running its task once
-// more (docs/fault-tolerance.md, "Lineage reconstruction"). Bounded: past
+// Lineage: the specs of the normal tasks this node submitted that finished on
+// another node with results still only there, kept while any of their
+// results is alive here, so that a result whose only copy was lost (its node
+// died) can be made again by running its task once more (docs/fault-tolerance.md, "Lineage reconstruction"). Bounded: past
 // `max_bytes` of specs the oldest go, and their results can no longer be
 // rebuilt (Why says so).
 // Not thread-safe; lives on the raylet's main loop (in the TaskManager).

@@ -486,14 +486,24 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   ok ? ++stats_.finished : ++stats_.failed;
   Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
   ReleaseArgs(t);
-  if (!ok) return;
-  int live = 0;  // (results nobody held were freed as they came: no lineage for them)
-  for (int i = 1; i <= t.spec.num_returns(); ++i) live += objects_->Contains(MakeObjectId(task_id, i)) ? 1 : 0;
-  if (live > 0) lineage_.Record(std::move(t.spec), live);
+  // Lineage only for what can be lost with another node: results of a task
+  // that ran there and are still only there (being copied here). A task that
+  // ran here, or whose results all came back in the reply, needs none (and
+  // costs nothing: the microbenchmark's tasks take this path).
+  if (!ok || t.spilled_to.empty()) return;
+  int live = 0, remote = 0;  // (results nobody held were freed as they came: no lineage for them)
+  for (int i = 1; i <= t.spec.num_returns(); ++i) {
+    std::string id = MakeObjectId(task_id, static_cast<uint32_t>(i));
+    live += objects_->Contains(id) ? 1 : 0;
+    remote += objects_->RemoteNode(id).empty() ? 0 : 1;
+  }
+  if (remote > 0) lineage_.Record(std::move(t.spec), live);
 }
 
 void TaskManager::OnReturnFreed(const std::string& object_id) {
-  if (object_id.size() == kObjectIdSize && IndexOf(object_id) > 0) lineage_.ReturnFreed(TaskIdOf(object_id));
+  if (lineage_.size() > 0 && object_id.size() == kObjectIdSize && IndexOf(object_id) > 0) {
+    lineage_.ReturnFreed(TaskIdOf(object_id));
+  }
 }
 
 bool TaskManager::Rebuild(const std::string& object_id, std::string* why) {
