@@ -160,7 +160,6 @@ class ObjectManager {
       if (m_->events_) m_->events_->OnStoreFull();
     }
     bool Rebuild(const std::string& id, const std::string& why, std::string* reason) override {
-      *reason = "";
       return m_->events_ != nullptr && m_->events_->OnCopiesLost(id, why, reason);
     }
     void Gone(const std::string& id) override {

@@ -235,7 +235,6 @@ void ObjectTable::LoseCopies(const std::string& id, const std::string& why) {
     e.remote_holds = 0;
     e.remote_size = 0;
     e.demanded = false;
-    ++num_rebuilt_;
     return;
   }
   MarkLost(id, StatusCode::kObjectLost, reason.empty() ? why : why + "; it cannot be made again: " + reason);

@@ -54,10 +54,7 @@ class ObjectTable {
     // Every copy of pending object `id` is gone (`why`): start making it
     // again if that can be done (true: it stays pending), else false with
     // *reason saying why not.
-    virtual bool Rebuild(const std::string& id, const std::string& why, std::string* reason) {
-      *reason = "";
-      return false;
-    }
+    virtual bool Rebuild(const std::string& id, const std::string& why, std::string* reason) { return false; }
     // The entry of `id` left the table (freed, with or without a value here).
     virtual void Gone(const std::string& id) {}
   };
@@ -113,7 +110,6 @@ class ObjectTable {
   // from): the owner rebuilds it if it can (Owner::Rebuild; it stays
   // pending, its waiters wait on), else it is lost with both reasons.
   void LoseCopies(const std::string& id, const std::string& why);
-  uint64_t num_rebuilt() const { return num_rebuilt_; }
 
   // Remote values: a store value made on another node (a direct actor call's
   // result) stays there until someone here needs its bytes. SetRemote records
@@ -198,6 +194,8 @@ class ObjectTable {
   Status RestoreNow(const std::string& id, Entry& e);
   // A spilled object's value is in the store again: its file goes, its waiters run (later, when `post`).
   void Restored(const std::string& id, Entry& e, bool post);
+  // Runs (and drops) the OnResident waiters of `id`, then frees it if nobody holds it.
+  void RunResidentWaiters(const std::string& id, Entry& e);
 
   ObjectStore* store_;
   std::unordered_map<std::string, Entry> entries_;
@@ -209,7 +207,6 @@ class ObjectTable {
   SpillFiles* files_ = nullptr;
   boost::asio::io_context* io_ = nullptr;
   size_t num_spilled_ = 0;
-  uint64_t num_rebuilt_ = 0;
   bool disk_full_ = false;  // the last MakeRoom stopped at the disk's limit
   std::shared_ptr<char> alive_ = std::make_shared<char>();  // timers that outlive the table do nothing
 };

@@ -108,20 +108,14 @@ void ObjectTable::StartRestore(const std::string& id, Entry& e) {
   if (!off.ok() && disk_full_) {
     // The disk is full too: that will not pass by waiting. The waiters find out (their Describe says why).
     PHALANX_LOG(Warning) << "object " << ToHex(id) << " cannot come back from disk: " << off.status().message();
-    auto waiters = std::move(e.resident_waiters);
-    e.resident_waiters.clear();
-    for (auto& w : waiters) w();
-    return MaybeFree(id);
+    return RunResidentWaiters(id, e);
   }
   if (!off.ok()) {
     if (!e.restore_waits) {
       e.restore_waits = true;
       PHALANX_LOG(Info) << "object " << ToHex(id) << " waits for room to come back from disk: " << off.status().message();
     }
-    auto timer = std::make_shared<boost::asio::steady_timer>(*io_, kRestoreRetry);
-    std::weak_ptr<char> alive = alive_;
-    timer->async_wait([this, alive, timer, id](const boost::system::error_code& ec) {
-      if (ec || alive.expired()) return;
+    (void)RetrySoon([this, id] {
       auto it = entries_.find(id);
       if (it == entries_.end() || it->second.state != State::kSpilled) return;
       if (!it->second.resident_waiters.empty()) return StartRestore(id, it->second);
@@ -147,6 +141,10 @@ void ObjectTable::FinishRestore(const std::string& id, const Status& st) {
   e.lost_code = StatusCode::kObjectLost;
   e.data = "object " + ToHex(id) + " was spilled to disk and cannot be read back: " + st.message();
   PHALANX_LOG(Warning) << e.data;
+  RunResidentWaiters(id, e);
+}
+
+void ObjectTable::RunResidentWaiters(const std::string& id, Entry& e) {
   auto waiters = std::move(e.resident_waiters);
   e.resident_waiters.clear();
   for (auto& w : waiters) w();
@@ -176,19 +174,16 @@ void ObjectTable::Restored(const std::string& id, Entry& e, bool post) {
   files_->Remove(id);
   --num_spilled_;
   e.state = State::kInStore;
+  if (!post) return RunResidentWaiters(id, e);
+  // (inside a Describe: its caller goes on with the entry; the waiters run later)
   auto waiters = std::move(e.resident_waiters);
   e.resident_waiters.clear();
-  if (post) {  // (inside a Describe: its caller goes on with the entry)
-    std::weak_ptr<char> alive = alive_;
-    boost::asio::post(*io_, [this, alive, id, waiters = std::move(waiters)] {
-      if (alive.expired()) return;
-      for (auto& w : waiters) w();
-      MaybeFree(id);
-    });
-    return;
-  }
-  for (auto& w : waiters) w();
-  MaybeFree(id);
+  std::weak_ptr<char> alive = alive_;
+  boost::asio::post(*io_, [this, alive, id, waiters = std::move(waiters)] {
+    if (alive.expired()) return;
+    for (auto& w : waiters) w();
+    MaybeFree(id);
+  });
 }
 
 }  // namespace phalanx::objectstore
