@@ -165,7 +165,8 @@ class CostModel:
     rank over a link of `bandwidth` bytes/s, plus `latency` per call) and
     compressed (encode, the collective on the payload: an allreduce when
     payloads add up, else an allgather of W - 1 payloads per rank with
-    `gather_latency`, then the decodes), from measured figures. `codec_speed`:
+    `gather_latency`, never taken below `latency`, then the decodes), from
+    measured figures. `codec_speed`:
     codec -> (encode s per call, encode s per element, decode s per call,
     decode s per element). `choose` says whether compressing pays."""
 
@@ -184,7 +185,9 @@ class CostModel:
         if codec.summable:
             moved, latency, decodes = 2 * (w - 1) / w * codec.payload_bytes(n), self.latency, 1
         else:
-            moved, latency, decodes = (w - 1) * codec.payload_bytes(n), self.gather_latency, w
+            # a codec saves bytes, never a round trip: the lower of two noisy
+            # latency figures must not win a latency-bound tensor for it
+            moved, latency, decodes = (w - 1) * codec.payload_bytes(n), max(self.latency, self.gather_latency), w
         return enc0 + enc * n + latency + moved / self.bandwidth + decodes * (dec0 + dec * n)
 
     def choose(self, codec, n):
