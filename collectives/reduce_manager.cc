@@ -90,6 +90,7 @@ struct ReduceManager::Reduce {
   std::string start_node;                           // where the chain's first input is
   int rewinds = 0;
   int local_last = -1;  // an input on this node, kept for the chain's last link (the result is made here)
+  std::vector<uint8_t> refetched;  // input i's step failed once: it was fetched to this node (Refetch)
 };
 
 namespace {
@@ -144,6 +145,7 @@ Status ReduceManager::Start(const rpc::ReduceObjects& m) {
   r->started = Clock::now();
   r->held.assign(n, 1);
   r->pinned.assign(n, 0);
+  r->refetched.assign(n, 0);
   active_[r->out] = r;
   objects_->AddRef(r->out);  // ours until the reduce ends, whatever the caller does
   for (const auto& id : r->inputs) objects_->AddRef(id);
@@ -282,7 +284,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       } else if (st.code() == StatusCode::kCollectiveFailed) {
         return Fail(r, StatusCode::kCollectiveFailed, st.message());
       } else {
-        InputFailed(r, i, st.message());
+        Refetch(r, i, st.message());
       }
       PlaceNext(r);
     };
@@ -371,10 +373,27 @@ void ReduceManager::Rewind(const std::shared_ptr<Reduce>& r, const Status& why,
   }
   for (size_t k = 0; k < again.size() && !r->ended; ++k) {
     if (!alive.at(dropped[k].second)) {
-      InputFailed(r, again[k], "its node " + ToHex(dropped[k].second).substr(0, 12) + " died during the reduce");
+      Refetch(r, again[k], "its node " + ToHex(dropped[k].second).substr(0, 12) + " died during the reduce");
     }
   }
   if (!r->ended) PlaceNext(r);
+}
+
+void ReduceManager::Refetch(const std::shared_ptr<Reduce>& r, int index, const std::string& why) {
+  if (r->ended || !r->held[index]) return;
+  if (r->refetched[index]) return InputFailed(r, index, why);
+  r->refetched[index] = 1;
+  PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": " << Name(*r, index) << " failed in the chain ("
+                    << why << "); fetching it to this node (made again if its task can run again)";
+  // The object table copies it here from any copy left, or has its task run
+  // again (lineage), or marks it lost with the reason: Located then places
+  // it on this node, or names the loss.
+  std::weak_ptr<Reduce> weak = r;
+  objects_->OnReady(r->inputs[index], [this, weak, index] {
+    asio::post(io_, [this, weak, index] {
+      if (auto r = weak.lock()) Located(r, index);
+    });
+  });
 }
 
 void ReduceManager::FallBack(const std::shared_ptr<Reduce>& r, const Status& why) {

@@ -155,6 +155,10 @@ class ReduceManager {
   // before the first dead node, or over the local way.
   void Rewind(const std::shared_ptr<Reduce>& r, const Status& why, const std::unordered_map<std::string, bool>& alive);
   void FallBack(const std::shared_ptr<Reduce>& r, const Status& why);
+  // An input whose step failed (its node died, or it is gone there): once
+  // per input, copied to this node or made again, then placed here; the
+  // second failure fails it.
+  void Refetch(const std::shared_ptr<Reduce>& r, int index, const std::string& why);
   // A step reading what the chain made so far into `out` (its input to be set).
   rpc::ReduceStep NextStep(const Reduce& r, const std::string& out) const;
   void Arrived(const std::shared_ptr<Reduce>& r, int index);

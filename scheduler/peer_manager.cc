@@ -332,7 +332,7 @@ void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   WithClient(node, [this, desc, spec, node_id = node.node_id()](std::shared_ptr<RpcClient> c, const Status& st) {
     if (!c) {
       for (const auto& id : spec.contained_ids()) objects_->Unhold(node_id, id, 1);
-      tasks_->OnForwardFailed(spec.task_id(), desc + " is unreachable (" + st.message() + ")");
+      tasks_->OnForwardFailed(spec.task_id(), desc + " is unreachable (" + st.message() + ")", /*reached=*/false);
       return;
     }
     Call(c, node_id, desc, spec);

@@ -298,7 +298,7 @@ void TaskManager::OnForwardedDone(const std::string& task_id, rpc::ForwardTaskRe
   Dispatch();
 }
 
-void TaskManager::OnForwardFailed(const std::string& task_id, const std::string& why) {
+void TaskManager::OnForwardFailed(const std::string& task_id, const std::string& why, bool reached) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return;
   Task& t = it->second;
@@ -311,6 +311,13 @@ void TaskManager::OnForwardFailed(const std::string& task_id, const std::string&
     rpc::TaskSpec spec = t.spec;
     actors_->OnRemoteFailed(spec, why);
     Dispatch();
+    return;
+  }
+  if (!reached && t.unreached < kFreeReplacements) {  // it never ran: no retry spent
+    ++t.unreached;
+    t.placed = t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY;
+    PHALANX_LOG(Warning) << "placing " << t.spec.function_name() << " again: " << why;
+    BecomeReady(task_id);
     return;
   }
   if (t.spec.attempt() >= t.spec.max_retries()) {

@@ -107,7 +107,12 @@ class TaskManager final : public TaskTable {
   // A spilled task finished on another node; its results are in `reply`.
   void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply);
   // The node running a spilled task went away: retry it (max_retries) or fail it.
-  void OnForwardFailed(const std::string& task_id, const std::string& why);
+  // `reached` false: the node could not be connected to, so the task never
+  // ran there; it is placed again without spending a retry (up to
+  // kFreeReplacements times: the node is suspected meanwhile, so it is not
+  // picked again until it heartbeats).
+  void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached = true);
+  static constexpr int kFreeReplacements = 8;
   // phalanx.cancel: a task queued here never runs; one running here gets
   // KeyboardInterrupt (CANCEL_TASK to its worker, and SIGUSR2 to a task's
   // worker, whose handler raises it if that task still runs), or with
@@ -147,6 +152,7 @@ class TaskManager final : public TaskTable {
     bool placed = false;                   // its scheduling strategy was applied
     std::string spilled_to;                // the node it was sent to
     bool cancelled = false;                // phalanx.cancel reached it while it ran
+    int unreached = 0;                     // sent to nodes that could not be connected to
   };
   void Dispatch();
   void BecomeReady(const std::string& task_id);

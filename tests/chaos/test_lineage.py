@@ -99,3 +99,23 @@ def test_what_cannot_be_made_again_says_which_and_why(b_nodes):
         phalanx.get(ref_there, timeout=60)
     msg = str(e.value)
     assert "no node has a copy left" in msg and "it was made by put()" in msg, msg
+
+
+def test_a_reduce_waits_for_an_input_made_again(b_nodes):
+    """The inputs of a reduce are results on the two "b" nodes; one of those
+    nodes dies while the reduce (a chain through both: four inputs) runs. Its
+    inputs are made again on the other node and the reduce goes on with
+    them: the sum is right, and the raylet's log says they were made again."""
+    first, second = _b_node_ids()
+    refs, wheres = [], []
+    for k, node in ((1, first), (2, second), (3, first), (4, second)):
+        ref, where = _make.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote(k)
+        refs.append(ref)
+        wheres.append(where)
+    pids = phalanx.get(wheres, timeout=30)
+    assert pids[0] != pids[1]
+    total = phalanx.collective.reduce(refs, op="sum", timeout=90)
+    kill9(pids[1])
+    out = phalanx.get(total, timeout=90)
+    assert out.shape == (N,) and out[0] == 10 and out[-1] == 10
+    assert "to rebuild object" in raylet_logs(b_nodes.session_dir)

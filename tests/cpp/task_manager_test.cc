@@ -284,6 +284,34 @@ TEST_F(TaskManagerTest, ATaskThatDoesNotFitHereIsSpilledWithItsArgumentsAndTheir
   EXPECT_FALSE(tasks_.HasTask(t));
 }
 
+TEST_F(TaskManagerTest, ANodeThatCannotBeReachedSpendsNoRetryButOneThatWentAwayDoes) {
+  int sends = 0;
+  tasks_.SetSpillHandler([&](const rpc::TaskSpec&, const ResourceSet&) {
+    ++sends;
+    return std::string("node-b");
+  });
+  pool_.PushIdle(pool_.Add());
+  std::string busy = Submit(Spec("busy", 2));
+  ASSERT_NE(Running(busy), nullptr);
+  std::string t = Submit(Spec("moved", 1, {}, /*max_retries=*/0));
+  ASSERT_EQ(sends, 1);
+  // Never connected to: the task never ran there, and goes out again as it was.
+  for (int k = 0; k < TaskManager::kFreeReplacements; ++k) {
+    tasks_.OnForwardFailed(t, "node node-b is unreachable (connection refused)", /*reached=*/false);
+    ASSERT_EQ(sends, k + 2);
+    EXPECT_EQ(Value(Ret(t)).state(), rpc::OBJ_PENDING);
+  }
+  EXPECT_EQ(tasks_.Stats().retried, 0u);
+  // Past the free ones, or once it was running there, it counts: no retries left.
+  tasks_.OnForwardFailed(t, "node node-b is unreachable (connection refused)", /*reached=*/false);
+  rpc::ObjectValue v = Value(Ret(t));
+  EXPECT_EQ(v.state(), rpc::OBJ_LOST);
+  EXPECT_NE(v.error().find("unreachable"), std::string::npos) << v.error();
+  std::string u = Submit(Spec("moved2", 1, {}, /*max_retries=*/0));
+  tasks_.OnForwardFailed(u, "node node-b went away (connection reset)");
+  EXPECT_EQ(Value(Ret(u)).state(), rpc::OBJ_LOST);
+}
+
 TEST_F(TaskManagerTest, ATaskInALanguageThisNodeDoesNotRunFailsAtOnceSayingSo) {
   rpc::TaskSpec s = Spec("cpp_fn");
   s.set_language(rpc::LANGUAGE_CPP);
