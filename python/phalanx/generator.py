@@ -25,6 +25,7 @@ import inspect
 import time
 
 from phalanx import _core
+from phalanx._private import stuck as _stuck
 
 STREAMING = "streaming"
 DYNAMIC = "dynamic"
@@ -82,12 +83,20 @@ class ObjectRefGenerator:
         from phalanx.exceptions import GetTimeoutError
         if self._done:
             raise StopIteration
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
+        stuck_ms = _stuck.threshold_ms()
+        report_at = start + stuck_ms / 1000 if stuck_ms > 0 else None
         if self._ack_each and self._next > 0:
             self._available, self._ended = _core.stream_next(self._task_id, self._next, 0)
         while self._next >= self._available:
             if self._ended:
                 return self._finish()
+            if report_at is not None and time.monotonic() >= report_at:
+                report_at = None
+                _stuck.log.warning("a generator's next() has waited %.0f s for its item %d (still waiting): %s. "
+                                   "`phalanx stack` shows what every worker is doing.", stuck_ms / 1000, self._next,
+                                   _stuck.describe_waiting(self._ref))
             slice_ms = _SLICE_MS
             if deadline is not None:
                 left = deadline - time.monotonic()

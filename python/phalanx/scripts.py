@@ -271,8 +271,9 @@ def _workers_of(raylet_pid):
 
 def cmd_stack(a):
     """Every thread's Python stack in every worker of the cluster's raylets on
-    this machine: SIGUSR1 makes a worker's faulthandler write them to its log,
-    which this reads back."""
+    this machine, and in every driver connected to them: SIGUSR1 makes a
+    worker's faulthandler write them to its log, a driver's to
+    SESSION/logs/driver-PID.stack; this reads them back."""
     from phalanx import _core
     address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
     if not address:
@@ -282,11 +283,17 @@ def cmd_stack(a):
     host, port = _split(address)
     nodes = [n for n in _core.gcs_nodes(host, port, 5.0) if n["alive"]]
     marks = []  # (node, pid, log, offset)
+    drivers = []  # (pid, stack file, offset)
     elsewhere = []
+    sessions = set()
     for n in sorted(nodes, key=lambda n: n["start_time_ms"]):
         if not os.path.exists(n["socket_path"]) or not _alive(n["pid"]):
             elsewhere.append(n)
             continue
+        session = os.path.dirname(n["socket_path"])
+        if session not in sessions:
+            sessions.add(session)
+            drivers += _signal_drivers(session)
         for pid in _workers_of(n["pid"]):
             try:
                 log = os.readlink(f"/proc/{pid}/fd/2")
@@ -295,7 +302,15 @@ def cmd_stack(a):
             except OSError:
                 continue
     time.sleep(a.wait)
-    print(f"cluster at {address}: {len(marks)} workers on this machine")
+    print(f"cluster at {address}: {len(marks)} workers and {len(drivers)} drivers on this machine")
+    for pid, path, offset in drivers:
+        try:
+            with open(path, errors="replace") as f:
+                f.seek(offset)
+                text = f.read()
+        except OSError as e:
+            text = f"(cannot read {path}: {e})"
+        print(f"\n== driver pid {pid} ({path})\n{text.rstrip() or '(no stack: the driver did not answer)'}")
     for n, pid, log, offset in marks:
         try:
             with open(log, errors="replace") as f:
@@ -308,6 +323,32 @@ def cmd_stack(a):
     for n in elsewhere:
         print(f"\n== node {n['node_id'][:12]} at {n['address']} runs on another machine: run `phalanx stack` there")
     return 0
+
+
+def _signal_drivers(session):
+    """SIGUSR1 to each live driver of `session` that offers its stacks (a
+    SESSION/logs/driver-PID.stack it holds open): [(pid, file, offset)]."""
+    out = []
+    folder = os.path.join(session, "logs")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return out
+    for name in names:
+        if not (name.startswith("driver-") and name.endswith(".stack")):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            pid = int(name[len("driver-"):-len(".stack")])
+            # (the pid may be reused: only the process holding the file open is signalled)
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") == path for fd in fds):
+                continue
+            out.append((pid, path, os.path.getsize(path)))
+            os.kill(pid, signal.SIGUSR1)
+        except (OSError, ValueError):
+            continue
+    return sorted(out)
 
 
 def _alive(pid):
@@ -384,9 +425,9 @@ def main(argv=None):
                    "node's C++ workers run (without it, the node runs no C++ tasks)")
     st = sub.add_parser("status", help="nodes, resources, actors and queued work")
     st.add_argument("--address")
-    sk = sub.add_parser("stack", help="the Python stacks of every worker of the cluster on this machine")
+    sk = sub.add_parser("stack", help="the Python stacks of every worker and driver of the cluster on this machine")
     sk.add_argument("--address")
-    sk.add_argument("--wait", type=float, default=0.5, help="seconds to give workers to write their stacks")
+    sk.add_argument("--wait", type=float, default=0.5, help="seconds to give processes to write their stacks")
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     sub.add_parser("version")

@@ -65,7 +65,57 @@ def test_a_blocked_get_reports_once_what_it_waits_for(fresh_cluster, monkeypatch
     assert ref.hex()[:12] in reports[0] and "has not finished" in reports[0], reports[0]
 
 
-def test_phalanx_stack_prints_every_worker_stack(fresh_cluster):
+@phalanx.remote(num_returns="streaming")
+def slow_stream(seconds):
+    time.sleep(seconds)
+    yield seconds
+
+
+@phalanx.remote
+class LateRank:
+    """Rank 1 of a two-rank group whose rank 0 is the driver: it comes late."""
+
+    def join(self, group):
+        phalanx.collective.init_group(2, 1, group, timeout=60)
+
+    def barrier_after(self, group, seconds):
+        time.sleep(seconds)
+        phalanx.collective.barrier(group_name=group, timeout=60)
+        return "passed"
+
+
+def test_a_blocked_wait_generator_and_group_call_each_report_once(fresh_cluster, monkeypatch):
+    monkeypatch.setenv("PHALANX_STUCK_REPORT_S", "1")  # (read at init)
+    fresh_cluster()
+    catch = _Catch()
+    logging.getLogger("phalanx").addHandler(catch)
+    try:
+        ref = sleepy_in_a_named_place.remote(2.5)
+        ready, _ = phalanx.wait([ref], timeout=30)  # the wait goes on after the report
+        assert ready == [ref]
+        gen = slow_stream.remote(2.5)
+        assert phalanx.get(next(gen), timeout=30) == 2.5
+        late = LateRank.remote()
+        joined = late.join.remote("late")
+        phalanx.collective.init_group(2, 0, "late", timeout=60)
+        phalanx.get(joined, timeout=30)
+        other = late.barrier_after.remote("late", 2.5)
+        phalanx.collective.barrier(group_name="late", timeout=60)
+        assert phalanx.get(other, timeout=30) == "passed"
+        phalanx.collective.destroy_group("late")
+    finally:
+        logging.getLogger("phalanx").removeHandler(catch)
+    reports = [m for m in catch.records if "has waited" in m]
+    assert len(reports) == 3, catch.records
+    assert "phalanx.wait (num_returns=1) has waited 1 s for 1 of 1 objects" in reports[0], reports[0]
+    assert ref.hex()[:12] in reports[0] and "has not finished" in reports[0], reports[0]
+    assert "a generator's next() has waited 1 s for its item 0" in reports[1], reports[1]
+    assert "has not finished" in reports[1], reports[1]
+    assert "group 'late' barrier" in reports[2] and "on rank 0 has waited 1 s" in reports[2], reports[2]
+    assert "not arrived: rank 1 (node " in reports[2], reports[2]
+
+
+def test_phalanx_stack_prints_every_worker_and_driver_stack(fresh_cluster):
     info = fresh_cluster()
     ref = sleepy_in_a_named_place.remote(8)
     time.sleep(1.0)
@@ -73,7 +123,10 @@ def test_phalanx_stack_prints_every_worker_stack(fresh_cluster):
                        capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert p.returncode == 0, p.stderr
     assert "sleepy_in_a_named_place" in p.stdout, p.stdout
-    assert "workers on this machine" in p.stdout and "most recent call first" in p.stdout
+    assert "workers and 1 drivers on this machine" in p.stdout and "most recent call first" in p.stdout
+    # this driver's own stack too: its main thread waits in subprocess.run, in this test
+    driver = p.stdout[p.stdout.index(f"== driver pid {os.getpid()}"):]
+    assert "test_phalanx_stack_prints_every_worker_and_driver_stack" in driver, p.stdout
     phalanx.cancel(ref, force=True)
 
 

@@ -9,6 +9,7 @@ import time
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
+from phalanx._private import stuck as _stuck
 from phalanx._private import tensors as _tensors
 from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
 from phalanx.exceptions import GetTimeoutError, UnavailableError
@@ -84,8 +85,7 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     if logging_level is not None:
         import logging
         logging.getLogger("phalanx").setLevel(logging_level)
-    global _stuck_ms
-    _stuck_ms = stuck_report_ms()
+    _stuck.read_threshold()
     with _lock:
         if state.mode is not None:
             if ignore_reinit_error:
@@ -145,6 +145,7 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 raise
         state.mode = "driver"
         _start_job(namespace)
+        _stuck.offer_driver_stacks(state.info["session_dir"])
         return dict(state.info)
 
 
@@ -183,6 +184,7 @@ def shutdown():
         if state.mode is None:
             return
         try:
+            _stuck.withdraw_driver_stacks()
             _core.disconnect()
         finally:
             state.mode = None
@@ -244,15 +246,16 @@ def get(refs, timeout=None, device=None, _probe=True, _asked=None):
     ms = _timeout_ms(timeout)
     # A long wait says once, in the log, what it waits for (docs/fault-tolerance.md):
     # the first wait ends at the report threshold, the rest goes on after the report.
-    probe = _probe and _stuck_ms > 0 and (ms < 0 or ms > _stuck_ms)
-    values = _core.get(ids, _stuck_ms if probe else ms)
+    stuck_ms = _stuck.threshold_ms()
+    probe = _probe and stuck_ms > 0 and (ms < 0 or ms > stuck_ms)
+    values = _core.get(ids, stuck_ms if probe else ms)
     out = []
     for (kind, payload), ref in zip(values, lst):
         if kind == 3:
             if probe:
                 waiting = [k == 3 for k, _ in values]
-                report_stuck("get", lst, waiting, _stuck_ms / 1000)
-                return get(refs, None if ms < 0 else (ms - _stuck_ms) / 1000, device, _probe=False, _asked=timeout)
+                _stuck.report("get", lst, waiting, stuck_ms / 1000)
+                return get(refs, None if ms < 0 else (ms - stuck_ms) / 1000, device, _probe=False, _asked=timeout)
             missing = sum(1 for k, _ in values if k == 3)
             why = _why_not_ready(ref)
             raise GetTimeoutError(f"get timed out after {timeout if _asked is None else _asked} s: {missing} of "
@@ -262,47 +265,6 @@ def get(refs, timeout=None, device=None, _probe=True, _asked=None):
     if device is not None:
         out = [_tensors.to_device(v, device) for v in out]
     return out[0] if single else out
-
-
-def stuck_report_ms():
-    """After how long a blocked get logs what it waits for: PHALANX_STUCK_REPORT_S
-    seconds (default 60; 0: never), read at import and at init()."""
-    try:
-        return int(max(0.0, float(os.environ.get("PHALANX_STUCK_REPORT_S", "60"))) * 1000)
-    except ValueError:
-        return 60000
-
-
-_stuck_ms = stuck_report_ms()
-
-
-def describe_waiting(ref):
-    """Where the object of `ref` is, as the GCS knows it: its copies, or its task's record."""
-    from phalanx.rpc_tables import primary
-    oid = ref.binary()
-    task = oid[:16].hex()
-    try:
-        host, port = primary(state.info["gcs_address"], 2.0)
-        entry = _core.redis_command(host, port, ["HGETALL", f"objdir:{oid.hex()}"], 2.0) or []
-        nodes = [k.decode() if isinstance(k, bytes) else k for k in entry[0::2]]
-        nodes = [k[:12] for k in nodes if k != "size" and not k.startswith(("srv:", "cmp:"))]
-        if nodes:
-            return f"copies on node(s) {', '.join(nodes)} (being fetched)"
-        alive = sum(1 for n in _core.gcs_nodes(host, port, 2.0) if n["alive"])
-        return f"no copy anywhere yet: task {task[:12]} has not finished ({alive} nodes alive)"
-    except Exception as e:  # (the report is best effort: the GCS may be away)
-        return f"task {task[:12]}; the GCS could not say more ({e})"
-
-
-def report_stuck(call, refs, waiting, after_s):
-    """Logs once that `call` has been blocked `after_s` seconds on the refs marked in `waiting`."""
-    import logging
-    pending = [r for r, w in zip(refs, waiting) if w]
-    first = pending[0]
-    logging.getLogger("phalanx").warning(
-        "phalanx.%s has waited %.0f s for %d of %d objects (still waiting); the first is %r: %s. "
-        "`phalanx stack` shows what every worker is doing.", call, after_s, len(pending), len(refs), first,
-        describe_waiting(first))
 
 
 def _why_not_ready(ref):
@@ -350,6 +312,8 @@ def _wait_with_generators(items, num_returns, timeout, fetch_local):
         raise ValueError("wait() got the same ObjectRef or generator more than once")
     deadline = None if timeout is None or timeout == math.inf else time.monotonic() + max(_timeout_ms(timeout), 0) / 1000
     ids = [r.binary() for r in refs]
+    stuck_ms = _stuck.threshold_ms()
+    report_at = time.monotonic() + stuck_ms / 1000 if stuck_ms > 0 else None
     while True:
         ready_ids = set(_core.wait(ids, len(ids), 0, bool(fetch_local))) if ids else set()
         ready = [x for x in items if (x._ready_now() if isinstance(x, ObjectRefGenerator) else x.binary() in ready_ids)]
@@ -357,6 +321,14 @@ def _wait_with_generators(items, num_returns, timeout, fetch_local):
             ready = ready[:num_returns]
             chosen = {id(x) for x in ready}
             return ready, [x for x in items if id(x) not in chosen]
+        if report_at is not None and time.monotonic() >= report_at:
+            report_at = None
+            stuck_on = [x for x in items if not any(x is y for y in ready)]
+            first = stuck_on[0]
+            _stuck.log.warning("phalanx.wait (num_returns=%d) has waited %.0f s for %d of %d refs and generators "
+                               "(still waiting); the first is %r: %s. `phalanx stack` shows what every worker is "
+                               "doing.", num_returns, stuck_ms / 1000, len(stuck_on), len(items), first,
+                               _stuck.describe_waiting(first._ref if isinstance(first, ObjectRefGenerator) else first))
         # Block a moment on something not ready yet (refs first, else a generator), then look again.
         slice_ms = 10 if deadline is None else max(0, min(10, int((deadline - time.monotonic()) * 1000)))
         pending = [i for i in ids if i not in ready_ids]
@@ -404,7 +376,16 @@ def wait(refs, num_returns=1, timeout=None, fetch_local=True):
         raise ValueError(f"num_returns must be between 0 and {len(lst)}, got {num_returns}")
     if num_returns == 0:
         return [], lst
-    ready_ids = set(_core.wait([r.binary() for r in lst], num_returns, _timeout_ms(timeout), bool(fetch_local)))
+    ids = [r.binary() for r in lst]
+    ms = _timeout_ms(timeout)
+    stuck_ms = _stuck.threshold_ms()
+    if stuck_ms > 0 and (ms < 0 or ms > stuck_ms):  # a long wait says once what it waits for
+        ready_ids = set(_core.wait(ids, num_returns, stuck_ms, bool(fetch_local)))
+        if len(ready_ids) < num_returns:
+            _stuck.report(f"wait (num_returns={num_returns})", lst, [i not in ready_ids for i in ids], stuck_ms / 1000)
+            ready_ids = set(_core.wait(ids, num_returns, -1 if ms < 0 else ms - stuck_ms, bool(fetch_local)))
+    else:
+        ready_ids = set(_core.wait(ids, num_returns, ms, bool(fetch_local)))
     ready, not_ready = [], []
     for r in lst:
         (ready if r.binary() in ready_ids and len(ready) < num_returns else not_ready).append(r)

@@ -24,6 +24,7 @@ Each call takes `timeout` (seconds; None waits for ever); a rank that does
 not come raises GetTimeoutError naming the ranks missing. A rank whose
 process exits or whose node dies fails the others' calls at once, timeout
 or not (CollectiveError naming it), and every later call of the group."""
+import contextlib
 import os
 import pickle
 import sys
@@ -33,9 +34,11 @@ import time
 import numpy as np
 
 from phalanx import _core
+from phalanx._private import stuck as _stuck
 from phalanx.exceptions import CollectiveError, GetTimeoutError
 
 _groups = {}
+_NOT_WATCHED = contextlib.nullcontext()
 _lock = threading.Lock()
 OPS = ("sum", "prod", "min", "max")  # the reduce ops every collective takes
 
@@ -101,14 +104,30 @@ class _Call:
         """Every rank's payload (by rank), once all have handed theirs in."""
         key = f"{self.g.name}:{self.g.nonce}:{self.seq}:{phase}"
         r = self.ranks
+        left = self.left_ms()
         try:
-            raw = _core.rendezvous(key, r.index(self.g.rank), len(r), pickle.dumps(payload), self.left_ms(),
-                                   [self.g.nodes[i] for i in r], [self.g.clients[i] for i in r])
+            with _stuck.watch(lambda waited: self.stuck(key, waited)) if left < 0 or left > _stuck.threshold_ms() \
+                    else _NOT_WATCHED:
+                raw = _core.rendezvous(key, r.index(self.g.rank), len(r), pickle.dumps(payload), left,
+                                       [self.g.nodes[i] for i in r], [self.g.clients[i] for i in r])
         except GetTimeoutError as e:
             raise GetTimeoutError(f"{self.what()}: {e}") from None
         except CollectiveError as e:  # a rank's node died or its process exited
             raise CollectiveError(f"{self.what()}: {e}") from None
         return [pickle.loads(p) for p in raw]
+
+    def stuck(self, key, waited):
+        """The stuck-call report of a meeting: which ranks have not arrived, and where they are."""
+        try:
+            arrived = set(_stuck.arrived_ranks(key))
+        except Exception as e:  # noqa: BLE001 - (the GCS may be away)
+            return f"{self.what()} on rank {self.g.rank} has waited {waited:.0f} s for the other ranks " \
+                   f"(the GCS could not say which: {e})"
+        me = self.ranks.index(self.g.rank)
+        missing = [self.ranks[x] for x in range(len(self.ranks)) if x not in arrived and x != me]
+        where = ", ".join(f"rank {m} (node {self.g.nodes[m].hex()[:12]})" for m in missing) or "none (completing)"
+        return (f"{self.what()} on rank {self.g.rank} has waited {waited:.0f} s for the other ranks; "
+                f"not arrived: {where}")
 
     def agree(self, metas, fields):
         """Raises the same CollectiveError on every rank unless all ranks made
