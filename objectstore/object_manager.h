@@ -67,6 +67,8 @@ class ObjectEvents {
   virtual bool OnCopiesLost(const std::string& id, const std::string& why, std::string* reason) { return false; }
   // `id` left the node's object table.
   virtual void OnEntryGone(const std::string& id) {}
+  // A copy of remote object `id` arrived here.
+  virtual void OnCopiedHere(const std::string& id) {}
 };
 
 class ObjectManager {
@@ -164,6 +166,9 @@ class ObjectManager {
     }
     void Gone(const std::string& id) override {
       if (m_->events_) m_->events_->OnEntryGone(id);
+    }
+    void CopiedHere(const std::string& id) override {
+      if (m_->events_) m_->events_->OnCopiedHere(id);
     }
 
    private:

@@ -64,6 +64,7 @@ void ObjectTable::BecomeReady(const std::string& id, Entry& e) {
     uint32_t holds = e.remote_holds;
     e.remote_holds = 0;
     if (owner_) owner_->Drop(id, node, holds);
+    if (owner_ && e.state != State::kLost) owner_->CopiedHere(id);
   }
   auto waiters = std::move(e.waiters);
   e.waiters.clear();

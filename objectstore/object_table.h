@@ -57,6 +57,8 @@ class ObjectTable {
     virtual bool Rebuild(const std::string& id, const std::string& why, std::string* reason) { return false; }
     // The entry of `id` left the table (freed, with or without a value here).
     virtual void Gone(const std::string& id) {}
+    // Remote object `id` (SetRemote) has its value here now: a copy arrived.
+    virtual void CopiedHere(const std::string& id) {}
   };
 
   // `owner` (may be null: nobody is told) outlives the table.

@@ -110,7 +110,8 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   bool OnCopiesLost(const std::string& id, const std::string&, std::string* reason) override {
     return nm_->tasks_.Rebuild(id, reason);
   }
-  void OnEntryGone(const std::string& id) override { nm_->tasks_.OnReturnFreed(id); }
+  void OnEntryGone(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
+  void OnCopiedHere(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
   void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) override {
     nm_->OnAdopted(holder, ids);
   }

@@ -18,7 +18,7 @@ TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* 
       options_(std::move(options)),
       ledger_(options_.total),
       actors_(std::make_unique<ActorManager>(this, &ledger_, pool, std::move(node_id))),
-      lineage_(options_.lineage_max_bytes) {}
+      lineage_(options_.lineage_max_bytes, [this](std::vector<std::string> held) { ReleaseHeld(std::move(held)); }) {}
 
 
 rpc::TaskSpec* TaskManager::MutableSpec(const std::string& task_id) {
@@ -492,24 +492,32 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   t.pushed_pins.clear();  // the worker's views own those pins now
   ok ? ++stats_.finished : ++stats_.failed;
   Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
-  ReleaseArgs(t);
   // Lineage only for what can be lost with another node: results of a task
   // that ran there and are still only there (being copied here). A task that
   // ran here, or whose results all came back in the reply, needs none (and
   // costs nothing: the microbenchmark's tasks take this path).
-  if (!ok || t.spilled_to.empty()) return;
-  int live = 0, remote = 0;  // (results nobody held were freed as they came: no lineage for them)
-  for (int i = 1; i <= t.spec.num_returns(); ++i) {
-    std::string id = MakeObjectId(task_id, static_cast<uint32_t>(i));
-    live += objects_->Contains(id) ? 1 : 0;
-    remote += objects_->RemoteNode(id).empty() ? 0 : 1;
+  std::vector<uint32_t> exposed;  // (results nobody held were freed as they came: no lineage for them)
+  if (ok && !t.spilled_to.empty()) {
+    for (int i = 1; i <= t.spec.num_returns(); ++i) {
+      std::string id = MakeObjectId(task_id, static_cast<uint32_t>(i));
+      if (!objects_->RemoteNode(id).empty()) exposed.push_back(static_cast<uint32_t>(i));
+    }
   }
-  if (remote > 0) lineage_.Record(std::move(t.spec), live);
+  if (exposed.empty()) return ReleaseArgs(t);
+  // The task's references to its arguments go to the lineage with its spec:
+  // a rerun finds them (or has them made again in turn) until the results
+  // are copied here or freed.
+  std::vector<std::string> held;
+  for (const auto& a : t.spec.args()) {
+    if (!a.object_id().empty()) held.push_back(a.object_id());
+  }
+  held.insert(held.end(), t.spec.contained_ids().begin(), t.spec.contained_ids().end());
+  lineage_.Record(std::move(t.spec), std::move(exposed), std::move(held));
 }
 
-void TaskManager::OnReturnFreed(const std::string& object_id) {
+void TaskManager::OnReturnSafe(const std::string& object_id) {
   if (lineage_.size() > 0 && object_id.size() == kObjectIdSize && IndexOf(object_id) > 0) {
-    lineage_.ReturnFreed(TaskIdOf(object_id));
+    lineage_.ReturnSafe(TaskIdOf(object_id), IndexOf(object_id));
   }
 }
 
@@ -520,24 +528,31 @@ bool TaskManager::Rebuild(const std::string& object_id, std::string* why) {
   }
   std::string tid = TaskIdOf(object_id);
   if (tasks_.count(tid)) return true;  // (running again already, for another of its results)
-  auto spec = lineage_.TakeForRerun(tid, why);
-  if (!spec) return false;
-  // Its arguments must still be here (or be on their way again): one that
-  // nothing held any more is gone for good, and the task cannot run.
-  for (const auto& a : spec->args()) {
+  auto rerun = lineage_.TakeForRerun(tid, why);
+  if (!rerun) return false;
+  rpc::TaskSpec& spec = rerun->spec;
+  // Its arguments are still here (the lineage held them), or on their way
+  // again; one that is not was freed before the lineage took it.
+  for (const auto& a : spec.args()) {
     if (a.object_id().empty() || objects_->Contains(a.object_id())) continue;
-    *why = "its task " + spec->function_name() + " cannot run again: its argument " + ToHex(a.object_id()) +
+    *why = "its task " + spec.function_name() + " cannot run again: its argument " + ToHex(a.object_id()) +
            " was freed (nothing held it any more)";
+    ReleaseHeld(std::move(rerun->held));
     return false;
   }
-  spec->set_attempt(spec->attempt() + 1);
+  spec.set_attempt(spec.attempt() + 1);
   ++stats_.retried;
   ++stats_.reconstructed;
-  PHALANX_LOG(Warning) << "running " << spec->function_name() << " again (retry " << spec->attempt() << " of "
-                       << spec->max_retries() << ") to rebuild object " << ToHex(object_id)
+  PHALANX_LOG(Warning) << "running " << spec.function_name() << " again (retry " << spec.attempt() << " of "
+                       << spec.max_retries() << ") to rebuild object " << ToHex(object_id)
                        << ": every copy of it is gone";
-  Submit(std::move(*spec));
+  Submit(std::move(spec));  // (takes its own references to the arguments)
+  ReleaseHeld(std::move(rerun->held));
   return tasks_.count(tid) > 0;
+}
+
+void TaskManager::ReleaseHeld(std::vector<std::string> held) {
+  for (const auto& id : held) objects_->RemoveRef(id);
 }
 
 void TaskManager::FailTask(const std::string& task_id, StatusCode code, const std::string& why) {

@@ -74,8 +74,9 @@ class TaskManager final : public TaskTable {
   // The worker gave back pushed tasks it had not started (after a recall).
   void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids);
 
-  // Lineage (scheduler/lineage.h): a result of a task submitted here was freed.
-  void OnReturnFreed(const std::string& object_id);
+  // Lineage (scheduler/lineage.h): a result of a task submitted here was
+  // freed here, or copied here: it needs no rebuilding.
+  void OnReturnSafe(const std::string& object_id);
   // Every copy of `object_id` is gone: runs the task that made it again when
   // its spec is kept here and it has retries left (its arguments are waited
   // for as usual, so lost ones are rebuilt in turn). True when the object is
@@ -170,6 +171,7 @@ class TaskManager final : public TaskTable {
   Worker* PipelineTarget(const Task& t);
   bool Push(Worker* w, const std::string& task_id);
   void ReleaseArgs(Task& t);
+  void ReleaseHeld(std::vector<std::string> held);  // references the lineage held
   void Finish(const std::string& task_id, bool ok, const std::string& error);
   void ReleaseLeaseIfIdle(Worker* w);
   bool IsShort(const std::string& function_id) const;
