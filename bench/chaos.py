@@ -94,6 +94,8 @@ class Chaos:
         self.kills = []     # {"kind", "t", "detect_s", "recover_s"}
         self.ops = {"ok": 0, "named_error": 0, "hang": 0, "wrong": 0}
         self.errors = {}
+        self.wrong = []     # the first wrong values: what, when, got, expected
+        self.t0 = time.monotonic()
         self.sims = [Simulator.options(scheduling_strategy="SPREAD").remote(i) for i in range(a.sims)]
         phalanx.get([s.pid.remote() for s in self.sims], timeout=60)
         self.stop = threading.Event()
@@ -107,11 +109,20 @@ class Chaos:
         return [self.node.procs[1][1].pid] + [p.pid for p, _ in self.raylets if p.poll() is None]
 
     # ---- the load ----
-    def outcome(self, fn):
-        """Runs one operation; returns True for a completion with the right value."""
+    def outcome(self, what, fn, expect):
+        """Runs one operation (`fn` gives its value); True for a completion
+        with the value `expect`. A wrong value is kept, with what it was."""
         try:
-            ok = fn()
+            got = fn()
+            ok = got == expect
             kind = "ok" if ok else "wrong"
+            if not ok:
+                with self.lock:
+                    if len(self.wrong) < 50:
+                        self.wrong.append({"t": round(time.monotonic() - self.t0, 1), "op": what, "got": got,
+                                           "expected": expect})
+                        print(f"[{time.monotonic() - self.t0:7.1f} s] WRONG VALUE: {what}: got {got}, "
+                              f"expected {expect}", flush=True)
         except GetTimeoutError:
             kind = "hang"
         except PhalanxError as e:
@@ -139,12 +150,15 @@ class Chaos:
         rollouts = [s.rollout.remote(policy, version) for s in self.sims]
         grads = [gradient.remote(np.full(1000, version, dtype=np.float32), version) for _ in range(self.a.tasks)]
         for i, r in enumerate(rollouts):
-            self.outcome(lambda r=r, i=i: float(phalanx.get(r, timeout=deadline)[0]) == version * 100 + i)
-        for g in grads:
-            self.outcome(lambda g=g: float(phalanx.get(g, timeout=deadline)[0]) == 3 * version)
+            self.outcome(f"rollout of simulator {i} ({r.hex()[:16]})",
+                         lambda r=r: float(phalanx.get(r, timeout=deadline)[0]), float(version * 100 + i))
+        for k, g in enumerate(grads):
+            self.outcome(f"task {k} ({g.hex()[:16]})", lambda g=g: float(phalanx.get(g, timeout=deadline)[0]),
+                         float(3 * version))
         total = phalanx.collective.reduce(rollouts, op="sum")
         expect = sum(version * 100 + i for i in range(self.a.sims))
-        self.outcome(lambda: float(phalanx.get(total, timeout=deadline)[0]) == expect)
+        self.outcome(f"reduce ({total.hex()[:16]})", lambda: float(phalanx.get(total, timeout=deadline)[0]),
+                     float(expect))
 
     # ---- the kills ----
     def kill_one(self):
@@ -269,6 +283,7 @@ def main():
         "recover_s_median": {k: med([x["recover_s"] for x in v]) for k, v in by_kind.items()},
         "recover_s_max": max([x["recover_s"] for x in c.kills if x["recover_s"] is not None], default=None),
         "errors": c.errors,
+        "wrong_examples": c.wrong,
     }
     print(json.dumps(summary, indent=1))
     if a.json:
