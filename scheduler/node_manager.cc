@@ -676,6 +676,13 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_restored_total_bytes(sp.restored_bytes);
   r.set_spill_seconds(sp.spill_seconds);
   r.set_restore_seconds(sp.restore_seconds);
+  r.set_tasks_failed(t.failed);
+  r.set_tasks_retried(t.retried);
+  r.set_tasks_spilled(t.spilled);
+  r.set_tasks_reconstructed(t.reconstructed);
+  r.set_lineage_specs(tasks_.lineage().size());
+  r.set_lineage_bytes(tasks_.lineage().bytes());
+  r.set_lineage_dropped(tasks_.lineage().dropped());
   Reply(c, rpc::GET_STATS, req, r);
 }
 

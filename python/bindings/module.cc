@@ -685,7 +685,12 @@ PYBIND11_MODULE(_core, m) {
                      pyb::arg("spilled_total_bytes") = s.spilled_total_bytes(),
                      pyb::arg("restored_total_objects") = s.restored_total_objects(),
                      pyb::arg("restored_total_bytes") = s.restored_total_bytes(),
-                     pyb::arg("spill_seconds") = s.spill_seconds(), pyb::arg("restore_seconds") = s.restore_seconds());
+                     pyb::arg("spill_seconds") = s.spill_seconds(), pyb::arg("restore_seconds") = s.restore_seconds(),
+                     pyb::arg("tasks_failed") = s.tasks_failed(), pyb::arg("tasks_retried") = s.tasks_retried(),
+                     pyb::arg("tasks_spilled") = s.tasks_spilled(),
+                     pyb::arg("tasks_reconstructed") = s.tasks_reconstructed(),
+                     pyb::arg("lineage_specs") = s.lineage_specs(), pyb::arg("lineage_bytes") = s.lineage_bytes(),
+                     pyb::arg("lineage_dropped") = s.lineage_dropped());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).

@@ -18,7 +18,7 @@ import pytest
 import phalanx
 from phalanx.remote_function import NodeAffinitySchedulingStrategy
 
-from .util import kill9, loopback_nodes, raylet_logs
+from .util import kill9, loopback_nodes, raylet_logs, wait_until
 
 MIB = 1 << 20
 N = 16 * MIB  # float32s: 64 MiB
@@ -67,6 +67,10 @@ def test_a_result_on_a_killed_node_is_made_again(b_nodes):
     out = phalanx.get(value, timeout=60)  # its copy is gone: the task runs again on the other node
     assert out.shape == (N,) and out[0] == 7 and out[-1] == 7
     assert "to rebuild object" in raylet_logs(b_nodes.session_dir)
+    assert phalanx.cluster_stats()["tasks_reconstructed"] == 1
+    # Once the result is copied here, its spec (and what it held) goes.
+    wait_until(lambda: phalanx.cluster_stats()["lineage_specs"] == 0, timeout=10, what="the lineage to empty")
+    assert phalanx.cluster_stats()["lineage_bytes"] == 0
 
 
 def test_a_rerun_reads_its_arguments_again_even_one_the_program_let_go_of(b_nodes):
