@@ -47,12 +47,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base-site", required=True, help="the base build, installed with pip --target")
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--base-first", action="store_true", help="each pair starts with the base build")
     ap.add_argument("--json")
     ap.add_argument("extra", nargs="*", help="arguments for phalanx.microbenchmark (after --)")
     a = ap.parse_args()
     this, base = [], []
     for k in range(a.pairs):
-        for name, site, runs in (("this", None, this), ("base", a.base_site, base)):
+        order = (("this", None, this), ("base", a.base_site, base))
+        for name, site, runs in (order[::-1] if a.base_first else order):
             runs.append(run_once(site, a.extra))
             print(f"pair {k + 1}/{a.pairs}: {name} done", file=sys.stderr, flush=True)
     metrics = [m for m in this[0] if all(m in r for r in this + base)]
