@@ -94,9 +94,8 @@ class ObjectRefGenerator:
                 return self._finish()
             if report_at is not None and time.monotonic() >= report_at:
                 report_at = None
-                _stuck.log.warning("a generator's next() has waited %.0f s for its item %d (still waiting): %s. "
-                                   "`phalanx stack` shows what every worker is doing.", stuck_ms / 1000, self._next,
-                                   _stuck.describe_waiting(self._ref))
+                _stuck.log.warning("a generator's next() has waited %.0f s for its item %d (still waiting): %s. %s",
+                                   stuck_ms / 1000, self._next, _stuck.describe_waiting(self._ref), _stuck.HINT)
             slice_ms = _SLICE_MS
             if deadline is not None:
                 left = deadline - time.monotonic()

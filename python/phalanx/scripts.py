@@ -304,25 +304,25 @@ def cmd_stack(a):
     time.sleep(a.wait)
     print(f"cluster at {address}: {len(marks)} workers and {len(drivers)} drivers on this machine")
     for pid, path, offset in drivers:
-        try:
-            with open(path, errors="replace") as f:
-                f.seek(offset)
-                text = f.read()
-        except OSError as e:
-            text = f"(cannot read {path}: {e})"
+        text = _read_from(path, offset)
         print(f"\n== driver pid {pid} ({path})\n{text.rstrip() or '(no stack: the driver did not answer)'}")
     for n, pid, log, offset in marks:
-        try:
-            with open(log, errors="replace") as f:
-                f.seek(offset)
-                text = f.read()
-        except OSError as e:
-            text = f"(cannot read {log}: {e})"
+        text = _read_from(log, offset)
         text = text[text.find("Thread 0x") if "Thread 0x" in text else 0:] or "(no stack: the worker did not answer)\n"
         print(f"\n== node {n['node_id'][:12]} worker pid {pid} (log {log})\n{text.rstrip()}")
     for n in elsewhere:
         print(f"\n== node {n['node_id'][:12]} at {n['address']} runs on another machine: run `phalanx stack` there")
     return 0
+
+
+def _read_from(path, offset):
+    """What `path` holds past `offset` (what a process wrote there since), or why it cannot be read."""
+    try:
+        with open(path, errors="replace") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError as e:
+        return f"(cannot read {path}: {e})"
 
 
 def _signal_drivers(session):

@@ -47,19 +47,26 @@ class _Catch(logging.Handler):
         self.records.append(record.getMessage())
 
 
-def test_a_blocked_get_reports_once_what_it_waits_for(fresh_cluster, monkeypatch):
+@pytest.fixture
+def stuck_log(fresh_cluster, monkeypatch):
+    """A cluster whose calls report after 1 s of waiting, and the warnings they log."""
     monkeypatch.setenv("PHALANX_STUCK_REPORT_S", "1")  # (read at init)
     fresh_cluster()
     catch = _Catch()
     logging.getLogger("phalanx").addHandler(catch)
     try:
-        ref = sleepy_in_a_named_place.remote(2.5)
-        assert phalanx.get(ref, timeout=30) == 2.5  # the wait goes on after the report
-        reports = [m for m in catch.records if "has waited" in m]
-        with pytest.raises(phalanx.exceptions.GetTimeoutError, match="after 1.5 s"):
-            phalanx.get(sleepy_in_a_named_place.remote(30), timeout=1.5)  # (the report, then the timeout asked)
+        yield catch
     finally:
         logging.getLogger("phalanx").removeHandler(catch)
+
+
+def test_a_blocked_get_reports_once_what_it_waits_for(stuck_log):
+    catch = stuck_log
+    ref = sleepy_in_a_named_place.remote(2.5)
+    assert phalanx.get(ref, timeout=30) == 2.5  # the wait goes on after the report
+    reports = [m for m in catch.records if "has waited" in m]
+    with pytest.raises(phalanx.exceptions.GetTimeoutError, match="after 1.5 s"):
+        phalanx.get(sleepy_in_a_named_place.remote(30), timeout=1.5)  # (the report, then the timeout asked)
     assert len(reports) == 1, catch.records
     assert "phalanx.get has waited 1 s for 1 of 1 objects" in reports[0]
     assert ref.hex()[:12] in reports[0] and "has not finished" in reports[0], reports[0]
@@ -84,27 +91,21 @@ class LateRank:
         return "passed"
 
 
-def test_a_blocked_wait_generator_and_group_call_each_report_once(fresh_cluster, monkeypatch):
-    monkeypatch.setenv("PHALANX_STUCK_REPORT_S", "1")  # (read at init)
-    fresh_cluster()
-    catch = _Catch()
-    logging.getLogger("phalanx").addHandler(catch)
-    try:
-        ref = sleepy_in_a_named_place.remote(2.5)
-        ready, _ = phalanx.wait([ref], timeout=30)  # the wait goes on after the report
-        assert ready == [ref]
-        gen = slow_stream.remote(2.5)
-        assert phalanx.get(next(gen), timeout=30) == 2.5
-        late = LateRank.remote()
-        joined = late.join.remote("late")
-        phalanx.collective.init_group(2, 0, "late", timeout=60)
-        phalanx.get(joined, timeout=30)
-        other = late.barrier_after.remote("late", 2.5)
-        phalanx.collective.barrier(group_name="late", timeout=60)
-        assert phalanx.get(other, timeout=30) == "passed"
-        phalanx.collective.destroy_group("late")
-    finally:
-        logging.getLogger("phalanx").removeHandler(catch)
+def test_a_blocked_wait_generator_and_group_call_each_report_once(stuck_log):
+    catch = stuck_log
+    ref = sleepy_in_a_named_place.remote(2.5)
+    ready, _ = phalanx.wait([ref], timeout=30)  # the wait goes on after the report
+    assert ready == [ref]
+    gen = slow_stream.remote(2.5)
+    assert phalanx.get(next(gen), timeout=30) == 2.5
+    late = LateRank.remote()
+    joined = late.join.remote("late")
+    phalanx.collective.init_group(2, 0, "late", timeout=60)
+    phalanx.get(joined, timeout=30)
+    other = late.barrier_after.remote("late", 2.5)
+    phalanx.collective.barrier(group_name="late", timeout=60)
+    assert phalanx.get(other, timeout=30) == "passed"
+    phalanx.collective.destroy_group("late")
     reports = [m for m in catch.records if "has waited" in m]
     assert len(reports) == 3, catch.records
     assert "phalanx.wait (num_returns=1) has waited 1 s for 1 of 1 objects" in reports[0], reports[0]

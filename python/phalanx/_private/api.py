@@ -323,12 +323,9 @@ def _wait_with_generators(items, num_returns, timeout, fetch_local):
             return ready, [x for x in items if id(x) not in chosen]
         if report_at is not None and time.monotonic() >= report_at:
             report_at = None
-            stuck_on = [x for x in items if not any(x is y for y in ready)]
-            first = stuck_on[0]
-            _stuck.log.warning("phalanx.wait (num_returns=%d) has waited %.0f s for %d of %d refs and generators "
-                               "(still waiting); the first is %r: %s. `phalanx stack` shows what every worker is "
-                               "doing.", num_returns, stuck_ms / 1000, len(stuck_on), len(items), first,
-                               _stuck.describe_waiting(first._ref if isinstance(first, ObjectRefGenerator) else first))
+            chosen = {id(x) for x in ready}
+            _stuck.report(f"wait (num_returns={num_returns})", items, [id(x) not in chosen for x in items],
+                          stuck_ms / 1000, noun="refs and generators")
         # Block a moment on something not ready yet (refs first, else a generator), then look again.
         slice_ms = 10 if deadline is None else max(0, min(10, int((deadline - time.monotonic()) * 1000)))
         pending = [i for i in ids if i not in ready_ids]

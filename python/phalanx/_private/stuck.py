@@ -15,6 +15,7 @@ import time
 from phalanx import _core
 
 log = logging.getLogger("phalanx")
+HINT = "`phalanx stack` shows what every worker is doing."
 
 _ms = None  # the threshold in ms (0: off), read at import and at init()
 
@@ -59,13 +60,13 @@ def describe_waiting(ref):
         return f"task {task[:12]}; the GCS could not say more ({e})"
 
 
-def report(call, refs, waiting, after_s):
-    """Logs once that `call` has been blocked `after_s` seconds on the refs marked in `waiting`."""
+def report(call, refs, waiting, after_s, noun="objects"):
+    """Logs once that `call` has been blocked `after_s` seconds on the refs
+    (or generators: their completion ref is described) marked in `waiting`."""
     pending = [r for r, w in zip(refs, waiting) if w]
     first = pending[0]
-    log.warning("phalanx.%s has waited %.0f s for %d of %d objects (still waiting); the first is %r: %s. "
-                "`phalanx stack` shows what every worker is doing.", call, after_s, len(pending), len(refs), first,
-                describe_waiting(first))
+    log.warning("phalanx.%s has waited %.0f s for %d of %d %s (still waiting); the first is %r: %s. %s", call,
+                after_s, len(pending), len(refs), noun, first, describe_waiting(getattr(first, "_ref", first)), HINT)
 
 
 def arrived_ranks(key):
@@ -131,8 +132,7 @@ def _watchdog():
                     del _watches[token]  # (once)
         for waited, describe in due:
             try:
-                log.warning("%s (still waiting). `phalanx stack` shows what every worker is doing.",
-                            describe(waited))
+                log.warning("%s (still waiting). %s", describe(waited), HINT)
             except Exception as e:  # noqa: BLE001 - a report must never break the call it watches
                 log.warning("a call has waited %.0f s; describing it failed: %s", waited, e)
 
