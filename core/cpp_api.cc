@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -140,6 +141,48 @@ std::string FindRaylet(const std::string& address) {
   }
   if (found.empty()) throw std::runtime_error("no live raylet of the cluster at " + address + " on this machine");
   return found;
+}
+
+// PHALANX_STUCK_REPORT_S in ms (default 60 s; 0: no report), as the Python API reads it.
+int64_t StuckReportMs() {
+  const char* env = std::getenv("PHALANX_STUCK_REPORT_S");
+  if (env == nullptr || *env == '\0') return 60000;
+  char* end = nullptr;
+  double s = std::strtod(env, &end);
+  if (end == env) return 60000;
+  return static_cast<int64_t>(std::max(0.0, s) * 1000);
+}
+
+// Where object `id` is, as the GCS knows it: its copies, or that its task has
+// not finished (best effort: the GCS may be away).
+std::string DescribeWaiting(const CoreWorker& core, const std::string& id) {
+  std::string task = ToHex(TaskIdOf(id)).substr(0, 12);
+  std::string address = core.gcs_address().substr(0, core.gcs_address().find(','));
+  size_t colon = address.rfind(':');
+  const char* env = std::getenv("PHALANX_CLUSTER_TOKEN");
+  std::string token = env ? env : "";
+  auto ask = [&]() -> Result<std::string> {
+    if (colon == std::string::npos) return Status::InvalidArgument("no GCS address");
+    PHALANX_ASSIGN_OR_RETURN(auto c, RedisConnection::Open(address.substr(0, colon), std::atoi(address.c_str() + colon + 1),
+                                                           token, TlsFromEnvironment(token), 2000));
+    PHALANX_ASSIGN_OR_RETURN(RedisReply dir, c->Command({"HGETALL", "objdir:" + ToHex(id)}));
+    std::string nodes;
+    for (size_t i = 0; i < dir.elements.size(); i += 2) {
+      const std::string& k = dir.elements[i].str;
+      if (k == "size" || k.rfind("srv:", 0) == 0 || k.rfind("cmp:", 0) == 0) continue;
+      nodes += (nodes.empty() ? "" : ", ") + k.substr(0, 12);
+    }
+    if (!nodes.empty()) return "copies on node(s) " + nodes + " (being fetched)";
+    PHALANX_ASSIGN_OR_RETURN(RedisReply all, c->Command({"HGETALL", "nodes"}));
+    int alive = 0;
+    for (size_t i = 1; i < all.elements.size(); i += 2) {
+      rpc::NodeInfo n;
+      if (n.ParseFromString(all.elements[i].str) && n.alive()) ++alive;
+    }
+    return "no copy anywhere yet: task " + task + " has not finished (" + std::to_string(alive) + " nodes alive)";
+  };
+  auto said = ask();
+  return said.ok() ? said.value() : "task " + task + "; the GCS could not say more (" + said.status().message() + ")";
 }
 
 }  // namespace
@@ -274,8 +317,19 @@ std::string Submit(const std::string& name, const std::vector<Arg>& args, const 
 
 std::string GetBytes(const std::string& object_id, int64_t timeout_ms) {
   auto core = Core();
-  auto r = core->Get({object_id}, timeout_ms);
+  // The stuck-call report (docs/fault-tolerance.md): block up to the
+  // threshold, say once what is still missing and where, then block for the rest.
+  int64_t report_ms = StuckReportMs();
+  bool probe = report_ms > 0 && (timeout_ms < 0 || timeout_ms > report_ms);
+  auto r = core->Get({object_id}, probe ? report_ms : timeout_ms);
   Check(r.status());
+  if (probe && r.value()[0].state() == rpc::OBJ_PENDING) {
+    std::cerr << "phalanx::Get has waited " << report_ms / 1000 << " s for object " << ToHex(object_id)
+              << " (still waiting): " << DescribeWaiting(*core, object_id)
+              << ". `phalanx stack` shows what every worker is doing." << std::endl;
+    r = core->Get({object_id}, timeout_ms < 0 ? timeout_ms : timeout_ms - report_ms);
+    Check(r.status());
+  }
   rpc::ObjectValue& v = r.value()[0];
   switch (v.state()) {
     case rpc::OBJ_INLINE: return v.data();

@@ -212,6 +212,15 @@ void GcsClient::ClientExists(const std::string& client_id, Callback<bool> cb) {
   });
 }
 
+void GcsClient::ClientNode(const std::string& client_id, Callback<std::string> cb) {
+  redis_->Command({"HGET", "clients", ToHex(client_id)}, [cb, client_id](Result<RedisReply> r) {
+    if (!r.ok()) return cb(r.status());
+    std::string node = r.value().type == RedisReply::kString ? FromHex(r.value().str) : std::string();
+    if (node.empty()) return cb(Status::NotFound("no process of this cluster had client id " + ToHex(client_id)));
+    cb(std::move(node));
+  });
+}
+
 void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
   redis_->Command({"HSET", "functions", ToHex(f.function_id()), f.SerializeAsString()});
 }

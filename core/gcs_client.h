@@ -79,6 +79,9 @@ class GcsClient {
   // ever registered with a raylet of this cluster, so the creators of objects.
   void RegisterClient(const std::string& client_id, const std::string& node_id);
   void ClientExists(const std::string& client_id, Callback<bool> cb);
+  // The node `client_id` registered with (its raylet submitted what it made);
+  // NotFound when no process of this cluster had that id.
+  void ClientNode(const std::string& client_id, Callback<std::string> cb);
 
   // Function table: functions hash (function id hex -> RegisterFunction), so
   // any raylet can hand a worker code a driver registered elsewhere.

@@ -137,6 +137,14 @@ std::string ObjectTable::RemoteNode(const std::string& id) const {
   return it == entries_.end() || it->second.state != State::kPending ? std::string() : it->second.remote_node;
 }
 
+std::pair<std::string, uint32_t> ObjectTable::TakeRemoteHolds(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.state != State::kPending || it->second.remote_holds == 0) return {};
+  uint32_t holds = it->second.remote_holds;
+  it->second.remote_holds = 0;
+  return {it->second.remote_node, holds};
+}
+
 uint64_t ObjectTable::RemoteSize(const std::string& id) const {
   auto it = entries_.find(id);
   return it == entries_.end() ? 0 : it->second.remote_size;
@@ -228,14 +236,18 @@ void ObjectTable::MarkLost(const std::string& id, StatusCode code, const std::st
 
 void ObjectTable::LoseCopies(const std::string& id, const std::string& why) {
   auto it = entries_.find(id);
+  // (Rebuild may add entries, which may rehash the map: the entry's address
+  // stays good, the iterator does not.)
+  Entry* e = it == entries_.end() ? nullptr : &it->second;
   std::string reason;
-  if (it != entries_.end() && it->second.state == State::kPending && !it->second.creating && owner_ &&
-      owner_->Rebuild(id, why, &reason)) {
-    Entry& e = it->second;  // (Rebuild adds no entry of this id: the reference stays good)
-    e.remote_node.clear();  // (the node that had it is gone: nothing to release there)
-    e.remote_holds = 0;
-    e.remote_size = 0;
-    e.demanded = false;
+  if (e != nullptr && e->state == State::kPending && !e->creating && owner_ && owner_->Rebuild(id, why, &reason)) {
+    // The node it was remote at keeps nothing for us now (if it is still
+    // alive: a lender that had no copy left either).
+    if (!e->remote_node.empty() && e->remote_holds > 0) owner_->Drop(id, e->remote_node, e->remote_holds);
+    e->remote_node.clear();
+    e->remote_holds = 0;
+    e->remote_size = 0;
+    e->demanded = false;
     return;
   }
   MarkLost(id, StatusCode::kObjectLost, reason.empty() ? why : why + "; it cannot be made again: " + reason);

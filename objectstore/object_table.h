@@ -22,6 +22,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -135,6 +136,10 @@ class ObjectTable {
   // The node holding a pending remote object, else "".
   std::string RemoteNode(const std::string& id) const;
   uint64_t RemoteSize(const std::string& id) const;
+  // The holds a pending remote object has at its node pass to the caller,
+  // who releases them there (Owner::Drop is not told of them any more):
+  // {node, holds}, or {"", 0} when it has none.
+  std::pair<std::string, uint32_t> TakeRemoteHolds(const std::string& id);
 
   // Runs `cb` when `id` is ready or lost (now, if it already is).
   void OnReady(const std::string& id, ReadyCallback cb);

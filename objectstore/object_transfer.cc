@@ -86,7 +86,19 @@ void ObjectTransfer::Pull(const std::string& id, const std::string& hint_node) {
   PullState& p = pulls_[id];
   p.object = id;
   p.hint = hint_node;
+  EndWhenMadeHere(id);
   ChooseSource(id);
+}
+
+void ObjectTransfer::EndWhenMadeHere(const std::string& id) {
+  // The object may get its value here by another way while no byte of the
+  // copy has come (a task rerun here makes it: the node this copy waits on
+  // may be waiting for this very node). Then the copy ends, and whoever
+  // waits on it reads the value made here.
+  objects_->OnReady(id, [this, id] {
+    auto it = pulls_.find(id);
+    if (it != pulls_.end() && !it->second.sized && !it->second.open && !it->second.produced) Finish(id);
+  });
 }
 
 void ObjectTransfer::CopyFrom(const std::string& id, const std::string& node, uint32_t wait_ms) {
@@ -97,6 +109,7 @@ void ObjectTransfer::CopyFrom(const std::string& id, const std::string& node, ui
   p.hint = node;
   p.fixed = true;
   p.wait_ms = wait_ms;
+  EndWhenMadeHere(id);
   ChooseSource(id);
 }
 

@@ -108,7 +108,7 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   void OnObjectFreed(const std::string& id, bool, bool was_copy) override { nm_->OnObjectFreed(id, was_copy); }
   void OnStoreFull() override { nm_->UnmapIdle(); }
   bool OnCopiesLost(const std::string& id, const std::string&, std::string* reason) override {
-    return nm_->tasks_.Rebuild(id, reason);
+    return nm_->OnCopiesLost(id, reason);
   }
   void OnEntryGone(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
   void OnCopiedHere(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
@@ -487,6 +487,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_cluster_token(options_.cluster_token);
   r.set_tls(options_.tls != nullptr);
   clients_by_id_[c->client_id] = c.get();
+  own_creators_.insert(CreatorKey(c->client_id));
   if (creators_.insert(CreatorKey(c->client_id)).second) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {

@@ -195,6 +195,12 @@ class NodeManager {
   // Pending ids whose creator no process of the cluster ever was (a made-up
   // or stale ref) fail at once with NotFound instead of waiting forever.
   void CheckCreators(const std::vector<std::string>& ids);
+  // Every copy of pending `id` is gone (objectstore::ObjectEvents): true when
+  // it is being made again, here (this node's lineage) or by the node whose
+  // client made the ref (asked through a copy from it: AskOwner); else false
+  // with *reason.
+  bool OnCopiesLost(const std::string& id, std::string* reason);
+  void AskOwner(const std::string& id, const Result<std::string>& owner);
   void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
   void CompleteWait(const std::shared_ptr<PendingWait>& w);
   void HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m);
@@ -255,6 +261,18 @@ class NodeManager {
   // creators of objects), and the pending ids of creators being looked up.
   std::unordered_set<uint64_t> creators_;  // CreatorKey of each
   std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
+  std::unordered_set<uint64_t> own_creators_;  // CreatorKey of the clients that registered here
+  // Lost objects whose owner node (the one that submitted their task) is
+  // asked to make them again: that node ("" while the GCS is asked), and the
+  // holds the object had at the node that lent it here, kept until the
+  // owner answers (so that a lender that is the owner keeps it meanwhile).
+  struct AskedOwner {
+    std::string owner;
+    std::string lender;
+    uint32_t holds = 0;
+  };
+  std::unordered_map<std::string, AskedOwner> asked_owner_;
+  void AnsweredByOwner(const std::string& id);  // the ask ended: the lender's holds go
   boost::asio::steady_timer heartbeat_timer_;
   boost::asio::steady_timer get_deadline_timer_;  // for get_deadlines_' earliest
   std::unique_ptr<HeartbeatThread> beat_;  // liveness, on its own thread (null when offline)

@@ -134,6 +134,61 @@ void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
   }
 }
 
+bool NodeManager::OnCopiesLost(const std::string& id, std::string* reason) {
+  if (tasks_.Rebuild(id, reason)) return true;
+  // Not this node's to make again: a put, or made through this node (its
+  // lineage said why not), or the node that submitted its task was asked
+  // already and could not.
+  if (id.size() != kObjectIdSize || IndexOf(id) == 0 || own_creators_.count(CreatorKey(id))) return false;
+  auto asked = asked_owner_.find(id);
+  if (asked != asked_owner_.end()) {
+    *reason = "the node that submitted its task (" + ToHex(asked->second.owner).substr(0, 12) +
+              ") could not make it again either";
+    AnsweredByOwner(id);
+    return false;
+  }
+  // Its task was submitted through another node, which keeps its lineage:
+  // find that node, and copy the object from it. It serves the copy once it
+  // has the object again (from a copy left, or run again), or says why not.
+  auto [lender, holds] = objects_.TakeRemoteHolds(id);
+  asked_owner_.emplace(id, AskedOwner{std::string(), std::move(lender), holds});
+  gcs_.ClientNode(id.substr(0, kClientIdSize), [this, id](Result<std::string> owner) { AskOwner(id, owner); });
+  return true;
+}
+
+void NodeManager::AskOwner(const std::string& id, const Result<std::string>& owner) {
+  auto asked = asked_owner_.find(id);
+  if (asked == asked_owner_.end()) return;
+  if (!objects_.Contains(id) || objects_.IsReady(id)) return AnsweredByOwner(id);  // freed or found meanwhile
+  std::string cant;
+  if (!owner.ok()) {
+    cant = "the GCS could not say which node submitted its task: " + owner.status().message();
+  } else if (owner.value() == node_id_) {
+    cant = "no spec of the task that made it is kept here";
+  } else if (!peers_.IsAlive(owner.value())) {
+    cant = "the node that submitted its task (" + ToHex(owner.value()).substr(0, 12) +
+           ") is gone too, and its lineage with it";
+  }
+  if (!cant.empty()) {
+    AnsweredByOwner(id);
+    objects_.MarkLost(id, StatusCode::kObjectLost,
+                      "object " + ToHex(id) + ": no node has a copy left; it cannot be made again: " + cant);
+    return;
+  }
+  asked->second.owner = owner.value();
+  PHALANX_LOG(Info) << "every copy of object " << ToHex(id) << " is gone: asking node "
+                    << ToHex(owner.value()).substr(0, 12) << ", which submitted its task, for it";
+  om_.transfer().CopyFrom(id, owner.value(), /*wait_ms=*/0);
+  objects_.OnReady(id, [this, id] { AnsweredByOwner(id); });
+}
+
+void NodeManager::AnsweredByOwner(const std::string& id) {
+  auto asked = asked_owner_.find(id);
+  if (asked == asked_owner_.end()) return;
+  if (asked->second.holds > 0) om_.Release(asked->second.lender, {id}, {asked->second.holds});
+  asked_owner_.erase(asked);
+}
+
 void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
   if (g->done) return;
   g->done = true;

@@ -8,7 +8,10 @@ a node's death loses a result only while that copy runs: these tests slow
 copies down (4 KiB ranges, one at a time: about 0.7 s for 64 MiB) and kill
 the node the moment the task is reported done. A rerun finds its arguments
 even when the program let go of them (the lineage holds them), and a reduce
-over results of a node that dies goes on with them made again."""
+over results of a node that dies goes on with them made again. A node that
+only borrowed the ref (it came nested in a value), whose lender died with
+the copy, has the node that submitted the task make it again; a copy that
+waits on a rerun placed on its own node ends when the rerun makes it."""
 import os
 import time
 
@@ -43,6 +46,35 @@ def _make_once(i):
 @phalanx.remote(resources={"b": 0.01})
 def _put_there(i):
     return [phalanx.put(np.full(MIB, i, dtype=np.float32)), os.getppid()]
+
+
+@phalanx.remote(num_returns=2, max_retries=2, resources={"b": 0.01})
+def _make_slow_again(i, marker):
+    if os.path.exists(marker):  # the rerun: slow, so that no copy exists while the reader looks
+        time.sleep(3)
+    else:
+        open(marker, "w").close()
+    return np.full(N, i, dtype=np.float32), os.getppid()
+
+
+@phalanx.remote(resources={"d": 0.01})
+class _Reader:
+    def keep(self, refs):  # the ref comes nested: this node borrows it (from the caller's node)
+        self.refs = refs
+        return os.getppid()
+
+    def ends(self):
+        a = phalanx.get(self.refs[0], timeout=60)
+        return float(a[0]), float(a[-1])
+
+
+@phalanx.remote(num_cpus=0, resources={"b": 0.01})  # (the node's one CPU stays for the task)
+class _Relay:
+    def node(self):
+        return phalanx.get_node_id()
+
+    def hand(self, reader, refs):  # lends the ref to the reader's node: the lender is this node
+        return os.getppid(), phalanx.get(reader.keep.remote(refs), timeout=30)
 
 
 def _raylet(node, pid):
@@ -122,3 +154,49 @@ def test_a_reduce_waits_for_an_input_made_again(b_nodes):
     out = phalanx.get(total, timeout=90)
     assert out.shape == (N,) and out[0] == 10 and out[-1] == 10
     assert "to rebuild object" in raylet_logs(b_nodes.session_dir)
+
+
+def test_a_borrower_has_the_submitting_node_make_a_lost_result_again(tmp_path):
+    """The result's only copy is on a "b" node, and so is the node that lent
+    the ref to an actor on a third node (the ref came nested, through an
+    actor on that "b" node); that node dies. The reader's node has no copy
+    to find, no lender to ask and no lineage of its own: it asks the node
+    that submitted the task (the driver's), which runs the task again on the
+    other "b" node and serves the copy. The rerun takes 3 s, so the reader
+    finds no copy anywhere first (before the fix it raised ObjectLostError:
+    "no spec of the task that made it is kept on this node")."""
+    with loopback_nodes([None, {"b": 1}, {"b": 1}, {"d": 1}], extra_args=SLOW_COPIES) as node:
+        reader = _Reader.remote()
+        relay = _Relay.remote()
+        there = NodeAffinitySchedulingStrategy(phalanx.get(relay.node.remote(), timeout=30), soft=True)
+        value, where = _make_slow_again.options(scheduling_strategy=there).remote(7, str(tmp_path / "ran"))
+        relay_raylet, reader_raylet = phalanx.get(relay.hand.remote(reader, [value]), timeout=30)
+        pid = phalanx.get(where, timeout=30)
+        assert pid == relay_raylet != reader_raylet
+        kill9(pid)
+        assert phalanx.get(reader.ends.remote(), timeout=90) == (7.0, 7.0)
+        logs = raylet_logs(node.session_dir)
+        assert "to rebuild object" in logs
+        assert "which submitted its task, for it" in logs  # (the borrower asked the driver's node)
+
+
+def test_a_copy_in_flight_ends_when_a_rerun_makes_the_object_on_its_node(tmp_path):
+    """As above, but the actor that lent the ref lives on the other "b"
+    node, which survives: it copies the object for the reader from the
+    driver's node, which waits for the rerun, and the rerun is placed on
+    that same node. The object made there ends that node's copy, and the
+    readers get it (before the fix, the two nodes waited on each other and
+    the reader's get timed out)."""
+    with loopback_nodes([None, {"b": 1}, {"b": 1}, {"d": 1}], extra_args=SLOW_COPIES) as node:
+        reader = _Reader.remote()
+        relay = _Relay.remote()
+        relay_node = phalanx.get(relay.node.remote(), timeout=30)
+        other = next(n for n in _b_node_ids() if n != relay_node)
+        there = NodeAffinitySchedulingStrategy(other, soft=True)
+        value, where = _make_slow_again.options(scheduling_strategy=there).remote(7, str(tmp_path / "ran"))
+        relay_raylet, reader_raylet = phalanx.get(relay.hand.remote(reader, [value]), timeout=30)
+        pid = phalanx.get(where, timeout=30)
+        assert len({pid, relay_raylet, reader_raylet}) == 3
+        kill9(pid)
+        assert phalanx.get(reader.ends.remote(), timeout=30) == (7.0, 7.0)
+        assert "to rebuild object" in raylet_logs(node.session_dir)

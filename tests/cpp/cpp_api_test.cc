@@ -3,7 +3,10 @@
 // phalanx::Init() before GoogleTest runs).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "phalanx/api.h"
@@ -13,6 +16,10 @@ namespace {
 int Plus(int a, int b) { return a + b; }
 std::string Concat(std::string a, std::vector<int> v) { return a + ":" + std::to_string(v.size()); }
 int Throws(int) { throw std::runtime_error("boom from a remote function"); }
+int SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
 
 class Acc {
  public:
@@ -27,7 +34,7 @@ class Acc {
 
 }  // namespace
 
-PHALANX_REMOTE(Plus, Concat, Throws);
+PHALANX_REMOTE(Plus, Concat, Throws, SleepMs);
 PHALANX_REMOTE(Acc::Create, &Acc::Add, &Acc::History);
 
 class CppApiTest : public ::testing::Test {
@@ -64,6 +71,23 @@ TEST_F(CppApiTest, RemoteExceptionReachesTheCaller) {
 TEST_F(CppApiTest, UnregisteredFunctionIsRejectedAtSubmit) {
   auto unregistered = +[](int x) { return x; };
   EXPECT_THROW(phalanx::Task(unregistered).Remote(1), std::invalid_argument);
+}
+
+TEST_F(CppApiTest, AGetBlockedPastTheThresholdSaysWhatItWaitsFor) {
+  ::setenv("PHALANX_STUCK_REPORT_S", "1", 1);
+  auto slow = phalanx::Task(SleepMs).Remote(2500);
+  ::testing::internal::CaptureStderr();
+  int got = *phalanx::Get(slow, 10000);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(got, 2500);  // (it went on waiting after the report)
+  EXPECT_NE(err.find("phalanx::Get has waited 1 s for object"), std::string::npos) << err;
+  EXPECT_NE(err.find("has not finished"), std::string::npos) << err;
+  // Within the threshold: nothing said.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(*phalanx::Get(phalanx::Task(Plus).Remote(1, 1)), 2);
+  err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("PHALANX_STUCK_REPORT_S");
+  EXPECT_EQ(err.find("has waited"), std::string::npos) << err;
 }
 
 int main(int argc, char** argv) {
