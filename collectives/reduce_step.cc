@@ -6,6 +6,7 @@
 #include "collectives/reduce_manager.h"
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/trace.h"
 #include "core/value_format.h"
 
 namespace phalanx::collectives {
@@ -26,6 +27,7 @@ struct ReduceSteps::Step {
   uint64_t lo = 0;                 // out[0] is the value's byte lo (a slice, see rpc::ReduceStep)
   uint64_t size = 0;
   uint64_t made = 0;               // out's bytes [0, made) are final
+  uint64_t started_ns = 0;         // the timeline (core/trace.h; 0: tracing off)
 };
 
 struct ReduceSteps::Assembly {
@@ -35,6 +37,7 @@ struct ReduceSteps::Assembly {
   std::vector<uint64_t> got;  // bytes of slice s in place
   size_t left = 0;            // slices not whole yet
   bool ended = false;
+  uint64_t started_ns = 0;    // the timeline (core/trace.h; 0: tracing off)
   uint64_t Lo(size_t k) const { return m.slice_lo(static_cast<int>(k)); }
   uint64_t Len(size_t k) const { return (k + 1 < got.size() ? Lo(k + 1) : m.size()) - Lo(k); }
 };
@@ -55,6 +58,7 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
   if (!op.ok()) return started(op.status());
   if (steps_.count(m.out_id())) return started(Status::AlreadyExists("reduce step " + ToHex(m.out_id()) + " exists"));
   auto s = std::make_shared<Step>();
+  if (trace::ProcessRing() != nullptr) s->started_ns = trace::NowNs();
   s->m = m;
   s->op = op.value();
   s->done = std::move(done);
@@ -217,6 +221,12 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
   }
   if (!s->direct && !m.prev_id().empty()) objects_->RemoveRef(m.prev_id());
   if (!s->has_input) steps_.erase(m.out_id());  // the final copy: its out is its holders'
+  if (s->started_ns != 0) {  // the timeline: this link of the chain, what it combined and how many bytes
+    uint64_t now = trace::NowNs();
+    trace::Emit(trace::kReduceStep, s->started_ns, now - s->started_ns, m.out_id(),
+                m.op() + (s->has_input ? " with one input" : " (its final copy)"), s->size,
+                s->has_input ? 1 : 0, std::string(), outcome.ok() ? 0 : trace::kFailed);
+  }
   Done done = std::move(s->done);
   if (done) done(outcome);
 }
@@ -288,6 +298,7 @@ void ReduceSteps::Assemble(const rpc::AssembleSlices& m, Done done) {
   }
   objects_->AddRef(m.out_id());  // ours until done has run (it may hold it for the caller)
   auto a = std::make_shared<Assembly>();
+  if (trace::ProcessRing() != nullptr) a->started_ns = trace::NowNs();
   a->m = m;
   a->done = std::move(done);
   a->out = out.value();
@@ -340,6 +351,12 @@ void ReduceSteps::EndAssembly(const std::shared_ptr<Assembly>& a, const Status& 
   a->ended = true;
   const rpc::AssembleSlices& m = a->m;
   PHALANX_LOG(Debug) << "assembly of " << ToHex(m.out_id()).substr(0, 8) << " ended: " << outcome.ToString();
+  if (a->started_ns != 0) {  // the timeline: an allreduce's slices put together here
+    uint64_t now = trace::NowNs();
+    trace::Emit(trace::kAllreduceSlice, a->started_ns, now - a->started_ns, m.out_id(),
+                "assemble " + std::to_string(m.slice_ids_size()) + " slices", m.size(),
+                static_cast<uint64_t>(m.slice_ids_size()), std::string(), outcome.ok() ? 0 : trace::kFailed);
+  }
   for (const auto& id : m.slice_ids()) objects_->RemoveRef(id);
   if (outcome.ok()) {
     transfer_->Complete(m.out_id());

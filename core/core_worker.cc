@@ -8,6 +8,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/trace.h"
 #include "core/message_limits.h"
 #include "core/status_proto.h"
 
@@ -55,6 +56,8 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   if (r.inline_threshold() > 0) cw->inline_threshold_ = r.inline_threshold();
   cw->node_address_ = r.node_address();
   cw->cluster_token_ = r.cluster_token();
+  // The timeline's events of this worker: the tasks and actor calls it runs.
+  if (options.is_worker) trace::OpenProcessRing(cw->session_dir_, cw->node_id_, "worker");
   if (r.tls()) {
     auto tls = TlsContext::Create(r.cluster_token());
     if (!tls.ok()) return tls.status();
@@ -784,6 +787,14 @@ Result<std::vector<std::string>> CoreWorker::Rendezvous(const rpc::Rendezvous& m
 }
 
 Status CoreWorker::Locate(const rpc::LocateObjects& m) { return Send(rpc::LOCATE_OBJECTS, m); }
+
+Result<rpc::TraceReply> CoreWorker::CollectTrace(uint64_t since_ns, bool all_nodes, int64_t timeout_ms) {
+  rpc::TraceRequest m;
+  m.set_since_ns(since_ns);
+  m.set_all_nodes(all_nodes);
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::TraceReply>(rpc::TRACE_COLLECT, m, timeout_ms, "timeline"));
+  return r;
+}
 
 Result<rpc::StatsReply> CoreWorker::Stats(int64_t timeout_ms) {
   rpc::Empty m;

@@ -165,6 +165,9 @@ class CoreWorker {
   // This process lets go of its generator call (unread items are freed).
   Status StreamDrop(const std::string& task_id);
 
+  // The timeline's records (core/trace.h) of this node's processes, and of
+  // every live node's with `all_nodes`, written at or after `since_ns`.
+  Result<rpc::TraceReply> CollectTrace(uint64_t since_ns, bool all_nodes, int64_t timeout_ms);
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
 
   // Collectives (phalanx.collective): the raylet combines m.input_ids into

@@ -5,6 +5,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/trace.h"
 #include "core/message_limits.h"
 #include "core/status_proto.h"
 
@@ -500,12 +501,21 @@ bool ObjectTransfer::WaitForRoom(const std::string& id, PullState& p, const Stat
   });
 }
 
+void ObjectTransfer::TraceCopy(const PullState& p, uint16_t flags) {
+  if (trace::ProcessRing() == nullptr || !p.sized || p.produced) return;
+  auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - p.started);
+  uint64_t dur = static_cast<uint64_t>(std::max<int64_t>(0, took.count()));
+  trace::Emit(trace::kTransfer, trace::NowNs() - dur, dur, p.object, p.open ? "copy (into a buffer)" : "copy", p.size,
+              p.chunks.size(), p.source, flags);
+}
+
 void ObjectTransfer::Finish(const std::string& id) {
   auto it = pulls_.find(id);
   if (it == pulls_.end()) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  TraceCopy(p, 0);
   if (p.open) {
     for (auto& w : p.watchers) w(p.size, p.size, Status::OK());
     return;
@@ -528,6 +538,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why, bool co
   pulls_.erase(it);
   std::string msg = "cannot copy object " + ToHex(p.object) + " to this node: " + why;
   PHALANX_LOG(Warning) << msg;
+  TraceCopy(p, trace::kFailed);
   if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
   if (p.open) {
     for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, msg));

@@ -215,6 +215,8 @@ class ObjectTransfer {
                bool mark_lost, bool copies_gone = false);
   void Measure(const std::string& node, double seconds, uint64_t bytes);
   void ChooseSource(const std::string& id);
+  // The timeline's record of a copy that ended (core/trace.h).
+  void TraceCopy(const PullState& p, uint16_t flags);
   // A copy not yet sized ends when the object gets its value here otherwise.
   void EndWhenMadeHere(const std::string& id);
   // `counted`: the directory already counts this reader on `node`.

@@ -486,30 +486,37 @@ void ActorManager::HostLost(Actor& a, std::deque<std::string> lost, const std::s
 }
 
 Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
+  Status out;
+  Kill(actor_id, no_restart, [&out](const Status& st) { out = st; });  // (a remote kill: OK now, done later)
+  return out;
+}
+
+void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) {
   auto it = actors_.find(actor_id);
   if (it == actors_.end() && locate_ && kill_remote_) {  // created elsewhere: find its node
-    locate_(actor_id, [this, actor_id, no_restart](Result<rpc::ActorInfo> r) {
-      if (r.ok() && r.value().state() != rpc::ACTOR_DEAD) kill_remote_(r.value().node_id(), actor_id, no_restart);
+    locate_(actor_id, [this, actor_id, no_restart, done](Result<rpc::ActorInfo> r) {
+      if (!r.ok() || r.value().state() == rpc::ACTOR_DEAD) return done(Status::OK());
+      kill_remote_(r.value().node_id(), actor_id, no_restart, done);
     });
-    return Status::OK();
+    return;
   }
-  if (it == actors_.end()) return Status::NotFound("no actor " + ToHex(actor_id) + " on this node");
+  if (it == actors_.end()) return done(Status::NotFound("no actor " + ToHex(actor_id) + " on this node"));
   Actor& a = it->second;
-  if (a.state == rpc::ACTOR_DEAD) return Status::OK();
+  if (a.state == rpc::ACTOR_DEAD) return done(Status::OK());
   if (!a.remote_node.empty()) {  // hosted elsewhere: that node kills it and answers later calls
-    if (kill_remote_) kill_remote_(a.remote_node, actor_id, no_restart);
-    return Status::OK();
+    if (!kill_remote_) return done(Status::OK());
+    return kill_remote_(a.remote_node, actor_id, no_restart, done);
   }
   if (no_restart) {
     if (a.worker == nullptr) {
       Die(a, "killed by phalanx.kill()");
-      return Status::OK();
+      return done(Status::OK());
     }
     a.state = rpc::ACTOR_DEAD;
     a.death_cause = "killed by phalanx.kill()";
   }
   if (a.worker != nullptr && a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
-  return Status::OK();
+  done(Status::OK());
 }
 
 void ActorManager::KillGroup(const std::string& pg_id, const std::string& why) {

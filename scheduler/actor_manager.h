@@ -53,6 +53,9 @@ class ActorManager {
   // `lost` are the task ids the worker had been pushed, oldest first.
   void OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why);
   Status Kill(const std::string& actor_id, bool no_restart);
+  // The same; `done` runs once the kill is done: at once here, or once the
+  // node hosting the actor answered (so that a call made after it fails).
+  void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done);
   // Its placement group was removed: the group's actors here die (no restart).
   void KillGroup(const std::string& pg_id, const std::string& why);
   // No node can hold the actor's resources: it dies with `why`.
@@ -104,7 +107,8 @@ class ActorManager {
   // Finds where an actor created elsewhere lives (the GCS actors table).
   using Locate = std::function<void(const std::string& actor_id, std::function<void(Result<rpc::ActorInfo>)>)>;
   void SetLocate(Locate locate) { locate_ = std::move(locate); }
-  using KillRemote = std::function<void(const std::string& node_id, const std::string& actor_id, bool no_restart)>;
+  using KillRemote = std::function<void(const std::string& node_id, const std::string& actor_id, bool no_restart,
+                                        std::function<void(const Status&)> done)>;
   void SetKillRemote(KillRemote k) { kill_remote_ = std::move(k); }
   // Whether `task_id` belongs to an actor hosted on another node (its results come back through the TaskManager).
   bool IsRemote(const std::string& actor_id) const;

@@ -241,9 +241,15 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     on(rpc::KILL_ACTOR, "actor kill", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::KillActor m;
       if (!Parse(&m, b, n)) return false;
-      rpc::KillActorReply reply;
-      *reply.mutable_status() = ToProto(nm->tasks_.actors().Kill(m.actor_id(), m.no_restart()));
-      nm->Reply(*c, rpc::KILL_ACTOR, req, reply);
+      // (answered once the actor is killed: on another node, once that node said so)
+      std::weak_ptr weak(c);
+      nm->tasks_.actors().Kill(m.actor_id(), m.no_restart(), [nm, weak, req](const Status& st) {
+        auto cl = weak.lock();
+        if (!cl || cl->conn->closed()) return;
+        rpc::KillActorReply reply;
+        *reply.mutable_status() = ToProto(st);
+        nm->Reply(*cl, rpc::KILL_ACTOR, req, reply);
+      });
       return true;
     });
     on(rpc::ACTOR_CHECKPOINT, "actor checkpoint", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
@@ -295,6 +301,12 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       rpc::PlacementGroupRequest m;
       if (!Parse(&m, b, n) || (!m.pg_id().empty() && m.pg_id().size() != kTaskIdSize)) return false;
       nm->HandleGetPlacementGroup(c, req, m);
+      return true;
+    });
+    on(rpc::TRACE_COLLECT, "timeline request", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
+      rpc::TraceRequest m;
+      if (!Parse(&m, b, n)) return false;
+      nm->HandleTrace(c, req, m);
       return true;
     });
     return r;

@@ -11,6 +11,7 @@
 #include "core/message_limits.h"
 #include "core/process.h"
 #include "core/status_proto.h"
+#include "core/trace.h"
 #include "objectstore/tcp_transport.h"
 #include "scheduler/gpu_allocator.h"
 
@@ -127,6 +128,13 @@ class NodeManager::Links : public objectstore::ObjectPeers,
     nm_->HandlePeerPlacement(type, body, std::move(reply));
   }
   void OnNodeDead(const std::string& node) override { nm_->OnNodeDead(node); }
+  void OnTrace(const std::string& body, Reply reply) override {
+    rpc::TraceRequest m;
+    if (!m.ParseFromString(body)) return reply(rpc::TraceNode());
+    rpc::TraceNode out = nm_->LocalTrace(m.since_ns());
+    out.set_now_ns(trace::NowNs());
+    reply(out);
+  }
 
   // The transport of the node's copies: framed TCP over the peers' connections.
   std::unique_ptr<objectstore::Transport> MakeTransport() {
@@ -260,8 +268,9 @@ Status NodeManager::Start() {
       [this](const std::string& name, const std::string& actor, const std::string& stale,
              std::function<void(Result<std::string>)> cb) { gcs_.ClaimActorName(name, actor, stale, std::move(cb)); },
       [this](const std::string& name, const std::string& actor) { gcs_.ReleaseActorName(name, actor); });
-  tasks_.actors().SetKillRemote([this](const std::string& node, const std::string& actor, bool no_restart) {
-    peers_.KillRemoteActor(node, actor, no_restart);
+  tasks_.actors().SetKillRemote([this](const std::string& node, const std::string& actor, bool no_restart,
+                                       std::function<void(const Status&)> done) {
+    peers_.KillRemoteActor(node, actor, no_restart, std::move(done));
   });
   tasks_.actors().SetRemotePlacement(
       [this](const rpc::TaskSpec& f, const ResourceSet& need) -> std::string {
@@ -301,6 +310,7 @@ Status NodeManager::Start() {
   });
 
   start_time_ms_ = NowMs();
+  trace::OpenProcessRing(options_.session_dir, node_id_, "raylet", /*capacity=*/65536);  // (8 MiB)
   gcs_.RegisterNode(NodeInfoNow());
   int prestart = options_.prestart_workers >= 0 ? options_.prestart_workers
                                                 : std::max(1, static_cast<int>(options_.num_cpus));

@@ -188,6 +188,10 @@ class NodeManager {
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
   void HandleStats(Client& c, uint64_t req);
+  // The timeline (node_trace.cc): this node's trace rings, and a client's
+  // request for every node's.
+  rpc::TraceNode LocalTrace(uint64_t since_ns);
+  void HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m);
   void Hold(Client& c, const std::string& id);
   // Object requests (node_objects.cc).
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);

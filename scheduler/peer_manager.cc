@@ -164,6 +164,13 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       }
       return;
     }
+    case rpc::TRACE_COLLECT: {
+      uint64_t req = h.request_id;
+      events_->OnTrace(std::string(body, len), [weak, req](const google::protobuf::MessageLite& m) {
+        if (auto cl = weak.lock()) cl->Send(rpc::TRACE_COLLECT, kReplyFlag, req, m);
+      });
+      return;
+    }
     case rpc::CANCEL_TASK: {
       rpc::CancelTask m;
       if (!m.ParseFromArray(body, static_cast<int>(len)) || m.task_id().size() != kTaskIdSize) {
@@ -175,12 +182,14 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
     }
     case rpc::KILL_ACTOR: {
       rpc::KillActor k;
-      rpc::KillActorReply r;
-      Status st = k.ParseFromArray(body, static_cast<int>(len))
-                      ? tasks_->actors().Kill(k.actor_id(), k.no_restart())
-                      : Status::InvalidArgument("malformed kill");
-      *r.mutable_status() = ToProto(st);
-      c->Send(rpc::KILL_ACTOR, kReplyFlag, h.request_id, r);
+      uint64_t req = h.request_id;
+      auto reply = [weak, req](const Status& st) {
+        rpc::KillActorReply r;
+        *r.mutable_status() = ToProto(st);
+        if (auto cl = weak.lock()) cl->Send(rpc::KILL_ACTOR, kReplyFlag, req, r);
+      };
+      if (!k.ParseFromArray(body, static_cast<int>(len))) return reply(Status::InvalidArgument("malformed kill"));
+      tasks_->actors().Kill(k.actor_id(), k.no_restart(), reply);
       return;
     }
     case rpc::FORWARD_TASK: {
@@ -339,11 +348,17 @@ void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   });
 }
 
-void PeerManager::KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart) {
-  rpc::KillActor m;  // (if that node is gone, so is the actor)
+void PeerManager::KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
+                                  std::function<void(const Status&)> done) {
+  rpc::KillActor m;
   m.set_actor_id(actor_id);
   m.set_no_restart(no_restart);
-  CallNode(node_id, rpc::KILL_ACTOR, m, 5000, nullptr);
+  CallNode(node_id, rpc::KILL_ACTOR, m, 5000, [done = std::move(done)](Result<std::string> r) {
+    if (!done) return;
+    rpc::KillActorReply reply;
+    if (!r.ok() || !reply.ParseFromString(r.value())) return done(Status::OK());  // (that node is gone, so is the actor)
+    done(FromProto(reply.status()));
+  });
 }
 
 void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::string& node_id,

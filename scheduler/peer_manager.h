@@ -40,6 +40,8 @@ class PeerEvents {
   using Reply = std::function<void(const google::protobuf::MessageLite&)>;
   virtual void OnStream(rpc::MessageType type, const std::string& body, Reply reply) = 0;
   virtual void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) = 0;
+  // TRACE_COLLECT: this node's timeline rings (body: a TraceRequest).
+  virtual void OnTrace(const std::string& body, Reply reply) {}
   // Once per node declared dead, after this node settled its actors and holds.
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };
@@ -71,7 +73,9 @@ class PeerManager {
   // Sends the task to one node by id; false if that node is not alive.
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
   // Asks the node hosting an actor to kill it (fire and forget; its table entry tells the outcome).
-  void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart);
+  // `done` gets that node's answer (OK when the node is gone: so is the actor).
+  void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
+                       std::function<void(const Status&)> done);
   // Sends a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
   void CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                 int64_t timeout_ms, std::function<void(Result<std::string>)> done);

@@ -7,6 +7,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/trace.h"
 
 namespace phalanx::scheduler {
 
@@ -43,6 +44,7 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
     }
   }
   Task& t = tasks_[tid];
+  if (trace::ProcessRing() != nullptr) t.queued_ns = trace::NowNs();
   t.need.Set("CPU", spec.num_cpus());
   if (spec.language() != rpc::LANGUAGE_PYTHON) t.need.Set("lang:" + std::to_string(spec.language()), 0);  // its own queue
   for (const auto& [k, v] : spec.resources()) {
@@ -405,6 +407,25 @@ void TaskManager::WatchInfeasible(const std::string& tid) {
 
 bool TaskManager::Push(Worker* w, const std::string& task_id) {
   Task& t = tasks_[task_id];
+  // An argument may have gone to disk again since the task became ready (a
+  // restore makes room by spilling): the task waits for it to come back,
+  // rather than have its read-back fail now for want of room.
+  int spilled = 0;
+  for (const auto& a : t.spec.args()) {
+    if (!a.object_id().empty() && objects_->IsSpilled(a.object_id())) ++spilled;
+  }
+  if (spilled > 0) {
+    ReleaseLeaseIfIdle(w);
+    t.deps_left = spilled;
+    for (const auto& a : t.spec.args()) {
+      if (a.object_id().empty() || !objects_->IsSpilled(a.object_id())) continue;
+      objects_->OnResident(a.object_id(), [this, task_id] {
+        auto it = tasks_.find(task_id);
+        if (it != tasks_.end() && --it->second.deps_left == 0) BecomeReady(task_id);
+      });
+    }
+    return false;
+  }
   rpc::PushTask msg;
   for (const auto& a : t.spec.args()) {
     if (a.object_id().empty()) continue;
@@ -423,6 +444,10 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
     }
   }
   *msg.mutable_spec() = t.spec;
+  if (t.queued_ns != 0) {
+    t.dispatched_ns = trace::NowNs();
+    t.worker_pid = w->pid;
+  }
   for (int g : w->gpu_ids) msg.add_gpu_ids(g);
   w->inflight.push_back(task_id);
   t.pushed_long = !IsShort(t.spec.function_id());
@@ -492,6 +517,13 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   t.pushed_pins.clear();  // the worker's views own those pins now
   ok ? ++stats_.finished : ++stats_.failed;
   Record(t, ok ? rpc::TASK_FINISHED : rpc::TASK_FAILED, error);
+  if (t.queued_ns != 0) {
+    uint64_t now = trace::NowNs();
+    trace::Emit(trace::kTask, t.queued_ns, now - t.queued_ns, task_id, t.spec.function_name(), t.dispatched_ns,
+                static_cast<uint64_t>(t.worker_pid), t.spilled_to,
+                static_cast<uint16_t>((ok ? 0 : trace::kFailed) |
+                                      (t.spec.kind() == rpc::TASK_ACTOR_METHOD ? trace::kActorCall : 0)));
+  }
   // Lineage only for what can be lost with another node: results of a task
   // that ran there and are still only there (being copied here). A task that
   // ran here, or whose results all came back in the reply, needs none (and

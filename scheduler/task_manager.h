@@ -154,6 +154,11 @@ class TaskManager final : public TaskTable {
     std::string spilled_to;                // the node it was sent to
     bool cancelled = false;                // phalanx.cancel reached it while it ran
     int unreached = 0;                     // sent to nodes that could not be connected to
+    // The timeline (core/trace.h; 0 while tracing is off): when it was queued
+    // here and handed to a worker, and that worker.
+    uint64_t queued_ns = 0;
+    uint64_t dispatched_ns = 0;
+    int32_t worker_pid = 0;
   };
   void Dispatch();
   void BecomeReady(const std::string& task_id);

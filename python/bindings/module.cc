@@ -9,6 +9,7 @@
 #include "core/ids.h"
 #include "core/redis_client.h"
 #include "core/tls.h"
+#include "core/trace.h"
 #include "python/bindings/py_core.h"
 
 namespace phalanx::py {
@@ -595,10 +596,15 @@ PYBIND11_MODULE(_core, m) {
 
   // returns: list of (object_id, bytes or None (in store), contained ids)
   m.def("task_done", [](pyb::bytes task_id, pyb::list returns, double exec_seconds, const std::string& error,
-                        bool exiting) {
+                        bool exiting, const std::string& name) {
     auto core = RequireCore();
     rpc::TaskDone d;
     d.set_task_id(task_id);
+    if (trace::ProcessRing() != nullptr) {  // the timeline: this run, on this thread
+      uint64_t dur = static_cast<uint64_t>(std::max(0.0, exec_seconds) * 1e9);
+      trace::Emit(trace::kExec, trace::NowNs() - dur, dur, d.task_id(), name, 0, 0, std::string(),
+                  error.empty() ? 0 : trace::kFailed);
+    }
     d.set_exiting(exiting);
     d.set_exec_seconds(exec_seconds);
     d.set_error(error);
@@ -606,7 +612,7 @@ PYBIND11_MODULE(_core, m) {
     pyb::gil_scoped_release nogil;
     ThrowIfError(core->TaskDone(std::move(d)));
   }, pyb::arg("task_id"), pyb::arg("returns"), pyb::arg("exec_seconds"), pyb::arg("error"),
-     pyb::arg("exiting") = false);
+     pyb::arg("exiting") = false, pyb::arg("name") = std::string());
 
   // Generators. Worker side: one item (a return tuple as in task_done), or
   // None with end=True and the number of items made.
@@ -665,6 +671,26 @@ PYBIND11_MODULE(_core, m) {
     return pyb::bytes(MakeObjectId(task_id, static_cast<uint32_t>(2 + k)));
   });
 
+  // The timeline: [{node_id, address, offset_ns, rtt_ns, error, rings: [{pid, label, start_ns, written,
+  // records (bytes: 128 each, core/trace.h's Record)}]}], this node first.
+  m.def("collect_trace", [](uint64_t since_ns, bool all_nodes, int64_t timeout_ms) {
+    auto core = RequireCore();
+    auto r = WithoutGil([&] { return core->CollectTrace(since_ns, all_nodes, timeout_ms); });
+    ThrowIfError(r.status());
+    pyb::list nodes;
+    for (const auto& n : r.value().nodes()) {
+      pyb::list rings;
+      for (const auto& g : n.rings()) {
+        rings.append(pyb::dict(pyb::arg("pid") = g.pid(), pyb::arg("label") = g.label(),
+                               pyb::arg("start_ns") = g.start_ns(), pyb::arg("written") = g.written(),
+                               pyb::arg("records") = pyb::bytes(g.records())));
+      }
+      nodes.append(pyb::dict(pyb::arg("node_id") = ToHex(n.node_id()), pyb::arg("address") = n.address(),
+                             pyb::arg("offset_ns") = n.offset_ns(), pyb::arg("rtt_ns") = n.rtt_ns(),
+                             pyb::arg("error") = n.error(), pyb::arg("rings") = rings));
+    }
+    return nodes;
+  });
   m.def("stats", [](int64_t timeout_ms) {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->Stats(timeout_ms); });

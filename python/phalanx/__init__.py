@@ -37,6 +37,17 @@ def nodes():
     return gcs_nodes()
 
 
+def timeline(filename=None, since_s=600.0):
+    """The cluster's timeline of the last `since_s` seconds as a Chrome trace
+    (chrome://tracing, ui.perfetto.dev): tasks and actor calls on each
+    worker, each task's time queued and running on its node, object copies
+    between nodes and collective steps, with arrows from each object's task
+    to its copies. Written to `filename` (JSON) when given, else returned as
+    a list of events. docs/observability.md."""
+    from phalanx._private.timeline import timeline as _timeline
+    return _timeline(filename, since_s)
+
+
 def get_node_id():
     """The id (hex) of the node this process runs on."""
     from phalanx._private import state

@@ -359,6 +359,23 @@ def _alive(pid):
         return False
 
 
+def cmd_timeline(a):
+    import phalanx
+    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
+    if not address:
+        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
+                         "`phalanx start --head`")
+    use_cluster(address)
+    phalanx.init(address=address)
+    try:
+        phalanx.timeline(a.output, since_s=a.since)
+    finally:
+        phalanx.shutdown()
+    print(f"phalanx: wrote the timeline of the last {a.since:g} s to {a.output} "
+          "(open it in chrome://tracing or https://ui.perfetto.dev)")
+    return 0
+
+
 def cmd_stop(a):
     records = sorted(glob.glob(os.path.join(_cli_dir(), "started-*.json")))
     if not records:
@@ -428,6 +445,10 @@ def main(argv=None):
     sk = sub.add_parser("stack", help="the Python stacks of every worker and driver of the cluster on this machine")
     sk.add_argument("--address")
     sk.add_argument("--wait", type=float, default=0.5, help="seconds to give processes to write their stacks")
+    tl = sub.add_parser("timeline", help="write the cluster's timeline as a Chrome trace (docs/observability.md)")
+    tl.add_argument("--address")
+    tl.add_argument("-o", "--output", default="timeline.json", help="the JSON file to write (default: timeline.json)")
+    tl.add_argument("--since", type=float, default=600.0, help="seconds back from now (default: 600)")
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     sub.add_parser("version")
@@ -437,7 +458,8 @@ def main(argv=None):
         print(phalanx.__version__)
         return 0
     try:
-        return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack}[a.cmd](a)
+        return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
+                "timeline": cmd_timeline}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         from phalanx.exceptions import PhalanxError
         if isinstance(e, PhalanxError):

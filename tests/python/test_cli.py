@@ -66,6 +66,14 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     assert "session folder:" in status
     phalanx.shutdown()
 
+    # The timeline of the whole cluster, written by the CLI: a row per node, the driver's tasks in it.
+    trace_file = cli_dir / "trace.json"
+    assert "wrote the timeline" in run("timeline", "--address", address, "-o", str(trace_file)).stdout
+    import json
+    events = json.load(open(trace_file))["traceEvents"]
+    assert sum(1 for e in events if e["ph"] == "M" and e["name"] == "process_name") == 3
+    assert sum(1 for e in events if e["ph"] == "X" and e["name"].endswith("double")) == 20
+
     from phalanx import _core
     from phalanx.scripts import token_for
     host, port = address.split(":")

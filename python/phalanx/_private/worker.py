@@ -341,11 +341,11 @@ def run_task(task):
         if stream:
             stream.end()
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and threading.current_thread() is threading.main_thread():
-            _core.task_done(task_id, returns, time.perf_counter() - start, error, exiting=True)
+            _core.task_done(task_id, returns, time.perf_counter() - start, error, True, name)
             raise
     finally:
         state.current_task.reset(context)
-    _core.task_done(task_id, returns, time.perf_counter() - start, error)
+    _core.task_done(task_id, returns, time.perf_counter() - start, error, False, name)
     if _checkpoint_every and kind == 2 and time.monotonic() >= _checkpoint_due:
         _periodic_checkpoint(actor_id)
     return not error
@@ -537,7 +537,7 @@ async def _run_task_async(task):
         returns = _error_returns(task_id, num_returns, name, e)
         if stream:
             stream.end()
-    _core.task_done(task_id, returns, time.perf_counter() - start, error)
+    _core.task_done(task_id, returns, time.perf_counter() - start, error, False, name)
 
 
 _cancels_seen = set()  # running tasks told of their cancel (KeyboardInterrupt, is_canceled()): cancelled however they end

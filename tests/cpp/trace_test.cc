@@ -1,0 +1,112 @@
+// The trace ring (core/trace.h): records written by many threads read back
+// whole, oldest first; a full ring keeps the newest; a reader filters by
+// time and rejects files that are not rings.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/trace.h"
+
+namespace phalanx::trace {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/phalanx-trace-test.XXXXXX";
+  return std::string(::mkdtemp(tmpl));
+}
+
+std::vector<Record> RecordsOf(const RingDump& d) {
+  std::vector<Record> out(d.records.size() / sizeof(Record));
+  std::memcpy(static_cast<void*>(out.data()), d.records.data(), d.records.size());
+  return out;
+}
+
+TEST(TraceRing, RecordsComeBackWholeWithTheirHeader) {
+  std::string dir = TempDir();
+  auto ring = Ring::Create(dir + "/n-1.ring", 64, std::string(16, 'N'), "raylet");
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  ring.value()->Emit(kTask, 1000, 50, std::string(16, 'T'), "my_function", 1020, 4242, "PEERNODE", kFailed);
+  ring.value()->Emit(kTransfer, 2000, 70, std::string(20, 'O'),
+                     "a name far longer than the fifty-two bytes a record keeps for it, cut", 1 << 20, 16);
+  auto dump = ReadRing(dir + "/n-1.ring", 0);
+  ASSERT_TRUE(dump.ok()) << dump.status().ToString();
+  EXPECT_EQ(dump.value().label, "raylet");
+  EXPECT_EQ(dump.value().node, std::string(16, 'N'));
+  EXPECT_EQ(dump.value().written, 2u);
+  auto recs = RecordsOf(dump.value());
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].kind, kTask);
+  EXPECT_EQ(recs[0].ts_ns, 1000u);
+  EXPECT_EQ(recs[0].dur_ns, 50u);
+  EXPECT_EQ(recs[0].a, 1020u);
+  EXPECT_EQ(recs[0].b, 4242u);
+  EXPECT_EQ(recs[0].flags, kFailed);
+  EXPECT_EQ(std::string(recs[0].name), "my_function");
+  EXPECT_EQ(std::string(recs[0].peer, 8), "PEERNODE");
+  EXPECT_EQ(std::string(recs[0].id, 16), std::string(16, 'T'));
+  EXPECT_EQ(std::string(recs[1].name, sizeof(recs[1].name)), "..han the fifty-two bytes a record keeps for it, cut");
+  EXPECT_EQ(recs[1].a, 1u << 20);
+  // Only what ended at or after `since`.
+  auto later = ReadRing(dir + "/n-1.ring", 1100);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(RecordsOf(later.value()).size(), 1u);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(TraceRing, AFullRingKeepsTheNewestAndThreadsLoseNothingElse) {
+  std::string dir = TempDir();
+  auto ring = Ring::Create(dir + "/n-2.ring", 1024, "node", "worker");
+  ASSERT_TRUE(ring.ok());
+  constexpr int kThreads = 4, kEach = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) ring.value()->Emit(kExec, t * 1000000 + i + 1, 1, "id", "f", t, i);
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto dump = ReadRing(dir + "/n-2.ring", 0);
+  ASSERT_TRUE(dump.ok());
+  EXPECT_EQ(dump.value().written, static_cast<uint64_t>(kThreads * kEach));
+  auto recs = RecordsOf(dump.value());
+  EXPECT_EQ(recs.size(), 1024u);  // the last 1024 written, every one whole
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.ts_ns, r.a * 1000000 + r.b + 1);  // (no record mixes two writes)
+    EXPECT_TRUE(seen.insert({r.a, r.b}).second);
+  }
+  // The newest are kept: the last event of the thread that ended last is there.
+  bool a_last = false;
+  for (int t = 0; t < kThreads; ++t) a_last = a_last || seen.count({static_cast<uint64_t>(t), kEach - 1}) > 0;
+  EXPECT_TRUE(a_last);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(TraceRing, FilesThatAreNotRingsAreRejectedAndListedOnlyByNode) {
+  std::string dir = TempDir();
+  ::mkdir((dir + "/trace").c_str(), 0700);
+  { std::ofstream(dir + "/trace/bogus.ring") << std::string(300, 'x'); }
+  { std::ofstream(dir + "/trace/short.ring") << "PHX"; }
+  EXPECT_FALSE(ReadRing(dir + "/trace/bogus.ring", 0).ok());
+  EXPECT_FALSE(ReadRing(dir + "/trace/short.ring", 0).ok());
+  EXPECT_FALSE(ReadRing(dir + "/trace/absent.ring", 0).ok());
+  EXPECT_EQ(Ring::Create(dir + "/x.ring", 0, "n", "l").status().code(), StatusCode::kInvalidArgument);
+  std::string node_a(16, '\x01'), node_b(16, '\x02');
+  ASSERT_TRUE(Ring::Create(dir + "/trace/010101010101-1.ring", 8, node_a, "a").ok());
+  ASSERT_TRUE(Ring::Create(dir + "/trace/020202020202-2.ring", 8, node_b, "b").ok());
+  EXPECT_EQ(RingFiles(dir, node_a).size(), 1u);
+  EXPECT_EQ(RingFiles(dir, "").size(), 4u);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace phalanx::trace

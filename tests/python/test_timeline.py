@@ -1,0 +1,111 @@
+"""The timeline (docs/observability.md): phalanx.timeline() writes a Chrome
+trace of a two-node cluster on loopback with a row per node, the tasks and
+actor calls each worker ran, each task's time queued and running on its
+node, the copies between the nodes (bytes, source node) with arrows from
+the task that made each object, and the reduce's steps; every node's clock
+offset is measured."""
+import json
+import os
+import signal
+import time
+
+import numpy as np
+
+import phalanx
+
+from conftest import loopback_nodes, wait_until
+
+MIB = 1 << 20
+
+
+@phalanx.remote(resources={"b": 0.01})
+def _there(n):
+    return np.full(n, 1.0, dtype=np.float32)
+
+
+@phalanx.remote
+def _here(x):
+    time.sleep(0.01)
+    return x + 1
+
+
+@phalanx.remote
+class _Counter:
+    def __init__(self):
+        self.n = 0
+
+    def add(self):
+        self.n += 1
+        return self.n
+
+
+def _events(path):
+    with open(path) as f:
+        trace = json.load(f)
+    return trace, trace["traceEvents"]
+
+
+def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path):
+    with loopback_nodes([None, {"b": 1}]):
+        b_node = next(n["node_id"] for n in phalanx.nodes() if "b" in n["resources_total"])
+        assert phalanx.get([_here.remote(i) for i in range(10)], timeout=60) == list(range(1, 11))
+        counter = _Counter.remote()
+        assert phalanx.get([counter.add.remote() for _ in range(5)], timeout=60)[-1] == 5
+        big = _there.remote(4 * MIB)  # 16 MiB made on "b", copied here by the get
+        assert phalanx.get(big, timeout=60).shape == (4 * MIB,)
+        inputs = [_there.remote(MIB), _here.remote(np.ones(MIB, np.float32)), _there.remote(MIB),
+                  _here.remote(np.ones(MIB, np.float32))]
+        phalanx.wait(inputs, num_returns=4, timeout=60, fetch_local=False)
+        total = phalanx.collective.reduce(inputs, op="sum", timeout=60)
+        assert float(phalanx.get(total, timeout=60)[0]) == 6.0
+        assert phalanx.cluster_stats()["reduce_chains"] >= 1
+        path = tmp_path / "trace.json"
+        assert phalanx.timeline(str(path)) is None
+        trace, events = _events(path)
+
+    rows = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert len(rows) == 2 and any(b_node[:12] in name for name in rows.values()), rows
+    b_row = next(pid for pid, name in rows.items() if b_node[:12] in name)
+    runs = [e for e in events if e["ph"] == "X"]
+    # Every task and actor call ran in a worker row, on its node.
+    assert sum(1 for e in runs if e["name"].endswith("_here")) == 12
+    assert sum(1 for e in runs if e["name"].endswith("_Counter.add")) == 5
+    assert {e["pid"] for e in runs if e["name"].endswith("_there")} == {b_row}
+    assert all(e["dur"] > 0 for e in runs)
+    here_runs = [e for e in runs if e["name"].endswith("_here")]
+    assert min(e["dur"] for e in here_runs) >= 10000  # us: each slept 10 ms
+    # Each task's time on its node: queued, then running, as async spans that begin and end.
+    queued = [e for e in events if e.get("cat") == "task on node" and e["name"].startswith("queued: ")]
+    assert sum(1 for e in queued if e["ph"] == "b") == sum(1 for e in queued if e["ph"] == "e") >= 13
+    # The 16 MiB copy to the driver's node, from "b", with an arrow from the task that made it.
+    copies = [e for e in events if e.get("cat") == "transfer" and e["ph"] == "b"]
+    big_copy = next(e for e in copies if e["args"]["bytes"] >= 16 * MIB)
+    assert big_copy["args"]["from_node"] == b_node[:12] and big_copy["pid"] != b_row
+    assert big_copy["args"]["chunks"] >= 1 and big_copy["args"]["MB_per_s"] > 0
+    flows = [e for e in events if e.get("cat") == "object"]
+    assert any(e["ph"] == "s" and e["pid"] == b_row for e in flows)
+    assert any(e["ph"] == "f" and e["pid"] != b_row for e in flows)
+    # The reduce's steps (a chain over the inputs' nodes).
+    steps = [e for e in events if e.get("cat") == "collective" and e["ph"] == "b"]
+    assert steps and all(e["name"].startswith("reduce step: sum") for e in steps), steps
+    # Both nodes' clocks, the other one's offset measured over a round trip.
+    clocks = trace["otherData"]["clock_offsets"]
+    assert len(clocks) == 2 and clocks[b_node[:12]]["rtt_ns"] > 0
+
+
+def test_a_killed_worker_still_shows_what_it_ran(tmp_path):
+    """A worker's events live in a file of the session folder: the timeline
+    still has them after the worker was killed with SIGKILL."""
+    with loopback_nodes([None]):
+        @phalanx.remote(max_retries=0)
+        def who():
+            return os.getpid()
+
+        pid = phalanx.get(who.remote(), timeout=60)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
+                   open(f"/proc/{pid}/stat").read().split()[2] == "Z", timeout=10, what="the worker to die")
+        events = phalanx.timeline()
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert f"worker {pid}" in names
+    assert any(e["ph"] == "X" and e["name"].endswith("who") for e in events), [e for e in events if e["ph"] == "X"]
