@@ -7,6 +7,10 @@ row is how docs/benchmarks.md compares a change with the build before it.
     (cd /tmp/base && .venv/bin/python -m pip install --no-build-isolation --target /tmp/base_site .)
     .venv/bin/python bench/ab_microbenchmark.py --base-site /tmp/base_site --pairs 3 --json docs/ab.json
 
+The same build with and without a setting: leave out --base-site and give
+--base-env (the timeline's cost: --base-env PHALANX_TRACE=0, tracing off
+in the base runs; docs/observability.md).
+
 Prints a Markdown table: each row's figures for both builds and the median
 of this build's over the base's (above 1: this build is faster; for rows
 in ms, the inverse, so above 1 is still better).
@@ -20,12 +24,15 @@ import sys
 import tempfile
 
 
-def run_once(site, extra):
+def run_once(site, extra, env_extra=()):
     """One microbenchmark run (--peers none): {metric: value}."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     if site:
         env["PYTHONPATH"] = site
+    for kv in env_extra:
+        k, _, v = kv.partition("=")
+        env[k] = v
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     try:
@@ -45,17 +52,21 @@ def flatten(data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base-site", required=True, help="the base build, installed with pip --target")
+    ap.add_argument("--base-site", help="the base build, installed with pip --target (default: this build)")
+    ap.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="an environment setting of the base runs only (repeatable)")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--base-first", action="store_true", help="each pair starts with the base build")
     ap.add_argument("--json")
     ap.add_argument("extra", nargs="*", help="arguments for phalanx.microbenchmark (after --)")
     a = ap.parse_args()
+    if not a.base_site and not a.base_env:
+        ap.error("give --base-site, --base-env or both")
     this, base = [], []
     for k in range(a.pairs):
-        order = (("this", None, this), ("base", a.base_site, base))
-        for name, site, runs in (order[::-1] if a.base_first else order):
-            runs.append(run_once(site, a.extra))
+        order = (("this", None, this, ()), ("base", a.base_site, base, a.base_env))
+        for name, site, runs, env in (order[::-1] if a.base_first else order):
+            runs.append(run_once(site, a.extra, env))
             print(f"pair {k + 1}/{a.pairs}: {name} done", file=sys.stderr, flush=True)
     metrics = [m for m in this[0] if all(m in r for r in this + base)]
     print("| row | this build | base | median ratio |")

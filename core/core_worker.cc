@@ -82,7 +82,10 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
       }
       if (f.header.type == rpc::CLIENT_WARNING) {
         rpc::Status why;
-        if (why.ParseFromString(f.body)) std::fprintf(stderr, "phalanx: warning: %s\n", why.message().c_str());
+        // (code 0: a note, such as a long copy's progress)
+        if (why.ParseFromString(f.body)) {
+          std::fprintf(stderr, why.code() == 0 ? "phalanx: %s\n" : "phalanx: warning: %s\n", why.message().c_str());
+        }
         return true;
       }
       if (f.header.type != rpc::RECALL_TASKS) return false;
@@ -793,6 +796,14 @@ Result<rpc::TraceReply> CoreWorker::CollectTrace(uint64_t since_ns, bool all_nod
   m.set_since_ns(since_ns);
   m.set_all_nodes(all_nodes);
   PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::TraceReply>(rpc::TRACE_COLLECT, m, timeout_ms, "timeline"));
+  return r;
+}
+
+Result<rpc::MemoryReply> CoreWorker::MemorySummary(uint32_t max_objects, bool all_nodes, int64_t timeout_ms) {
+  rpc::MemoryRequest m;
+  m.set_max_objects(max_objects);
+  m.set_all_nodes(all_nodes);
+  PHALANX_ASSIGN_OR_RETURN(auto r, CallFor<rpc::MemoryReply>(rpc::MEMORY_SUMMARY, m, timeout_ms, "memory summary"));
   return r;
 }
 

@@ -168,6 +168,9 @@ class CoreWorker {
   // The timeline's records (core/trace.h) of this node's processes, and of
   // every live node's with `all_nodes`, written at or after `since_ns`.
   Result<rpc::TraceReply> CollectTrace(uint64_t since_ns, bool all_nodes, int64_t timeout_ms);
+  // `phalanx memory`: the objects of this node (and every live one's with
+  // `all_nodes`), largest first, at most `max_objects` each, with their holders.
+  Result<rpc::MemoryReply> MemorySummary(uint32_t max_objects, bool all_nodes, int64_t timeout_ms);
   Result<rpc::StatsReply> Stats(int64_t timeout_ms);
 
   // Collectives (phalanx.collective): the raylet combines m.input_ids into

@@ -46,6 +46,8 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
       return reply ? kMaxFrameBody : kListBody;  // the raylet's answer: inline values, to a local client
     case rpc::TRACE_COLLECT:
       return reply ? kMaxFrameBody : kSmallBody;  // a node's trace rings (8 MiB for the raylet, 2 MiB a worker)
+    case rpc::MEMORY_SUMMARY:
+      return reply ? kMaxFrameBody : kSmallBody;  // up to max_objects per node
     case rpc::WAIT_OBJECTS:
     case rpc::CREATE_OBJECT:
     case rpc::RELEASE_OBJECTS:

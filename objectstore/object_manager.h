@@ -145,6 +145,13 @@ class ObjectManager {
   // Objects served to readers that stopped asking are let go. Call periodically.
   void ReleaseIdle(std::chrono::steady_clock::time_point now);
 
+  // Calls fn(node, id, holds) for each object held here for another node.
+  template <typename F>
+  void ForEachHeldFor(F&& fn) const {
+    for (const auto& [node, ids] : held_for_) {
+      for (const auto& [id, n] : ids) fn(node, id, n);
+    }
+  }
   // How many objects are held here for `node` (tests, stats).
   size_t num_held_for(const std::string& node) const;
   // Holds of `id` for `node`.

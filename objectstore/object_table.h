@@ -91,6 +91,36 @@ class ObjectTable {
     }
   }
 
+  // What `phalanx memory` shows of an entry.
+  struct EntryView {
+    const char* where;  // "store", "spilled", "inline", "remote", "pending", "lost"
+    uint64_t size;
+    int64_t refs;
+    const std::vector<std::string>* contained;
+    const std::string* remote_node;
+  };
+  // Calls fn(id, EntryView) for each entry.
+  template <typename F>
+  void ForEachEntry(F&& fn) const {
+    for (const auto& [id, e] : entries_) {
+      const char* where = "pending";
+      uint64_t size = e.size;
+      switch (e.state) {
+        case State::kInline: where = "inline"; size = e.data.size(); break;
+        case State::kInStore: where = "store"; break;
+        case State::kSpilled: where = "spilled"; break;
+        case State::kLost: where = "lost"; break;
+        case State::kPending:
+          if (!e.remote_node.empty()) {
+            where = "remote";
+            size = e.remote_size;
+          }
+          break;
+      }
+      fn(id, EntryView{where, size, e.refs, &e.contained, &e.remote_node});
+    }
+  }
+
   // Holder counting. AddRef on an unknown id creates a pending entry.
   void AddRef(const std::string& id);
   void RemoveRef(const std::string& id);

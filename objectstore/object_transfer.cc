@@ -501,6 +501,16 @@ bool ObjectTransfer::WaitForRoom(const std::string& id, PullState& p, const Stat
   });
 }
 
+void ObjectTransfer::ForEachSlowCopy(
+    std::chrono::steady_clock::time_point now, std::chrono::milliseconds after, std::chrono::milliseconds every,
+    const std::function<void(const std::string&, uint64_t, uint64_t, double, const std::string&)>& fn) {
+  for (auto& [key, p] : pulls_) {
+    if (!p.sized || p.open || p.produced || now - p.started < after || now - p.reported < every) continue;
+    p.reported = now;
+    fn(p.object, p.prefix, p.size, std::chrono::duration<double>(now - p.started).count(), p.source);
+  }
+}
+
 void ObjectTransfer::TraceCopy(const PullState& p, uint16_t flags) {
   if (trace::ProcessRing() == nullptr || !p.sized || p.produced) return;
   auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - p.started);

@@ -151,6 +151,13 @@ class ObjectTransfer {
   // bytes, st)` runs whenever more bytes are final, last with bytes == size,
   // or once with a failed `st`. REQUIRES: the caller holds `id`.
   void Watch(const std::string& id, Progress cb);
+  // Progress of long copies (docs/observability.md): fn(object id, bytes here, size,
+  // seconds so far, source node) for each copy into the store running longer
+  // than `after`, at most once per `every` for each copy.
+  void ForEachSlowCopy(std::chrono::steady_clock::time_point now, std::chrono::milliseconds after,
+                       std::chrono::milliseconds every,
+                       const std::function<void(const std::string&, uint64_t, uint64_t, double,
+                                                const std::string&)>& fn);
 
   // What this node measured of its links to each node: the time a full chunk
   // takes to arrive (with `window` of them in flight) and the shortest round
@@ -205,6 +212,7 @@ class ObjectTransfer {
     Opener open;                              // PullInto/PullChunks: where the bytes go (null: the store)
     ChunkWriter writer;                       // ... once opened
     std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point reported{};  // ForEachSlowCopy's last report of it
     std::chrono::steady_clock::time_point no_room_since{};  // the store had no room for it (spilling may make some)
   };
   // Tells the watchers of `id` where it stands (st: failed).

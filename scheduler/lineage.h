@@ -50,6 +50,14 @@ class Lineage {
   // *why saying why it cannot be rebuilt.
   std::optional<Rerun> TakeForRerun(const std::string& task_id, std::string* why);
 
+  // Calls fn(held id, task name) for each reference the kept specs hold.
+  template <typename F>
+  void ForEachHeld(F&& fn) const {
+    for (const auto& [tid, e] : entries_) {
+      for (const auto& id : e.held) fn(id, e.spec.function_name());
+    }
+  }
+
   uint64_t bytes() const { return bytes_; }
   size_t size() const { return entries_.size(); }
   uint64_t dropped() const { return dropped_total_; }

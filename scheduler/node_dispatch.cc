@@ -309,6 +309,12 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       nm->HandleTrace(c, req, m);
       return true;
     });
+    on(rpc::MEMORY_SUMMARY, "memory summary", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
+      rpc::MemoryRequest m;
+      if (!Parse(&m, b, n)) return false;
+      nm->HandleMemory(c, req, m);
+      return true;
+    });
     return r;
   }();
   if (type >= routes.size() || routes[type].handle == nullptr) return nullptr;

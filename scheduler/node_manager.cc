@@ -131,9 +131,12 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   void OnTrace(const std::string& body, Reply reply) override {
     rpc::TraceRequest m;
     if (!m.ParseFromString(body)) return reply(rpc::TraceNode());
-    rpc::TraceNode out = nm_->LocalTrace(m.since_ns());
-    out.set_now_ns(trace::NowNs());
-    reply(out);
+    reply(nm_->LocalTrace(m.since_ns()));
+  }
+  void OnMemory(const std::string& body, Reply reply) override {
+    rpc::MemoryRequest m;
+    if (!m.ParseFromString(body)) return reply(rpc::NodeMemory());
+    reply(nm_->LocalMemory(m.max_objects()));
   }
 
   // The transport of the node's copies: framed TCP over the peers' connections.
@@ -353,6 +356,7 @@ void NodeManager::Heartbeat() {
   gcs_.UpdateNode(NodeInfoNow());
   if (!redis_.reconnecting()) peers_.Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
   pool_.TrimIdle(std::max<size_t>(1, static_cast<size_t>(options_.num_cpus)), std::chrono::seconds(10));
+  ReportSlowCopies();
   heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](auto ec) {
     if (!ec) Heartbeat();

@@ -70,6 +70,9 @@ struct NodeManagerOptions {
   uint64_t spill_max_bytes = 0;
   uint64_t inline_threshold = 100 * 1024;
   int heartbeat_ms = 1000;
+  // A get that waits on a copy from another node running longer than this
+  // is told its progress, this often (docs/observability.md).
+  int64_t copy_progress_ms = 5000;
   // How long to keep GCS commands and reconnect after losing redis-server
   // before stopping (UnavailableError naming it); 0: stop at once.
   int64_t gcs_reconnect_timeout_ms = 60000;
@@ -192,6 +195,15 @@ class NodeManager {
   // request for every node's.
   rpc::TraceNode LocalTrace(uint64_t since_ns);
   void HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m);
+  // `phalanx memory` (node_inspect.cc): this node's objects, largest first, with what keeps each.
+  rpc::NodeMemory LocalMemory(uint32_t max_objects);
+  void HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, const rpc::MemoryRequest& m);
+  // Asks every other node the GCS lists alive: each(node, its answer, sent, got: wall ns) per
+  // node, then done (not OK: the GCS did not list them).
+  using AskEach = std::function<void(const std::string& node, const Result<std::string>& answer, uint64_t sent_ns,
+                                     uint64_t got_ns)>;
+  void AskEveryNode(rpc::MessageType type, const google::protobuf::Message& ask, AskEach each,
+                    std::function<void(const Status&)> done);
   void Hold(Client& c, const std::string& id);
   // Object requests (node_objects.cc).
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
@@ -199,6 +211,8 @@ class NodeManager {
   // Pending ids whose creator no process of the cluster ever was (a made-up
   // or stale ref) fail at once with NotFound instead of waiting forever.
   void CheckCreators(const std::vector<std::string>& ids);
+  // Tells the processes whose gets wait on a long copy how far it is (each heartbeat).
+  void ReportSlowCopies();
   // Every copy of pending `id` is gone (objectstore::ObjectEvents): true when
   // it is being made again, here (this node's lineage) or by the node whose
   // client made the ref (asked through a copy from it: AskOwner); else false

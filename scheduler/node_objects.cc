@@ -2,7 +2,10 @@
 // put inline, holds and releases. A get or wait waits for objects made here,
 // copied here from another node (a get or a fetching wait asks for the copy),
 // or, for a wait with fetch_local off, known to be ready on another node.
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <unordered_set>
 #include <cstring>
 
 #include "core/ids.h"
@@ -132,6 +135,45 @@ void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
       }
     });
   }
+}
+
+namespace {
+std::string Bytes(uint64_t n) {
+  char buf[32];
+  if (n >= (1ull << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(n) / (1ull << 30));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(n) / (1ull << 20));
+  }
+  return buf;
+}
+}  // namespace
+
+void NodeManager::ReportSlowCopies() {
+  // A copy a get waits on that takes more than a few seconds: the waiting
+  // processes are told how far it is, every few seconds (and the log says it).
+  std::chrono::milliseconds every(options_.copy_progress_ms);
+  om_.transfer().ForEachSlowCopy(
+      std::chrono::steady_clock::now(), every, every,
+      [this](const std::string& id, uint64_t have, uint64_t size, double seconds, const std::string& source) {
+        double rate = static_cast<double>(have) / std::max(seconds, 1e-3);
+        char tail[96];
+        std::snprintf(tail, sizeof(tail), ", %.1f MB/s, about %.0f s left", rate / 1e6,
+                      rate > 0 ? static_cast<double>(size - have) / rate : 0.0);
+        std::string msg = "copying object " + ToHex(id) + " (" + Bytes(size) + ") from node " +
+                          ToHex(source).substr(0, 12) + ": " + Bytes(have) + " here after " +
+                          std::to_string(static_cast<int>(seconds)) + " s" + tail;
+        PHALANX_LOG(Info) << msg;
+        rpc::Status note;  // (code 0: a note, not a warning)
+        note.set_message(msg);
+        std::unordered_set<Client*> told;
+        for (const auto& [at, weak] : get_deadlines_) {
+          auto g = weak.lock();
+          if (!g || g->done || std::find(g->ids.begin(), g->ids.end(), id) == g->ids.end()) continue;
+          auto c = g->client.lock();
+          if (c && !c->conn->closed() && told.insert(c.get()).second) c->conn->Send(rpc::CLIENT_WARNING, 0, 0, note);
+        }
+      });
 }
 
 bool NodeManager::OnCopiesLost(const std::string& id, std::string* reason) {

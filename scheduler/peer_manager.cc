@@ -164,11 +164,18 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
       }
       return;
     }
-    case rpc::TRACE_COLLECT: {
+    case rpc::TRACE_COLLECT:
+    case rpc::MEMORY_SUMMARY: {
+      uint16_t type = h.type;
       uint64_t req = h.request_id;
-      events_->OnTrace(std::string(body, len), [weak, req](const google::protobuf::MessageLite& m) {
-        if (auto cl = weak.lock()) cl->Send(rpc::TRACE_COLLECT, kReplyFlag, req, m);
-      });
+      auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
+        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
+      };
+      if (type == rpc::TRACE_COLLECT) {
+        events_->OnTrace(std::string(body, len), reply);
+      } else {
+        events_->OnMemory(std::string(body, len), reply);
+      }
       return;
     }
     case rpc::CANCEL_TASK: {

@@ -42,6 +42,8 @@ class PeerEvents {
   virtual void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) = 0;
   // TRACE_COLLECT: this node's timeline rings (body: a TraceRequest).
   virtual void OnTrace(const std::string& body, Reply reply) {}
+  // MEMORY_SUMMARY: this node's objects (body: a MemoryRequest).
+  virtual void OnMemory(const std::string& body, Reply reply) {}
   // Once per node declared dead, after this node settled its actors and holds.
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };

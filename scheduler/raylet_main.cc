@@ -27,7 +27,7 @@ const char kUsage[] =
     "         [--node-dead-after-ms MS] [--transfer-chunk-bytes BYTES] [--transfer-window N] [--tls 0|1]\n"
     "         [--gcs-reconnect-timeout-ms MS (60000)] [--gcs-restart-file PATH [--gcs-restart-tied 0|1]] [--stall-ms MS (60000)]\n"
     "         [--checkpoint-max-bytes BYTES (64 MiB)] [--spill-dir DIR (SESSION/spill)] [--spill-max-bytes BYTES (0: the disk's 95%)]\n"
-    "         [--spill 0|1 (1)] [--lineage-max-bytes BYTES (64 MiB)]\n"
+    "         [--spill 0|1 (1)] [--lineage-max-bytes BYTES (64 MiB)] [--copy-progress-ms MS (5000)]\n"
     "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
     "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
     if (f.count("gcs-restart-tied")) o.gcs_restart_tied = f["gcs-restart-tied"] == "1";
     if (f.count("stall-ms")) o.stall_ms = std::stoll(f["stall-ms"]);
     if (f.count("checkpoint-max-bytes")) o.checkpoint_max_bytes = std::stoull(f["checkpoint-max-bytes"]);
+    if (f.count("copy-progress-ms")) o.copy_progress_ms = std::stoll(f["copy-progress-ms"]);
+    if (o.copy_progress_ms < 100) throw std::invalid_argument("--copy-progress-ms wants >= 100");
     if (o.gcs_reconnect_timeout_ms < 0 || o.stall_ms < 1000) {
       throw std::invalid_argument("--gcs-reconnect-timeout-ms wants >= 0 and --stall-ms >= 1000");
     }

@@ -127,6 +127,7 @@ Worker* TaskManager::PipelineTarget(const Task& t) {
 }
 
 void TaskManager::Unpush(Worker* w, Task& t) {
+  t.pushed = false;
   if (t.pushed_long) {
     --w->long_inflight;
     t.pushed_long = false;
@@ -450,6 +451,7 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
   }
   for (int g : w->gpu_ids) msg.add_gpu_ids(g);
   w->inflight.push_back(task_id);
+  t.pushed = true;
   t.pushed_long = !IsShort(t.spec.function_id());
   if (t.pushed_long) ++w->long_inflight;
   ++stats_.running;
@@ -581,6 +583,18 @@ bool TaskManager::Rebuild(const std::string& object_id, std::string* why) {
   Submit(std::move(spec));  // (takes its own references to the arguments)
   ReleaseHeld(std::move(rerun->held));
   return tasks_.count(tid) > 0;
+}
+
+void TaskManager::ForEachArgument(
+    const std::function<void(const std::string&, const std::string&, bool, bool)>& fn) const {
+  for (const auto& [tid, t] : tasks_) {
+    bool running = t.pushed;
+    for (const auto& a : t.spec.args()) {
+      if (!a.object_id().empty()) fn(a.object_id(), t.spec.function_name(), running, false);
+    }
+    for (const auto& c : t.spec.contained_ids()) fn(c, t.spec.function_name(), running, false);
+  }
+  lineage_.ForEachHeld([&fn](const std::string& id, const std::string& name) { fn(id, name, false, true); });
 }
 
 void TaskManager::ReleaseHeld(std::vector<std::string> held) {

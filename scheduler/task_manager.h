@@ -82,6 +82,11 @@ class TaskManager final : public TaskTable {
   // for as usual, so lost ones are rebuilt in turn). True when the object is
   // on its way again (or already was); false with *why saying why not.
   bool Rebuild(const std::string& object_id, std::string* why);
+  // `phalanx memory`: fn(object id, task name, running) for each ref argument
+  // of a task here (queued or running), then fn(id, task name, false) with
+  // lineage = true for each reference a kept spec holds.
+  void ForEachArgument(const std::function<void(const std::string&, const std::string&, bool running,
+                                                bool lineage)>& fn) const;
   const Lineage& lineage() const { return lineage_; }
 
   void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
@@ -150,6 +155,7 @@ class TaskManager final : public TaskTable {
     int deps_left = 0;
     std::vector<std::string> pushed_pins;  // store args pinned for the worker at push
     bool pushed_long = false;              // counted in its worker's long_inflight
+    bool pushed = false;                   // handed to a worker (running, or queued in it)
     bool placed = false;                   // its scheduling strategy was applied
     std::string spilled_to;                // the node it was sent to
     bool cancelled = false;                // phalanx.cancel reached it while it ran

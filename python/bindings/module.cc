@@ -691,6 +691,29 @@ PYBIND11_MODULE(_core, m) {
     }
     return nodes;
   });
+  // `phalanx memory`: [{node_id, address, store_capacity, store_used, spilled_bytes, objects, error,
+  // list: [{object_id, size, where, refs, remote_node, holders: [(kind, who, count)]}]}], this node first.
+  m.def("memory_summary", [](uint32_t max_objects, bool all_nodes, int64_t timeout_ms) {
+    auto core = RequireCore();
+    auto r = WithoutGil([&] { return core->MemorySummary(max_objects, all_nodes, timeout_ms); });
+    ThrowIfError(r.status());
+    pyb::list nodes;
+    for (const auto& n : r.value().nodes()) {
+      pyb::list objects;
+      for (const auto& o : n.list()) {
+        pyb::list holders;
+        for (const auto& h : o.holders()) holders.append(pyb::make_tuple(h.kind(), h.who(), h.count()));
+        objects.append(pyb::dict(pyb::arg("object_id") = ToHex(o.object_id()), pyb::arg("size") = o.size(),
+                                 pyb::arg("where") = o.where(), pyb::arg("refs") = o.refs(),
+                                 pyb::arg("remote_node") = ToHex(o.remote_node()), pyb::arg("holders") = holders));
+      }
+      nodes.append(pyb::dict(pyb::arg("node_id") = ToHex(n.node_id()), pyb::arg("address") = n.address(),
+                             pyb::arg("store_capacity") = n.store_capacity(), pyb::arg("store_used") = n.store_used(),
+                             pyb::arg("spilled_bytes") = n.spilled_bytes(), pyb::arg("objects") = n.objects(),
+                             pyb::arg("error") = n.error(), pyb::arg("list") = objects));
+    }
+    return nodes;
+  });
   m.def("stats", [](int64_t timeout_ms) {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->Stats(timeout_ms); });

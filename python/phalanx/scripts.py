@@ -203,7 +203,39 @@ def cmd_start(a):
                  f"  cluster token:     in {node.session_dir}/token (this user's phalanx commands here find it)"))
     else:
         print(f"phalanx node started and joined {redis}; logs in {node.session_dir}/logs")
+    if a.wait_for_nodes:
+        return _wait_for_nodes(redis, a.wait_for_nodes, a.wait_timeout)
     return 0
+
+
+def _wait_for_nodes(address, want, timeout_s):
+    """Waits until `want` nodes are alive, saying how many have joined as they come."""
+    from phalanx.rpc_tables import alive_nodes
+    host, port = _split(address)
+    start = time.monotonic()
+    tty = sys.stdout.isatty()
+    said = -1
+    while True:
+        try:
+            alive = len(alive_nodes(host, port))
+        except Exception as e:  # noqa: BLE001 - said, then tried again until the timeout
+            alive, why = said if said >= 0 else 0, f" (the GCS did not answer: {e})"
+        else:
+            why = ""
+        waited = time.monotonic() - start
+        if alive != said or tty:
+            line = f"waiting for nodes: {alive} of {want} alive after {waited:.0f} s{why}"
+            print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+            said = alive
+        if alive >= want:
+            print(("\n" if tty else "") + f"phalanx: {alive} nodes alive")
+            return 0
+        if waited > timeout_s:
+            print("\n" if tty else "", end="")
+            print(f"phalanx: only {alive} of {want} nodes joined within {timeout_s:g} s; "
+                  "`phalanx status` shows which", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
 
 
 def _fmt_res(total, avail):
@@ -217,13 +249,30 @@ def _fmt_res(total, avail):
 
 
 def cmd_status(a):
-    from phalanx import _core
     address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
     if not address:
         raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
                          "`phalanx start --head`")
-    host, port = _split(address)
     use_cluster(address)
+    if a.watch is None:
+        return _print_status(address)
+    # --watch: the same, every few seconds, until Ctrl-C (the screen is redrawn on a terminal).
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            if tty:
+                sys.stdout.write("\033[H\033[2J")
+            print(f"phalanx status, every {a.watch:g} s (Ctrl-C ends): {time.strftime('%H:%M:%S')}")
+            _print_status(address)
+            sys.stdout.flush()
+            time.sleep(a.watch)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _print_status(address):
+    from phalanx import _core
+    host, port = _split(address)
     nodes = _core.gcs_nodes(host, port, 5.0)
     actors = _core.gcs_actors(host, port, 5.0)
     now_ms = time.time() * 1000
@@ -376,6 +425,22 @@ def cmd_timeline(a):
     return 0
 
 
+def cmd_memory(a):
+    import phalanx
+    from phalanx._private import memory
+    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
+    if not address:
+        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
+                         "`phalanx start --head`")
+    use_cluster(address)
+    phalanx.init(address=address)
+    try:
+        print(memory.format_summary(memory.summary(max(a.limit, 1) * 4), limit=a.limit))
+    finally:
+        phalanx.shutdown()
+    return 0
+
+
 def cmd_stop(a):
     records = sorted(glob.glob(os.path.join(_cli_dir(), "started-*.json")))
     if not records:
@@ -438,10 +503,15 @@ def main(argv=None):
     s.add_argument("--tls", action="store_true",
                    help="TLS for every connection between machines (GCS, raylets, actor calls); give it on "
                         "every node (or set PHALANX_TLS=1); docs/security.md")
+    s.add_argument("--wait-for-nodes", type=int, metavar="N",
+                   help="then wait until N nodes are alive, showing how many have joined")
+    s.add_argument("--wait-timeout", type=float, default=300.0, help="for --wait-for-nodes (default: 300 s)")
     s.add_argument("--cpp-worker-libs", help="colon-separated shared libraries whose PHALANX_REMOTE functions this "
                    "node's C++ workers run (without it, the node runs no C++ tasks)")
     st = sub.add_parser("status", help="nodes, resources, actors and queued work")
     st.add_argument("--address")
+    st.add_argument("--watch", type=float, nargs="?", const=2.0, metavar="SECONDS",
+                    help="show it again every SECONDS (default 2) until Ctrl-C")
     sk = sub.add_parser("stack", help="the Python stacks of every worker and driver of the cluster on this machine")
     sk.add_argument("--address")
     sk.add_argument("--wait", type=float, default=0.5, help="seconds to give processes to write their stacks")
@@ -449,6 +519,9 @@ def main(argv=None):
     tl.add_argument("--address")
     tl.add_argument("-o", "--output", default="timeline.json", help="the JSON file to write (default: timeline.json)")
     tl.add_argument("--since", type=float, default=600.0, help="seconds back from now (default: 600)")
+    mm = sub.add_parser("memory", help="the cluster's objects by size, per node, with what keeps each one")
+    mm.add_argument("--address")
+    mm.add_argument("--limit", type=int, default=20, help="objects shown per node (default: 20)")
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     sub.add_parser("version")
@@ -459,7 +532,7 @@ def main(argv=None):
         return 0
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
-                "timeline": cmd_timeline}[a.cmd](a)
+                "timeline": cmd_timeline, "memory": cmd_memory}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         from phalanx.exceptions import PhalanxError
         if isinstance(e, PhalanxError):

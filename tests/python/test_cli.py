@@ -39,7 +39,8 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     out = run("start", "--head", "--num-cpus", "1").stdout
     address = out.split("GCS at ")[1].split()[0]
     run("start", "--address", address, "--num-cpus", "1", "--resources", '{"sim": 2}')
-    run("start", "--address", address, "--num-cpus", "1", "--num-gpus", "1")
+    out = run("start", "--address", address, "--num-cpus", "1", "--num-gpus", "1", "--wait-for-nodes", "3").stdout
+    assert "waiting for nodes: " in out and "phalanx: 3 nodes alive" in out
 
     phalanx.init(address=address)
 
@@ -65,6 +66,18 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     assert "ALIVE" in status and "'keeper'" in status
     assert "session folder:" in status
     phalanx.shutdown()
+
+    # status --watch: the same again every 0.2 s, until Ctrl-C.
+    import signal
+    watch = subprocess.Popen(PHALANX + ["status", "--address", address, "--watch", "0.2"], stdout=subprocess.PIPE,
+                             text=True, env=dict(os.environ, PHALANX_TMPDIR=os.environ["PHALANX_TEST_CLI_DIR"]))
+    seen = 0
+    for line in watch.stdout:
+        seen += line.startswith("phalanx status, every 0.2 s")
+        if seen == 2:
+            break
+    watch.send_signal(signal.SIGINT)
+    assert watch.wait(timeout=10) == 0 and seen == 2
 
     # The timeline of the whole cluster, written by the CLI: a row per node, the driver's tasks in it.
     trace_file = cli_dir / "trace.json"
