@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Headless Chromium for the dashboard's test in a real browser (tests/python/test_dashboard.py)
+bash scripts/install_debs.sh chromium
 build_dir=$(ls -d build/cp*/ | head -n 1)
 echo "== C++ tests (ctest in $build_dir)"
 .venv/bin/ctest --test-dir "$build_dir" --output-on-failure --timeout 300 -j 2

@@ -189,6 +189,9 @@ def cmd_start(a):
     except BaseException:
         node.stop()
         raise
+    if a.dashboard and a.head:
+        node.procs.append(("dashboard", _start_dashboard(redis, a.dashboard_host, a.dashboard_port,
+                                                         node.session_dir)))
     _record(node, "head" if a.head else "node")
     if a.head:
         with open(_head_file(), "w") as f:
@@ -197,7 +200,8 @@ def cmd_start(a):
               f"  add a node:        phalanx start --address {redis}\n"
               f"  connect a driver:  phalanx.init(address=\"{redis}\")  (or address=\"auto\")\n"
               f"  look at it:        phalanx status\n"
-              f"  logs:              {node.session_dir}/logs\n"
+              + (f"  dashboard:         http://{a.dashboard_host}:{a.dashboard_port}/\n" if a.dashboard else "")
+              + f"  logs:              {node.session_dir}/logs\n"
               + (f"  cluster token:     export PHALANX_CLUSTER_TOKEN={node.token}   (every other machine's nodes "
                  "and drivers need it)" if a.node_ip not in ("127.0.0.1", "localhost") else
                  f"  cluster token:     in {node.session_dir}/token (this user's phalanx commands here find it)"))
@@ -425,6 +429,44 @@ def cmd_timeline(a):
     return 0
 
 
+def cmd_dashboard(a):
+    import phalanx
+    try:
+        from phalanx import dashboard
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise SystemExit("phalanx: the dashboard needs aiohttp: pip install 'phalanx[dashboard]'")
+    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
+    if not address:
+        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
+                         "`phalanx start --head`")
+    use_cluster(address)
+    phalanx.init(address=address)
+
+    def ready(port):
+        print(f"phalanx dashboard of {address} at http://{a.host}:{port}/"
+              + ("" if dashboard._loopback(a.host) else "?token=$PHALANX_CLUSTER_TOKEN (open it once)"),
+              flush=True)
+    try:
+        dashboard.serve(a.host, a.port, ready=ready)
+    except KeyboardInterrupt:
+        pass
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"phalanx: cannot serve the dashboard on {a.host}:{a.port}: {e}")
+    finally:
+        phalanx.shutdown()
+    return 0
+
+
+def _start_dashboard(redis, host, port, session_dir):
+    """`phalanx start --head --dashboard`: the dashboard as a process of its own, stopped by `phalanx stop`."""
+    import subprocess
+    log = open(os.path.join(session_dir, "logs", "dashboard.log"), "ab")
+    p = subprocess.Popen([sys.executable, "-m", "phalanx.scripts", "dashboard", "--address", redis, "--host", host,
+                          "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return p
+
+
 def cmd_memory(a):
     import phalanx
     from phalanx._private import memory
@@ -503,6 +545,11 @@ def main(argv=None):
     s.add_argument("--tls", action="store_true",
                    help="TLS for every connection between machines (GCS, raylets, actor calls); give it on "
                         "every node (or set PHALANX_TLS=1); docs/security.md")
+    s.add_argument("--dashboard", action="store_true", help="with --head: serve the dashboard too "
+                   "(docs/observability.md; `phalanx stop` stops it)")
+    s.add_argument("--dashboard-host", default="127.0.0.1", help="where the dashboard listens (default: loopback; "
+                   "any other address asks for the cluster token)")
+    s.add_argument("--dashboard-port", type=int, default=8265)
     s.add_argument("--wait-for-nodes", type=int, metavar="N",
                    help="then wait until N nodes are alive, showing how many have joined")
     s.add_argument("--wait-timeout", type=float, default=300.0, help="for --wait-for-nodes (default: 300 s)")
@@ -519,6 +566,11 @@ def main(argv=None):
     tl.add_argument("--address")
     tl.add_argument("-o", "--output", default="timeline.json", help="the JSON file to write (default: timeline.json)")
     tl.add_argument("--since", type=float, default=600.0, help="seconds back from now (default: 600)")
+    db = sub.add_parser("dashboard", help="serve the cluster's dashboard (a web page; docs/observability.md)")
+    db.add_argument("--address")
+    db.add_argument("--host", default="127.0.0.1", help="default: loopback; any other address asks for the "
+                    "cluster token")
+    db.add_argument("--port", type=int, default=8265)
     mm = sub.add_parser("memory", help="the cluster's objects by size, per node, with what keeps each one")
     mm.add_argument("--address")
     mm.add_argument("--limit", type=int, default=20, help="objects shown per node (default: 20)")
@@ -532,7 +584,7 @@ def main(argv=None):
         return 0
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
-                "timeline": cmd_timeline, "memory": cmd_memory}[a.cmd](a)
+                "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         from phalanx.exceptions import PhalanxError
         if isinstance(e, PhalanxError):

@@ -1,5 +1,6 @@
 """The cluster CLI: a 3-node cluster (3 raylets on this machine) started with
 `phalanx start`, used by a driver, shown by `phalanx status`, stopped clean."""
+import json
 import os
 import subprocess
 import sys
@@ -36,7 +37,10 @@ def _live_pids(pids):
 
 
 def test_three_node_cluster_start_use_status_stop(cli_dir):
-    out = run("start", "--head", "--num-cpus", "1").stdout
+    from phalanx._private.node import free_port
+    dash_port = free_port()
+    out = run("start", "--head", "--num-cpus", "1", "--dashboard", "--dashboard-port", str(dash_port)).stdout
+    assert f"dashboard:         http://127.0.0.1:{dash_port}/" in out
     address = out.split("GCS at ")[1].split()[0]
     run("start", "--address", address, "--num-cpus", "1", "--resources", '{"sim": 2}')
     out = run("start", "--address", address, "--num-cpus", "1", "--num-gpus", "1", "--wait-for-nodes", "3").stdout
@@ -79,10 +83,22 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     watch.send_signal(signal.SIGINT)
     assert watch.wait(timeout=10) == 0 and seen == 2
 
+    # The dashboard `start --head --dashboard` started: the page's JSON names all three nodes and the actor.
+    import urllib.request
+    from conftest import wait_until
+
+    def snapshot():
+        try:
+            return json.load(urllib.request.urlopen(f"http://127.0.0.1:{dash_port}/api/snapshot", timeout=10))
+        except OSError:
+            return None
+    wait_until(lambda: snapshot() is not None, timeout=30, what="the dashboard to answer")
+    snap = snapshot()
+    assert snap["alive"] == 3 and any(a["name"] == "keeper" for a in snap["actors"]), snap
+
     # The timeline of the whole cluster, written by the CLI: a row per node, the driver's tasks in it.
     trace_file = cli_dir / "trace.json"
     assert "wrote the timeline" in run("timeline", "--address", address, "-o", str(trace_file)).stdout
-    import json
     events = json.load(open(trace_file))["traceEvents"]
     assert sum(1 for e in events if e["ph"] == "M" and e["name"] == "process_name") == 3
     assert sum(1 for e in events if e["ph"] == "X" and e["name"].endswith("double")) == 20
@@ -95,7 +111,7 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     del os.environ["PHALANX_CLUSTER_TOKEN"]
     assert len(_live_pids(pids)) == 3
     out = run("stop").stdout
-    assert "stopped 4 processes" in out  # redis-server + 3 raylets
+    assert "stopped 5 processes" in out  # redis-server, 3 raylets and the dashboard
     assert _live_pids(pids) == []
     assert "nothing started here" in run("stop").stdout
 

@@ -77,6 +77,10 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
     # Each task's time on its node: queued, then running, as async spans that begin and end.
     queued = [e for e in events if e.get("cat") == "task on node" and e["name"].startswith("queued: ")]
     assert sum(1 for e in queued if e["ph"] == "b") == sum(1 for e in queued if e["ph"] == "e") >= 13
+    # A task sent to "b" shows on the driver's node as sent, and on "b" as queued then run.
+    sent = [e for e in events if e.get("cat") == "task on node" and e["ph"] == "b" and e["name"].startswith("sent to")]
+    assert sent and all(e["name"].startswith(f"sent to node {b_node[:12]}: ") for e in sent)
+    assert any(e["pid"] == b_row and e["name"].endswith("_there") for e in queued)
     # The 16 MiB copy to the driver's node, from "b", with an arrow from the task that made it.
     copies = [e for e in events if e.get("cat") == "transfer" and e["ph"] == "b"]
     big_copy = next(e for e in copies if e["args"]["bytes"] >= 16 * MIB)

@@ -91,8 +91,11 @@ def chrome_trace(nodes):
                         args["sent_to_node"] = bytes(r["peer"]).hex()[:12]
                     if failed:
                         args["failed"] = True
-                    events.append({**common, "ph": "b", "name": f"queued: {name}", "ts": _us(ts), "args": args})
-                    events.append({**common, "ph": "e", "name": f"queued: {name}", "ts": _us(run_at)})
+                    first = f"queued: {name}"
+                    if not r["a"] and "sent_to_node" in args:  # (the node that ran it has its own record)
+                        first = f"sent to node {args['sent_to_node']}: {name}"
+                    events.append({**common, "ph": "b", "name": first, "ts": _us(ts), "args": args})
+                    events.append({**common, "ph": "e", "name": first, "ts": _us(run_at)})
                     if r["a"]:
                         events.append({**common, "ph": "b", "name": name, "ts": _us(run_at), "args": args})
                         events.append({**common, "ph": "e", "name": name, "ts": _us(ts + dur)})

@@ -1,0 +1,109 @@
+"""What the dashboard shows (docs/observability.md), read from the
+runtime's own counters: the GCS's node and actor tables, each raylet's
+counters (cluster_stats), each node's objects (`phalanx memory`) and the
+timeline's event rings (tasks, copies, collective steps). One snapshot is
+one JSON document; the page asks for one every two seconds."""
+import time
+
+from phalanx import _core
+from phalanx._private import memory, stuck
+from phalanx._private import timeline as tl
+
+
+def _gcs_tables():
+    host, port = stuck._gcs()
+    return _core.gcs_nodes(host, port, 5.0), _core.gcs_actors(host, port, 5.0)
+
+
+def _short(name):
+    return name.rsplit(".", 1)[-1] if name else "?"
+
+
+def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
+    """The cluster now: nodes, actors, tasks by name and state, objects,
+    collectives and copies of the last `window_s` seconds, link throughput
+    between nodes over that window, and the timeline's spans of the last
+    `timeline_s` seconds."""
+    now = time.time()
+    nodes, actors = _gcs_tables()
+    stats = _core.stats(5000)
+    rings = tl.collect(window_s)
+    index = {n["node_id"]: i for i, n in enumerate(rings)}
+    tasks, spans, copies, steps = {}, [], [], []
+    for n in rings:
+        shift = n["offset_ns"]
+        for ring in n["rings"]:
+            for r in ring["records"]:
+                kind = int(r["kind"])
+                ts = (int(r["ts"]) + shift) / 1e9
+                dur = int(r["dur"]) / 1e9
+                name = r["name"].decode(errors="replace")
+                failed = bool(r["flags"] & tl.FAILED)
+                if kind == tl.EXEC:  # every run, direct actor calls included: by name
+                    t = tasks.setdefault(name, {"name": name, "finished": 0, "failed": 0, "seconds": 0.0})
+                    t["failed" if failed else "finished"] += 1
+                    t["seconds"] += dur
+                if kind == tl.EXEC and ts + dur >= now - timeline_s:
+                    spans.append({"node": n["node_id"][:12], "row": f"{n['node_id'][:12]} worker {ring['pid']}",
+                                  "name": _short(name), "start": ts, "end": ts + dur, "failed": failed})
+                elif kind == tl.TRANSFER:
+                    copies.append({"to": n["node_id"][:12], "from": bytes(r["peer"]).hex()[:12], "bytes": int(r["a"]),
+                                   "start": ts, "end": ts + dur, "failed": failed,
+                                   "object_id": bytes(r["id"]).hex()})
+                elif kind in (tl.REDUCE_STEP, tl.ALLREDUCE_SLICE):
+                    steps.append({"node": n["node_id"][:12], "what": "reduce step" if kind == tl.REDUCE_STEP
+                                  else "allreduce assembly", "name": name, "bytes": int(r["a"]), "start": ts,
+                                  "end": ts + dur, "failed": failed, "object_id": bytes(r["id"]).hex()})
+    # Link throughput: bytes copied from node A to node B per 5 s bucket, spread over each copy's time.
+    bucket_s, buckets = 5.0, int(window_s // 5.0)
+    t0 = now - buckets * bucket_s
+    links = {}
+    for c in copies:
+        if c["failed"] or not c["from"]:
+            continue
+        key = f"{c['from']} -> {c['to']}"
+        series = links.setdefault(key, [0.0] * buckets)
+        start, end = max(c["start"], t0), max(c["end"], t0)
+        length = max(c["end"] - c["start"], 1e-9)
+        for b in range(int((start - t0) // bucket_s), min(buckets, int((end - t0) // bucket_s) + 1)):
+            lo, hi = t0 + b * bucket_s, t0 + (b + 1) * bucket_s
+            overlap = max(0.0, min(hi, end) - max(lo, start))
+            if 0 <= b < buckets:
+                series[b] += c["bytes"] * overlap / length / bucket_s  # bytes/s in the bucket
+    objects = []
+    try:
+        mem = memory.summary(max_objects)
+    except Exception as e:  # noqa: BLE001 - the page says why
+        mem, objects = [], [{"error": str(e)}]
+    for n in mem:
+        for o in n["list"]:
+            if o["where"] == "pending" and not o["holders"]:
+                continue
+            objects.append({"node": n["node_id"][:12], **o})
+    objects.sort(key=lambda o: -o.get("size", 0))
+    live = [n for n in nodes if n["alive"]]
+    return {
+        "now": now,
+        "nodes": [{"node_id": n["node_id"], "address": n["address"], "alive": n["alive"],
+                   "resources_total": n["resources_total"], "resources_available": n["resources_available"],
+                   "store_used": n["store_used"], "tasks_running": n["tasks_running"],
+                   "tasks_queued": n["tasks_queued"], "workers": n["workers"],
+                   "heartbeat_age_s": max(0.0, now - n["heartbeat_ms"] / 1000.0),
+                   "row": index.get(n["node_id"], -1)} for n in sorted(nodes, key=lambda n: n["start_time_ms"])],
+        "alive": len(live),
+        "actors": [{"actor_id": a["actor_id"], "class_name": a["class_name"],
+                    "name": a["name"].rpartition("/")[2],  # (registered as "namespace/name")
+                    "namespace": a["name"].rpartition("/")[0], "state": a["state"],
+                    "node_id": a.get("node_id", ""), "pid": a["pid"], "restarts": a["restarts"],
+                    "death_cause": a["death_cause"]} for a in actors],
+        "tasks": sorted(tasks.values(), key=lambda t: -(t["finished"] + t["failed"])),
+        "tasks_running": sum(n["tasks_running"] for n in live),
+        "tasks_queued": sum(n["tasks_queued"] for n in live),
+        "stats": stats,
+        "objects": objects[:max_objects],
+        "collectives": sorted(steps, key=lambda s: -s["start"])[:50],
+        "copies": sorted(copies, key=lambda c: -c["start"])[:50],
+        "links": {"bucket_s": bucket_s, "start": t0, "series": links},
+        "timeline": {"start": now - timeline_s, "end": now, "spans": spans[-5000:]},
+        "window_s": window_s,
+    }
