@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -215,6 +216,29 @@ std::vector<std::string> RingFiles(const std::string& session_dir, const std::st
   ::closedir(d);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+size_t PruneExitedRings(const std::string& session_dir, const std::string& node_id, size_t keep) {
+  struct Exited {
+    std::string path;
+    int64_t mtime_ns;
+  };
+  std::vector<Exited> exited;
+  for (const auto& path : RingFiles(session_dir, node_id)) {
+    // NODE-PID.ring
+    size_t dash = path.rfind('-'), dot = path.rfind(".ring");
+    if (dash == std::string::npos || dot == std::string::npos || dot <= dash + 1) continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(path.substr(dash + 1, dot - dash - 1).c_str()));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) continue;
+    exited.push_back({path, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
+  }
+  if (exited.size() <= keep) return 0;
+  std::sort(exited.begin(), exited.end(), [](const Exited& a, const Exited& b) { return a.mtime_ns > b.mtime_ns; });
+  size_t gone = 0;
+  for (size_t i = keep; i < exited.size(); ++i) gone += ::unlink(exited[i].path.c_str()) == 0 ? 1 : 0;
+  return gone;
 }
 
 }  // namespace phalanx::trace

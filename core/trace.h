@@ -134,5 +134,9 @@ struct RingDump {
 Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns);
 // Every ring file under session_dir/trace of `node_id` (all nodes: empty).
 std::vector<std::string> RingFiles(const std::string& session_dir, const std::string& node_id);
+// Deletes the ring files of `node_id`'s processes that have exited, but the
+// `keep` most recently written (what crashed workers did stays a while).
+// Returns how many went.
+size_t PruneExitedRings(const std::string& session_dir, const std::string& node_id, size_t keep);
 
 }  // namespace phalanx::trace

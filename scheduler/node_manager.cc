@@ -357,6 +357,11 @@ void NodeManager::Heartbeat() {
   if (!redis_.reconnecting()) peers_.Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
   pool_.TrimIdle(std::max<size_t>(1, static_cast<size_t>(options_.num_cpus)), std::chrono::seconds(10));
   ReportSlowCopies();
+  auto now = std::chrono::steady_clock::now();
+  if (now - rings_pruned_at_ > std::chrono::seconds(30)) {  // the trace rings of exited workers: the newest 32 stay
+    rings_pruned_at_ = now;
+    trace::PruneExitedRings(options_.session_dir, node_id_, 32);
+  }
   heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](auto ec) {
     if (!ec) Heartbeat();

@@ -213,6 +213,7 @@ class NodeManager {
   void CheckCreators(const std::vector<std::string>& ids);
   // Tells the processes whose gets wait on a long copy how far it is (each heartbeat).
   void ReportSlowCopies();
+  std::chrono::steady_clock::time_point rings_pruned_at_{};
   // Every copy of pending `id` is gone (objectstore::ObjectEvents): true when
   // it is being made again, here (this node's lineage) or by the node whose
   // client made the ref (asked through a copy from it: AskOwner); else false

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -105,6 +108,31 @@ TEST(TraceRing, FilesThatAreNotRingsAreRejectedAndListedOnlyByNode) {
   ASSERT_TRUE(Ring::Create(dir + "/trace/020202020202-2.ring", 8, node_b, "b").ok());
   EXPECT_EQ(RingFiles(dir, node_a).size(), 1u);
   EXPECT_EQ(RingFiles(dir, "").size(), 4u);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(TraceRing, TheRingsOfExitedProcessesGoButTheNewestKept) {
+  std::string dir = TempDir();
+  ::mkdir((dir + "/trace").c_str(), 0700);
+  std::string node(16, '\x03');
+  std::string prefix = dir + "/trace/030303030303-";
+  std::vector<pid_t> exited;
+  for (int i = 0; i < 3; ++i) {  // processes that have exited (and were reaped: their pids are free)
+    pid_t pid = ::fork();
+    if (pid == 0) ::_exit(0);
+    ::waitpid(pid, nullptr, 0);
+    exited.push_back(pid);
+    ASSERT_TRUE(Ring::Create(prefix + std::to_string(pid) + ".ring", 8, node, "worker").ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // (distinct times: the last is the newest)
+  }
+  ASSERT_TRUE(Ring::Create(prefix + std::to_string(::getpid()) + ".ring", 8, node, "raylet").ok());
+  EXPECT_EQ(PruneExitedRings(dir, node, 1), 2u);
+  auto left = RingFiles(dir, node);
+  ASSERT_EQ(left.size(), 2u);  // this process's, and the newest exited one's
+  std::set<std::string> names(left.begin(), left.end());
+  EXPECT_TRUE(names.count(prefix + std::to_string(::getpid()) + ".ring"));
+  EXPECT_TRUE(names.count(prefix + std::to_string(exited.back()) + ".ring"));
+  EXPECT_EQ(PruneExitedRings(dir, node, 1), 0u);
   std::system(("rm -rf " + dir).c_str());
 }
 
