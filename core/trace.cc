@@ -125,13 +125,31 @@ void Ring::Emit(Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& i
   r.seq.store(pos + 1, std::memory_order_release);
 }
 
+std::string TraceDir(const std::string& session_dir) {
+  std::string base = session_dir;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  base = base.substr(base.rfind('/') + 1);
+  const char* env = std::getenv("PHALANX_TRACE_DIR");
+  if (env != nullptr && *env != '\0') return std::string(env) + "/phalanx-" + base + "-trace";
+  struct stat st;
+  if (::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && ::access("/dev/shm", W_OK) == 0) {
+    return "/dev/shm/phalanx-" + base + "-trace";
+  }
+  return session_dir + "/trace";
+}
+
 void OpenProcessRing(const std::string& session_dir, const std::string& node_id, const std::string& label,
                      uint64_t capacity) {
+  // PHALANX_TRACE: unset or 1, every process; 0, none; else a comma-separated
+  // list of the labels that trace ("raylet", "worker").
   const char* env = std::getenv("PHALANX_TRACE");
-  if (env != nullptr && std::string(env) == "0") return;
+  if (env != nullptr && *env != '\0' && std::string(env) != "1") {
+    std::string list = "," + std::string(env) + ",";
+    if (list.find("," + label + ",") == std::string::npos) return;
+  }
   std::lock_guard<std::mutex> l(g_mu);
   if (g_owned || session_dir.empty()) return;
-  std::string dir = session_dir + "/trace";
+  std::string dir = TraceDir(session_dir);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     PHALANX_LOG(Warning) << "no timeline events from this process: cannot make " << dir << ": " << std::strerror(errno);
     return;
@@ -203,7 +221,7 @@ Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns) {
 
 std::vector<std::string> RingFiles(const std::string& session_dir, const std::string& node_id) {
   std::vector<std::string> out;
-  std::string dir = session_dir + "/trace";
+  std::string dir = TraceDir(session_dir);
   std::string prefix = node_id.empty() ? std::string() : ToHex(node_id).substr(0, 12) + "-";
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return out;

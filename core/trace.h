@@ -1,8 +1,8 @@
 // Trace: each process's recent events for the timeline (docs/observability.md).
 //
-// A process (raylet, worker, driver) keeps a fixed-size ring of fixed-size
-// records in a file of the session folder, SESSION/trace/NODE-PID.ring,
-// mapped into its memory: writing an event is a clock read, an atomic
+// A process (raylet, worker) keeps a fixed-size ring of fixed-size records
+// in a file, TraceDir(SESSION)/NODE-PID.ring (in memory: /dev/shm), mapped
+// into its memory: writing an event is a clock read, an atomic
 // increment and a 128-byte copy, with no system call and no lock, cheap
 // enough to leave on (PHALANX_TRACE=0 turns it off). The ring outlives its
 // process (the file stays), so the timeline still shows what a crashed
@@ -43,6 +43,10 @@ enum Kind : uint16_t {
   kAllreduceSlice = 5,
   // raylet: a broadcast hop served from here. id: object id; peer: to node; a: bytes.
   kBroadcastHop = 6,
+  // raylet: a task handed to a worker takes an object as an argument. id:
+  // the object id; a and b: the task's id (its 16 bytes as two words, as
+  // they lie in memory). For the timeline's arrows from producer to consumer.
+  kArgument = 7,
 };
 
 enum Flags : uint16_t {
@@ -132,7 +136,12 @@ struct RingDump {
   std::string records;   // n * sizeof(Record) bytes
 };
 Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns);
-// Every ring file under session_dir/trace of `node_id` (all nodes: empty).
+// Where the session's rings live: in memory (/dev/shm/phalanx-SESSION-trace,
+// tmpfs) where there is one, so that writing an event never faults into a
+// disk file system's block allocation or writeback; else session_dir/trace.
+// PHALANX_TRACE_DIR=DIR puts them under DIR instead.
+std::string TraceDir(const std::string& session_dir);
+// Every ring file of the session of `node_id` (all nodes: empty).
 std::vector<std::string> RingFiles(const std::string& session_dir, const std::string& node_id);
 // Deletes the ring files of `node_id`'s processes that have exited, but the
 // `keep` most recently written (what crashed workers did stays a while).

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 
 #include "core/ids.h"
@@ -201,8 +202,18 @@ bool TaskManager::BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* ou
   return it != tasks_.end() && BuildForward(it->second, out);
 }
 
+void TaskManager::TraceArguments(const Task& t, uint64_t at_ns) {
+  uint64_t words[2];  // (the task id, for the arrows from each argument's producer to this task)
+  std::memcpy(words, t.spec.task_id().data(), sizeof(words));
+  for (const auto& a : t.spec.args()) {
+    if (!a.object_id().empty()) trace::Emit(trace::kArgument, at_ns, 0, a.object_id(), std::string(), words[0], words[1]);
+  }
+}
+
 bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
   if (t.spec.forwarded()) return false;
+  // (the node it goes to gets the arguments resolved: the arrows are noted here)
+  if (t.queued_ns != 0) TraceArguments(t, trace::NowNs());
   *out = t.spec;
   out->set_forwarded(true);
   for (auto& a : *out->mutable_args()) {
@@ -448,6 +459,7 @@ bool TaskManager::Push(Worker* w, const std::string& task_id) {
   if (t.queued_ns != 0) {
     t.dispatched_ns = trace::NowNs();
     t.worker_pid = w->pid;
+    TraceArguments(t, t.dispatched_ns);
   }
   for (int g : w->gpu_ids) msg.add_gpu_ids(g);
   w->inflight.push_back(task_id);

@@ -174,6 +174,8 @@ class TaskManager final : public TaskTable {
   // when the task cannot leave (nested refs, or arguments whose values hold
   // refs). Store-sized arguments stay refs: the other node copies them.
   bool BuildForward(const Task& t, rpc::TaskSpec* out);
+  // The timeline: `t` takes each of its ref arguments (core/trace.h kArgument).
+  void TraceArguments(const Task& t, uint64_t at_ns);
   bool TrySpill(const std::string& task_id);
   // SPREAD, node affinity, placement groups: true when the task was sent
   // elsewhere (or failed); *wait when it must wait for its group.

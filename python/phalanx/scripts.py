@@ -514,6 +514,10 @@ def cmd_stop(a):
                 os.kill(pid, signal.SIGKILL)
     for session in sessions:  # one the head raylet started again after the first died
         stop_restarted_redis(session, [pid for name, pid in pids if name == "redis-server"])
+    from phalanx._private.node import remove_exited_rings
+    for session in {rec.get("session_dir", "") for _, rec in _records()}:  # the timeline's rings (memory)
+        if session:
+            remove_exited_rings(session)
     for path in records:
         os.unlink(path)
     if os.path.exists(_head_file()):

@@ -51,6 +51,7 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
         assert phalanx.get([_here.remote(i) for i in range(10)], timeout=60) == list(range(1, 11))
         counter = _Counter.remote()
         assert phalanx.get([counter.add.remote() for _ in range(5)], timeout=60)[-1] == 5
+        assert phalanx.get(_here.remote(_here.remote(1)), timeout=60) == 3  # a result as an argument
         big = _there.remote(4 * MIB)  # 16 MiB made on "b", copied here by the get
         assert phalanx.get(big, timeout=60).shape == (4 * MIB,)
         inputs = [_there.remote(MIB), _here.remote(np.ones(MIB, np.float32)), _there.remote(MIB),
@@ -68,7 +69,7 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
     b_row = next(pid for pid, name in rows.items() if b_node[:12] in name)
     runs = [e for e in events if e["ph"] == "X"]
     # Every task and actor call ran in a worker row, on its node.
-    assert sum(1 for e in runs if e["name"].endswith("_here")) == 12
+    assert sum(1 for e in runs if e["name"].endswith("_here")) == 14
     assert sum(1 for e in runs if e["name"].endswith("_Counter.add")) == 5
     assert {e["pid"] for e in runs if e["name"].endswith("_there")} == {b_row}
     assert all(e["dur"] > 0 for e in runs)
@@ -86,6 +87,9 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
     big_copy = next(e for e in copies if e["args"]["bytes"] >= 16 * MIB)
     assert big_copy["args"]["from_node"] == b_node[:12] and big_copy["pid"] != b_row
     assert big_copy["args"]["chunks"] >= 1 and big_copy["args"]["MB_per_s"] > 0
+    # An arrow from a task to the task that took its result as an argument.
+    args = [e for e in events if e.get("cat") == "argument"]
+    assert any(e["ph"] == "s" for e in args) and any(e["ph"] == "f" for e in args)
     flows = [e for e in events if e.get("cat") == "object"]
     assert any(e["ph"] == "s" and e["pid"] == b_row for e in flows)
     assert any(e["ph"] == "f" and e["pid"] != b_row for e in flows)
@@ -98,9 +102,12 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
 
 
 def test_a_killed_worker_still_shows_what_it_ran(tmp_path):
-    """A worker's events live in a file of the session folder: the timeline
-    still has them after the worker was killed with SIGKILL."""
-    with loopback_nodes([None]):
+    """A worker's events live in a file (in memory, /dev/shm): the timeline
+    still has them after the worker was killed with SIGKILL, and the files
+    go when the cluster stops."""
+    from phalanx._private.node import trace_dir
+    with loopback_nodes([None]) as node:
+        rings = trace_dir(node.session_dir)
         @phalanx.remote(max_retries=0)
         def who():
             return os.getpid()
@@ -110,6 +117,8 @@ def test_a_killed_worker_still_shows_what_it_ran(tmp_path):
         wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
                    open(f"/proc/{pid}/stat").read().split()[2] == "Z", timeout=10, what="the worker to die")
         events = phalanx.timeline()
+        assert os.path.isfile(os.path.join(rings, f"{phalanx.get_node_id()[:12]}-{pid}.ring"))
+    assert not os.path.exists(rings)  # (in memory, /dev/shm: they go with the cluster)
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert f"worker {pid}" in names
     assert any(e["ph"] == "X" and e["name"].endswith("who") for e in events), [e for e in events if e["ph"] == "X"]

@@ -159,6 +159,55 @@ def _tail(path, n=20):
         return "(no log)"
 
 
+def trace_dir(session_dir):
+    """Where a session's trace rings live (core/trace.h's TraceDir): in memory, /dev/shm, where there is one."""
+    base = os.path.basename(session_dir.rstrip("/"))
+    if os.environ.get("PHALANX_TRACE_DIR"):
+        return os.path.join(os.environ["PHALANX_TRACE_DIR"], f"phalanx-{base}-trace")
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        return f"/dev/shm/phalanx-{base}-trace"
+    return os.path.join(session_dir, "trace")
+
+
+def _pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def remove_exited_rings(session_dir, wait_s=1.0):
+    """Removes the trace rings (memory, in /dev/shm) of the session's processes
+    that have exited (waiting up to `wait_s` for those still exiting), and the
+    folder once empty. Rings of live processes (other nodes of a shared session) stay."""
+    folder = trace_dir(session_dir)
+    if not os.path.isdir(folder):
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = []
+        for name in os.listdir(folder):
+            try:
+                pid = int(name.rsplit("-", 1)[1].split(".")[0])
+            except (IndexError, ValueError):
+                continue
+            if _pid_alive(pid):
+                left.append(name)
+            else:
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError:
+                    pass
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
 def stop_restarted_redis(session_dir, known=(), timeout=5.0):
     """Stops the redis-server of a session that the head raylet started again
     (its pid is in the session's redis.pid, not among `known`)."""
@@ -342,6 +391,7 @@ class NodeProcesses:
         if self.redis_argv_file:
             stop_restarted_redis(self.session_dir, [p.pid for p in servers])
         self.procs = []
+        remove_exited_rings(self.session_dir)
         self.restore_env()
 
     def restore_env(self):

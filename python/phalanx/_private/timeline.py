@@ -19,7 +19,7 @@ RECORD = np.dtype([("seq", "<u8"), ("ts", "<u8"), ("dur", "<u8"), ("a", "<u8"), 
                    ("flags", "<u2"), ("tid", "<u4"), ("id", "V20"), ("peer", "V8"), ("name", "S52")])
 assert RECORD.itemsize == 128
 
-TASK, EXEC, TRANSFER, REDUCE_STEP, ALLREDUCE_SLICE, BROADCAST_HOP = 1, 2, 3, 4, 5, 6
+TASK, EXEC, TRANSFER, REDUCE_STEP, ALLREDUCE_SLICE, BROADCAST_HOP, ARGUMENT = 1, 2, 3, 4, 5, 6, 7
 FAILED, ACTOR_CALL = 1, 2
 
 
@@ -45,7 +45,7 @@ def _us(ns):
 
 def chrome_trace(nodes):
     """The Chrome trace (a dict) of collected rings (collect())."""
-    events, producers, copies = [], {}, []
+    events, producers, copies, runs, uses = [], {}, [], {}, []
     for index, n in enumerate(nodes, start=1):
         label = f"node {n['node_id'][:12]} ({n['address']})" if n["address"] else f"node {n['node_id'][:12]}"
         if n["error"]:
@@ -82,6 +82,10 @@ def chrome_trace(nodes):
                     events.append({"ph": "X", "cat": "task", "name": name, "pid": index, "tid": tid,
                                    "ts": _us(ts), "dur": _us(dur), "args": args})
                     producers[rid[:16]] = (index, tid, ts + dur)
+                    runs[rid[:16]] = (index, tid, ts)
+                elif kind == ARGUMENT:  # a task took an object: an arrow from the object's task to it
+                    uses.append((rid[:16], int(r["a"]).to_bytes(8, "little") + int(r["b"]).to_bytes(8, "little"),
+                                 rid.hex()))
                 elif kind == TASK:
                     tid_hex = rid[:16].hex()
                     run_at = int(r["a"]) + shift if r["a"] else ts + dur
@@ -129,6 +133,17 @@ def chrome_trace(nodes):
                        "tid": src[1], "ts": _us(src[2] - 1000)})
         events.append({"ph": "f", "bp": "e", "cat": "object", "name": f"object {obj[:12]}", "id": flow,
                        "pid": index, "tid": tid, "ts": _us(ts)})
+    # ... and from the task that made an object to each task that took it as an argument.
+    flow = len(copies)
+    for producer, consumer, obj in uses:
+        src, dst = producers.get(producer), runs.get(consumer)
+        if src is None or dst is None:
+            continue
+        flow += 1
+        events.append({"ph": "s", "cat": "argument", "name": f"argument {obj[:12]}", "id": flow, "pid": src[0],
+                       "tid": src[1], "ts": _us(src[2] - 1000)})
+        events.append({"ph": "f", "bp": "e", "cat": "argument", "name": f"argument {obj[:12]}", "id": flow,
+                       "pid": dst[0], "tid": dst[1], "ts": _us(dst[2] + 1000)})
     clocks = {n["node_id"][:12]: {"offset_ns": n["offset_ns"], "rtt_ns": n["rtt_ns"]} for n in nodes}
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"producer": "phalanx", "clock_offsets": clocks}}
