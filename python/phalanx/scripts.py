@@ -17,6 +17,7 @@ user's phalanx commands on this machine find it there; other machines and
 users need it exported.
 """
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -133,6 +134,28 @@ def _resource_args(a):
     if a.spill_max_bytes is not None:
         extra += ["--spill-max-bytes", str(a.spill_max_bytes)]
     return extra
+
+
+def _cluster_address(a):
+    """The cluster a command is about: --address, PHALANX_ADDRESS or the head
+    started here; its token and TLS setting are taken on (use_cluster)."""
+    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
+    if not address:
+        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
+                         "`phalanx start --head`")
+    use_cluster(address)
+    return address
+
+
+@contextlib.contextmanager
+def _driver_of(address):
+    """This command as a driver of the cluster at `address` while the block runs."""
+    import phalanx
+    phalanx.init(address=address)
+    try:
+        yield
+    finally:
+        phalanx.shutdown()
 
 
 def cmd_start(a):
@@ -253,11 +276,7 @@ def _fmt_res(total, avail):
 
 
 def cmd_status(a):
-    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
-    if not address:
-        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
-                         "`phalanx start --head`")
-    use_cluster(address)
+    address = _cluster_address(a)
     if a.watch is None:
         return _print_status(address)
     # --watch: the same, every few seconds, until Ctrl-C (the screen is redrawn on a terminal).
@@ -328,11 +347,7 @@ def cmd_stack(a):
     worker's faulthandler write them to its log, a driver's to
     SESSION/logs/driver-PID.stack; this reads them back."""
     from phalanx import _core
-    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
-    if not address:
-        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
-                         "`phalanx start --head`")
-    use_cluster(address)
+    address = _cluster_address(a)
     host, port = _split(address)
     nodes = [n for n in _core.gcs_nodes(host, port, 5.0) if n["alive"]]
     marks = []  # (node, pid, log, offset)
@@ -414,47 +429,32 @@ def _alive(pid):
 
 def cmd_timeline(a):
     import phalanx
-    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
-    if not address:
-        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
-                         "`phalanx start --head`")
-    use_cluster(address)
-    phalanx.init(address=address)
-    try:
+    with _driver_of(_cluster_address(a)):
         phalanx.timeline(a.output, since_s=a.since)
-    finally:
-        phalanx.shutdown()
     print(f"phalanx: wrote the timeline of the last {a.since:g} s to {a.output} "
           "(open it in chrome://tracing or https://ui.perfetto.dev)")
     return 0
 
 
 def cmd_dashboard(a):
-    import phalanx
     try:
         from phalanx import dashboard
         import aiohttp  # noqa: F401
     except ImportError:
         raise SystemExit("phalanx: the dashboard needs aiohttp: pip install 'phalanx[dashboard]'")
-    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
-    if not address:
-        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
-                         "`phalanx start --head`")
-    use_cluster(address)
-    phalanx.init(address=address)
+    address = _cluster_address(a)
 
     def ready(port):
         print(f"phalanx dashboard of {address} at http://{a.host}:{port}/"
               + ("" if dashboard._loopback(a.host) else "?token=$PHALANX_CLUSTER_TOKEN (open it once)"),
               flush=True)
-    try:
-        dashboard.serve(a.host, a.port, ready=ready)
-    except KeyboardInterrupt:
-        pass
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"phalanx: cannot serve the dashboard on {a.host}:{a.port}: {e}")
-    finally:
-        phalanx.shutdown()
+    with _driver_of(address):
+        try:
+            dashboard.serve(a.host, a.port, ready=ready)
+        except KeyboardInterrupt:
+            pass
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"phalanx: cannot serve the dashboard on {a.host}:{a.port}: {e}")
     return 0
 
 
@@ -468,18 +468,9 @@ def _start_dashboard(redis, host, port, session_dir):
 
 
 def cmd_memory(a):
-    import phalanx
     from phalanx._private import memory
-    address = a.address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
-    if not address:
-        raise SystemExit("phalanx: no cluster known here; pass --address HOST:PORT or start one with "
-                         "`phalanx start --head`")
-    use_cluster(address)
-    phalanx.init(address=address)
-    try:
+    with _driver_of(_cluster_address(a)):
         print(memory.format_summary(memory.summary(max(a.limit, 1) * 4), limit=a.limit))
-    finally:
-        phalanx.shutdown()
     return 0
 
 
