@@ -43,6 +43,19 @@ void CopyPadded(char* dst, size_t cap, const std::string& src) {
 
 std::string Trimmed(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
 
+// The rings' folder is this user's alone: a directory (not a link), owned by
+// this user, closed to everyone else. In /dev/shm anyone may make a folder of
+// that name first; then it is not used (its files could be swapped or cut
+// short under a reader).
+Status CheckOwnDir(const std::string& dir) {
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return Status::NotFound(dir + ": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return Status::InvalidArgument(dir + " is not a folder of this user's closed to others: not used");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 uint64_t NowNs() {
@@ -67,7 +80,8 @@ Result<std::unique_ptr<Ring>> Ring::Create(const std::string& path, uint64_t cap
   }
   size_t bytes = sizeof(Header) + capacity * sizeof(Record);
   std::string tmp = path + ".new";
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ::unlink(tmp.c_str());  // (a stale one of an earlier process with this pid)
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Unavailable("cannot create " + tmp + ": " + std::strerror(errno));
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int err = errno;
@@ -154,6 +168,10 @@ void OpenProcessRing(const std::string& session_dir, const std::string& node_id,
     PHALANX_LOG(Warning) << "no timeline events from this process: cannot make " << dir << ": " << std::strerror(errno);
     return;
   }
+  if (Status own = CheckOwnDir(dir); !own.ok()) {
+    PHALANX_LOG(Warning) << "no timeline events from this process: " << own.message();
+    return;
+  }
   std::string path = dir + "/" + ToHex(node_id).substr(0, 12) + "-" + std::to_string(::getpid()) + ".ring";
   auto ring = Ring::Create(path, capacity == 0 ? kDefaultCapacity : capacity, node_id, label);
   if (!ring.ok()) {
@@ -173,7 +191,7 @@ void CloseProcessRing() {
 Ring* ProcessRing() { return g_ring.load(std::memory_order_acquire); }
 
 Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return Status::Unavailable("cannot open " + path + ": " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(Header)) {
@@ -222,6 +240,7 @@ Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns) {
 std::vector<std::string> RingFiles(const std::string& session_dir, const std::string& node_id) {
   std::vector<std::string> out;
   std::string dir = TraceDir(session_dir);
+  if (!CheckOwnDir(dir).ok()) return out;  // (absent, or not this user's alone: nothing read from it)
   std::string prefix = node_id.empty() ? std::string() : ToHex(node_id).substr(0, 12) + "-";
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return out;

@@ -152,5 +152,19 @@ TEST(TraceRing, WhatOneEventCosts) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST(TraceRing, AFolderOpenToOthersIsNeitherWrittenNorRead) {
+  std::string dir = TempDir();
+  std::string td = TraceDir(dir);
+  ASSERT_EQ(::mkdir(td.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(td.c_str(), 0777), 0);  // (as another user's folder made first would be to us: not ours alone)
+  ASSERT_TRUE(Ring::Create(td + "/040404040404-9.ring", 8, std::string(16, '\x04'), "w").ok());
+  EXPECT_TRUE(RingFiles(dir, std::string(16, '\x04')).empty());
+  OpenProcessRing(dir, std::string(16, '\x04'), "worker");
+  EXPECT_EQ(ProcessRing(), nullptr);
+  ASSERT_EQ(::chmod(td.c_str(), 0700), 0);
+  EXPECT_EQ(RingFiles(dir, std::string(16, '\x04')).size(), 1u);
+  std::system(("rm -rf " + dir + " " + td).c_str());
+}
+
 }  // namespace
 }  // namespace phalanx::trace
