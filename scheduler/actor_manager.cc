@@ -486,9 +486,9 @@ void ActorManager::HostLost(Actor& a, std::deque<std::string> lost, const std::s
 }
 
 Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
-  Status out;
-  Kill(actor_id, no_restart, [&out](const Status& st) { out = st; });  // (a remote kill: OK now, done later)
-  return out;
+  auto out = std::make_shared<Status>();  // (a kill on another node answers later: OK now)
+  Kill(actor_id, no_restart, [out](const Status& st) { *out = st; });
+  return *out;
 }
 
 void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) {
