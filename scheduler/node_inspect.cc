@@ -62,36 +62,47 @@ rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
   return out;
 }
 
-void NodeManager::HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m) {
-  auto reply = std::make_shared<rpc::TraceReply>();
-  *reply->add_nodes() = LocalTrace(m.since_ns());
+template <typename ReplyMsg, typename NodePart>
+void NodeManager::AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t req, rpc::MessageType type,
+                                      bool all_nodes, NodePart local, const google::protobuf::Message& ask,
+                                      std::function<void(NodePart*, uint64_t, uint64_t)> fix) {
+  auto reply = std::make_shared<ReplyMsg>();
+  *reply->add_nodes() = std::move(local);
   std::weak_ptr<Client> weak = c;
-  auto finish = [this, reply, weak, req](const Status& st) {
+  auto finish = [this, reply, weak, req, type](const Status& st) {
     if (!st.ok()) reply->mutable_nodes(0)->set_error(st.message());
     auto cl = weak.lock();
-    if (cl && !cl->conn->closed()) Reply(*cl, rpc::TRACE_COLLECT, req, *reply);
+    if (cl && !cl->conn->closed()) Reply(*cl, type, req, *reply);
   };
-  if (!m.all_nodes()) return finish(Status::OK());
-  rpc::TraceRequest ask;
-  ask.set_since_ns(m.since_ns());
+  if (!all_nodes) return finish(Status::OK());
   AskEveryNode(
-      rpc::TRACE_COLLECT, ask,
-      [reply](const std::string& node, const Result<std::string>& r, uint64_t sent, uint64_t got) {
-        rpc::TraceNode n;
+      type, ask,
+      [reply, fix](const std::string& node, const Result<std::string>& r, uint64_t sent, uint64_t got) {
+        NodePart n;
         if (!r.ok()) {
           n.set_error(r.status().message());
         } else if (!n.ParseFromString(r.value()) || n.node_id() != node) {
-          n = rpc::TraceNode();
+          n = NodePart();
           n.set_error("a malformed answer");
-        } else {
-          // Its clock read `now_ns` about halfway through the round trip.
-          n.set_rtt_ns(got - sent);
-          n.set_offset_ns(static_cast<int64_t>(sent + (got - sent) / 2) - static_cast<int64_t>(n.now_ns()));
+        } else if (fix) {
+          fix(&n, sent, got);
         }
         n.set_node_id(node);
         *reply->add_nodes() = std::move(n);
       },
       finish);
+}
+
+void NodeManager::HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m) {
+  rpc::TraceRequest ask;
+  ask.set_since_ns(m.since_ns());
+  AnswerFromEveryNode<rpc::TraceReply, rpc::TraceNode>(
+      c, req, rpc::TRACE_COLLECT, m.all_nodes(), LocalTrace(m.since_ns()), ask,
+      [](rpc::TraceNode* n, uint64_t sent, uint64_t got) {
+        // Its clock read `now_ns` about halfway through the round trip.
+        n->set_rtt_ns(got - sent);
+        n->set_offset_ns(static_cast<int64_t>(sent + (got - sent) / 2) - static_cast<int64_t>(n->now_ns()));
+      });
 }
 
 rpc::NodeMemory NodeManager::LocalMemory(uint32_t max_objects) {
@@ -169,31 +180,10 @@ rpc::NodeMemory NodeManager::LocalMemory(uint32_t max_objects) {
 }
 
 void NodeManager::HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, const rpc::MemoryRequest& m) {
-  auto reply = std::make_shared<rpc::MemoryReply>();
-  *reply->add_nodes() = LocalMemory(m.max_objects());
-  std::weak_ptr<Client> weak = c;
-  auto finish = [this, reply, weak, req](const Status& st) {
-    if (!st.ok()) reply->mutable_nodes(0)->set_error(st.message());
-    auto cl = weak.lock();
-    if (cl && !cl->conn->closed()) Reply(*cl, rpc::MEMORY_SUMMARY, req, *reply);
-  };
-  if (!m.all_nodes()) return finish(Status::OK());
   rpc::MemoryRequest ask;
   ask.set_max_objects(m.max_objects());
-  AskEveryNode(
-      rpc::MEMORY_SUMMARY, ask,
-      [reply](const std::string& node, const Result<std::string>& r, uint64_t, uint64_t) {
-        rpc::NodeMemory n;
-        if (!r.ok()) {
-          n.set_error(r.status().message());
-        } else if (!n.ParseFromString(r.value()) || n.node_id() != node) {
-          n = rpc::NodeMemory();
-          n.set_error("a malformed answer");
-        }
-        n.set_node_id(node);
-        *reply->add_nodes() = std::move(n);
-      },
-      finish);
+  AnswerFromEveryNode<rpc::MemoryReply, rpc::NodeMemory>(c, req, rpc::MEMORY_SUMMARY, m.all_nodes(),
+                                                         LocalMemory(m.max_objects()), ask, nullptr);
 }
 
 }  // namespace phalanx::scheduler

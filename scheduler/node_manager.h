@@ -204,6 +204,13 @@ class NodeManager {
                                      uint64_t got_ns)>;
   void AskEveryNode(rpc::MessageType type, const google::protobuf::Message& ask, AskEach each,
                     std::function<void(const Status&)> done);
+  // Answers a client's `type` question with this node's part, `local`, and,
+  // with `all_nodes`, every other live node's (asked with `ask`; `fix`, when
+  // given, adjusts each well-formed answer with its round trip's times).
+  template <typename ReplyMsg, typename NodePart>
+  void AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t req, rpc::MessageType type, bool all_nodes,
+                           NodePart local, const google::protobuf::Message& ask,
+                           std::function<void(NodePart*, uint64_t sent_ns, uint64_t got_ns)> fix);
   void Hold(Client& c, const std::string& id);
   // Object requests (node_objects.cc).
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
