@@ -255,6 +255,10 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       break;
     }
     if (!r->held[i]) continue;
+    // Where it is now, not where it was when located: a task's result made on
+    // another node is copied back to its caller's node, which then lets the
+    // other node drop its copy.
+    node = Relocate(*r, i, node);
     if (r->used.empty()) {  // the first input is the chain's start as it is
       r->prev_id = r->inputs[i];
       r->prev_node = node;
@@ -262,6 +266,9 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       r->prev_name = Name(*r, i);
       r->used.push_back(i);
       continue;
+    }
+    if (r->partials.empty()) {  // (prev is the first input: the same holds for it)
+      r->prev_node = r->start_node = Relocate(*r, r->used[0], r->prev_node);
     }
     rpc::ReduceStep m = NextStep(*r, MakeObjectId(RandomBytes(kTaskIdSize), 0));
     m.set_input_id(r->inputs[i]);
@@ -295,6 +302,12 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       static_cast<int>(r->used.size()) == r->want) {
     RunFinal(r);
   }
+}
+
+std::string ReduceManager::Relocate(const Reduce& r, int index, const std::string& node) const {
+  rpc::ObjectValue v;
+  std::string now = Where(*objects_, chain_.self, r.inputs[index], &v).first;
+  return now.empty() ? node : now;  // (lost meanwhile: the step says so)
 }
 
 void ReduceManager::RunFinal(const std::shared_ptr<Reduce>& r) {

@@ -159,6 +159,8 @@ class ReduceManager {
   // per input, copied to this node or made again, then placed here; the
   // second failure fails it.
   void Refetch(const std::shared_ptr<Reduce>& r, int index, const std::string& why);
+  // Where input `index`, located on `node`, is now (`node` if nowhere).
+  std::string Relocate(const Reduce& r, int index, const std::string& node) const;
   // A step reading what the chain made so far into `out` (its input to be set).
   rpc::ReduceStep NextStep(const Reduce& r, const std::string& out) const;
   void Arrived(const std::shared_ptr<Reduce>& r, int index);

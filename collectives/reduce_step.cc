@@ -57,6 +57,12 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
   auto op = ParseReduceOp(m.op());
   if (!op.ok()) return started(op.status());
   if (steps_.count(m.out_id())) return started(Status::AlreadyExists("reduce step " + ToHex(m.out_id()) + " exists"));
+  if (!m.prev_id().empty() && m.prev_node() == self_ && m.wait_ms() == 0 && !HasHere(m.prev_id())) {
+    // Nothing will make prev here: this node let go of its copy after the
+    // caller located it (it was copied to the caller's node meanwhile).
+    return started(Status(StatusCode::kObjectLost,
+                          m.prev_name() + " is no longer on node " + ToHex(self_).substr(0, 12)));
+  }
   auto s = std::make_shared<Step>();
   if (trace::ProcessRing() != nullptr) s->started_ns = trace::NowNs();
   s->m = m;
@@ -121,6 +127,13 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
                         return s->out;
                       },
                       progress, m.wait_ms());
+}
+
+bool ReduceSteps::HasHere(const std::string& id) {
+  if (transfer_->Arriving(id) || objects_->IsSpilled(id)) return true;  // (being made or copied, or on disk)
+  rpc::ObjectValue v;
+  objects_->Describe(id, &v, /*pin=*/false);
+  return v.state() == rpc::OBJ_IN_STORE;
 }
 
 std::string ReduceSteps::CopyKey(const std::string& out) { return "reduce-step-input:" + out; }
@@ -229,6 +242,27 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
   }
   Done done = std::move(s->done);
   if (done) done(outcome);
+}
+
+void ReduceSteps::TraceInFlight(std::string* out, size_t max) const {
+  uint64_t now = trace::NowNs();
+  size_t n = 0;
+  for (const auto& [id, s] : steps_) {
+    if (s->ended || s->started_ns == 0) continue;
+    if (n++ >= max) return;
+    const rpc::ReduceStep& m = s->m;
+    trace::AppendRecord(out, trace::kReduceStep, s->started_ns, now - std::min(now, s->started_ns), m.out_id(),
+                        m.op() + (s->has_input ? " with one input" : " (its final copy)"), s->size,
+                        s->has_input ? 1 : 0, std::string(), trace::kInFlight);
+  }
+  for (const auto& [id, a] : assemblies_) {
+    if (a->ended || a->started_ns == 0) continue;
+    if (n++ >= max) return;
+    const rpc::AssembleSlices& m = a->m;
+    trace::AppendRecord(out, trace::kAllreduceSlice, a->started_ns, now - std::min(now, a->started_ns), m.out_id(),
+                        "assemble " + std::to_string(m.slice_ids_size()) + " slices", m.size(),
+                        static_cast<uint64_t>(m.slice_ids_size()), std::string(), trace::kInFlight);
+  }
 }
 
 void ReduceSteps::HoldCopy(const std::string& id, const std::string& from, const rpc::AssembleSlices& m) {

@@ -66,6 +66,9 @@ class ReduceSteps {
   // `node` died: drops the steps of the reduces it placed (nobody is left to).
   void DropFrom(const std::string& node);
   size_t num_steps() const { return steps_.size(); }
+  // The timeline (core/trace.h): a kInFlight record for each step and
+  // assembly still running here (the dashboard's collectives in flight), at most `max`.
+  void TraceInFlight(std::string* out, size_t max) const;
 
  private:
   struct Step;
@@ -82,6 +85,8 @@ class ReduceSteps {
   Status Begin(const std::shared_ptr<Step>& s, uint64_t size);
   void Fail(const std::shared_ptr<Step>& s, const std::string& why);
   void End(const std::shared_ptr<Step>& s, const Status& outcome);
+  // Whether `id` is in this node's store, on its disk, or being made or copied here.
+  bool HasHere(const std::string& id);
   // The transfer key of the copy of prev into `out`.
   static std::string CopyKey(const std::string& out);
 

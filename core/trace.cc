@@ -115,12 +115,10 @@ Result<std::unique_ptr<Ring>> Ring::Create(const std::string& path, uint64_t cap
   return std::unique_ptr<Ring>(new Ring(path, base, bytes));
 }
 
-void Ring::Emit(Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& id, const std::string& name,
-                uint64_t a, uint64_t b, const std::string& peer, uint16_t flags) {
-  uint64_t pos = header_->next.fetch_add(1, std::memory_order_relaxed);
-  Record& r = records_[pos % header_->capacity];
-  r.seq.store(0, std::memory_order_relaxed);  // (being written: a reader skips it)
-  std::atomic_thread_fence(std::memory_order_release);
+namespace {
+// Every field of `r` but seq (the caller publishes it).
+void Fill(Record& r, Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& id, const std::string& name,
+          uint64_t a, uint64_t b, const std::string& peer, uint16_t flags) {
   r.ts_ns = ts_ns;
   r.dur_ns = dur_ns;
   r.a = a;
@@ -136,7 +134,25 @@ void Ring::Emit(Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& i
     r.name[0] = r.name[1] = '.';
     std::memcpy(r.name + 2, name.data() + name.size() - (sizeof(r.name) - 2), sizeof(r.name) - 2);
   }
+}
+}  // namespace
+
+void Ring::Emit(Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& id, const std::string& name,
+                uint64_t a, uint64_t b, const std::string& peer, uint16_t flags) {
+  uint64_t pos = header_->next.fetch_add(1, std::memory_order_relaxed);
+  Record& r = records_[pos % header_->capacity];
+  r.seq.store(0, std::memory_order_relaxed);  // (being written: a reader skips it)
+  std::atomic_thread_fence(std::memory_order_release);
+  Fill(r, kind, ts_ns, dur_ns, id, name, a, b, peer, flags);
   r.seq.store(pos + 1, std::memory_order_release);
+}
+
+void AppendRecord(std::string* out, Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& id,
+                  const std::string& name, uint64_t a, uint64_t b, const std::string& peer, uint16_t flags) {
+  Record r{};
+  Fill(r, kind, ts_ns, dur_ns, id, name, a, b, peer, flags);
+  r.seq.store(1, std::memory_order_relaxed);
+  out->append(reinterpret_cast<const char*>(&r), sizeof(r));
 }
 
 std::string TraceDir(const std::string& session_dir) {

@@ -34,15 +34,14 @@ enum Kind : uint16_t {
   // worker: one task or actor call run. id: task id; dur: run time.
   kExec = 2,
   // raylet: an object copied here. id: object id; peer: the node it came
-  // from; a: bytes; b: chunks. flags: kFailed.
+  // from; a: bytes; b: chunks (in flight: the bytes here so far). flags: kFailed.
   kTransfer = 3,
-  // raylet: a reduce link placed here. id: the reduce's output id; a: inputs
-  // combined here; b: bytes. name: the op.
+  // raylet: a reduce link placed here. id: the reduce's output id; a: bytes;
+  // b: inputs combined here (1, or 0 for the final copy). name: the op.
   kReduceStep = 4,
-  // raylet: this node's slice of an allreduce. id: output id; a: bytes; b: slice index.
+  // raylet: an allreduce's result put together here from its slices. id: output id; a: bytes; b: slices.
   kAllreduceSlice = 5,
-  // raylet: a broadcast hop served from here. id: object id; peer: to node; a: bytes.
-  kBroadcastHop = 6,
+  // (6: none. A broadcast hop is the kTransfer of an object copied to several nodes.)
   // raylet: a task handed to a worker takes an object as an argument. id:
   // the object id; a and b: the task's id (its 16 bytes as two words, as
   // they lie in memory). For the timeline's arrows from producer to consumer.
@@ -52,6 +51,9 @@ enum Kind : uint16_t {
 enum Flags : uint16_t {
   kFailed = 1,
   kActorCall = 2,
+  // Not in any ring: the raylet makes such a record when asked, for a task,
+  // copy or collective step still running (dur: so far). See AppendRecord.
+  kInFlight = 4,
 };
 
 struct Record {
@@ -123,6 +125,12 @@ inline void Emit(Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& 
                  uint64_t a = 0, uint64_t b = 0, const std::string& peer = std::string(), uint16_t flags = 0) {
   if (Ring* r = ProcessRing()) r->Emit(kind, ts_ns, dur_ns, id, name, a, b, peer, flags);
 }
+
+// A record in its 128-byte form appended to `out`, as Emit writes it (seq
+// 1): what the raylet sends for work still in flight when asked.
+void AppendRecord(std::string* out, Kind kind, uint64_t ts_ns, uint64_t dur_ns, const std::string& id,
+                  const std::string& name, uint64_t a = 0, uint64_t b = 0, const std::string& peer = std::string(),
+                  uint16_t flags = 0);
 
 // Reading rings (collection). One ring file's records written at or after
 // `since_ns`, oldest first, in their raw 128-byte form, and its header.

@@ -511,6 +511,21 @@ void ObjectTransfer::ForEachSlowCopy(
   }
 }
 
+void ObjectTransfer::TraceInFlight(std::string* out, size_t max) const {
+  if (trace::ProcessRing() == nullptr) return;  // (tracing off: no timeline)
+  auto now = std::chrono::steady_clock::now();
+  uint64_t wall = trace::NowNs();
+  size_t n = 0;
+  for (const auto& [key, p] : pulls_) {
+    if (!p.sized || p.produced) continue;
+    if (n++ >= max) break;
+    auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(now - p.started).count();
+    uint64_t dur = static_cast<uint64_t>(std::max<int64_t>(0, took));
+    trace::AppendRecord(out, trace::kTransfer, wall - dur, dur, p.object, p.open ? "copy (into a buffer)" : "copy",
+                        p.size, p.prefix, p.source, trace::kInFlight);
+  }
+}
+
 void ObjectTransfer::TraceCopy(const PullState& p, uint16_t flags) {
   if (trace::ProcessRing() == nullptr || !p.sized || p.produced) return;
   auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - p.started);

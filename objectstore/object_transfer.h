@@ -159,6 +159,10 @@ class ObjectTransfer {
                        const std::function<void(const std::string&, uint64_t, uint64_t, double,
                                                 const std::string&)>& fn);
 
+  // The timeline (core/trace.h): a kInFlight kTransfer record for each copy
+  // into this node that has begun (is sized) and not ended, at most `max`.
+  void TraceInFlight(std::string* out, size_t max) const;
+
   // What this node measured of its links to each node: the time a full chunk
   // takes to arrive (with `window` of them in flight) and the shortest round
   // trip seen. Defaults (1 Gbit/s, 0.5 ms) until measured.
@@ -172,6 +176,8 @@ class ObjectTransfer {
   // Whether `id` is a copy this node pulled (the task that made it, if any,
   // is another node's record). Forget drops the mark.
   bool IsCopy(const std::string& id) const { return copies_.count(id) > 0; }
+  // Whether `id` is being copied or made here (Pull, CopyFrom, Produce).
+  bool Arriving(const std::string& id) const { return pulls_.count(id) > 0; }
   void Forget(const std::string& id) { copies_.erase(id); }
   // A node that serves an object keeps it while readers keep asking: each
   // request holds it until `linger` after the last one. Requests that wait

@@ -3,6 +3,8 @@
 // processes, core/trace.h) and `phalanx memory` (this node's objects, and
 // what keeps each one). A client's question is answered for every live node:
 // this raylet asks the others and puts their answers together.
+#include <unistd.h>
+
 #include <algorithm>
 #include <memory>
 #include <unordered_map>
@@ -18,6 +20,7 @@ namespace phalanx::scheduler {
 namespace {
 constexpr int64_t kAskTimeoutMs = 10000;  // a node that does not answer in time is left out, saying so
 constexpr uint32_t kDefaultMaxObjects = 1000;
+constexpr size_t kMaxInFlight = 4096;  // records of each kind of work still running, per node
 }  // namespace
 
 void NodeManager::AskEveryNode(rpc::MessageType type, const google::protobuf::Message& ask, AskEach each,
@@ -58,6 +61,21 @@ rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
     r->set_written(dump.value().written);
     r->set_records(std::move(dump.value().records));
   }
+  // What is still running here has no record yet (one is written as each
+  // ends): the raylet makes them now, flagged kInFlight, up to now.
+  std::string live;
+  tasks_.TraceInFlight(&live, kMaxInFlight);
+  om_.transfer().TraceInFlight(&live, kMaxInFlight);
+  steps_.TraceInFlight(&live, kMaxInFlight);
+  if (!live.empty()) {
+    rpc::TraceRing* r = out.add_rings();
+    r->set_pid(static_cast<int32_t>(::getpid()));
+    r->set_label("in flight");
+    r->set_start_ns(trace::NowNs());
+    r->set_written(live.size() / sizeof(trace::Record));
+    r->set_records(std::move(live));
+  }
+  *out.mutable_counters() = Counters();
   out.set_now_ns(trace::NowNs());
   return out;
 }

@@ -666,7 +666,9 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
   }
 }
 
-void NodeManager::HandleStats(Client& c, uint64_t req) {
+void NodeManager::HandleStats(Client& c, uint64_t req) { Reply(c, rpc::GET_STATS, req, Counters()); }
+
+rpc::StatsReply NodeManager::Counters() {
   rpc::StatsReply r;
   auto s = store_->Stats();
   auto t = tasks_.Stats();
@@ -703,7 +705,7 @@ void NodeManager::HandleStats(Client& c, uint64_t req) {
   r.set_lineage_specs(tasks_.lineage().size());
   r.set_lineage_bytes(tasks_.lineage().bytes());
   r.set_lineage_dropped(tasks_.lineage().dropped());
-  Reply(c, rpc::GET_STATS, req, r);
+  return r;
 }
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {

@@ -191,6 +191,8 @@ class NodeManager {
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
   void HandleStats(Client& c, uint64_t req);
+  // This node's counters (GET_STATS; each node's part of the timeline's answer too).
+  rpc::StatsReply Counters();
   // The timeline (node_trace.cc): this node's trace rings, and a client's
   // request for every node's.
   rpc::TraceNode LocalTrace(uint64_t since_ns);

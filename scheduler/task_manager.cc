@@ -523,6 +523,19 @@ void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
   Dispatch();
 }
 
+void TaskManager::TraceInFlight(std::string* out, size_t max) const {
+  uint64_t now = trace::NowNs();
+  size_t n = 0;
+  for (const auto& [task_id, t] : tasks_) {
+    if (t.queued_ns == 0) continue;  // (queued while tracing was off)
+    if (n++ >= max) break;
+    trace::AppendRecord(out, trace::kTask, t.queued_ns, now - std::min(now, t.queued_ns), task_id,
+                        t.spec.function_name(), t.dispatched_ns, static_cast<uint64_t>(t.worker_pid), t.spilled_to,
+                        static_cast<uint16_t>(trace::kInFlight |
+                                              (t.spec.kind() == rpc::TASK_ACTOR_METHOD ? trace::kActorCall : 0)));
+  }
+}
+
 void TaskManager::Finish(const std::string& task_id, bool ok, const std::string& error) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return;

@@ -142,6 +142,9 @@ class TaskManager final : public TaskTable {
   void FinishTask(const std::string& task_id, bool ok, const std::string& error) override { Finish(task_id, ok, error); }
   rpc::TaskSpec* MutableSpec(const std::string& task_id) override;
   bool HasTask(const std::string& task_id) const override { return tasks_.count(task_id) > 0; }
+  // The timeline (core/trace.h): a kInFlight kTask record for each task here
+  // not finished (queued, running, or sent on), at most `max`.
+  void TraceInFlight(std::string* out, size_t max) const;
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) override;
   void Redispatch() override { Dispatch(); }
   const ResourceSet& available() const { return ledger_.available(); }

@@ -147,6 +147,31 @@ void AddReturn(rpc::TaskDone* d, const pyb::tuple& t) {
   for (auto c : t[2].cast<pyb::list>()) rv->add_contained_ids(c.cast<std::string>());
 }
 
+// A counters message's numbers as a dict, by field name (rpc::StatsReply).
+pyb::dict CountersDict(const google::protobuf::Message& m) {
+  pyb::dict d;
+  const auto* desc = m.GetDescriptor();
+  const auto* refl = m.GetReflection();
+  for (int i = 0; i < desc->field_count(); ++i) {
+    const auto* f = desc->field(i);
+    pyb::str key(std::string(f->name()));
+    switch (f->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
+        d[key] = refl->GetUInt64(m, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT64:
+        d[key] = refl->GetInt64(m, f);
+        break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
+        d[key] = refl->GetDouble(m, f);
+        break;
+      default:
+        break;
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 std::shared_ptr<CoreWorker> Core() {
@@ -687,7 +712,8 @@ PYBIND11_MODULE(_core, m) {
       }
       nodes.append(pyb::dict(pyb::arg("node_id") = ToHex(n.node_id()), pyb::arg("address") = n.address(),
                              pyb::arg("offset_ns") = n.offset_ns(), pyb::arg("rtt_ns") = n.rtt_ns(),
-                             pyb::arg("error") = n.error(), pyb::arg("rings") = rings));
+                             pyb::arg("error") = n.error(), pyb::arg("rings") = rings,
+                             pyb::arg("counters") = CountersDict(n.counters())));
     }
     return nodes;
   });
@@ -718,28 +744,7 @@ PYBIND11_MODULE(_core, m) {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->Stats(timeout_ms); });
     ThrowIfError(r.status());
-    const auto& s = r.value();
-    return pyb::dict(pyb::arg("store_capacity") = s.store_capacity(), pyb::arg("store_used") = s.store_used(),
-                     pyb::arg("store_objects") = s.store_objects(), pyb::arg("inline_objects") = s.inline_objects(),
-                     pyb::arg("inline_bytes") = s.inline_bytes(), pyb::arg("tasks_queued") = s.tasks_queued(),
-                     pyb::arg("tasks_running") = s.tasks_running(), pyb::arg("tasks_finished") = s.tasks_finished(),
-                     pyb::arg("workers") = s.workers(), pyb::arg("ref_entries") = s.ref_entries(),
-                     pyb::arg("reduce_chains") = s.reduce_chains(),
-                     pyb::arg("reduce_fallbacks") = s.reduce_fallbacks(),
-                     pyb::arg("reduce_steps") = s.reduce_steps(), pyb::arg("reduce_rewinds") = s.reduce_rewinds(),
-                     pyb::arg("allreduce_sliced") = s.allreduce_sliced(), pyb::arg("streams") = s.streams(),
-                     pyb::arg("stream_items_held") = s.stream_items_held(),
-                     pyb::arg("spilled_objects") = s.spilled_objects(), pyb::arg("spilled_bytes") = s.spilled_bytes(),
-                     pyb::arg("spilled_total_objects") = s.spilled_total_objects(),
-                     pyb::arg("spilled_total_bytes") = s.spilled_total_bytes(),
-                     pyb::arg("restored_total_objects") = s.restored_total_objects(),
-                     pyb::arg("restored_total_bytes") = s.restored_total_bytes(),
-                     pyb::arg("spill_seconds") = s.spill_seconds(), pyb::arg("restore_seconds") = s.restore_seconds(),
-                     pyb::arg("tasks_failed") = s.tasks_failed(), pyb::arg("tasks_retried") = s.tasks_retried(),
-                     pyb::arg("tasks_spilled") = s.tasks_spilled(),
-                     pyb::arg("tasks_reconstructed") = s.tasks_reconstructed(),
-                     pyb::arg("lineage_specs") = s.lineage_specs(), pyb::arg("lineage_bytes") = s.lineage_bytes(),
-                     pyb::arg("lineage_dropped") = s.lineage_dropped());
+    return CountersDict(r.value());
   });
 
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).

@@ -7,9 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
+#include "array_values.h"
 #include "core/status_proto.h"
+#include "core/trace.h"
 #include "objectstore/object_transfer.h"
 
 namespace phalanx::collectives {
@@ -175,6 +181,66 @@ TEST_F(CollectiveWireTest, AStepsReplyIsTheStatusTheChainSees) {
   EXPECT_EQ(peers_.sent.back().type, rpc::ASSEMBLE_SLICES);
   EXPECT_EQ(peers_.sent.back().timeout_ms, CollectiveWire::kAssembleTimeoutMs);
   EXPECT_TRUE(started.back().ok());
+}
+
+TEST_F(CollectiveWireTest, AStepWhosePrevThisNodeNoLongerHasFailsAtOnce) {
+  // The caller placed the step here to read prev here, but this node let go
+  // of prev meanwhile (copied to the caller's node): nothing would make it
+  // here, so the step fails at once instead of waiting until the reduce's timeout.
+  rpc::ReduceStep m;
+  m.set_out_id(Id('o'));
+  m.set_prev_id(Id('p'));
+  m.set_prev_node("self");
+  m.set_prev_name("input 0 (ObjectRef(7070))");
+  m.set_input_id(Id('i'));
+  m.set_input_name("input 1");
+  m.set_op("sum");
+  std::vector<Status> started;
+  steps_->Run(m, [&](const Status& st) { started.push_back(st); }, [&](const Status& st) { started.push_back(st); });
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].code(), StatusCode::kObjectLost);
+  EXPECT_EQ(started[0].message(), "input 0 (ObjectRef(7070)) is no longer on node 73656c66");
+  EXPECT_EQ(steps_->num_steps(), 0u);
+}
+
+TEST_F(CollectiveWireTest, AStepStillRunningIsInTheTimelineInFlight) {
+  // (the timeline's records need this process's ring open: tracing on)
+  char tmpl[] = "/tmp/phalanx-step-trace.XXXXXX";
+  std::string session = ::mkdtemp(tmpl);
+  trace::OpenProcessRing(session, std::string(16, 's'), "raylet");
+  ASSERT_NE(trace::ProcessRing(), nullptr);
+  std::vector<float> ones(1000, 1.0f);
+  table_->AddRef(Id('i'));
+  testing::SealArray(*table_, *store_, Id('i'), ones, DType::kFloat32);
+  rpc::ObjectValue v;
+  table_->Describe(Id('i'), &v, false);
+  ASSERT_TRUE(transfer_->Produce(Id('p'), v.size()).ok());  // prev: being made here (by an earlier link)
+  rpc::ReduceStep m;
+  m.set_out_id(Id('o'));
+  m.set_prev_id(Id('p'));
+  m.set_prev_node("self");
+  m.set_input_id(Id('i'));
+  m.set_op("sum");
+  Status started = Status::Internal("not started");
+  steps_->Run(m, [&](const Status& st) { started = st; }, [](const Status&) {});
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  std::string live;
+  steps_->TraceInFlight(&live, 10);
+  ASSERT_EQ(live.size(), sizeof(trace::Record));
+  trace::Record r;
+  std::memcpy(static_cast<void*>(&r), live.data(), sizeof(r));
+  EXPECT_EQ(r.kind, trace::kReduceStep);
+  EXPECT_EQ(r.flags, trace::kInFlight);
+  EXPECT_EQ(std::string(r.id, 20), Id('o'));
+  EXPECT_EQ(std::string(r.name), "sum with one input");
+  EXPECT_EQ(r.a, v.size());
+  EXPECT_EQ(r.b, 1u);
+  steps_->Drop({Id('o')}, "the test is over");
+  std::string none;
+  steps_->TraceInFlight(&none, 10);
+  EXPECT_TRUE(none.empty()) << "a step that ended is not in flight";
+  trace::CloseProcessRing();
+  std::system(("rm -rf " + session + " " + trace::TraceDir(session)).c_str());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "core/frame.h"
 #include "core/ids.h"
+#include "core/trace.h"
 #include "memory_network.h"
 #include "objectstore/object_transfer.h"
 
@@ -110,6 +111,41 @@ TEST_F(MemoryTransferTest, ANodeStillReceivingServesTheRangesItHas) {
   EXPECT_EQ(net_.served("b"), 3) << "b served the ranges it had, and holds the rest of c's requests";
   EXPECT_FALSE(b.table->IsReady(id_));
   EXPECT_FALSE(c.table->IsReady(id_));
+}
+
+TEST_F(MemoryTransferTest, ACopyInFlightIsInTheTimelineWithTheBytesHereSoFar) {
+  // (the timeline's records need this process's ring open: tracing on)
+  char tmpl[] = "/tmp/phalanx-transfer-trace.XXXXXX";
+  std::string session = ::mkdtemp(tmpl);
+  trace::OpenProcessRing(session, std::string(16, 'a'), "raylet");
+  ASSERT_NE(trace::ProcessRing(), nullptr);
+  Node& a = Add("a");
+  Node& b = Add("b");
+  const uint64_t size = 2 << 20;  // 8 ranges
+  Put(b, id_, size);
+  net_.StallAfter("b", 3);  // b answers three ranges, then nothing more
+  a.table->AddRef(id_);
+  a.transfer->Pull(id_, "b");
+  Run([&] { return net_.served("b") >= 3; });
+  std::string live;
+  a.transfer->TraceInFlight(&live, 10);
+  ASSERT_EQ(live.size(), sizeof(trace::Record));
+  trace::Record r;
+  std::memcpy(static_cast<void*>(&r), live.data(), sizeof(r));
+  EXPECT_EQ(r.kind, trace::kTransfer);
+  EXPECT_EQ(r.flags, trace::kInFlight);
+  EXPECT_EQ(std::string(r.id, 20), id_);
+  EXPECT_EQ(std::string(r.peer, 1), "b");
+  EXPECT_EQ(r.a, size);
+  EXPECT_EQ(r.b, 3u * (256 << 10)) << "the bytes here so far";
+  EXPECT_GT(r.ts_ns + r.dur_ns, trace::NowNs() - 10'000'000'000ull);
+  std::string none;
+  b.transfer->TraceInFlight(&none, 10);
+  EXPECT_TRUE(none.empty()) << "b is the source: nothing copied to it";
+  a.transfer->TraceInFlight(&none, 0);
+  EXPECT_TRUE(none.empty()) << "at most max records";
+  trace::CloseProcessRing();
+  std::system(("rm -rf " + session + " " + trace::TraceDir(session)).c_str());
 }
 
 TEST_F(MemoryTransferTest, ALostNodeIsReplacedByTheDirectorysNextCopy) {

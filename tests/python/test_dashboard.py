@@ -1,7 +1,8 @@
 """The dashboard (docs/observability.md), in a real browser: headless
 Chromium from Debian loads the page of a two-node cluster on loopback and
-the test reads what the page drew (the DOM after its script ran): both
-nodes, and the actor the test created, alive. It also takes the screenshot
+the test reads what the page drew (the DOM after its script ran): the
+three nodes, the actor the test created, alive, a reduce's steps and a
+broadcast. It also takes the screenshot
 docs/observability.md shows (PHALANX_SCREENSHOTS=DIR keeps it there). The
 API asks for the cluster token when the server has one."""
 import json
@@ -36,6 +37,11 @@ def _made_here(n):
 
 
 @phalanx.remote
+def _first(x):
+    return float(x[0])
+
+
+@phalanx.remote
 class Learner:
     def __init__(self):
         self.steps = 0
@@ -59,13 +65,17 @@ def _workload():
         total = phalanx.collective.reduce(grads, op="sum", timeout=60)
         phalanx.get(learner.step.remote(total), timeout=60)
     assert phalanx.get(_made_there.remote(4 * MIB), timeout=60)[0] == 1.0  # 16 MiB copied to the driver's node
+    # A broadcast: one object made here, read on "b" and on "c".
+    policy = _made_here.remote(4 * MIB)
+    readers = [_first.options(resources={r: 0.01}).remote(policy) for r in ("b", "c")]
+    assert phalanx.get(readers, timeout=60) == [2.0, 2.0]
     return learner
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian's chromium) is not installed: "
                                              "scripts/test.sh installs it")
 def test_the_page_shows_the_nodes_and_an_actor_the_test_created(tmp_path):
-    with loopback_nodes([None, {"b": 1}]):
+    with loopback_nodes([None, {"b": 1}, {"c": 1}]):
         nodes = [n["node_id"] for n in phalanx.nodes()]
         _workload()
         port, stop = dashboard.start_in_thread()
@@ -79,6 +89,13 @@ def test_the_page_shows_the_nodes_and_an_actor_the_test_created(tmp_path):
             runs = {t["name"].rsplit(".", 1)[-1]: t for t in snap["tasks"]}
             assert runs["_made_there"]["finished"] == 7 and runs["_made_there"]["failed"] == 0
             assert runs["step"]["finished"] == 3
+            # Counters: each node's, and the cluster's sum.
+            assert set(snap["node_stats"]) == {n[:12] for n in nodes}
+            assert snap["stats"]["tasks_finished"] == sum(c["tasks_finished"] for c in snap["node_stats"].values())
+            assert snap["stats"]["reduce_chains"] >= 1
+            # The broadcast: the object copied to two nodes, each copy a hop.
+            hops = [c for c in snap["collectives"] if c["what"] == "broadcast"]
+            assert any(" to 2 nodes: " in c["name"] and c["bytes"] >= 16 * MIB for c in hops), snap["collectives"]
             dom = _browser("--dump-dom", url)
             shot = os.path.join(os.environ.get("PHALANX_SCREENSHOTS", str(tmp_path)), "dashboard.png")
             _browser("--hide-scrollbars", "--window-size=1400,1900", f"--screenshot={shot}", url)
@@ -89,7 +106,7 @@ def test_the_page_shows_the_nodes_and_an_actor_the_test_created(tmp_path):
         assert f'data-node="{node}"' in dom
     assert "test_dashboard.Learner</td><td>learner</td>" in dom and ">ALIVE<" in dom
     assert "Learner.step" in dom and "reduce step: sum" in dom
-    assert "2 of 2 nodes alive" in dom
+    assert "3 of 3 nodes alive" in dom and "broadcast: object " in dom
     with open(shot, "rb") as f:
         png = f.read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000

@@ -103,6 +103,32 @@ def test_an_input_on_the_callers_node_goes_last_but_counts_in_arrival_order(four
     assert after["reduce_fallbacks"] == before["reduce_fallbacks"]
 
 
+@phalanx.remote
+def _made(k, delay):
+    time.sleep(delay)
+    return np.full(N, k + 1, np.float32)
+
+
+def test_an_input_whose_node_let_go_of_it_is_read_where_it_is_now(four_nodes):
+    """A task run on another node has its result copied back to the caller's
+    node, which then lets the other node drop its copy. Input 0 is located
+    on n1 first (the chain's start), input 2 a second later on n1 too: the
+    chain reads input 0 where it is by then, the caller's node. (It used to
+    place the link on n1 to read input 0 there, which waited for it until
+    the reduce timed out: "3 of 3 inputs combined; still waiting for".)"""
+    on = lambda k: _made.options(resources={f"n{k}": 1})  # noqa: E731
+    before = phalanx.cluster_stats()
+    refs = [on(1).remote(0, 0.0), on(0).remote(1, 0.0), on(1).remote(2, 2.5)]
+    start = time.monotonic()
+    total = phalanx.collective.reduce(refs, op="sum", timeout=20)
+    assert float(phalanx.get(total, timeout=30)[0]) == 1 + 2 + 3
+    assert time.monotonic() - start < 10
+    assert set(phalanx.collective.reduced_inputs(total)) == set(refs)
+    after = phalanx.cluster_stats()
+    assert after["reduce_chains"] == before["reduce_chains"] + 1
+    assert after["reduce_fallbacks"] == before["reduce_fallbacks"]  # (not saved by starting over here)
+
+
 def test_a_mismatch_along_the_chain_names_both_inputs(four_nodes):
     actors = actors_on([1, 2, 3])
     refs = [actors[0].grad.remote(), actors[1].grad.remote(0.3, (1000, 1000)), actors[2].grad.remote(0.6)]

@@ -122,3 +122,40 @@ def test_a_killed_worker_still_shows_what_it_ran(tmp_path):
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert f"worker {pid}" in names
     assert any(e["ph"] == "X" and e["name"].endswith("who") for e in events), [e for e in events if e["ph"] == "X"]
+
+
+@phalanx.remote(resources={"b": 0.01})
+def _slow_there(seconds):
+    time.sleep(seconds)
+    return 1
+
+
+def test_work_still_running_is_in_the_timeline_in_flight():
+    """A task still running when the timeline is collected has no record in
+    any ring yet (one is written as it ends): its node's raylet makes one,
+    flagged in flight, ending at the collection. Each node's counters come
+    with its rings."""
+    from phalanx._private import timeline as tl
+    with loopback_nodes([None, {"b": 1}]):
+        b_node = next(n["node_id"] for n in phalanx.nodes() if "b" in n["resources_total"])
+        ref = _slow_there.remote(3.0)
+        wait_until(lambda: sum(n["tasks_running"] for n in phalanx.nodes()) >= 1, timeout=30,
+                   what="the task to run")
+        time.sleep(0.5)
+        nodes = tl.collect(60)
+        events = tl.chrome_trace(nodes)["traceEvents"]
+        assert phalanx.get(ref, timeout=30) == 1
+    counters = {n["node_id"]: n["counters"] for n in nodes}
+    assert set(counters) == {n["node_id"] for n in nodes} and len(counters) == 2
+    assert counters[b_node]["tasks_running"] == 1, counters[b_node]
+    rows = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    b_row = next(pid for pid, name in rows.items() if b_node[:12] in name)
+    live = [e for e in events if e.get("cat") == "task on node" and e["ph"] == "b" and e["pid"] == b_row
+            and e["name"].endswith("_slow_there (in flight)")]
+    assert live and all(e["args"]["in_flight"] for e in live), [e for e in events if e.get("cat") == "task on node"]
+    # Queued, then running up to the moment of collection (it had run for 0.5 s or more).
+    ends = {e["name"]: e["ts"] for e in events if e.get("cat") == "task on node" and e["ph"] == "e" and e["pid"] == b_row}
+    running = next(e for e in live if not e["name"].startswith("queued"))
+    assert ends[running["name"]] - running["ts"] >= 400_000  # us
+    # The worker's own run record is not there yet: it is written when the run ends.
+    assert not any(e["ph"] == "X" and e["name"].endswith("_slow_there") for e in events)

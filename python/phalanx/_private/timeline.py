@@ -6,8 +6,12 @@ raylet the driver is connected to, which reads its node's rings and asks
 every other live raylet for theirs, measuring each node's clock offset on
 the way. Rows: one process row per node; in it, the raylet's tracks (each
 task's time on the node, queued then running; each object copied to the
-node) and one row per worker thread (the tasks and actor calls it ran).
-Arrows go from the task that made an object to each copy of it."""
+node, a copy of an object that went to several nodes named a broadcast
+hop; each reduce step and allreduce assembly) and one row per worker thread
+(the tasks and actor calls it ran). What is still running when the timeline
+is collected (tasks, copies, collective steps) ends at that moment, marked
+"(in flight)". Arrows go from the task that made an object to each copy of
+it, and to each task that took it as an argument."""
 import json
 
 import numpy as np
@@ -19,15 +23,17 @@ RECORD = np.dtype([("seq", "<u8"), ("ts", "<u8"), ("dur", "<u8"), ("a", "<u8"), 
                    ("flags", "<u2"), ("tid", "<u4"), ("id", "V20"), ("peer", "V8"), ("name", "S52")])
 assert RECORD.itemsize == 128
 
-TASK, EXEC, TRANSFER, REDUCE_STEP, ALLREDUCE_SLICE, BROADCAST_HOP, ARGUMENT = 1, 2, 3, 4, 5, 6, 7
-FAILED, ACTOR_CALL = 1, 2
+TASK, EXEC, TRANSFER, REDUCE_STEP, ALLREDUCE_SLICE, ARGUMENT = 1, 2, 3, 4, 5, 7  # (6: none)
+FAILED, ACTOR_CALL, IN_FLIGHT = 1, 2, 4
 
 
 def collect(since_s=600.0, timeout_s=30.0):
     """The raw rings of every live node: [{node_id, address, offset_ns,
-    rtt_ns, error, rings: [{pid, label, start_ns, written, records}]}]
+    rtt_ns, error, counters, rings: [{pid, label, start_ns, written, records}]}]
     (records: a numpy array of RECORD), for events that ended in the last
-    `since_s` seconds."""
+    `since_s` seconds; the ring labelled "in flight" holds what was still
+    running (flag IN_FLIGHT, its dur up to the collection). counters: the
+    node's (as phalanx's _core.stats)."""
     import time
     from phalanx._private.api import ensure_initialized
     ensure_initialized()
@@ -46,6 +52,12 @@ def _us(ns):
 def chrome_trace(nodes):
     """The Chrome trace (a dict) of collected rings (collect())."""
     events, producers, copies, runs, uses = [], {}, [], {}, []
+    # An object copied to two or more nodes was broadcast: each copy is a hop.
+    copied_to = {}
+    for n in nodes:
+        for ring in n["rings"]:
+            for rid in ring["records"]["id"][ring["records"]["kind"] == TRANSFER]:
+                copied_to.setdefault(bytes(rid), set()).add(n["node_id"])
     for index, n in enumerate(nodes, start=1):
         label = f"node {n['node_id'][:12]} ({n['address']})" if n["address"] else f"node {n['node_id'][:12]}"
         if n["error"]:
@@ -69,6 +81,9 @@ def chrome_trace(nodes):
                 rid = bytes(r["id"])
                 name = r["name"].decode(errors="replace") or "?"
                 failed = bool(r["flags"] & FAILED)
+                live = bool(r["flags"] & IN_FLIGHT)
+                if live:
+                    name += " (in flight)"
                 if kind == EXEC:
                     tid = int(r["tid"])
                     if tid not in threads:
@@ -91,6 +106,8 @@ def chrome_trace(nodes):
                     run_at = int(r["a"]) + shift if r["a"] else ts + dur
                     common = {"cat": "task on node", "pid": index, "tid": ring["pid"], "id": tid_hex}
                     args = {"task_id": tid_hex, "worker_pid": int(r["b"])}
+                    if live:
+                        args["in_flight"] = True
                     if bytes(r["peer"]).strip(b"\0"):
                         args["sent_to_node"] = bytes(r["peer"]).hex()[:12]
                     if failed:
@@ -106,21 +123,28 @@ def chrome_trace(nodes):
                 elif kind == TRANSFER:
                     obj = rid.hex()
                     size = int(r["a"])
-                    rate = size / max(dur, 1) * 1e9
+                    moved = int(r["b"]) if live else size  # (in flight: b is the bytes here so far)
+                    rate = moved / max(dur, 1) * 1e9
                     src = bytes(r["peer"]).hex()[:12]
-                    args = {"object_id": obj, "bytes": size, "chunks": int(r["b"]), "from_node": src,
-                            "MB_per_s": round(rate / 1e6, 1)}
+                    args = {"object_id": obj, "bytes": size, "from_node": src, "MB_per_s": round(rate / 1e6, 1)}
+                    args.update({"in_flight": True, "bytes_here": moved} if live else {"chunks": int(r["b"])})
                     if failed:
                         args["failed"] = True
-                    common = {"cat": "transfer", "pid": index, "tid": ring["pid"], "id": "copy-" + obj}
-                    nm = f"{name} {obj[:12]} from {src}"
+                    hop = len(copied_to.get(rid, ())) > 1
+                    common = {"cat": "transfer,broadcast" if hop else "transfer", "pid": index, "tid": ring["pid"],
+                              "id": "copy-" + obj}
+                    nm = f"{'broadcast hop: ' if hop else ''}{name} {obj[:12]} from {src}"
                     events.append({**common, "ph": "b", "name": nm, "ts": _us(ts), "args": args})
                     events.append({**common, "ph": "e", "name": nm, "ts": _us(ts + dur)})
                     copies.append((rid[:16], index, ring["pid"], ts, obj))
-                elif kind in (REDUCE_STEP, ALLREDUCE_SLICE, BROADCAST_HOP):
-                    what = {REDUCE_STEP: "reduce step", ALLREDUCE_SLICE: "allreduce slice",
-                            BROADCAST_HOP: "broadcast hop"}[kind]
-                    args = {"object_id": rid.hex(), "a": int(r["a"]), "b": int(r["b"])}
+                elif kind in (REDUCE_STEP, ALLREDUCE_SLICE):
+                    what = "reduce step" if kind == REDUCE_STEP else "allreduce assembly"
+                    args = {"object_id": rid.hex(), "bytes": int(r["a"]),
+                            ("inputs" if kind == REDUCE_STEP else "slices"): int(r["b"])}
+                    if live:
+                        args["in_flight"] = True
+                    if failed:
+                        args["failed"] = True
                     common = {"cat": "collective", "pid": index, "tid": ring["pid"], "id": f"{what}-{rid.hex()}"}
                     events.append({**common, "ph": "b", "name": f"{what}: {name}", "ts": _us(ts), "args": args})
                     events.append({**common, "ph": "e", "name": f"{what}: {name}", "ts": _us(ts + dur)})

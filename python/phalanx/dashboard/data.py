@@ -1,7 +1,8 @@
 """What the dashboard shows (docs/observability.md), read from the
 runtime's own counters: the GCS's node and actor tables, each raylet's
-counters (cluster_stats), each node's objects (`phalanx memory`) and the
-timeline's event rings (tasks, copies, collective steps). One snapshot is
+counters (GET_STATS, gathered with the timeline), each node's objects
+(`phalanx memory`) and the timeline's event rings (tasks, copies, collective
+steps), with what is still running (the raylets' in-flight records). One snapshot is
 one JSON document; the page asks for one every two seconds."""
 import time
 
@@ -26,8 +27,13 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
     `timeline_s` seconds."""
     now = time.time()
     nodes, actors = _gcs_tables()
-    stats = _core.stats(5000)
     rings = tl.collect(window_s)
+    # Counters: each node's, and their sum over the nodes that answered.
+    node_stats = {n["node_id"][:12]: n["counters"] for n in rings if n["counters"] and not n["error"]}
+    stats = {}
+    for c in node_stats.values():
+        for k, v in c.items():
+            stats[k] = stats.get(k, 0) + v
     index = {n["node_id"]: i for i, n in enumerate(rings)}
     tasks, spans, copies, steps = {}, [], [], []
     for n in rings:
@@ -39,6 +45,7 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
                 dur = int(r["dur"]) / 1e9
                 name = r["name"].decode(errors="replace")
                 failed = bool(r["flags"] & tl.FAILED)
+                live = bool(r["flags"] & tl.IN_FLIGHT)
                 if kind == tl.EXEC:  # every run, direct actor calls included: by name
                     t = tasks.setdefault(name, {"name": name, "finished": 0, "failed": 0, "seconds": 0.0})
                     t["failed" if failed else "finished"] += 1
@@ -48,12 +55,27 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
                                   "name": _short(name), "start": ts, "end": ts + dur, "failed": failed})
                 elif kind == tl.TRANSFER:
                     copies.append({"to": n["node_id"][:12], "from": bytes(r["peer"]).hex()[:12], "bytes": int(r["a"]),
+                                   "bytes_here": int(r["b"]) if live else int(r["a"]), "in_flight": live,
                                    "start": ts, "end": ts + dur, "failed": failed,
                                    "object_id": bytes(r["id"]).hex()})
                 elif kind in (tl.REDUCE_STEP, tl.ALLREDUCE_SLICE):
                     steps.append({"node": n["node_id"][:12], "what": "reduce step" if kind == tl.REDUCE_STEP
                                   else "allreduce assembly", "name": name, "bytes": int(r["a"]), "start": ts,
-                                  "end": ts + dur, "failed": failed, "object_id": bytes(r["id"]).hex()})
+                                  "end": ts + dur, "failed": failed, "in_flight": live,
+                                  "object_id": bytes(r["id"]).hex()})
+    # A broadcast: an object copied to two or more nodes; its copies are its hops.
+    hops = {}
+    for c in copies:
+        hops.setdefault(c["object_id"], []).append(c)
+    for obj, cs in hops.items():
+        if len({c["to"] for c in cs}) < 2:
+            continue
+        start, end = min(c["start"] for c in cs), max(c["end"] for c in cs)
+        route = ", ".join(f"{c['from'][:6]}->{c['to'][:6]}" for c in sorted(cs, key=lambda c: c["start"]))
+        steps.append({"node": ", ".join(sorted({c["to"] for c in cs})), "what": "broadcast",
+                      "name": f"object {obj[:12]} to {len(cs)} nodes: {route}", "bytes": cs[0]["bytes"],
+                      "start": start, "end": end, "failed": any(c["failed"] for c in cs),
+                      "in_flight": any(c["in_flight"] for c in cs), "object_id": obj})
     # Link throughput: bytes copied from node A to node B per 5 s bucket, spread over each copy's time.
     bucket_s, buckets = 5.0, int(window_s // 5.0)
     t0 = now - buckets * bucket_s
@@ -65,11 +87,12 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
         series = links.setdefault(key, [0.0] * buckets)
         start, end = max(c["start"], t0), max(c["end"], t0)
         length = max(c["end"] - c["start"], 1e-9)
+        moved = c["bytes_here"]  # (a copy in flight: the bytes so far)
         for b in range(int((start - t0) // bucket_s), min(buckets, int((end - t0) // bucket_s) + 1)):
             lo, hi = t0 + b * bucket_s, t0 + (b + 1) * bucket_s
             overlap = max(0.0, min(hi, end) - max(lo, start))
             if 0 <= b < buckets:
-                series[b] += c["bytes"] * overlap / length / bucket_s  # bytes/s in the bucket
+                series[b] += moved * overlap / length / bucket_s  # bytes/s in the bucket
     objects = []
     try:
         mem = memory.summary(max_objects)
@@ -100,9 +123,11 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
         "tasks_running": sum(n["tasks_running"] for n in live),
         "tasks_queued": sum(n["tasks_queued"] for n in live),
         "stats": stats,
+        "node_stats": node_stats,
         "objects": objects[:max_objects],
-        "collectives": sorted(steps, key=lambda s: -s["start"])[:50],
-        "copies": sorted(copies, key=lambda c: -c["start"])[:50],
+        # In flight first, then the newest.
+        "collectives": sorted(steps, key=lambda s: (not s["in_flight"], -s["start"]))[:50],
+        "copies": sorted(copies, key=lambda c: (not c["in_flight"], -c["start"]))[:50],
         "links": {"bucket_s": bucket_s, "start": t0, "series": links},
         "timeline": {"start": now - timeline_s, "end": now, "spans": spans[-5000:]},
         "window_s": window_s,

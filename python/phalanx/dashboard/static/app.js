@@ -53,8 +53,10 @@ function drawTasks(s) {
 function drawCounters(s) {
   const keys = ["tasks_finished", "tasks_failed", "tasks_retried", "tasks_spilled", "tasks_reconstructed", "workers",
     "store_objects", "spilled_objects", "reduce_chains", "reduce_steps", "allreduce_sliced", "streams", "lineage_specs"];
-  table($("counters"), ["counter (this node)", "value"],
-    keys.filter((k) => k in s.stats).map((k) => `<tr><td>${k}</td><td class="num">${s.stats[k]}</td></tr>`));
+  const nodes = Object.keys(s.node_stats || {}).sort();
+  table($("counters"), ["counter", "cluster"].concat(nodes.map((n) => esc(n.slice(0, 6)))),
+    keys.filter((k) => k in s.stats).map((k) => `<tr><td>${k}</td><td class="num">${s.stats[k]}</td>` +
+      nodes.map((n) => `<td class="num">${s.node_stats[n][k] ?? "-"}</td>`).join("") + "</tr>"));
 }
 
 function drawObjects(s) {
@@ -66,15 +68,16 @@ function drawObjects(s) {
 }
 
 function drawSteps(s) {
-  const ago = (t) => (s.now - t).toFixed(0) + " s ago";
+  const when = (x) => x.in_flight ? `<b>running ${(s.now - x.start).toFixed(1)} s</b>` : (s.now - x.start).toFixed(0) + " s ago";
+  const state = (x) => x.failed ? "failed" : x.in_flight ? "inflight" : "";
   table($("collectives"), ["when", "node", "what", "bytes", "took"],
-    s.collectives.slice(0, 15).map((c) => `<tr><td>${ago(c.start)}</td><td>${esc(c.node)}</td>` +
-      `<td class="${c.failed ? "failed" : ""}">${esc(c.what)}: ${esc(c.name)}</td><td class="num">${mib(c.bytes)}</td>` +
-      `<td class="num">${(1000 * (c.end - c.start)).toFixed(1)} ms</td></tr>`));
+    s.collectives.slice(0, 15).map((c) => `<tr class="${state(c)}"><td>${when(c)}</td><td>${esc(c.node)}</td>` +
+      `<td class="what ${c.failed ? "failed" : ""}">${esc(c.what)}: ${esc(c.name)}</td><td class="num">${mib(c.bytes)}</td>` +
+      `<td class="num">${c.in_flight ? "-" : (1000 * (c.end - c.start)).toFixed(1) + " ms"}</td></tr>`));
   table($("copies"), ["when", "from", "to", "bytes", "MB/s"],
-    s.copies.slice(0, 15).map((c) => `<tr><td>${ago(c.start)}</td><td>${esc(c.from)}</td><td>${esc(c.to)}</td>` +
-      `<td class="num">${mib(c.bytes)}</td><td class="num ${c.failed ? "failed" : ""}">` +
-      `${(c.bytes / Math.max(c.end - c.start, 1e-9) / 1e6).toFixed(1)}</td></tr>`));
+    s.copies.slice(0, 15).map((c) => `<tr class="${state(c)}"><td>${when(c)}</td><td>${esc(c.from)}</td><td>${esc(c.to)}</td>` +
+      `<td class="num">${c.in_flight ? mib(c.bytes_here) + " of " : ""}${mib(c.bytes)}</td><td class="num ${c.failed ? "failed" : ""}">` +
+      `${(c.bytes_here / Math.max(c.end - c.start, 1e-9) / 1e6).toFixed(1)}</td></tr>`));
 }
 
 function drawLinks(s) {
