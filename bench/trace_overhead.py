@@ -1,13 +1,15 @@
-"""What the timeline's event rings cost the latency-bound rows of the
-microbenchmark (docs/observability.md): one synchronous task, actor call or
-actor call through the raylet at a time, with tracing on and off
-(PHALANX_TRACE=0), alternated in fresh clusters on one machine.
+"""What the timeline's event rings cost the microbenchmark's rows
+(docs/observability.md): the latency-bound ones (one synchronous task,
+actor call or actor call through the raylet at a time) and the main
+throughput ones, with tracing on and off (PHALANX_TRACE=0), alternated in
+fresh clusters on one machine.
 
     .venv/bin/python bench/trace_overhead.py --rounds 8 --json docs/trace_overhead.json
     .venv/bin/python bench/trace_overhead.py --pin 0     # every process on CPU 0
+    .venv/bin/python bench/trace_overhead.py --rows "single client put calls"
 
-Why not bench/ab_microbenchmark.py: on a small machine these rows are
-bimodal (about 12k or 16k calls/s a run, in either build), set by where
+Why not bench/ab_microbenchmark.py: on a small machine the latency rows
+are bimodal (about 12k or 16k calls/s a run, in either build), set by where
 the scheduler puts the caller, the raylet and the worker, so a median of a
 few whole runs moves by 15% either way. Here each run is short and
 measures many windows, the order of on and off alternates each round, and
@@ -25,11 +27,12 @@ import subprocess
 import sys
 import time
 
-ROWS = ("single client tasks sync", "1:1 actor calls sync", "1:1 actor calls sync through the raylet")
+ROWS = ("single client tasks sync", "1:1 actor calls sync", "1:1 actor calls sync through the raylet",
+        "single client tasks async", "single client put calls", "single client get calls", "1:1 actor calls async")
 
 
-def windows(fn, seconds, n):
-    """Calls per second in each of `n` windows of `seconds`, after a warm-up."""
+def windows(fn, seconds, n, per_call=1):
+    """Units per second in each of `n` windows of `seconds`, after a warm-up."""
     end = time.perf_counter() + 0.3
     while time.perf_counter() < end:
         fn()
@@ -42,7 +45,7 @@ def windows(fn, seconds, n):
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
                 break
-        out.append(calls / elapsed)
+        out.append(calls * per_call / elapsed)
     return out
 
 
@@ -57,15 +60,23 @@ def child(row, seconds, n):
     import phalanx
     phalanx.init(num_cpus=os.cpu_count())
     try:
+        get = phalanx.get
         if row.startswith("single client tasks"):
             @phalanx.remote
             def noop():
                 return None
-            fn = lambda: phalanx.get(noop.remote())  # noqa: E731
-        else:
-            a = phalanx.remote(Pinger).remote()
-            fn = lambda: phalanx.get(a.ping.remote())  # noqa: E731
-        return windows(fn, seconds, n)
+            if row.endswith("async"):
+                return windows(lambda: get([noop.remote() for _ in range(1000)]), seconds, n, 1000)
+            return windows(lambda: get(noop.remote()), seconds, n)
+        if row == "single client put calls":
+            return windows(lambda: phalanx.put(0), seconds, n)
+        if row == "single client get calls":
+            ref = phalanx.put(0)
+            return windows(lambda: get(ref), seconds, n)
+        a = phalanx.remote(Pinger).remote()
+        if row.endswith("async"):
+            return windows(lambda: get([a.ping.remote() for _ in range(1000)]), seconds, n, 1000)
+        return windows(lambda: get(a.ping.remote()), seconds, n)
     finally:
         phalanx.shutdown()
 

@@ -23,7 +23,10 @@
 //     result while it grows, and so on; this node copies the last partial
 //     into the result. Each link carries the object once, so the whole reduce
 //     costs about one transfer plus a chunk per hop, where the local way
-//     costs one transfer per input into this node. Chosen when the cost model
+//     costs one transfer per input into this node. Each link is placed where
+//     its input is when the chain reaches it, not where it was located (a
+//     task's result made on another node comes back to the caller's node,
+//     and the other node may drop its copy). Chosen when the cost model
 //     over the measured link (ObjectTransfer::LinkTo) says it is faster. If a
 //     link fails because a node died mid-chain, the chain goes on from the
 //     last partial result before that node (the links before it are not
