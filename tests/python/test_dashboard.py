@@ -106,6 +106,7 @@ def test_the_page_shows_the_nodes_and_an_actor_the_test_created(tmp_path):
         assert f'data-node="{node}"' in dom
     assert "test_dashboard.Learner</td><td>learner</td>" in dom and ">ALIVE<" in dom
     assert "Learner.step" in dom and "reduce step: sum" in dom
+    assert "actor Learner (worker " in dom  # (the timeline's row of the actor's worker)
     assert "3 of 3 nodes alive" in dom and "broadcast: object " in dom
     with open(shot, "rb") as f:
         png = f.read()

@@ -71,6 +71,10 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
     # Every task and actor call ran in a worker row, on its node.
     assert sum(1 for e in runs if e["name"].endswith("_here")) == 14
     assert sum(1 for e in runs if e["name"].endswith("_Counter.add")) == 5
+    # The actor's worker row says whose it is.
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    adds = {(e["pid"], e["tid"]) for e in runs if e["name"].endswith("_Counter.add")}
+    assert len(adds) == 1 and threads[adds.pop()].startswith("actor _Counter (worker "), threads
     assert {e["pid"] for e in runs if e["name"].endswith("_there")} == {b_row}
     assert all(e["dur"] > 0 for e in runs)
     here_runs = [e for e in runs if e["name"].endswith("_here")]
@@ -134,7 +138,7 @@ def test_work_still_running_is_in_the_timeline_in_flight():
     """A task still running when the timeline is collected has no record in
     any ring yet (one is written as it ends): its node's raylet makes one,
     flagged in flight, ending at the collection. Each node's counters come
-    with its rings."""
+    with its rings, and the dashboard counts the task as running."""
     from phalanx._private import timeline as tl
     with loopback_nodes([None, {"b": 1}]):
         b_node = next(n["node_id"] for n in phalanx.nodes() if "b" in n["resources_total"])
@@ -144,7 +148,11 @@ def test_work_still_running_is_in_the_timeline_in_flight():
         time.sleep(0.5)
         nodes = tl.collect(60)
         events = tl.chrome_trace(nodes)["traceEvents"]
+        from phalanx.dashboard import data
+        by_name = {t["name"].rsplit(".", 1)[-1]: t for t in data.snapshot()["tasks"]}
         assert phalanx.get(ref, timeout=30) == 1
+    # The dashboard counts it by name, running now (once: the node that sent it on does not count it).
+    assert by_name["_slow_there"]["running"] == 1 and by_name["_slow_there"]["queued"] == 0, by_name
     counters = {n["node_id"]: n["counters"] for n in nodes}
     assert set(counters) == {n["node_id"] for n in nodes} and len(counters) == 2
     assert counters[b_node]["tasks_running"] == 1, counters[b_node]

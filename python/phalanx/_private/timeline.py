@@ -49,8 +49,28 @@ def _us(ns):
     return ns / 1000.0
 
 
-def chrome_trace(nodes):
-    """The Chrome trace (a dict) of collected rings (collect())."""
+def actors_by_worker():
+    """{(node id, pid): "actor Class name"} of the GCS's actors alive or
+    restarting, to name their workers' rows; {} when the GCS cannot be read."""
+    from phalanx._private import stuck
+    try:
+        host, port = stuck._gcs()
+        table = _core.gcs_actors(host, port, 5.0)
+    except Exception:  # noqa: BLE001 - rows keep their plain names
+        return {}
+    out = {}
+    for a in table:
+        if a.get("pid") and a.get("node_id") and a["state"] != "DEAD":
+            name = a["name"].rpartition("/")[2]
+            label = f"actor {a['class_name'].rsplit('.', 1)[-1]}" + (f" '{name}'" if name else "")
+            out[(a["node_id"], int(a["pid"]))] = label
+    return out
+
+
+def chrome_trace(nodes, actors=None):
+    """The Chrome trace (a dict) of collected rings (collect()); `actors`
+    (actors_by_worker()) names the rows of actors' workers."""
+    actors = actors or {}
     events, producers, copies, runs, uses = [], {}, [], {}, []
     # An object copied to two or more nodes was broadcast: each copy is a hop.
     copied_to = {}
@@ -89,6 +109,9 @@ def chrome_trace(nodes):
                     if tid not in threads:
                         threads.add(tid)
                         tname = f"worker {ring['pid']}" + ("" if tid == ring["pid"] else f" thread {tid}")
+                        actor = actors.get((n["node_id"], ring["pid"]))
+                        if actor:
+                            tname = f"{actor} ({tname})"
                         events.append({"ph": "M", "name": "thread_name", "pid": index, "tid": tid,
                                        "args": {"name": tname}})
                     args = {"task_id": rid[:16].hex()}
@@ -177,7 +200,7 @@ def timeline(filename=None, since_s=600.0):
     """The cluster's timeline of the last `since_s` seconds as a Chrome trace:
     written to `filename` (JSON) when given, else returned as a list of
     events (as ray.timeline() does)."""
-    trace = chrome_trace(collect(since_s))
+    trace = chrome_trace(collect(since_s), actors_by_worker())
     if filename is None:
         return trace["traceEvents"]
     with open(filename, "w") as f:

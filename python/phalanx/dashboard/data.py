@@ -16,6 +16,10 @@ def _gcs_tables():
     return _core.gcs_nodes(host, port, 5.0), _core.gcs_actors(host, port, 5.0)
 
 
+def _by_name(name):
+    return {"name": name, "finished": 0, "failed": 0, "seconds": 0.0, "running": 0, "queued": 0}
+
+
 def _short(name):
     return name.rsplit(".", 1)[-1] if name else "?"
 
@@ -35,6 +39,8 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
         for k, v in c.items():
             stats[k] = stats.get(k, 0) + v
     index = {n["node_id"]: i for i, n in enumerate(rings)}
+    workers = {(a["node_id"], int(a["pid"])): f"actor {a['class_name'].rsplit('.', 1)[-1]} (worker {a['pid']})"
+               for a in actors if a.get("pid") and a["state"] != "DEAD"}
     tasks, spans, copies, steps = {}, [], [], []
     for n in rings:
         shift = n["offset_ns"]
@@ -47,11 +53,18 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
                 failed = bool(r["flags"] & tl.FAILED)
                 live = bool(r["flags"] & tl.IN_FLIGHT)
                 if kind == tl.EXEC:  # every run, direct actor calls included: by name
-                    t = tasks.setdefault(name, {"name": name, "finished": 0, "failed": 0, "seconds": 0.0})
+                    t = tasks.setdefault(name, _by_name(name))
                     t["failed" if failed else "finished"] += 1
                     t["seconds"] += dur
+                elif kind == tl.TASK and live and not bytes(r["peer"]).strip(b"\0"):
+                    # Held by this node now: running (handed to a worker) or queued. (One sent on
+                    # to another node is counted there.)
+                    tasks.setdefault(name, _by_name(name))["running" if r["a"] else "queued"] += 1
                 if kind == tl.EXEC and ts + dur >= now - timeline_s:
-                    spans.append({"node": n["node_id"][:12], "row": f"{n['node_id'][:12]} worker {ring['pid']}",
+                    row = f"{n['node_id'][:12]} worker {ring['pid']}"
+                    if (n["node_id"], ring["pid"]) in workers:
+                        row = f"{n['node_id'][:12]} {workers[(n['node_id'], ring['pid'])]}"
+                    spans.append({"node": n["node_id"][:12], "row": row,
                                   "name": _short(name), "start": ts, "end": ts + dur, "failed": failed})
                 elif kind == tl.TRANSFER:
                     copies.append({"to": n["node_id"][:12], "from": bytes(r["peer"]).hex()[:12], "bytes": int(r["a"]),
@@ -119,7 +132,7 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
                     "namespace": a["name"].rpartition("/")[0], "state": a["state"],
                     "node_id": a.get("node_id", ""), "pid": a["pid"], "restarts": a["restarts"],
                     "death_cause": a["death_cause"]} for a in actors],
-        "tasks": sorted(tasks.values(), key=lambda t: -(t["finished"] + t["failed"])),
+        "tasks": sorted(tasks.values(), key=lambda t: -(t["running"] + t["queued"] + t["finished"] + t["failed"])),
         "tasks_running": sum(n["tasks_running"] for n in live),
         "tasks_queued": sum(n["tasks_queued"] for n in live),
         "stats": stats,

@@ -42,12 +42,13 @@ function drawActors(s) {
 }
 
 function drawTasks(s) {
-  table($("tasks"), ["name", "finished", "failed", "mean run time"],
+  table($("tasks"), ["name", "running", "queued", "finished", "failed", "mean run time"],
     s.tasks.slice(0, 30).map((t) => {
       const n = t.finished + t.failed;
-      return `<tr><td>${esc(t.name)}</td><td class="num">${t.finished}</td>` +
-        `<td class="num ${t.failed ? "failed" : ""}">${t.failed}</td><td class="num">${n ? (1000 * t.seconds / n).toFixed(1) + " ms" : "-"}</td></tr>`;
-    }).concat([`<tr><td><b>now</b></td><td colspan="3">${s.tasks_running} running, ${s.tasks_queued} queued</td></tr>`]));
+      return `<tr><td>${esc(t.name)}</td><td class="num">${t.running}</td><td class="num">${t.queued}</td>` +
+        `<td class="num">${t.finished}</td><td class="num ${t.failed ? "failed" : ""}">${t.failed}</td>` +
+        `<td class="num">${n ? (1000 * t.seconds / n).toFixed(1) + " ms" : "-"}</td></tr>`;
+    }).concat([`<tr><td><b>all nodes now</b></td><td colspan="5">${s.tasks_running} running, ${s.tasks_queued} queued</td></tr>`]));
 }
 
 function drawCounters(s) {
