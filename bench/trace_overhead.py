@@ -32,21 +32,12 @@ ROWS = ("single client tasks sync", "1:1 actor calls sync", "1:1 actor calls syn
 
 
 def windows(fn, seconds, n, per_call=1):
-    """Units per second in each of `n` windows of `seconds`, after a warm-up."""
+    """Units per second in each of `n` windows of `seconds`, after 0.3 s of warm-up."""
+    from phalanx.microbenchmark import window_rates
     end = time.perf_counter() + 0.3
     while time.perf_counter() < end:
         fn()
-    out = []
-    for _ in range(n):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        out.append(calls * per_call / elapsed)
-    return out
+    return window_rates(fn, per_call, seconds, n)
 
 
 class Pinger:

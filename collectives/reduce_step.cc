@@ -43,6 +43,14 @@ struct ReduceSteps::Assembly {
 };
 
 namespace {
+// The timeline's names (core/trace.h) of a step and of an assembly.
+std::string StepLabel(const rpc::ReduceStep& m, bool has_input) {
+  return m.op() + (has_input ? " with one input" : " (its final copy)");
+}
+std::string AssemblyLabel(const rpc::AssembleSlices& m) {
+  return "assemble " + std::to_string(m.slice_ids_size()) + " slices";
+}
+
 std::string SizeMismatch(const rpc::ReduceStep& m, uint64_t prev_size, uint64_t input_size) {
   return "reduce inputs do not match: " + m.prev_name() + " has " + std::to_string(prev_size) + " bytes, " +
          m.input_name() + " has " + std::to_string(input_size);
@@ -236,9 +244,8 @@ void ReduceSteps::End(const std::shared_ptr<Step>& s, const Status& outcome) {
   if (!s->has_input) steps_.erase(m.out_id());  // the final copy: its out is its holders'
   if (s->started_ns != 0) {  // the timeline: this link of the chain, what it combined and how many bytes
     uint64_t now = trace::NowNs();
-    trace::Emit(trace::kReduceStep, s->started_ns, now - s->started_ns, m.out_id(),
-                m.op() + (s->has_input ? " with one input" : " (its final copy)"), s->size,
-                s->has_input ? 1 : 0, std::string(), outcome.ok() ? 0 : trace::kFailed);
+    trace::Emit(trace::kReduceStep, s->started_ns, now - s->started_ns, m.out_id(), StepLabel(m, s->has_input),
+                s->size, s->has_input ? 1 : 0, std::string(), outcome.ok() ? 0 : trace::kFailed);
   }
   Done done = std::move(s->done);
   if (done) done(outcome);
@@ -252,16 +259,15 @@ void ReduceSteps::TraceInFlight(std::string* out, size_t max) const {
     if (n++ >= max) return;
     const rpc::ReduceStep& m = s->m;
     trace::AppendRecord(out, trace::kReduceStep, s->started_ns, now - std::min(now, s->started_ns), m.out_id(),
-                        m.op() + (s->has_input ? " with one input" : " (its final copy)"), s->size,
-                        s->has_input ? 1 : 0, std::string(), trace::kInFlight);
+                        StepLabel(m, s->has_input), s->size, s->has_input ? 1 : 0, std::string(), trace::kInFlight);
   }
   for (const auto& [id, a] : assemblies_) {
     if (a->ended || a->started_ns == 0) continue;
     if (n++ >= max) return;
     const rpc::AssembleSlices& m = a->m;
     trace::AppendRecord(out, trace::kAllreduceSlice, a->started_ns, now - std::min(now, a->started_ns), m.out_id(),
-                        "assemble " + std::to_string(m.slice_ids_size()) + " slices", m.size(),
-                        static_cast<uint64_t>(m.slice_ids_size()), std::string(), trace::kInFlight);
+                        AssemblyLabel(m), m.size(), static_cast<uint64_t>(m.slice_ids_size()), std::string(),
+                        trace::kInFlight);
   }
 }
 
@@ -387,8 +393,7 @@ void ReduceSteps::EndAssembly(const std::shared_ptr<Assembly>& a, const Status& 
   PHALANX_LOG(Debug) << "assembly of " << ToHex(m.out_id()).substr(0, 8) << " ended: " << outcome.ToString();
   if (a->started_ns != 0) {  // the timeline: an allreduce's slices put together here
     uint64_t now = trace::NowNs();
-    trace::Emit(trace::kAllreduceSlice, a->started_ns, now - a->started_ns, m.out_id(),
-                "assemble " + std::to_string(m.slice_ids_size()) + " slices", m.size(),
+    trace::Emit(trace::kAllreduceSlice, a->started_ns, now - a->started_ns, m.out_id(), AssemblyLabel(m), m.size(),
                 static_cast<uint64_t>(m.slice_ids_size()), std::string(), outcome.ok() ? 0 : trace::kFailed);
   }
   for (const auto& id : m.slice_ids()) objects_->RemoveRef(id);

@@ -523,6 +523,10 @@ void TaskManager::OnTaskDone(Worker* w, rpc::TaskDone done) {
   Dispatch();
 }
 
+uint16_t TaskManager::TraceFlags(const Task& t, uint16_t flags) {
+  return static_cast<uint16_t>(flags | (t.spec.kind() == rpc::TASK_ACTOR_METHOD ? trace::kActorCall : 0));
+}
+
 void TaskManager::TraceInFlight(std::string* out, size_t max) const {
   uint64_t now = trace::NowNs();
   size_t n = 0;
@@ -531,8 +535,7 @@ void TaskManager::TraceInFlight(std::string* out, size_t max) const {
     if (n++ >= max) break;
     trace::AppendRecord(out, trace::kTask, t.queued_ns, now - std::min(now, t.queued_ns), task_id,
                         t.spec.function_name(), t.dispatched_ns, static_cast<uint64_t>(t.worker_pid), t.spilled_to,
-                        static_cast<uint16_t>(trace::kInFlight |
-                                              (t.spec.kind() == rpc::TASK_ACTOR_METHOD ? trace::kActorCall : 0)));
+                        TraceFlags(t, trace::kInFlight));
   }
 }
 
@@ -547,9 +550,7 @@ void TaskManager::Finish(const std::string& task_id, bool ok, const std::string&
   if (t.queued_ns != 0) {
     uint64_t now = trace::NowNs();
     trace::Emit(trace::kTask, t.queued_ns, now - t.queued_ns, task_id, t.spec.function_name(), t.dispatched_ns,
-                static_cast<uint64_t>(t.worker_pid), t.spilled_to,
-                static_cast<uint16_t>((ok ? 0 : trace::kFailed) |
-                                      (t.spec.kind() == rpc::TASK_ACTOR_METHOD ? trace::kActorCall : 0)));
+                static_cast<uint64_t>(t.worker_pid), t.spilled_to, TraceFlags(t, ok ? 0 : trace::kFailed));
   }
   // Lineage only for what can be lost with another node: results of a task
   // that ran there and are still only there (being copied here). A task that

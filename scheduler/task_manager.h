@@ -177,6 +177,8 @@ class TaskManager final : public TaskTable {
   // when the task cannot leave (nested refs, or arguments whose values hold
   // refs). Store-sized arguments stay refs: the other node copies them.
   bool BuildForward(const Task& t, rpc::TaskSpec* out);
+  // The timeline: `flags` and kActorCall for an actor call (core/trace.h kTask).
+  static uint16_t TraceFlags(const Task& t, uint16_t flags);
   // The timeline: `t` takes each of its ref arguments (core/trace.h kArgument).
   void TraceArguments(const Task& t, uint64_t at_ns);
   bool TrySpill(const std::string& task_id);

@@ -73,8 +73,8 @@ METRICS = [
 PUT_BIG_ELEMS = 100 * 1024 * 1024  # int64: 800 MiB, as in Ray's benchmark
 
 
-def timed_rate(fn, units_per_call, duration, reps):
-    """Median over `reps` windows of units per second."""
+def window_rates(fn, units_per_call, duration, reps):
+    """Units per second in each of `reps` windows of `duration` seconds, after one warm-up call."""
     fn()  # warm-up
     rates = []
     for _ in range(reps):
@@ -86,7 +86,12 @@ def timed_rate(fn, units_per_call, duration, reps):
             if elapsed >= duration:
                 break
         rates.append(calls * units_per_call / elapsed)
-    return statistics.median(rates)
+    return rates
+
+
+def timed_rate(fn, units_per_call, duration, reps):
+    """Median over `reps` windows of units per second."""
+    return statistics.median(window_rates(fn, units_per_call, duration, reps))
 
 
 def timed_ms(fn, n=20):

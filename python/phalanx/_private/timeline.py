@@ -49,22 +49,21 @@ def _us(ns):
     return ns / 1000.0
 
 
+def actor_labels(actors):
+    """{(node id, pid): "actor Class"} of the actors alive or restarting in
+    `actors` (the GCS's actor table), to name their workers' rows."""
+    return {(a["node_id"], int(a["pid"])): f"actor {a['class_name'].rsplit('.', 1)[-1]}"
+            for a in actors if a.get("pid") and a.get("node_id") and a["state"] != "DEAD"}
+
+
 def actors_by_worker():
-    """{(node id, pid): "actor Class name"} of the GCS's actors alive or
-    restarting, to name their workers' rows; {} when the GCS cannot be read."""
+    """actor_labels() of the GCS's actor table; {} when it cannot be read."""
     from phalanx._private import stuck
     try:
         host, port = stuck._gcs()
-        table = _core.gcs_actors(host, port, 5.0)
+        return actor_labels(_core.gcs_actors(host, port, 5.0))
     except Exception:  # noqa: BLE001 - rows keep their plain names
         return {}
-    out = {}
-    for a in table:
-        if a.get("pid") and a.get("node_id") and a["state"] != "DEAD":
-            name = a["name"].rpartition("/")[2]
-            label = f"actor {a['class_name'].rsplit('.', 1)[-1]}" + (f" '{name}'" if name else "")
-            out[(a["node_id"], int(a["pid"]))] = label
-    return out
 
 
 def chrome_trace(nodes, actors=None):

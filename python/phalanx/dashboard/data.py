@@ -39,8 +39,7 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
         for k, v in c.items():
             stats[k] = stats.get(k, 0) + v
     index = {n["node_id"]: i for i, n in enumerate(rings)}
-    workers = {(a["node_id"], int(a["pid"])): f"actor {a['class_name'].rsplit('.', 1)[-1]} (worker {a['pid']})"
-               for a in actors if a.get("pid") and a["state"] != "DEAD"}
+    workers = tl.actor_labels(actors)
     tasks, spans, copies, steps = {}, [], [], []
     for n in rings:
         shift = n["offset_ns"]
@@ -61,9 +60,10 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50):
                     # to another node is counted there.)
                     tasks.setdefault(name, _by_name(name))["running" if r["a"] else "queued"] += 1
                 if kind == tl.EXEC and ts + dur >= now - timeline_s:
-                    row = f"{n['node_id'][:12]} worker {ring['pid']}"
+                    row = f"worker {ring['pid']}"
                     if (n["node_id"], ring["pid"]) in workers:
-                        row = f"{n['node_id'][:12]} {workers[(n['node_id'], ring['pid'])]}"
+                        row = f"{workers[(n['node_id'], ring['pid'])]} ({row})"
+                    row = f"{n['node_id'][:12]} {row}"
                     spans.append({"node": n["node_id"][:12], "row": row,
                                   "name": _short(name), "start": ts, "end": ts + dur, "failed": failed})
                 elif kind == tl.TRANSFER:
