@@ -236,6 +236,7 @@ Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns) {
   out.start_ns = h->start_ns;
   uint64_t next = h->next.load(std::memory_order_acquire);
   out.written = next;
+  out.capacity = h->capacity;
   uint64_t first = next > h->capacity ? next - h->capacity : 0;
   const auto* records = reinterpret_cast<const Record*>(static_cast<const char*>(base) + sizeof(Header));
   out.records.reserve((next - first) * sizeof(Record));

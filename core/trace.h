@@ -141,6 +141,7 @@ struct RingDump {
   std::string label;
   uint64_t start_ns = 0;
   uint64_t written = 0;  // records written since the ring was made (older ones were overwritten)
+  uint64_t capacity = 0;  // records the ring holds
   std::string records;   // n * sizeof(Record) bytes
 };
 Result<RingDump> ReadRing(const std::string& path, uint64_t since_ns);

@@ -59,6 +59,7 @@ rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
     r->set_label(dump.value().label);
     r->set_start_ns(dump.value().start_ns);
     r->set_written(dump.value().written);
+    r->set_capacity(dump.value().capacity);
     r->set_records(std::move(dump.value().records));
   }
   // What is still running here has no record yet (one is written as each
@@ -73,6 +74,7 @@ rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
     r->set_label("in flight");
     r->set_start_ns(trace::NowNs());
     r->set_written(live.size() / sizeof(trace::Record));
+    r->set_capacity(live.size() / sizeof(trace::Record));
     r->set_records(std::move(live));
   }
   *out.mutable_counters() = Counters();

@@ -697,7 +697,7 @@ PYBIND11_MODULE(_core, m) {
   });
 
   // The timeline: [{node_id, address, offset_ns, rtt_ns, error, rings: [{pid, label, start_ns, written,
-  // records (bytes: 128 each, core/trace.h's Record)}]}], this node first.
+  // capacity, records (bytes: 128 each, core/trace.h's Record)}]}], this node first.
   m.def("collect_trace", [](uint64_t since_ns, bool all_nodes, int64_t timeout_ms) {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->CollectTrace(since_ns, all_nodes, timeout_ms); });
@@ -708,7 +708,7 @@ PYBIND11_MODULE(_core, m) {
       for (const auto& g : n.rings()) {
         rings.append(pyb::dict(pyb::arg("pid") = g.pid(), pyb::arg("label") = g.label(),
                                pyb::arg("start_ns") = g.start_ns(), pyb::arg("written") = g.written(),
-                               pyb::arg("records") = pyb::bytes(g.records())));
+                               pyb::arg("capacity") = g.capacity(), pyb::arg("records") = pyb::bytes(g.records())));
       }
       nodes.append(pyb::dict(pyb::arg("node_id") = ToHex(n.node_id()), pyb::arg("address") = n.address(),
                              pyb::arg("offset_ns") = n.offset_ns(), pyb::arg("rtt_ns") = n.rtt_ns(),

@@ -45,6 +45,7 @@ TEST(TraceRing, RecordsComeBackWholeWithTheirHeader) {
   EXPECT_EQ(dump.value().label, "raylet");
   EXPECT_EQ(dump.value().node, std::string(16, 'N'));
   EXPECT_EQ(dump.value().written, 2u);
+  EXPECT_EQ(dump.value().capacity, 64u);
   auto recs = RecordsOf(dump.value());
   ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(recs[0].kind, kTask);
@@ -81,6 +82,7 @@ TEST(TraceRing, AFullRingKeepsTheNewestAndThreadsLoseNothingElse) {
   ASSERT_TRUE(dump.ok());
   EXPECT_EQ(dump.value().written, static_cast<uint64_t>(kThreads * kEach));
   auto recs = RecordsOf(dump.value());
+  EXPECT_EQ(dump.value().capacity, 1024u);
   EXPECT_EQ(recs.size(), 1024u);  // the last 1024 written, every one whole
   std::set<std::pair<uint64_t, uint64_t>> seen;
   for (const auto& r : recs) {

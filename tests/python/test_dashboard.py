@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -133,3 +134,34 @@ def test_the_api_asks_for_the_token_when_the_server_has_one():
             assert json.load(opener.open(url + "api/snapshot", timeout=30))["alive"] == 1
         finally:
             stop.set()
+
+
+def test_an_open_page_asks_only_for_what_is_new_and_shows_the_same():
+    """The server keeps each ring's records between snapshots (data.Rings)
+    and asks the nodes only for what ended since their last answer. After
+    more work its records are, ring by ring, those a fresh read of the whole
+    window finds (none twice, none missed), and the runs by name agree."""
+    from phalanx._private import timeline as tl
+    from phalanx.dashboard import data
+
+    def runs(snap):
+        return {t["name"].rsplit(".", 1)[-1]: (t["finished"], t["failed"]) for t in snap["tasks"]}
+
+    with loopback_nodes([None, {"b": 1}]):
+        rings = data.Rings(window_s=300.0)
+        phalanx.get([_made_there.remote(16) for _ in range(20)], timeout=60)
+        assert runs(data.snapshot(rings=rings))["_made_there"] == (20, 0)
+        assert rings.asked_s == 300.0  # (the first: the whole window)
+        time.sleep(1.0)
+        phalanx.get([_made_there.remote(16) for _ in range(30)] + [_made_here.remote(16) for _ in range(10)],
+                    timeout=60)
+        kept = data.snapshot(rings=rings)
+        assert rings.asked_s < 30.0  # since the last answer, and the margin
+        fresh = data.snapshot()
+        assert runs(kept) == runs(fresh) and runs(kept)["_made_there"] == (50, 0), (runs(kept), runs(fresh))
+        live = [n["node_id"] for n in phalanx.nodes()]
+        by_ring = [{(n["node_id"], r["pid"], r["label"]): set(r["records"]["seq"].tolist())
+                    for n in nodes for r in n["rings"] if r["label"] != "in flight"}
+                   for nodes in (rings.collect(live), tl.collect(300.0))]
+    assert by_ring[0] == by_ring[1]
+    assert sum(len(s) for s in by_ring[0].values()) >= 100  # (runs and their tasks on the raylets)

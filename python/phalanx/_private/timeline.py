@@ -29,8 +29,8 @@ FAILED, ACTOR_CALL, IN_FLIGHT = 1, 2, 4
 
 def collect(since_s=600.0, timeout_s=30.0):
     """The raw rings of every live node: [{node_id, address, offset_ns,
-    rtt_ns, error, counters, rings: [{pid, label, start_ns, written, records}]}]
-    (records: a numpy array of RECORD), for events that ended in the last
+    rtt_ns, error, counters, rings: [{pid, label, start_ns, written,
+    capacity, records}]}] (records: a numpy array of RECORD), for events that ended in the last
     `since_s` seconds; the ring labelled "in flight" holds what was still
     running (flag IN_FLIGHT, its dur up to the collection). counters: the
     node's (as phalanx's _core.stats)."""

@@ -97,13 +97,14 @@ def serve(host="127.0.0.1", port=8265, token=None, ready=None, stop=None):
     `ready(port)` runs once it listens (port 0 picks a free one)."""
     from aiohttp import web
 
-    from phalanx.dashboard.data import snapshot
+    from phalanx.dashboard.data import Rings, snapshot
     if not _loopback(host):
         token = token or os.environ.get("PHALANX_CLUSTER_TOKEN")
         if not token:
             raise ValueError(f"the dashboard on {host} (not loopback) needs the cluster token: set "
                              "PHALANX_CLUSTER_TOKEN")
-    app = make_app(snapshot, token)
+    rings = Rings()  # (each snapshot asks the nodes only for what is new since the last)
+    app = make_app(lambda: snapshot(rings=rings), token)
 
     async def main():
         runner = web.AppRunner(app, access_log=None)
