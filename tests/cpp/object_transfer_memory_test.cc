@@ -74,6 +74,15 @@ class MemoryTransferTest : public ::testing::Test {
     return v.state() == rpc::OBJ_IN_STORE || v.state() == rpc::OBJ_LOST;
   }
   void Run(const std::function<bool()>& until) { RunUntil(io_, until); }
+  // `to` pulls 2 MiB (8 ranges) of id_ from `from`, which answers `ranges`
+  // of them, then nothing more; returns once it has answered them.
+  void StalledPull(Node& to, Node& from, const std::string& from_name, int ranges) {
+    Put(from, id_, 2 << 20);
+    net_.StallAfter(from_name, ranges);
+    to.table->AddRef(id_);
+    to.transfer->Pull(id_, from_name);
+    Run([&] { return net_.served(from_name) >= ranges; });
+  }
 
   asio::io_context io_;
   MemoryNetwork net_{io_};
@@ -99,11 +108,7 @@ TEST_F(MemoryTransferTest, ANodeStillReceivingServesTheRangesItHas) {
   Node& a = Add("a");
   Node& b = Add("b");
   Node& c = Add("c");
-  const uint64_t size = 2 << 20;  // 8 ranges
-  Put(a, id_, size);
-  net_.StallAfter("a", 3);  // a answers three ranges, then nothing more
-  b.table->AddRef(id_);
-  b.transfer->Pull(id_, "a");
+  StalledPull(b, a, "a", 3);  // a answers three ranges of eight, then nothing more
   Run([&] { return net_.served("a") >= 4; });
   c.table->AddRef(id_);
   c.transfer->Pull(id_, "b");  // c reads from b, which has three ranges of eight
@@ -121,12 +126,8 @@ TEST_F(MemoryTransferTest, ACopyInFlightIsInTheTimelineWithTheBytesHereSoFar) {
   ASSERT_NE(trace::ProcessRing(), nullptr);
   Node& a = Add("a");
   Node& b = Add("b");
-  const uint64_t size = 2 << 20;  // 8 ranges
-  Put(b, id_, size);
-  net_.StallAfter("b", 3);  // b answers three ranges, then nothing more
-  a.table->AddRef(id_);
-  a.transfer->Pull(id_, "b");
-  Run([&] { return net_.served("b") >= 3; });
+  const uint64_t size = 2 << 20;
+  StalledPull(a, b, "b", 3);  // b answers three ranges of eight, then nothing more
   std::string live;
   a.transfer->TraceInFlight(&live, 10);
   ASSERT_EQ(live.size(), sizeof(trace::Record));
