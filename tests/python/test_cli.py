@@ -73,8 +73,11 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
 
     # status --watch: the same again every 0.2 s, until Ctrl-C.
     import signal
+    # (SIGINT as a terminal would give it: a CI that runs the suite in the background starts it with SIGINT
+    # ignored, which the child would inherit and keep.)
     watch = subprocess.Popen(PHALANX + ["status", "--address", address, "--watch", "0.2"], stdout=subprocess.PIPE,
-                             text=True, env=dict(os.environ, PHALANX_TMPDIR=os.environ["PHALANX_TEST_CLI_DIR"]))
+                             text=True, env=dict(os.environ, PHALANX_TMPDIR=os.environ["PHALANX_TEST_CLI_DIR"]),
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = 0
     for line in watch.stdout:
         seen += line.startswith("phalanx status, every 0.2 s")
