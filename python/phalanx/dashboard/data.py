@@ -3,7 +3,9 @@ runtime's own counters: the GCS's node and actor tables, each raylet's
 counters (GET_STATS, gathered with the timeline), each node's objects
 (`phalanx memory`) and the timeline's event rings (tasks, copies, collective
 steps), with what is still running (the raylets' in-flight records). One snapshot is
-one JSON document; the page asks for one every two seconds."""
+one JSON document; the page asks for one every two seconds, and the server
+keeps the rings' records between them (Rings), so each asks the nodes only
+for what is new."""
 import time
 
 import numpy as np
