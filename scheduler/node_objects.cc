@@ -192,6 +192,8 @@ bool NodeManager::OnCopiesLost(const std::string& id, std::string* reason) {
   // Its task was submitted through another node, which keeps its lineage:
   // find that node, and copy the object from it. It serves the copy once it
   // has the object again (from a copy left, or run again), or says why not.
+  PHALANX_LOG(Info) << "every copy of object " << ToHex(id)
+                    << " is gone and this node keeps no lineage of it: looking up the node that submitted its task";
   auto [lender, holds] = objects_.TakeRemoteHolds(id);
   asked_owner_.emplace(id, AskedOwner{std::string(), std::move(lender), holds});
   gcs_.ClientNode(id.substr(0, kClientIdSize), [this, id](Result<std::string> owner) { AskOwner(id, owner); });
@@ -201,7 +203,11 @@ bool NodeManager::OnCopiesLost(const std::string& id, std::string* reason) {
 void NodeManager::AskOwner(const std::string& id, const Result<std::string>& owner) {
   auto asked = asked_owner_.find(id);
   if (asked == asked_owner_.end()) return;
-  if (!objects_.Contains(id) || objects_.IsReady(id)) return AnsweredByOwner(id);  // freed or found meanwhile
+  if (!objects_.Contains(id) || objects_.IsReady(id)) {
+    PHALANX_LOG(Info) << "object " << ToHex(id) << (objects_.Contains(id) ? " arrived" : " was freed")
+                      << " while the node that submitted its task was looked up";
+    return AnsweredByOwner(id);
+  }
   std::string cant;
   if (!owner.ok()) {
     cant = "the GCS could not say which node submitted its task: " + owner.status().message();
