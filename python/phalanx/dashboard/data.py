@@ -42,6 +42,7 @@ class Rings:
     def __init__(self, window_s=300.0, margin_s=2.0):
         self.window_s, self.margin_s = window_s, margin_s
         self._kept = {}  # (node id, pid, label, start_ns) -> records (numpy RECORD) of the window
+        self._capacity = {}  # the same key -> the ring's capacity
         self._answered = {}  # node id -> time.time() of its last answer
         self.asked_s = None  # how far back the last collect asked
         self.received = 0  # the bytes of records its answer carried
@@ -65,12 +66,12 @@ class Rings:
             answered.add(n["node_id"])
             self._answered[n["node_id"]] = now
             cutoff = max(0, int((now - self.window_s) * 1e9) - n["offset_ns"])  # (this node's clock)
-            rings = set()
+            seen = set()
             for ring in n["rings"]:
                 if ring["label"] == "in flight":
                     continue
                 key = (n["node_id"], ring["pid"], ring["label"], ring["start_ns"])
-                rings.add(key)
+                seen.add(key)
                 recs, old = ring["records"], self._kept.get(key)
                 if old is not None and len(old):
                     # (By seq, not after the last: a record whose writer was slower than the next one's
@@ -86,19 +87,20 @@ class Rings:
                         recs = recs[inside]
                     recs = recs[-max(1, ring["capacity"]):]
                 self._kept[key] = ring["records"] = recs
-            for key in [k for k in self._kept if k[0] == n["node_id"] and k not in rings]:
-                del self._kept[key]  # (its file is gone)
+                self._capacity[key] = ring["capacity"]
+            for key in [k for k in self._kept if k[0] == n["node_id"] and k not in seen]:
+                del self._kept[key], self._capacity[key]  # (its file is gone)
         # Nodes gone from the cluster are forgotten; one that did not answer this time shows what was kept.
         alive = set(live_nodes)
         for key in [k for k in self._kept if k[0] not in alive]:
-            del self._kept[key]
+            del self._kept[key], self._capacity[key]
         for node in [k for k in self._answered if k not in alive]:
             del self._answered[node]
         for n in nodes:
             if n["node_id"] in answered or n["node_id"] not in alive:
                 continue
             n["rings"] = [{"pid": k[1], "label": k[2], "start_ns": k[3], "written": 0,
-                           "capacity": len(v), "records": v}
+                           "capacity": self._capacity[k], "records": v}
                           for k, v in self._kept.items() if k[0] == n["node_id"]]
         return nodes
 
@@ -113,18 +115,18 @@ def snapshot(window_s=300.0, timeline_s=60.0, max_objects=50, rings=None):
     nodes, actors = _gcs_tables()
     if rings is None:
         rings = Rings(window_s)
-    rings = rings.collect([n["node_id"] for n in nodes if n["alive"]], now)
+    collected = rings.collect([n["node_id"] for n in nodes if n["alive"]], now)
     # Counters: each node's, and their sum over the nodes that answered.
-    node_stats = {n["node_id"][:12]: n["counters"] for n in rings if n["counters"] and not n["error"]}
+    node_stats = {n["node_id"][:12]: n["counters"] for n in collected if n["counters"] and not n["error"]}
     stats = {}
     for c in node_stats.values():
         for k, v in c.items():
             stats[k] = stats.get(k, 0) + v
-    index = {n["node_id"]: i for i, n in enumerate(rings)}
+    index = {n["node_id"]: i for i, n in enumerate(collected)}
     workers = tl.actor_labels(actors)
     tasks, spans, copies, steps = {}, [], [], []
     recent_ns = int((now - timeline_s) * 1e9)
-    for n in rings:
+    for n in collected:
         shift = n["offset_ns"]
         for ring in n["rings"]:
             recs = ring["records"]
