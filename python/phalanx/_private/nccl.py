@@ -14,17 +14,35 @@ the call raises naming the group, the operation and the error, and the
 group is broken: every later call raises at once, and the ranks form a new
 group (destroy_group, init_group).
 
-NCCL is loaded with ctypes, found in this order: PHALANX_NCCL_LIBRARY, the
-nvidia-nccl-cu13 wheel (`pip install nvidia-nccl-cu13`), the library path.
-Without it, or without a CUDA device in this process, init_group says which
-is missing. NCCL refuses two ranks on one GPU: groups of more than one rank
-need a GPU per rank."""
+One libnccl per process. NCCL is loaded with ctypes; a process that
+already has a libnccl mapped (torch's CUDA build loads its own at `import
+torch`) uses that one, since two copies in one process do not share their
+state. Otherwise, in this order: PHALANX_NCCL_LIBRARY, the nvidia-nccl-cu13
+wheel (`pip install nvidia-nccl-cu13`), the library path. Without it, or
+without a CUDA device in this process, init_group says which is missing.
+NCCL refuses two ranks on one GPU: groups of more than one rank need a GPU
+per rank.
+
+The bootstrap network. NCCL's ranks meet over TCP, even a group of one: rank
+0's unique id holds an address the others connect to, on an interface NCCL
+picks itself unless NCCL_SOCKET_IFNAME names one, and it picks one by its
+own rules (not loopback while another exists) that a container can defeat.
+Unless the user set NCCL_SOCKET_IFNAME, phalanx sets it, before NCCL first
+runs in the process, to the interface that holds this node's address in the
+cluster: loopback for a cluster on one machine, the interface the other
+nodes reach this one by otherwise. NCCL_DEBUG and every other NCCL_ variable
+pass from the environment the raylet was started in to its workers. An
+init that fails names the library's path, NCCL's version and the interface."""
 import ctypes
 import ctypes.util
+import fcntl
 import glob
 import os
+import socket
+import struct
 import sys
 import time
+import warnings
 
 from phalanx.exceptions import CollectiveError, GetTimeoutError
 
@@ -33,14 +51,36 @@ _DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64":
            "float64": 8, "bfloat16": 9}
 _OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}
 _lib = None
+_lib_path = None
+_interface = None  # (name, why) once chosen
 
 
 class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
 
+def loaded_in_process(maps="/proc/self/maps"):
+    """The path of a libnccl already mapped into this process (torch's), or None."""
+    try:
+        with open(maps) as f:
+            for line in f:
+                path = line.rstrip("\n").partition("/")[2]
+                if path and "libnccl" in os.path.basename(path) and ".so" in path:
+                    return "/" + path
+    except OSError:
+        pass
+    return None
+
+
 def _candidates():
+    loaded = loaded_in_process()
     env = os.environ.get("PHALANX_NCCL_LIBRARY")
+    if loaded:
+        if env and os.path.realpath(env) != os.path.realpath(loaded):
+            warnings.warn(f"PHALANX_NCCL_LIBRARY={env} is not used: this process already has {loaded} loaded "
+                          "(torch's), and two copies of NCCL in one process do not work together")
+        yield loaded
+        return
     if env:
         yield env
     try:
@@ -57,7 +97,7 @@ def _candidates():
 
 def library():
     """The NCCL library (loaded once), or RuntimeError saying how to get it."""
-    global _lib
+    global _lib, _lib_path
     if _lib is not None:
         return _lib
     tried = []
@@ -69,6 +109,7 @@ def library():
             continue
         lib.ncclGetErrorString.restype = ctypes.c_char_p
         lib.ncclGetErrorString.argtypes = [ctypes.c_int]
+        lib.ncclGetVersion.argtypes = [ctypes.POINTER(ctypes.c_int)]
         lib.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, _UniqueId, ctypes.c_int]
         for name in ("ncclAllReduce", "ncclReduceScatter"):
             getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
@@ -83,10 +124,80 @@ def library():
         lib.ncclCommGetAsyncError.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
         lib.ncclCommAbort.argtypes = [ctypes.c_void_p]
         lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
-        _lib = lib
+        _lib, _lib_path = lib, loaded_in_process() or path
         return lib
     raise RuntimeError("backend='nccl' needs the NCCL library, and none loads here: pip install nvidia-nccl-cu13 "
                        "(or set PHALANX_NCCL_LIBRARY to libnccl.so.2). Tried: " + "; ".join(tried))
+
+
+def version():
+    """NCCL's version as "2.27.3" (the loaded library's own word), or "unknown"."""
+    lib = library()
+    code = ctypes.c_int(0)
+    if lib.ncclGetVersion(ctypes.byref(code)) != 0 or code.value <= 0:
+        return "unknown"
+    v = code.value  # NCCL >= 2.9: major * 10000 + minor * 100 + patch; before: major * 1000 + minor * 100 + patch
+    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 20900 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+def interface_of(address):
+    """The name of this machine's network interface that holds IPv4 `address`, or None."""
+    try:
+        ip = socket.inet_aton(socket.gethostbyname(address))
+    except OSError:
+        return None
+    if ip[0] == 127:
+        return "lo"  # Linux answers the whole of 127.0.0.0/8 on loopback
+    SIOCGIFADDR = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                req = struct.pack("256s", name.encode()[:15])
+                if fcntl.ioctl(s.fileno(), SIOCGIFADDR, req)[20:24] == ip:
+                    return name
+            except OSError:  # an interface without an IPv4 address
+                continue
+    return None
+
+
+def _node_host():
+    """This node's host as the cluster knows it (its raylet's address in the GCS)."""
+    from phalanx._private import state
+    from phalanx.rpc_tables import all_nodes
+    me = state.info["node_id"].hex()
+    for n in all_nodes(state.info["gcs_address"]):
+        if n["node_id"] == me:
+            return n["address"].rpartition(":")[0].strip("[]") or "127.0.0.1"
+    return "127.0.0.1"
+
+
+def choose_interface(node_host=None):
+    """Sets NCCL_SOCKET_IFNAME for NCCL's bootstrap unless the user did, before NCCL first
+    runs here (NCCL reads it once per process). Returns (interface, why) for error messages."""
+    global _interface
+    if _interface is not None:
+        return _interface
+    user = os.environ.get("NCCL_SOCKET_IFNAME")
+    if user:
+        _interface = (user, "NCCL_SOCKET_IFNAME, as set")
+        return _interface
+    host = node_host if node_host is not None else _node_host()
+    name = interface_of(host)
+    if name is None:
+        _interface = ("NCCL's own choice", f"no interface here holds this node's address {host}")
+        return _interface
+    os.environ["NCCL_SOCKET_IFNAME"] = "=" + name  # "=": this interface exactly, not every name it begins
+    _interface = (name, f"the interface of this node's address {host}")
+    return _interface
+
+
+def describe():
+    """Which NCCL and which network: the facts an init failure is read with."""
+    name, why = _interface or ("NCCL's own choice", "not chosen yet")
+    debug = os.environ.get("NCCL_DEBUG")
+    hint = f"NCCL_DEBUG={debug}: NCCL's account is in this process's log" if debug else \
+        "NCCL_DEBUG=INFO in the environment phalanx starts from gives NCCL's own account"
+    return f"library {_lib_path}, NCCL {version()}, bootstrap interface {name} ({why}); {hint}"
 
 
 def check_available():
@@ -103,6 +214,7 @@ def check_available():
                            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}; an actor "
                            "asks for one with num_gpus=1)")
     library()
+    choose_interface()
 
 
 def _error(lib, code):
@@ -114,7 +226,7 @@ def new_unique_id():
     uid = _UniqueId()
     code = lib.ncclGetUniqueId(ctypes.byref(uid))
     if code != 0:
-        raise RuntimeError(f"ncclGetUniqueId failed: {_error(lib, code)}")
+        raise CollectiveError(f"ncclGetUniqueId failed: {_error(lib, code)} ({describe()})")
     return bytes(uid.internal)
 
 
@@ -133,7 +245,8 @@ class Communicator:
         code = self.lib.ncclCommInitRank(ctypes.byref(comm), world_size, uid, rank)
         if code != 0:
             raise CollectiveError(f"group '{group_name}': ncclCommInitRank as rank {rank} of {world_size} failed: "
-                                  f"{_error(self.lib, code)}")
+                                  f"{_error(self.lib, code)} ({describe()}); the group was not formed, its name "
+                                  "is free for another init_group")
         self.comm = comm
 
     def _check(self, tensor, what):
