@@ -286,6 +286,8 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
     ms = -1 if timeout is None else max(1, int(timeout * 1000))
     me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
           "client": state.info["client_id"], "backend": backend}
+    if backend == "nccl":
+        nccl.choose_interface()  # before NCCL first runs here: it reads the interface once per process
     if backend == "nccl" and rank == 0:
         me["nccl_id"] = nccl.new_unique_id()  # handed to every rank by the rendezvous
     try:

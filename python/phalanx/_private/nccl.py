@@ -214,7 +214,6 @@ def check_available():
                            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}; an actor "
                            "asks for one with num_gpus=1)")
     library()
-    choose_interface()
 
 
 def _error(lib, code):
