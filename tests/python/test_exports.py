@@ -83,9 +83,7 @@ def test_no_installed_binary_carries_the_cpp_runtime():
 
 
 def _python(code, timeout=180):
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
 
 
 # Exercises libstdc++'s streams and locales from torch's side: repr of tensors (c10's formatting), a

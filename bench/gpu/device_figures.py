@@ -1,0 +1,252 @@
+"""The GPU figures of a device run (scripts/device_test.sh run calls it), each beside the hardware's own
+figure from the same run, written as one JSON:
+
+  - GPU scheduling: two num_gpus=0.5 actors share the GPU, a third waits until one goes;
+  - a CUDA tensor put into the store and got back onto the GPU (64 and 256 MiB), beside torch's pinned
+    device -> host and host -> device copies and a device -> device copy;
+  - a num_gpus=1 actor returns a CUDA tensor, the driver (same GPU) gets it;
+  - NCCL with one rank: init, an allreduce, what was loaded and which interface (on failure the error and
+    NCCL's own log, NCCL_DEBUG=INFO, from a second try in a fresh process);
+  - IMPALA (examples/rl/impala.py) with the learner on the GPU for --impala-seconds: env steps/s,
+    updates/s, time to a mean reward of 450.
+
+    python3 bench/gpu/device_figures.py --json OUT/figures.json [--impala-seconds 60] [--quick]
+    .venv/bin/python bench/gpu/device_figures.py --json /tmp/f.json --quick --cpu   # the script's check here
+
+Every part has a deadline and records its error instead of stopping the others. Without a CUDA device it
+says so and exits 2; --cpu runs the same steps on CPU tensors with a declared GPU resource, to check the
+script on a machine without a GPU (its figures mean nothing)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+import torch
+
+import phalanx
+
+MiB = 1 << 20
+DEVICE = "cuda"  # "cpu" with --cpu
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(f, repeat):
+    """Median seconds of f() over `repeat` runs, the GPU synchronised around each."""
+    ts = []
+    for _ in range(repeat):
+        sync()
+        t0 = time.perf_counter()
+        f()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def gbps(nbytes, seconds):
+    return round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
+
+
+@phalanx.remote(num_gpus=0.5)
+class Half:
+    def gpus(self):
+        return phalanx.get_gpu_ids()
+
+
+@phalanx.remote(num_gpus=1)
+class Producer:
+    def make(self, nbytes, device):
+        import torch as th
+        return th.ones(nbytes // 4, dtype=th.float32, device=device)
+
+    def ready(self):
+        return True
+
+
+def gpu_scheduling():
+    t0 = time.perf_counter()
+    a, b = Half.remote(), Half.remote()
+    shared = phalanx.get([a.gpus.remote(), b.gpus.remote()], timeout=60)
+    c = Half.remote()
+    ready, _ = phalanx.wait([c.gpus.remote()], timeout=3)
+    third_waited = not ready
+    phalanx.kill(a)
+    t1 = time.perf_counter()
+    third = phalanx.get(c.gpus.remote(), timeout=60)
+    out = {"two_halves_got": shared, "third_waited": third_waited, "third_got_after_one_left": third,
+           "third_start_after_kill_s": round(time.perf_counter() - t1, 3), "total_s": round(time.perf_counter() - t0, 2),
+           "ok": shared == [[0], [0]] and third_waited and third == [0]}
+    for h in (b, c):
+        phalanx.kill(h)
+    return out
+
+
+def hardware(nbytes):
+    dev = torch.empty(nbytes // 4, dtype=torch.float32, device=DEVICE)
+    pinned = torch.empty(nbytes // 4, dtype=torch.float32, pin_memory=DEVICE == "cuda")
+    pageable = torch.empty(nbytes // 4, dtype=torch.float32)
+    other = torch.empty_like(dev)
+    return {
+        "pinned_d2h_gbps": gbps(nbytes, timed(lambda: pinned.copy_(dev, non_blocking=True), 5)),
+        "pinned_h2d_gbps": gbps(nbytes, timed(lambda: dev.copy_(pinned, non_blocking=True), 5)),
+        "pageable_d2h_gbps": gbps(nbytes, timed(lambda: pageable.copy_(dev), 3)),
+        "d2d_gbps": gbps(nbytes, timed(lambda: other.copy_(dev), 5)),
+    }
+
+
+def put_get(nbytes):
+    t = torch.arange(nbytes // 4, dtype=torch.float32, device=DEVICE)
+    refs = []
+
+    def put():
+        refs.append(phalanx.put(t))
+
+    put_s = timed(put, 3)
+    ref = refs[-1]
+    back = []
+    get_s = timed(lambda: back.append(phalanx.get(ref)), 3)
+    ok = back[-1].device.type == DEVICE and torch.equal(back[-1], t)
+    host_s = timed(lambda: phalanx.get(ref, device="cpu"), 3)
+    return {"put_gbps": gbps(nbytes, put_s), "get_to_gpu_gbps": gbps(nbytes, get_s),
+            "get_to_cpu_gbps": gbps(nbytes, host_s), "bytes_equal": bool(ok)}
+
+
+def actor_to_driver(nbytes):
+    p = Producer.remote()
+    phalanx.get(p.ready.remote(), timeout=120)
+    times, ok = [], True
+    for _ in range(3):
+        ref = p.make.remote(nbytes, DEVICE)
+        phalanx.wait([ref], timeout=120)
+        sync()
+        t0 = time.perf_counter()
+        v = phalanx.get(ref, timeout=120)
+        sync()
+        times.append(time.perf_counter() - t0)
+        ok = ok and v.device.type == DEVICE and bool((v == 1).all())
+    phalanx.kill(p)
+    return {"get_gbps": gbps(nbytes, statistics.median(times)), "bytes_equal": ok}
+
+
+NCCL_ONE_RANK = """
+import json, time, torch, phalanx
+from phalanx._private import nccl
+phalanx.init(num_cpus=1, object_store_memory=1 << 28)
+t0 = time.perf_counter()
+phalanx.collective.init_group(1, 0, "n1", backend="nccl", timeout=60)
+init_s = time.perf_counter() - t0
+x = torch.arange(16 << 20, dtype=torch.float32, device="cuda")
+want = x.clone()
+phalanx.collective.allreduce(x, group_name="n1", timeout=60)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(10):
+    phalanx.collective.allreduce(x, group_name="n1", timeout=60)
+torch.cuda.synchronize()
+print("RESULT", json.dumps({"init_s": round(init_s, 3), "allreduce_64mib_ms": round((time.perf_counter() - t0) * 100, 3),
+                      "equal": bool(torch.equal(x, want)), "describe": nccl.describe()}))
+phalanx.collective.destroy_group("n1")
+phalanx.shutdown()
+"""
+
+
+def nccl_one_rank(log):
+    """In fresh processes: NCCL reads its environment once per process."""
+    out = {}
+    for attempt, extra in (("default", {}), ("debug", {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"})):
+        env = dict(os.environ, **extra)
+        try:
+            r = subprocess.run([sys.executable, "-c", NCCL_ONE_RANK], capture_output=True, text=True, timeout=120,
+                               env=env)
+            text = r.stdout + r.stderr
+        except subprocess.TimeoutExpired as e:
+            text = f"timed out after 120 s\n{e.stdout or ''}{e.stderr or ''}"
+            r = None
+        log.write(f"\n== NCCL, one rank ({attempt}) ==\n{text[-6000:]}\n")
+        found = [line for line in text.splitlines() if line.startswith("RESULT ")]
+        if r is not None and r.returncode == 0 and found:
+            out.update(json.loads(found[-1][7:]))
+            out["ok"] = out.get("equal", False)
+            return out
+        out[f"error_{attempt}"] = text.strip().splitlines()[-1][-600:] if text.strip() else f"rc {r and r.returncode}"
+    out["ok"] = False
+    return out
+
+
+def impala(seconds, out_dir, log):
+    path = os.path.join(out_dir, "impala.json.tmp")
+    cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "rl", "impala.py"),
+           "--seconds", str(seconds), "--device", "cuda", "--json", path, "--png", ""]
+    t0 = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 90)
+        log.write(f"\n== IMPALA ==\n{(r.stdout + r.stderr)[-5000:]}\n")
+    except subprocess.TimeoutExpired as e:
+        log.write(f"\n== IMPALA: timed out ==\n{e.stdout or ''}{e.stderr or ''}\n")
+        return {"ok": False, "error": f"did not end within {seconds + 90} s"}
+    if r.returncode != 0 or not os.path.exists(path):
+        return {"ok": False, "error": (r.stderr.strip().splitlines() or ["rc %d" % r.returncode])[-1][-600:]}
+    with open(path) as f:
+        res = json.load(f)["results"][0]
+    os.remove(path)
+    return {"ok": True, "wall_s": round(time.perf_counter() - t0, 1),
+            "env_steps_per_s": round(res["env_steps_per_s"], 1), "updates_per_s": round(res["updates_per_s"], 2),
+            "time_to_450_s": res.get("time_to_target_s"), "final_reward": res.get("final_reward")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--log", help="a log of the subprocesses (NCCL, IMPALA); default: beside --json")
+    ap.add_argument("--impala-seconds", type=float, default=60)
+    ap.add_argument("--quick", action="store_true", help="64 MiB only, no IMPALA (a check of the script)")
+    ap.add_argument("--cpu", action="store_true", help="CPU tensors and a declared GPU: checks the script only")
+    a = ap.parse_args()
+    global DEVICE
+    DEVICE = "cpu" if a.cpu else "cuda"
+    if not a.cpu and not torch.cuda.is_available():
+        print("device_figures: torch sees no CUDA device here", file=sys.stderr)
+        return 2
+    out_dir = os.path.dirname(os.path.abspath(a.json))
+    figures = {"machine": {"gpu": torch.cuda.get_device_name(0) if not a.cpu else "none (--cpu)",
+                           "torch": torch.__version__,
+                           "cuda": torch.version.cuda, "python": sys.version.split()[0]}}
+    sizes = [64 * MiB] if a.quick else [64 * MiB, 256 * MiB]
+
+    def part(name, f, *args):
+        t0 = time.perf_counter()
+        try:
+            figures[name] = f(*args)
+        except Exception as e:  # recorded; the other parts still run
+            figures[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:800],
+                             "traceback": traceback.format_exc()[-2000:]}
+        figures[name]["seconds"] = round(time.perf_counter() - t0, 2)
+        print(f"{name}: {json.dumps(figures[name])[:400]}", flush=True)
+        with open(a.json, "w") as f:  # as it goes: a run stopped at its limit keeps what it had
+            json.dump(figures, f, indent=1)
+
+    with open(a.log or os.path.join(out_dir, "figures.log"), "a") as log:
+        phalanx.init(num_cpus=4, object_store_memory=4 << 30, **({"num_gpus": 1} if a.cpu else {}))
+        part("gpu_scheduling", gpu_scheduling)
+        for n in sizes:
+            part(f"hardware_{n // MiB}mib", hardware, n)
+            part(f"tensor_put_get_{n // MiB}mib", put_get, n)
+        part(f"actor_to_driver_{sizes[-1] // MiB}mib", actor_to_driver, sizes[-1])
+        phalanx.shutdown()
+        if not a.cpu:
+            part("nccl_world_1", nccl_one_rank, log)
+        if not a.quick:
+            part("impala_gpu_learner", impala, a.impala_seconds, out_dir, log)
+    print(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
