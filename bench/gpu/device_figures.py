@@ -50,6 +50,11 @@ def timed(f, repeat):
     return statistics.median(ts)
 
 
+def _text(x):
+    """What a timed-out subprocess had written (bytes or str, or None)."""
+    return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+
+
 def gbps(nbytes, seconds):
     return round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
 
@@ -140,7 +145,7 @@ import json, time, torch, phalanx
 from phalanx._private import nccl
 phalanx.init(num_cpus=1, object_store_memory=1 << 28)
 t0 = time.perf_counter()
-phalanx.collective.init_group(1, 0, "n1", backend="nccl", timeout=60)
+phalanx.collective.init_group(1, 0, "n1", backend="nccl", timeout=30)
 init_s = time.perf_counter() - t0
 x = torch.arange(16 << 20, dtype=torch.float32, device="cuda")
 want = x.clone()
@@ -163,11 +168,11 @@ def nccl_one_rank(log):
     for attempt, extra in (("default", {}), ("debug", {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"})):
         env = dict(os.environ, **extra)
         try:
-            r = subprocess.run([sys.executable, "-c", NCCL_ONE_RANK], capture_output=True, text=True, timeout=120,
+            r = subprocess.run([sys.executable, "-c", NCCL_ONE_RANK], capture_output=True, text=True, timeout=45,
                                env=env)
             text = r.stdout + r.stderr
         except subprocess.TimeoutExpired as e:
-            text = f"timed out after 120 s\n{e.stdout or ''}{e.stderr or ''}"
+            text = f"timed out after 45 s\n{_text(e.stdout)}{_text(e.stderr)}"
             r = None
         log.write(f"\n== NCCL, one rank ({attempt}) ==\n{text[-6000:]}\n")
         found = [line for line in text.splitlines() if line.startswith("RESULT ")]
@@ -189,7 +194,7 @@ def impala(seconds, out_dir, log):
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 90)
         log.write(f"\n== IMPALA ==\n{(r.stdout + r.stderr)[-5000:]}\n")
     except subprocess.TimeoutExpired as e:
-        log.write(f"\n== IMPALA: timed out ==\n{e.stdout or ''}{e.stderr or ''}\n")
+        log.write(f"\n== IMPALA: timed out ==\n{_text(e.stdout)}{_text(e.stderr)}\n")
         return {"ok": False, "error": f"did not end within {seconds + 90} s"}
     if r.returncode != 0 or not os.path.exists(path):
         return {"ok": False, "error": (r.stderr.strip().splitlines() or ["rc %d" % r.returncode])[-1][-600:]}

@@ -167,6 +167,6 @@ def test_phalanx_does_not_import_torch_for_other_values(tmp_path):
               "print('torch' in sys.modules)\n"
               "phalanx.shutdown()\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": ""})
+                         env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(phalanx.__file__))})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
