@@ -85,8 +85,9 @@ case "${1:-}" in
       nvidia-smi -L || true
       nvcc --version | tail -1
       g++ --version | head -1
-      echo "libstdc++ the compiler links: $(g++ -print-file-name=libstdc++.so)"
-      head -c 300 "$(g++ -print-file-name=libstdc++.so)" | grep -a . | head -3  # a linker script, if it is one
+      lib=$(g++ -print-file-name=libstdc++.so)
+      echo "libstdc++ the compiler links: $lib -> $(readlink -f "$lib")"
+      if head -c 4 "$lib" | grep -q ELF; then echo "  (a shared library)"; else head -5 "$lib"; fi  # or a linker script
       python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
       echo "cores: $(nproc)"
     } > "$OUT/machine.txt" 2>&1
