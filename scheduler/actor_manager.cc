@@ -515,8 +515,27 @@ void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::funct
     a.state = rpc::ACTOR_DEAD;
     a.death_cause = "killed by phalanx.kill()";
   }
-  if (a.worker != nullptr && a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
+  if (a.worker == nullptr) {  // not started yet: the kill counts as a death, as Ray counts it
+    KilledBeforeStart(a);
+    return done(Status::OK());
+  }
+  if (a.worker->pid > 0) ::kill(a.worker->pid, SIGKILL);
   done(Status::OK());
+}
+
+void ActorManager::KilledBeforeStart(Actor& a) {
+  int max = a.creation.max_restarts();
+  if (max >= 0 && a.restarts >= max) {
+    Die(a, max > 0 ? "killed by phalanx.kill() (restarted " + std::to_string(a.restarts) +
+                         " times, max_restarts=" + std::to_string(max) + ")"
+                   : std::string("killed by phalanx.kill() (max_restarts=0)"));
+    return;
+  }
+  ++a.restarts;  // its creation stays where it waits: the restart is that creation
+  a.state = rpc::ACTOR_RESTARTING;
+  PHALANX_LOG(Warning) << "restarting " << Describe(a) << " (" << a.restarts
+                       << "): killed by phalanx.kill() before it started";
+  Announce(a);
 }
 
 void ActorManager::KillGroup(const std::string& pg_id, const std::string& why) {

@@ -145,6 +145,8 @@ class ActorManager {
   void Claim(const std::string& actor_id, const std::string& stale);
   void Claimed(Actor& a, bool won, const std::string& why);
   void Die(Actor& a, const std::string& cause);
+  // kill(no_restart=False) before its worker started: a death by max_restarts (restarted, or dead past it).
+  void KilledBeforeStart(Actor& a);
   // Its creator (process or node) is gone: it dies too, its process killed.
   void DieWithOwner(Actor& a, const std::string& cause);
   void Announce(const Actor& a);

@@ -305,6 +305,8 @@ def run_task(task):
             else:
                 concurrency = value
         del args, task
+        if kind == 1:
+            _prepare_actor_executor(fn, concurrency)
         result = fn(*pos, **kw)
         del pos, kw
         if _cancels_seen and task_id in _cancels_seen:  # it caught the KeyboardInterrupt, or saw is_canceled()
@@ -448,22 +450,26 @@ def _run_on_thread(task):
     run_task(task)
 
 
-class _AsyncExecutor:
-    """One event loop on a thread of its own; a semaphore per concurrency group."""
+class _GroupLoop:
+    """One concurrency group of an async actor: an event loop on a thread of its own, and a semaphore of
+    the group's size. A call that blocks its thread (time.sleep in an async def) holds up its own group
+    only, as in Ray, where each group has its own event loop thread."""
 
-    def __init__(self, instance, max_concurrency, groups):
-        self._instance = instance
+    def __init__(self, name, limit):
         self.loop = asyncio.new_event_loop()
-        self._limits = {None: max_concurrency, **groups}
-        self._sems = {}
+        self._limit = limit
+        self._sem = None  # made on the loop's thread
         self._tasks = {}  # task id -> the asyncio task running (or about to run) the call
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="phalanx-actor-loop", daemon=True)
+        suffix = f"-{name}" if name is not None else ""
+        self._thread = threading.Thread(target=self._run, args=(ready,), name=f"phalanx-actor-loop{suffix}",
+                                        daemon=True)
         self._thread.start()
         ready.wait()
 
     def _run(self, ready):
         asyncio.set_event_loop(self.loop)
+        self._sem = asyncio.Semaphore(self._limit)
         self.loop.call_soon(ready.set)
         self.loop.run_forever()
 
@@ -471,7 +477,6 @@ class _AsyncExecutor:
         self.loop.call_soon_threadsafe(self._start, task)
 
     def cancel(self, task_id):
-        """phalanx.cancel of a call: its asyncio task is cancelled (waiting for its turn or running)."""
         self.loop.call_soon_threadsafe(self._cancel, task_id)
 
     def _cancel(self, task_id):
@@ -481,17 +486,11 @@ class _AsyncExecutor:
             t.cancel()
 
     def _start(self, task):
-        group = _group_of(self._instance, task)
-        if group not in self._limits:
-            group = None
-        sem = self._sems.get(group)
-        if sem is None:
-            sem = self._sems[group] = asyncio.Semaphore(self._limits[group])
-        self._tasks[task[0]] = self.loop.create_task(self._run_call(task, sem))
+        self._tasks[task[0]] = self.loop.create_task(self._run_call(task))
 
-    async def _run_call(self, task, sem):
+    async def _run_call(self, task):
         try:
-            async with sem:
+            async with self._sem:
                 await _run_task_async(task)
         except asyncio.CancelledError:  # cancelled while it waited for its turn
             _cancels_seen.discard(task[0])
@@ -499,6 +498,30 @@ class _AsyncExecutor:
             _core.task_done(task[0], _error_returns(task[0], task[4], task[2], e), 0.0, f"TaskCancelledError: {e}")
         finally:
             self._tasks.pop(task[0], None)  # (not a done-callback: that costs a turn of the loop per call)
+
+
+class _AsyncExecutor:
+    """An async actor's calls: a _GroupLoop for the default group (max_concurrency) and one for each
+    concurrency group. Made before the constructor runs, whose thread then has the default group's loop as
+    its event loop (asyncio.get_event_loop() there is the loop the default group's calls run on)."""
+
+    def __init__(self, max_concurrency, groups):
+        self.instance = None  # set once the constructor returned
+        self._loops = {None: _GroupLoop(None, max_concurrency)}
+        for g, n in groups.items():
+            self._loops[g] = _GroupLoop(g, n)
+        self._only = self._loops[None] if len(self._loops) == 1 else None
+        asyncio.set_event_loop(self._loops[None].loop)
+
+    def submit(self, task):
+        if self._only is not None:  # no groups: no need to ask which (the common case)
+            return self._only.submit(task)
+        self._loops.get(_group_of(self.instance, task), self._loops[None]).submit(task)
+
+    def cancel(self, task_id):
+        """phalanx.cancel of a call: its asyncio task is cancelled (waiting for its turn or running)."""
+        for g in self._loops.values():
+            g.cancel(task_id)
 
 
 async def _run_task_async(task):
@@ -563,14 +586,25 @@ def _report_cancelled(task):
     _core.task_done(task_id, _error_returns(task_id, num_returns, name, e), 0.0, f"TaskCancelledError: {e}")
 
 
+def _prepare_actor_executor(cls, concurrency):
+    """Before an async actor's constructor runs: its loops (the constructor sees the default one)."""
+    global _executor
+    if _executor is None and isinstance(cls, type) and _is_async_class(cls):
+        concurrency = concurrency or {}
+        _executor = _AsyncExecutor(concurrency.get("max_concurrency") or DEFAULT_ASYNC_CONCURRENCY,
+                                   dict(concurrency.get("groups") or {}))
+
+
 def _start_actor_executor(instance, concurrency):
     global _executor
+    _prepare_actor_executor(type(instance), concurrency)  # (made already, unless the class was wrapped)
+    if isinstance(_executor, _AsyncExecutor):
+        _executor.instance = instance
+        return
     concurrency = concurrency or {}
     groups = dict(concurrency.get("groups") or {})
     max_concurrency = concurrency.get("max_concurrency")
-    if _is_async_class(type(instance)):
-        _executor = _AsyncExecutor(instance, max_concurrency or DEFAULT_ASYNC_CONCURRENCY, groups)
-    elif (max_concurrency or 1) > 1 or groups:
+    if (max_concurrency or 1) > 1 or groups:
         _executor = _ThreadedExecutor(instance, max_concurrency or 1, groups)
 
 
