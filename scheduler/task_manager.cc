@@ -55,6 +55,10 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
     t.need = ResourceLedger::InBundle(t.need, spec.placement_group_id(), spec.bundle_index());
   }
   t.spec = std::move(spec);
+  if (t.spec.depth() == 0 && !t.spec.parent_task_id().empty()) {  // (a forwarded one keeps its own)
+    auto parent = tasks_.find(t.spec.parent_task_id());
+    if (parent != tasks_.end()) t.spec.set_depth(parent->second.spec.depth() + 1);
+  }
   std::vector<std::string> deps;
   for (const auto& a : t.spec.args()) {
     if (a.object_id().empty()) continue;
@@ -93,7 +97,7 @@ void TaskManager::BecomeReady(const std::string& tid) {
   Task& t = tasks_[tid];
   const rpc::TaskSpec& spec = t.spec;
   if (spec.kind() == rpc::TASK_NORMAL) {
-    ready_[t.need.ToString()].push_back(tid);
+    ready_[KeyOf(t)].push_back(tid);
     ++num_ready_;
   } else {
     actors_->OnTaskReady(spec);
@@ -137,8 +141,7 @@ void TaskManager::Unpush(Worker* w, Task& t) {
 
 void TaskManager::Dispatch() {
   actors_->PlacePending();
-  // One queue per resource shape: a task that cannot run now (say it wants a
-  // busy GPU) does not hold back tasks of other shapes.
+  // The queues in ready_'s order: the deepest tasks first, then by resource shape (task_manager.h).
   for (auto shape = ready_.begin(); shape != ready_.end();) {
     std::deque<std::string>& q = shape->second;
     while (!q.empty()) {
@@ -714,7 +717,7 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     requeue.push_back(lost[i]);
   }
   for (auto r = requeue.rbegin(); r != requeue.rend(); ++r) {
-    ready_[tasks_[*r].need.ToString()].push_front(*r);
+    ready_[KeyOf(tasks_[*r])].push_front(*r);
     ++num_ready_;
   }
   Dispatch();
@@ -753,7 +756,7 @@ void TaskManager::OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) {
     back.push_back(tid);
   }
   for (auto r = back.rbegin(); r != back.rend(); ++r) {
-    ready_[tasks_[*r].need.ToString()].push_front(*r);
+    ready_[KeyOf(tasks_[*r])].push_front(*r);
     ++num_ready_;
   }
   ReleaseLeaseIfIdle(w);

@@ -204,7 +204,12 @@ class TaskManager final : public TaskTable {
   TaskManagerOptions options_;
   ResourceLedger ledger_;
   std::unordered_map<std::string, Task> tasks_;
-  std::map<std::string, std::deque<std::string>> ready_;  // resource shape -> ready tasks, FIFO
+  // Ready tasks, FIFO within a queue. A queue per (depth, resource shape), the deepest first: a task that
+  // cannot run now (say it wants a busy GPU) does not hold back tasks of other shapes, and the children a
+  // blocked parent waits for go before new parents (which would each take a worker and block in turn).
+  using ReadyKey = std::pair<int64_t, std::string>;  // (-depth, shape)
+  static ReadyKey KeyOf(const Task& t) { return {-static_cast<int64_t>(t.spec.depth()), t.need.ToString()}; }
+  std::map<ReadyKey, std::deque<std::string>> ready_;
   size_t num_ready_ = 0;
   WarningHandler on_warning_;
   SpillHandler spill_;

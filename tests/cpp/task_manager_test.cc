@@ -196,6 +196,29 @@ TEST_F(TaskManagerTest, AWorkerBlockedInAGetLendsItsCpus) {
   EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);
 }
 
+TEST_F(TaskManagerTest, TheChildrenABlockedParentWaitsForGoBeforeQueuedParents) {
+  pool_.PushIdle(pool_.Add());
+  std::string p1 = Submit(Spec("parent", 2));
+  Worker* w = Running(p1);
+  ASSERT_NE(w, nullptr);
+  std::string p2 = Submit(Spec("parent", 2));  // queued before the child: FIFO would run it next
+  rpc::TaskSpec c = Spec("child", 2);
+  c.set_parent_task_id(p1);
+  std::string child = Submit(c);
+  EXPECT_EQ(tasks_.MutableSpec(child)->depth(), 1u);  // its parent's depth + 1
+  EXPECT_EQ(tasks_.MutableSpec(p2)->depth(), 0u);
+  pool_.PushIdle(pool_.Add());  // one worker free for one of them
+  tasks_.OnWorkerBlocked(w);    // p1 waits for its child and lends its CPUs
+  EXPECT_NE(Running(child), nullptr) << "the child should have the free worker, not the queued parent";
+  EXPECT_EQ(Running(p2), nullptr);
+  Done(Running(child), child, "1");
+  tasks_.OnWorkerUnblocked(w);
+  Done(w, p1, "2");
+  ASSERT_NE(Running(p2), nullptr);
+  Done(Running(p2), p2, "3");
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);
+}
+
 TEST_F(TaskManagerTest, AWorkerDeathRetriesItsTaskThenFailsItNamingWhy) {
   pool_.PushIdle(pool_.Add());
   std::string t = Submit(Spec("flaky", 1, {}, /*max_retries=*/1));
