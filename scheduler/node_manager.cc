@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "core/ids.h"
@@ -12,6 +13,7 @@
 #include "core/process.h"
 #include "core/status_proto.h"
 #include "core/trace.h"
+#include "objectstore/shm_region.h"
 #include "objectstore/tcp_transport.h"
 #include "scheduler/gpu_allocator.h"
 
@@ -26,11 +28,24 @@ static int64_t NowMs() {
       .count();
 }
 
+// The "memory" a node offers unless told (--resources '{"memory": BYTES}'): as Ray's nodes do, 70% of the
+// memory available at start, less the object store's share of it.
+static double DefaultMemoryResource(uint64_t store_capacity) {
+  long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  double available = static_cast<double>(pages) * static_cast<double>(page);
+  return std::max(0.0, std::floor((available - static_cast<double>(store_capacity)) * 0.7));
+}
+
 static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
   TaskManagerOptions t;
   ResourceSet total({{"CPU", o.num_cpus}});
   int gpus = o.num_gpus >= 0 ? o.num_gpus : DetectGpus();
   if (gpus > 0) total.Set("GPU", gpus);
+  if (!o.resources.count("memory")) {
+    double memory = DefaultMemoryResource(o.store_capacity != 0 ? o.store_capacity : objectstore::DefaultStoreCapacity());
+    if (memory > 0) total.Set("memory", memory);
+  }
   for (const auto& [k, v] : o.resources) total.Set(k, v);
   t.total = total;
   t.pipeline_depth = o.pipeline_depth;

@@ -23,6 +23,7 @@ time, unless the actor says otherwise:
 
 An actor with an `async def` method runs every call on one event loop, up
 to max_concurrency (default 1000) at once; `await ref` works inside."""
+import functools
 import hashlib
 import inspect
 
@@ -62,11 +63,16 @@ def _hidden_arg(value):
     return (CONCURRENCY_ARG, None, _core.pack(0, pickle.dumps(value, protocol=5), []))
 
 
-def method(num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None):
+def method(num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None,
+           enable_task_events=None, tensor_transport=None):
     """Declares how many values an actor method returns (a method that
     yields: "streaming" unless said otherwise), the concurrency group it runs
     in, and a generator's backpressure: `@phalanx.method(num_returns=2)`,
-    `@phalanx.method(concurrency_group="io")`."""
+    `@phalanx.method(concurrency_group="io")`. Ray's `enable_task_events`
+    (phalanx's timeline records every call) and `tensor_transport` (a hint:
+    phalanx picks how tensors travel) are accepted so Ray programs run."""
+    if enable_task_events is not None and not isinstance(enable_task_events, bool):
+        raise ValueError(f"enable_task_events must be a bool, got {enable_task_events!r}")
     if num_returns is not None:
         check_num_returns(num_returns)
     if concurrency_group is not None and (not isinstance(concurrency_group, str) or not concurrency_group):
@@ -204,6 +210,32 @@ class ActorClass:
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor class {self._name} cannot be instantiated directly; "
                         f"use {self._cls.__name__}.remote(...)")
+
+    def __getattr__(self, name):
+        """The class's own attributes through its remote name, as Ray's ActorClass gives them: class
+        attributes and static methods reached as `Cls.X` inside the actor's methods (whose globals hold
+        the ActorClass)."""
+        cls = self.__dict__.get("_cls")
+        missing = AttributeError(f"actor class {self.__dict__.get('_name', '?')} has no attribute {name!r}")
+        if cls is None or name.startswith("__"):
+            raise missing
+        for klass in cls.__mro__:
+            if name in vars(klass):
+                raw = vars(klass)[name]
+                break
+        else:
+            raise missing
+        # Never the very function or class object the class holds: cloudpickle would then find it
+        # importable as `module.Cls.name` and pickle it (and the class with it) by reference, which a
+        # worker cannot import. Methods are the actor's calls (handle.method.remote()), not forwarded.
+        if isinstance(raw, staticmethod):
+            fn = raw.__func__
+            return functools.wraps(fn)(lambda *args, **kwargs: fn(*args, **kwargs))
+        if isinstance(raw, classmethod):
+            return getattr(cls, name)  # (a bound method: a new object each time)
+        if inspect.isfunction(raw) or isinstance(raw, type):
+            raise missing
+        return getattr(cls, name)
 
     def options(self, **options):
         _check_actor_options(options, f"{self._name}.options()")

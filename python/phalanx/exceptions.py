@@ -90,6 +90,17 @@ class TaskError(PhalanxError):
     def __reduce__(self):
         return (_rebuild_task_error, (self.function_name, self.traceback_str, self.cause))
 
+    def __repr__(self):
+        kind = type(self.cause).__name__ if self.cause is not None else ""
+        return f"RayTaskError({kind})({self.cause!r})" if kind else f"RayTaskError({self.function_name!r})"
+
+    def as_instanceof_cause(self):
+        """Ray's: this error as an instance of both RayTaskError and the cause's class (phalanx's errors
+        already are, where the cause's class allows it; else this one)."""
+        if self.cause is None or isinstance(self, type(self.cause)):
+            return self
+        return TaskError.make(self.function_name, self.traceback_str, self.cause)
+
     @staticmethod
     def make(function_name, traceback_str, cause=None):
         """A TaskError whose class also derives from type(cause) when possible."""
@@ -115,9 +126,10 @@ def _dual_class(cause_cls):
         return _dual_cache[cause_cls]
     cls = None
     try:
-        cls = type(f"TaskError({cause_cls.__name__})", (TaskError, cause_cls),
+        cls = type(f"RayTaskError({cause_cls.__name__})", (TaskError, cause_cls),
                    {"__module__": __name__, "__init__": TaskError.__init__,
-                    "__str__": TaskError.__str__, "__reduce__": TaskError.__reduce__})
+                    "__str__": TaskError.__str__, "__reduce__": TaskError.__reduce__,
+                    "__repr__": TaskError.__repr__})
     except TypeError:  # incompatible layouts (e.g. some C exceptions)
         cls = None
     _dual_cache[cause_cls] = cls

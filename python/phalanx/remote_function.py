@@ -11,7 +11,7 @@ from phalanx.exceptions import SerializationError
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
-            "placement_group_bundle_index", "placement_group_capture_child_tasks"}
+            "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -52,6 +52,8 @@ def strategy_args(strategy):
         return 2, strategy.node_id, strategy.soft, -1
     from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
     if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        if strategy.placement_group is None:
+            return 0, b"", False, -1
         capture = 256 if strategy.placement_group_capture_child_tasks else 0  # (the binding's kCaptureFlag)
         return 3 | capture, strategy.placement_group.id, False, strategy.placement_group_bundle_index
     raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD', a NodeAffinitySchedulingStrategy or a "
@@ -152,6 +154,8 @@ def check_resource_options(opts):
         for k, v in res.items():
             if not isinstance(k, str) or k in ("CPU", "GPU", "memory"):
                 raise ValueError(f"resources key {k!r}: use num_cpus/num_gpus/memory for CPU, GPU and memory")
+            if k == "bundle" or k.startswith("bundle_group_"):
+                raise ValueError(f"resources key {k!r} is reserved for placement groups' bundles (as in Ray)")
             check_amount(f"resources[{k!r}]", v)
 
 
@@ -176,6 +180,28 @@ def _check_options(opts, where):
         check_num_returns(opts["num_returns"])
     if "max_retries" in opts and (not isinstance(opts["max_retries"], int) or opts["max_retries"] < -1):
         raise ValueError(f"max_retries must be an int >= -1, got {opts['max_retries']!r}")
+    if "retry_exceptions" in opts:
+        check_retry_exceptions(opts["retry_exceptions"])
+
+
+def check_retry_exceptions(value):
+    """Ray's retry_exceptions: a bool, or a list (tuple) of exception classes to retry."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(c, type) and issubclass(c, BaseException) for c in value):
+        return
+    raise TypeError(f"retry_exceptions must be a bool or a list of exception classes, got {value!r}")
+
+
+# A hidden keyword argument of a task with retry_exceptions: (max_retries, True or the classes); the
+# worker takes it out and runs the function again on those exceptions (_private/worker.py).
+RETRY_ARG = "\x00phalanx_retry"
+
+
+def _retry_arg(max_retries, exceptions):
+    payload = cloudpickle.dumps((max_retries, True if exceptions is True else tuple(exceptions)))
+    return (RETRY_ARG, None, _core.pack(0, payload, []))
 
 
 def encode_arg(value, keyword, position, fn_name, inline_limit, holders):
@@ -277,6 +303,8 @@ class RemoteFunction:
         opts = self._options
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         retries = opts["max_retries"]
+        if opts.get("retry_exceptions") and retries != 0:
+            encoded.append(_retry_arg(1 << 30 if retries == -1 else retries, opts["retry_exceptions"]))
         mode, n, backpressure = self._generator
         refs = _core.submit_task(self._function_id, self._name, encoded, n, float(opts["num_cpus"]),
                                  1 << 30 if retries == -1 else retries, contained, **self._submit_kw)

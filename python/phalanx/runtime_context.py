@@ -8,7 +8,24 @@ Ray's `ray.get_runtime_context()` reports it.
     ctx.current_actor                # a handle to the actor this method runs in
     ctx.is_canceled()                # phalanx.cancel reached the running task or actor call
     ctx.namespace"""
+import sys
+
 from phalanx._private import state
+
+
+class HexId(str):
+    """An id as a hex string that also answers Ray's id methods (`.hex()`, `.binary()`), so code written
+    for Ray's `get_runtime_context().node_id.hex()` runs."""
+
+    def hex(self):
+        return str(self)
+
+    def binary(self):
+        return bytes.fromhex(self)
+
+
+def _hex_id(value):
+    return None if value is None else HexId(value)
 
 
 class RuntimeContext:
@@ -91,9 +108,59 @@ class RuntimeContext:
         return current_namespace()
 
     def get(self):
-        """The context as a dict (Ray's keys)."""
-        return {"node_id": self.get_node_id(), "job_id": self.get_job_id(), "task_id": self.get_task_id(),
-                "actor_id": self.get_actor_id(), "namespace": self.namespace}
+        """The context as a dict, with Ray's keys: job_id, node_id, namespace; task_id inside a task or
+        actor call, actor_id inside an actor."""
+        out = {"job_id": self.get_job_id(), "node_id": self.get_node_id(), "namespace": self.namespace}
+        task_id, actor_id = self.get_task_id(), self.get_actor_id()
+        if task_id is not None:
+            out["task_id"] = task_id
+        if actor_id is not None:
+            out["actor_id"] = actor_id
+        return out
+
+    def get_task_name(self):
+        """The running task's or actor call's name (the function's or Class.method, or the name given with
+        .options(name=...)); None in a driver."""
+        t = self._task()
+        if t is None:
+            return None
+        name = t[2]
+        from phalanx._private import worker
+        try:  # the module the function or the actor's class came from: phalanx's names begin with it
+            owner = worker._actors.get(t[7]) if t[6] != 0 else None
+            module = type(owner).__module__ if owner is not None else worker._load_function(t[1]).__module__
+        except Exception:
+            module = None
+        if module and name.startswith(module + "."):
+            return name[len(module) + 1:]
+        parts = name.split(".")
+        for k in range(len(parts) - 1, 0, -1):  # else the longest leading name of a loaded module
+            if ".".join(parts[:k]) in sys.modules:
+                return ".".join(parts[k:])
+        return name
+
+    # Ray's properties beside the get_* methods.
+    @property
+    def node_id(self):
+        return _hex_id(self.get_node_id())
+
+    @property
+    def job_id(self):
+        return _hex_id(self.get_job_id())
+
+    @property
+    def task_id(self):
+        return _hex_id(self.get_task_id())
+
+    @property
+    def actor_id(self):
+        return _hex_id(self.get_actor_id())
+
+    @property
+    def gcs_address(self):
+        from phalanx._private.api import ensure_initialized
+        ensure_initialized()
+        return state.info["gcs_address"]
 
 
 _context = RuntimeContext()

@@ -75,7 +75,9 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     output goes to the session's logs folder either way: see
     docs/ray_compat.md), `include_dashboard` (no dashboard yet: True is an
     error), `runtime_env` (none yet: only None or {})."""
-    if namespace is not None and (not isinstance(namespace, str) or not namespace or "/" in namespace):
+    if namespace is not None and not isinstance(namespace, str):
+        raise TypeError(f"namespace must be a str, got {type(namespace).__name__} {namespace!r}")
+    if namespace is not None and (not namespace or "/" in namespace):
         raise ValueError(f"namespace must be a non-empty string without '/', got {namespace!r}")
     if include_dashboard:
         raise NotImplementedError("phalanx has no dashboard yet: use `phalanx status` (include_dashboard=True)")
@@ -89,7 +91,7 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     with _lock:
         if state.mode is not None:
             if ignore_reinit_error:
-                return dict(state.info)
+                return InitContext(state.info)
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first "
                                "(or pass ignore_reinit_error=True)")
         if address == "auto":
@@ -146,7 +148,37 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
         state.mode = "driver"
         _start_job(namespace)
         _stuck.offer_driver_stacks(state.info["session_dir"])
-        return dict(state.info)
+        return InitContext(state.info)
+
+
+class InitContext(dict):
+    """What init() returns: a dict of this driver's node id, session folder and GCS address (also under
+    Ray's key "address"), which is also Ray's context object: `.address_info` (the same dict),
+    `.dashboard_url`, and a context manager that shuts phalanx down at its end
+    (`with phalanx.init(): ...`)."""
+
+    def __init__(self, info):
+        super().__init__(info)
+        self.setdefault("address", info.get("gcs_address"))
+        self.setdefault("webui_url", None)
+
+    @property
+    def address_info(self):
+        return self
+
+    @property
+    def dashboard_url(self):
+        return self["webui_url"]
+
+    def disconnect(self):
+        shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+        return False
 
 
 def _start_job(namespace):
@@ -410,5 +442,6 @@ def cluster_resources():
 
 
 def available_resources():
-    """What is free now across the live nodes, as of each node's last heartbeat."""
-    return _resource_sums("resources_available")
+    """What is free now across the live nodes, as of each node's last heartbeat (as Ray's, without the
+    resources of which nothing is free)."""
+    return {k: v for k, v in _resource_sums("resources_available").items() if v > 0}

@@ -28,6 +28,7 @@ from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
+from phalanx.remote_function import RETRY_ARG  # (nor the function this one)
 from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError, UnavailableError
 
 _functions = {}
@@ -118,6 +119,22 @@ def _callable_for(kind, function_id, actor_id, method_name):
     return _load_function(function_id)  # a function, or the class for a creation
 
 
+def _call_retrying(fn, pos, kw, retry, name):
+    """fn(*pos, **kw), run again on an exception that retry_exceptions names (Ray's option), up to
+    max_retries more times; the last exception reaches the caller."""
+    max_retries, exceptions = retry
+    attempt = 0
+    while True:
+        try:
+            return fn(*pos, **kw)
+        except Exception as e:
+            if attempt >= max_retries or (exceptions is not True and not isinstance(e, exceptions)):
+                raise
+            attempt += 1
+            print(f"phalanx: task {name} raised {type(e).__name__}: {e}; retrying it "
+                  f"({attempt} of {max_retries}, retry_exceptions)", file=sys.stderr, flush=True)
+
+
 def _resolve_args(args):
     pos, kw, concurrency = [], {}, None
     for keyword, arg_kind, payload in args:
@@ -131,7 +148,35 @@ def _resolve_args(args):
     return pos, kw, concurrency
 
 
+def _generator_returns(task_id, gen, num_returns, name):
+    """The returns of a generator declared with num_returns=N (Ray's static generator): the items it
+    yielded before it raised keep their values and the error goes into the rest; items past N are
+    dropped, saying so in the worker's log."""
+    values, error = [], None
+    try:
+        for v in gen:
+            if len(values) == num_returns:
+                print(f"phalanx: {name} yielded more than num_returns={num_returns} values; the rest are dropped",
+                      file=sys.stderr, flush=True)
+                gen.close()
+                break
+            values.append(v)
+        if len(values) < num_returns:
+            raise ValueError(f"{name} was declared with num_returns={num_returns} but yielded {len(values)} values")
+    except Exception as e:
+        error = _error_value(name, e)
+    returns = _returns_of(task_id, tuple(values), len(values), name) if len(values) > 1 else \
+        _returns_of(task_id, values[0], 1, name) if values else []
+    for i in range(len(values) + 1, num_returns + 1):
+        oid = _core.object_id(task_id, i)
+        meta, bufs, contained = error
+        returns.append((oid, _core.prepare_return(oid, ser.KIND_ERROR, meta, bufs, contained), contained))
+    return returns
+
+
 def _returns_of(task_id, result, num_returns, name):
+    if num_returns > 1 and inspect.isgenerator(result):
+        return _generator_returns(task_id, result, num_returns, name)
     returns = []
     for i, value in enumerate(_return_values(result, num_returns, name), 1):
         oid = _core.object_id(task_id, i)
@@ -294,20 +339,22 @@ def run_task(task):
     pos = kw = value = None
     try:
         fn = _callable_for(kind, function_id, actor_id, method_name)
-        concurrency = None
+        concurrency = retry = None
         pos, kw = [], {}
         for keyword, arg_kind, payload in args:
             value = ser.resolve(arg_kind, payload)
             if not keyword:
                 pos.append(value)
-            elif keyword != CONCURRENCY_ARG:
-                kw[keyword] = value
-            else:
+            elif keyword == CONCURRENCY_ARG:
                 concurrency = value
+            elif keyword == RETRY_ARG:
+                retry = value
+            else:
+                kw[keyword] = value
         del args, task
         if kind == 1:
             _prepare_actor_executor(fn, concurrency)
-        result = fn(*pos, **kw)
+        result = fn(*pos, **kw) if retry is None else _call_retrying(fn, pos, kw, retry, name)
         del pos, kw
         if _cancels_seen and task_id in _cancels_seen:  # it caught the KeyboardInterrupt, or saw is_canceled()
             _cancels_seen.discard(task_id)
@@ -554,8 +601,9 @@ async def _run_task_async(task):
     except BaseException as e:  # noqa: BLE001 - everything reaches the caller
         if _cancels_seen:
             _cancels_seen.discard(task_id)
-        if isinstance(e, asyncio.CancelledError):  # phalanx.cancel
-            e = TaskCancelledError(f"task {name} was cancelled while it ran (asyncio cancellation)")
+        if isinstance(e, asyncio.CancelledError):  # phalanx.cancel: Ray's RayTaskError(TaskCancelledError)
+            cancelled = TaskCancelledError(f"task {name} was cancelled while it ran (asyncio cancellation)")
+            e = TaskError.make(name, f"{type(cancelled).__name__}: {cancelled}\n", cancelled)
         error = f"{type(e).__name__}: {e}"
         returns = _error_returns(task_id, num_returns, name, e)
         if stream:

@@ -210,10 +210,16 @@ def placement_group_table(placement_group=None):
 
 class PlacementGroupSchedulingStrategy:
     """Schedules a task or actor into bundle `placement_group_bundle_index`
-    of `placement_group` (-1: any of its bundles), as Ray's."""
+    of `placement_group` (-1: any of its bundles), as Ray's. A placement
+    group of None is no group: the default placement."""
 
     def __init__(self, placement_group, placement_group_bundle_index=-1,
                  placement_group_capture_child_tasks=None):
+        if placement_group is None:
+            self.placement_group = None
+            self.placement_group_bundle_index = -1
+            self.placement_group_capture_child_tasks = placement_group_capture_child_tasks
+            return
         if not isinstance(placement_group, PlacementGroup):
             raise TypeError(f"PlacementGroupSchedulingStrategy takes a PlacementGroup, got "
                             f"{type(placement_group).__name__}")
