@@ -89,6 +89,10 @@ class CoreWorker {
   // through the raylet (counted from the first time this is asked for the
   // actor; when there are `limit` or more, the raylet is asked which are done).
   size_t ActorCallsInFlight(const std::string& actor_id, size_t limit);
+  // Whether a call this process made to `actor_id` may still be running or waiting: one sent straight to
+  // its worker without its result yet, or (while calls go through the raylet) the last one sent through
+  // the raylet, which runs after the others, not finished there. Asks the raylet in the second case.
+  bool ActorCallsPending(const std::string& actor_id);
 
   // A small value stored in raylet memory. With `hold`, the raylet counts this
   // process as holding it: the caller adopts one local ref (AdoptLocalRef).

@@ -46,6 +46,25 @@ size_t CoreWorker::ActorCallsInFlight(const std::string& actor_id, size_t limit)
   return r.inflight.size() + r.raylet_calls.size();
 }
 
+bool CoreWorker::ActorCallsPending(const std::string& actor_id) {
+  std::string last;
+  {
+    std::lock_guard<std::mutex> l(routes_mu_);
+    auto it = routes_.find(actor_id);
+    if (it == routes_.end()) return false;
+    if (!it->second.inflight.empty()) return true;
+    if (it->second.conn != 0 || it->second.last_raylet_call.empty()) return false;
+    last = it->second.last_raylet_call;
+  }
+  rpc::ActorRoute q;
+  q.set_actor_id(actor_id);
+  q.add_task_ids(last);
+  auto f = Call(rpc::ACTOR_ROUTE, q, 10000);
+  rpc::ActorRouteReply a;
+  if (!f.ok() || !a.ParseFromString(f.value().body)) return true;  // (not known: ask again later)
+  return a.status().code() == 0 && a.state() != rpc::ACTOR_DEAD && !a.calls_done();
+}
+
 void CoreWorker::FlushDirect() {
   std::lock_guard<std::mutex> l(io_mu_);
   if (io_) io_->Flush();

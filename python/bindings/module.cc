@@ -452,6 +452,11 @@ PYBIND11_MODULE(_core, m) {
     return pyb::bytes(r.value().state());
   }, "An actor's worker keeps its state (bytes) in the GCS, or (state=None) reads the last kept (None: none).");
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
+  m.def("actor_calls_pending", [](pyb::bytes actor_id) {
+    std::string id = actor_id;
+    pyb::gil_scoped_release nogil;  // (it may ask the raylet)
+    return RequireCore()->ActorCallsPending(id);
+  });
   m.def("actor_calls_in_flight", [](pyb::bytes actor_id, size_t limit) {
     std::string id = actor_id;
     pyb::gil_scoped_release nogil;  // (at the limit, it asks the raylet)

@@ -30,7 +30,7 @@ import inspect
 import cloudpickle
 
 from phalanx import _core
-from phalanx._private import state
+from phalanx._private import actor_lifetime, state
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
 from phalanx.remote_function import (ArgumentChecker, check_num_returns, check_resource_options, encode_args,
@@ -289,6 +289,8 @@ class ActorClass:
         ready = refs[0]
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
                              opts["max_pending_calls"])
+        if not full_name and opts["lifetime"] != "detached":
+            actor_lifetime.own(handle)  # it ends when this handle is gone (unless passed on)
         if opts["get_if_exists"] and full_name:
             # Another process may also have found no such actor just now: the
             # raylet gives the name to the creation it took first (this lookup
@@ -322,6 +324,7 @@ class ActorHandle:
         return f"ActorHandle({self._class_name}, {self._actor_id.hex()})"
 
     def __reduce__(self):
+        actor_lifetime.escaped(self._actor_id)  # held elsewhere from now on: not ended for going out of scope
         return (ActorHandle, (self._actor_id, self._function_id, self._class_name, self._methods, None,
                               self._max_pending))
 
