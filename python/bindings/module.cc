@@ -78,13 +78,6 @@ pyb::tuple ValueToPython(const std::shared_ptr<CoreWorker>& core, rpc::ObjectVal
   }
 }
 
-// Runs `f` with the GIL released and returns its result.
-template <typename F>
-auto WithoutGil(F&& f) {
-  pyb::gil_scoped_release nogil;
-  return f();
-}
-
 Status CheckInterrupt() {
   pyb::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() != 0) {
@@ -428,40 +421,8 @@ PYBIND11_MODULE(_core, m) {
     return out;
   });
 
-  m.def("get_actor", [](const std::string& name, int64_t timeout_ms) {
-    auto core = RequireCore();
-    auto r = WithoutGil([&] { return core->GetActor(name, timeout_ms); });
-    ThrowIfError(r.status());
-    return pyb::make_tuple(pyb::bytes(r.value().actor_id()), pyb::bytes(r.value().function_id()),
-                           r.value().class_name(), r.value().state());
-  });
-  m.def("kill_actor", [](pyb::bytes actor_id, bool no_restart, int64_t timeout_ms) {
-    auto core = RequireCore();
-    std::string id = actor_id;
-    ThrowIfError(WithoutGil([&] { return core->KillActor(id, no_restart, timeout_ms); }));
-  });
-
-  m.def("actor_checkpoint", [](pyb::bytes actor_id, pyb::object state, int64_t timeout_ms) -> pyb::object {
-    auto core = RequireCore();
-    std::string id = actor_id;
-    bool save = !state.is_none();
-    std::string bytes = save ? std::string(state.cast<pyb::bytes>()) : std::string();
-    auto r = WithoutGil([&] { return core->ActorCheckpoint(id, save, std::move(bytes), timeout_ms); });
-    ThrowIfError(r.status());
-    if (save || !r.value().found()) return pyb::none();
-    return pyb::bytes(r.value().state());
-  }, "An actor's worker keeps its state (bytes) in the GCS, or (state=None) reads the last kept (None: none).");
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
-  m.def("actor_calls_pending", [](pyb::bytes actor_id) {
-    std::string id = actor_id;
-    pyb::gil_scoped_release nogil;  // (it may ask the raylet)
-    return RequireCore()->ActorCallsPending(id);
-  });
-  m.def("actor_calls_in_flight", [](pyb::bytes actor_id, size_t limit) {
-    std::string id = actor_id;
-    pyb::gil_scoped_release nogil;  // (at the limit, it asks the raylet)
-    return RequireCore()->ActorCallsInFlight(id, limit);
-  });
+  BindActors(m);
 
   // this_thread: only for the calling thread (a worker thread running a
   // task); else the process's default (a driver at init).

@@ -30,6 +30,13 @@ struct StatusError : std::exception {
   std::string what_;
 };
 void ThrowIfError(const Status& s);
+
+// Runs `f` with the GIL released and returns its result.
+template <typename F>
+auto WithoutGil(F&& f) {
+  pyb::gil_scoped_release nogil;
+  return f();
+}
 void RegisterExceptionTranslator();
 
 // A read-only view of one object in the store, pinned while this lives.
@@ -47,6 +54,7 @@ struct StoreBuffer {
 
 void BindObjectRef(pyb::module_& m);
 void BindSerialization(pyb::module_& m);
+void BindActors(pyb::module_& m);
 void BindPrivateMapping(pyb::module_& m);
 
 }  // namespace phalanx::py
