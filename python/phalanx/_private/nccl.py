@@ -65,7 +65,7 @@ def loaded_in_process(maps="/proc/self/maps"):
         with open(maps) as f:
             for line in f:
                 path = line.rstrip("\n").partition("/")[2]
-                if path and "libnccl" in os.path.basename(path) and ".so" in path:
+                if path and os.path.basename(path).startswith("libnccl.so"):  # (not a plugin, libnccl-net.so)
                     return "/" + path
     except OSError:
         pass
