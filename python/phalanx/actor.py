@@ -417,7 +417,10 @@ def get_actor(name, namespace=None, timeout=10.0):
     full = _qualified(name, namespace)
     handle = _lookup(full, timeout)
     if handle is None:
-        raise NotFoundError(f"no live actor named '{name}' in namespace '{full.rpartition('/')[0]}'")
+        # (Ray's words first: Ray programs and tests match "Failed to look up actor with name")
+        raise NotFoundError(f"Failed to look up actor with name '{name}': no live actor named '{name}' in namespace "
+                            f"'{full.rpartition('/')[0]}' (it was never made there, it died, or it lives in another "
+                            "namespace: get_actor(name, namespace=...))")
     return handle
 
 

@@ -227,3 +227,17 @@ def test_static_generator_that_raises_keeps_the_items_before(cluster):
         yield from range(5)
 
     assert ray.get(many.remote()) == [0, 1]
+
+
+def test_get_actor_of_a_missing_name_says_rays_words(cluster):
+    """test_actor.py's test_actor_namespace_access matches "Failed to look up actor with name.*"."""
+    @ray.remote
+    class A:
+        def hi(self):
+            return "hi"
+
+    a = A.options(name="actor_name", namespace="namespace").remote()
+    assert ray.get(ray.get_actor("actor_name", namespace="namespace").hi.remote()) == "hi"
+    with pytest.raises(ValueError, match=r"Failed to look up actor with name.*"):
+        ray.get_actor("actor_name")  # another namespace: this job's own
+    ray.kill(a)
