@@ -19,7 +19,7 @@ import weakref
 from phalanx import _core
 from phalanx._private import state
 
-_escaped = set()  # actor ids whose handle was pickled: others may hold it
+_owned = set()  # actor ids whose creator's handle is watched here (and was never pickled)
 _released = collections.deque()  # actor ids whose creator's handle is gone
 _wake = threading.Event()
 _reaper = None
@@ -28,6 +28,7 @@ _lock = threading.Lock()
 
 def own(handle):
     """Watches the creator's handle of an unnamed, non-detached actor."""
+    _owned.add(handle._actor_id)
     f = weakref.finalize(handle, _on_released, handle._actor_id, state.info.get("client_id"))
     f.atexit = False  # (at exit the whole job ends, and its actors with it)
 
@@ -35,12 +36,15 @@ def own(handle):
 def escaped(actor_id):
     """A handle of this actor was pickled: it may be held elsewhere, so it is never ended for going out
     of scope here."""
-    _escaped.add(actor_id)
+    _owned.discard(actor_id)
 
 
 def _on_released(actor_id, client_id):
-    if actor_id in _escaped or state.mode is None or state.info.get("client_id") != client_id:
-        return  # (passed on, or made by an earlier connection of this process)
+    if actor_id not in _owned:
+        return  # passed on
+    _owned.discard(actor_id)
+    if state.mode is None or state.info.get("client_id") != client_id:
+        return  # (made by an earlier connection of this process)
     _released.append(actor_id)
     with _lock:
         global _reaper
@@ -62,7 +66,7 @@ def _reap():
             waiting.append(_released.popleft())
         still = []
         for actor_id in waiting:
-            if actor_id in _escaped or state.mode is None:
+            if state.mode is None:
                 continue
             try:
                 if _core.actor_calls_pending(actor_id):

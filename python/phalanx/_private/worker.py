@@ -165,8 +165,7 @@ def _generator_returns(task_id, gen, num_returns, name):
             raise ValueError(f"{name} was declared with num_returns={num_returns} but yielded {len(values)} values")
     except Exception as e:
         error = _error_value(name, e)
-    returns = _returns_of(task_id, tuple(values), len(values), name) if len(values) > 1 else \
-        _returns_of(task_id, values[0], 1, name) if values else []
+    returns = [_value_return(task_id, i, v, name) for i, v in enumerate(values, 1)]
     for i in range(len(values) + 1, num_returns + 1):
         oid = _core.object_id(task_id, i)
         meta, bufs, contained = error
@@ -174,19 +173,21 @@ def _generator_returns(task_id, gen, num_returns, name):
     return returns
 
 
+def _value_return(task_id, i, value, name):
+    """Return `i` of the task, holding `value`: (object id, prepared return, ids it contains)."""
+    oid = _core.object_id(task_id, i)
+    try:
+        meta, bufs, contained = ser.serialize(value)
+    except Exception as e:
+        raise SerializationError(f"return value {i} of {name} cannot be pickled: "
+                                 f"{type(e).__name__}: {e}") from e
+    return oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained), contained
+
+
 def _returns_of(task_id, result, num_returns, name):
     if num_returns > 1 and inspect.isgenerator(result):
         return _generator_returns(task_id, result, num_returns, name)
-    returns = []
-    for i, value in enumerate(_return_values(result, num_returns, name), 1):
-        oid = _core.object_id(task_id, i)
-        try:
-            meta, bufs, contained = ser.serialize(value)
-        except Exception as e:
-            raise SerializationError(f"return value {i} of {name} cannot be pickled: "
-                                     f"{type(e).__name__}: {e}") from e
-        returns.append((oid, _core.prepare_return(oid, ser.kind_of(value), meta, bufs, contained), contained))
-    return returns
+    return [_value_return(task_id, i, v, name) for i, v in enumerate(_return_values(result, num_returns, name), 1)]
 
 
 def _error_value(name, e):
