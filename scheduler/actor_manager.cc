@@ -280,6 +280,9 @@ void ActorManager::PlacePending() {
     w->gpu_ids = a.gpu_ids;
     a.worker = w;
     it = pending_.erase(it);
+    // The creation's attempt is the actor's restarts: the constructor reads it as Ray's
+    // was_current_actor_reconstructed.
+    if (rpc::TaskSpec* m = tasks_->MutableSpec(a.creation.task_id())) m->set_attempt(a.restarts);
     tasks_->PushTo(w, a.creation.task_id());
     Announce(a);
   }

@@ -697,9 +697,10 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
     t.pushed_long = false;
     --stats_.running;
     ++stats_.queued;
-    if (i == 0 && t.cancelled) {
+    if (t.cancelled) {  // the one running (force=True), or one queued behind it whose cancel was sent there
       FailTask(lost[i], StatusCode::kCancelled,
-               "task " + t.spec.function_name() + " was cancelled (its worker was stopped: force=True)");
+               "task " + t.spec.function_name() +
+                   (i == 0 ? " was cancelled (its worker was stopped: force=True)" : " was cancelled before it ran"));
       continue;
     }
     if (i == 0) {  // the one it was running; the rest had not started
@@ -753,6 +754,10 @@ void TaskManager::OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) {
     it->second.pushed_pins.clear();
     --stats_.running;
     ++stats_.queued;
+    if (it->second.cancelled) {  // cancelled while it waited there: it comes back to be failed, not run
+      FailTask(tid, StatusCode::kCancelled, "task " + it->second.spec.function_name() + " was cancelled before it ran");
+      continue;
+    }
     back.push_back(tid);
   }
   for (auto r = back.rbegin(); r != back.rend(); ++r) {

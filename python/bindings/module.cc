@@ -32,7 +32,9 @@ struct JobContext {
   std::string ns;
   std::string parent_task;
   std::string capture_pg;  // a placement group that captures what this task submits
+  std::string pg;          // the placement group the running task was placed in (Ray's get_placement_group_id)
 };
+std::string g_actor_pg;  // the placement group this process's actor was created in; guarded by g_job_mu
 // The placement group an actor of this process was created in with
 // placement_group_capture_child_tasks: what its calls submit goes there too.
 std::string g_actor_capture_pg;  // guarded by g_job_mu
@@ -424,6 +426,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
   BindActors(m);
 
+  // The placement group of the running task or of this process's actor; empty bytes if none.
+  m.def("current_placement_group", [] {
+    std::string pg = CurrentJob().pg;
+    if (pg.empty()) {
+      std::lock_guard<std::mutex> l(g_job_mu);
+      pg = g_actor_pg;
+    }
+    return pyb::bytes(pg);
+  });
+
   // this_thread: only for the calling thread (a worker thread running a
   // task); else the process's default (a driver at init).
   m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread, pyb::bytes parent_task) {
@@ -562,10 +574,12 @@ PYBIND11_MODULE(_core, m) {
     tl_job.ns = s.namespace_name();
     tl_job.parent_task = s.task_id();
     tl_job.capture_pg = s.capture_child_tasks() ? s.placement_group_id() : std::string();
+    tl_job.pg = s.placement_group_id();
     tl_job_async = false;
     if (s.kind() == rpc::TASK_ACTOR_CREATION) {  // (its calls' threads submit into its group too)
       std::lock_guard<std::mutex> l(g_job_mu);
       g_actor_capture_pg = tl_job.capture_pg;
+      g_actor_pg = tl_job.pg;
       g_actor_captures.store(!g_actor_capture_pg.empty(), std::memory_order_release);
     }
     tl_job_set = true;  // (a worker's thread: never the driver's context)

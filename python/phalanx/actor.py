@@ -26,6 +26,8 @@ to max_concurrency (default 1000) at once; `await ref` works inside."""
 import functools
 import hashlib
 import inspect
+import os
+import time
 
 import cloudpickle
 
@@ -207,6 +209,9 @@ class ActorClass:
         self._init_checker = ArgumentChecker(cls.__init__, f"{cls.__qualname__}.__init__", skip_self=True) \
             if "__init__" in vars(cls) or any("__init__" in vars(b) for b in cls.__mro__[1:-1]) else None
 
+    def __repr__(self):
+        return f"ActorClass({self._cls.__name__})"
+
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor class {self._name} cannot be instantiated directly; "
                         f"use {self._cls.__name__}.remote(...)")
@@ -336,14 +341,17 @@ class ActorHandle:
 
 
 class ActorMethod:
-    def __init__(self, handle, name, plan, checker=None, group=None):
+    def __init__(self, handle, name, plan, checker=None, group=None, call_name=None):
         self._handle = handle
         self._name = name
         self._plan = plan  # (generator mode, number of returns, backpressure)
         self._checker = checker
         self._group = group  # this call's concurrency group, overriding the method's
+        self._call_name = call_name  # the call's task name (Ray's .options(name=)); default Class.method
 
-    def options(self, num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None):
+    def options(self, num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None, name=None):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
         if num_returns is not None:
             check_num_returns(num_returns)
         if concurrency_group is not None and (not isinstance(concurrency_group, str) or not concurrency_group):
@@ -360,7 +368,8 @@ class ActorMethod:
                 given["_generator_backpressure_num_objects"] = _generator_backpressure_num_objects
             # (the class is not at hand: the worker says so if a method given a generator mode does not yield)
             plan = generator_plan(None, given, f"{self._handle._class_name}.{self._name}.options()")
-        return ActorMethod(self._handle, self._name, plan, self._checker, concurrency_group or self._group)
+        return ActorMethod(self._handle, self._name, plan, self._checker, concurrency_group or self._group,
+                           name or self._call_name)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
@@ -371,7 +380,7 @@ class ActorMethod:
             self._checker.check(args, kwargs)
         ensure_initialized()
         h = self._handle
-        full = f"{h._class_name}.{self._name}"
+        full = self._call_name or f"{h._class_name}.{self._name}"
         if h._max_pending > 0 and _core.actor_calls_in_flight(h._actor_id, h._max_pending) >= h._max_pending:
             raise PendingCallsLimitExceededError(
                 f"actor {h._class_name} ({h._actor_id.hex()[:12]}) has {h._max_pending} calls from this "
@@ -434,7 +443,21 @@ def kill(handle, no_restart=True):
     _core.kill_actor(handle._actor_id, no_restart, 10000)
 
 
-__all__ = ["ActorClass", "ActorHandle", "ActorDiedError", "method", "get_actor", "kill"]
+def exit_actor():
+    """Ends the actor this runs in, for good (Ray's ray.actor.exit_actor): no restart, whatever
+    max_restarts says; the call running it and the calls after it fail with ActorDiedError."""
+    from phalanx.runtime_context import get_runtime_context
+    context = get_runtime_context()
+    if context.get_actor_id() is None:
+        raise TypeError("exit_actor() is called from inside an actor's method; this is not an actor")
+    _core.kill_actor(context.current_actor._actor_id, True, 10000)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the raylet ends this process now
+        time.sleep(0.05)
+    os._exit(1)
+
+
+__all__ = ["ActorClass", "ActorHandle", "ActorDiedError", "method", "get_actor", "kill", "exit_actor"]
 
 
 def checkpoint(actor, timeout=60.0):

@@ -108,8 +108,12 @@ class TaskError(PhalanxError):
             cls = _dual_class(type(cause))
             if cls is not None:
                 try:
+                    # Not through __init__: it would reach the cause class's own, whose arguments
+                    # are its own. The cause's attributes and args come along (e.field, e.args[0]).
                     err = cls.__new__(cls)
-                    TaskError.__init__(err, function_name, traceback_str, cause)
+                    err.__dict__.update(getattr(cause, "__dict__", {}))
+                    err.function_name, err.traceback_str, err.cause = function_name, traceback_str, cause
+                    err.args = cause.args
                     return err
                 except Exception:  # an exotic exception type; fall back
                     pass

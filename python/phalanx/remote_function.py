@@ -3,6 +3,8 @@ import hashlib
 import inspect
 import math
 
+import pickle
+
 import cloudpickle
 
 from phalanx import _core
@@ -11,7 +13,7 @@ from phalanx.exceptions import SerializationError
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
-            "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions"}
+            "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -182,6 +184,8 @@ def _check_options(opts, where):
         raise ValueError(f"max_retries must be an int >= -1, got {opts['max_retries']!r}")
     if "retry_exceptions" in opts:
         check_retry_exceptions(opts["retry_exceptions"])
+    if "max_calls" in opts and (type(opts["max_calls"]) is not int or opts["max_calls"] < 0):
+        raise ValueError(f"max_calls must be an int >= 0 (0: no limit), got {opts['max_calls']!r}")
 
 
 def check_retry_exceptions(value):
@@ -197,6 +201,11 @@ def check_retry_exceptions(value):
 # A hidden keyword argument of a task with retry_exceptions: (max_retries, True or the classes); the
 # worker takes it out and runs the function again on those exceptions (_private/worker.py).
 RETRY_ARG = "\x00phalanx_retry"
+
+
+# A hidden keyword argument of a task with max_calls=N (Ray's option): its worker exits after running
+# the function N times, which frees what the function leaked (GPU memory, threads).
+MAX_CALLS_ARG = "\x00phalanx_max_calls"
 
 
 def _retry_arg(max_retries, exceptions):
@@ -244,6 +253,11 @@ class RemoteFunction:
 
     def __init__(self, fn, options):
         _check_options(options, f"@phalanx.remote on {fn.__qualname__}")
+        if inspect.iscoroutinefunction(fn):
+            # (Ray's words first, as Ray's tests match them)
+            raise ValueError(f"'async def' should not be used for remote tasks: {fn.__qualname__} is a coroutine "
+                             "function. Make it an async actor's method (an event loop runs its calls), or wrap "
+                             "it in a plain function that calls asyncio.run(...)")
         self._fn = fn
         self._name = options.get("name") or f"{fn.__module__}.{fn.__qualname__}"
         self._given = dict(options)  # (what the user said, defaults aside: a generator streams by default)
@@ -305,6 +319,8 @@ class RemoteFunction:
         retries = opts["max_retries"]
         if opts.get("retry_exceptions") and retries != 0:
             encoded.append(_retry_arg(1 << 30 if retries == -1 else retries, opts["retry_exceptions"]))
+        if opts.get("max_calls"):
+            encoded.append((MAX_CALLS_ARG, None, _core.pack(0, pickle.dumps(opts["max_calls"]), [])))
         mode, n, backpressure = self._generator
         refs = _core.submit_task(self._function_id, self._name, encoded, n, float(opts["num_cpus"]),
                                  1 << 30 if retries == -1 else retries, contained, **self._submit_kw)

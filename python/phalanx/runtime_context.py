@@ -84,14 +84,33 @@ class RuntimeContext:
             raise RuntimeError("current_actor is only available inside an actor's method or constructor")
         instance = worker._actors.get(t[7])
         cls = type(instance) if instance is not None else worker._load_function(t[1])
-        class_name = t[2] if t[6] == 1 else t[2].rpartition(".")[0]
+        class_name = worker._actor_class_names.get(t[7]) or (t[2] if t[6] == 1 else t[2].rpartition(".")[0])
         return ActorHandle(t[7], t[1], class_name, _method_table(cls))
+
+    def get_placement_group_id(self):
+        """The id (hex) of the placement group the running task or actor was placed in; None if none."""
+        from phalanx import _core
+        pg = _core.current_placement_group() if _core.is_connected() else b""
+        return pg.hex() if pg else None
+
+    @property
+    def was_current_actor_reconstructed(self):
+        """True in an actor that was restarted (max_restarts), from its constructor on; False before."""
+        from phalanx._private import worker
+        t = self._task()
+        if t is None or t[6] == 0:
+            raise RuntimeError("was_current_actor_reconstructed is only available inside an actor")
+        creation = t if t[6] == 1 else worker._actor_creations.get(t[7], t)
+        return creation[5] > 0
 
     def get_assigned_resources(self):
         """What the running task or actor was given: {"CPU": n, "GPU": n, name: n}; {} in a driver."""
         t = self._task()
         if t is None:
             return {}
+        if t[6] == 2:  # an actor's call: what the actor was given at its creation
+            from phalanx._private import worker
+            t = worker._actor_creations.get(t[7], t)
         out = {"CPU": float(t[12])} if t[12] else {}
         out.update(t[13] or {})
         return out

@@ -241,13 +241,17 @@ def is_initialized():
     return state.mode is not None
 
 
+class _RefsArgumentError(TypeError, ValueError):
+    """Not a ref nor a list of them: a TypeError, and the ValueError Ray raises there."""
+
+
 def _as_list(refs, fn):
     if isinstance(refs, _core.ObjectRef):
         if fn == "wait":
             raise TypeError("wait() takes a list of ObjectRefs, got a single ObjectRef: use wait([ref])")
         return [refs], True
     if not isinstance(refs, (list, tuple)):
-        raise TypeError(f"{fn} takes an ObjectRef or a list of them, got {type(refs).__name__}")
+        raise _RefsArgumentError(f"{fn} takes an ObjectRef or a list of them, got {type(refs).__name__}")
     for r in refs:
         if not isinstance(r, _core.ObjectRef):
             raise TypeError(f"{fn} takes ObjectRefs, got an element of type {type(r).__name__}")

@@ -28,22 +28,17 @@ from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
-from phalanx.remote_function import RETRY_ARG  # (nor the function this one)
+from phalanx.remote_function import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
 from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError, UnavailableError
 
 _functions = {}
+_calls_left = {}  # function id -> runs left before this worker exits (max_calls)
+_exit_after_task = False
 _actors = {}  # actor id -> instance (a worker hosts at most one)
+_actor_creations = {}  # actor id -> its creation task's tuple less the arguments (its resources, name)
+_actor_class_names = {}  # actor id -> the class name its calls' handles show
 _ORIGINAL_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES")
 DEFAULT_ASYNC_CONCURRENCY = 1000
-
-
-async def _coroutine_type():
-    pass
-
-
-_c = _coroutine_type()
-_COROUTINE = type(_c)
-_c.close()
 
 
 def _set_gpus(gpu_ids):
@@ -322,6 +317,14 @@ async def _run_async_generator(stream, agen):
     return stream.result(), ""
 
 
+def _count_call(function_id, max_calls):
+    global _exit_after_task
+    left = _calls_left.get(function_id, max_calls) - 1
+    _calls_left[function_id] = left
+    if left <= 0:
+        _exit_after_task = True
+
+
 def run_task(task):
     """Runs one task on this thread; True when it did not raise. (The hot
     path of every task: keep it free of needless calls.)"""
@@ -335,10 +338,13 @@ def run_task(task):
         if n != _threads:
             _set_threads(n)
     context = state.current_task.set(task)
+    creation = task[:3] + (None,) + task[4:] if kind == 1 else None
     stream = _Stream(task_id, name, generator, backpressure) if generator else None
     error = ""
     pos = kw = value = None
     try:
+        if _cancel_between_tasks:
+            _cancelled_before_start(task_id, kind, name)
         fn = _callable_for(kind, function_id, actor_id, method_name)
         concurrency = retry = None
         pos, kw = [], {}
@@ -350,6 +356,8 @@ def run_task(task):
                 concurrency = value
             elif keyword == RETRY_ARG:
                 retry = value
+            elif keyword == MAX_CALLS_ARG:
+                _count_call(function_id, value)
             else:
                 kw[keyword] = value
         del args, task
@@ -362,11 +370,11 @@ def run_task(task):
             raise TaskCancelledError(f"task {name} was cancelled while it ran")
         if kind == 1:  # a creation: keep the instance, return None as the "ready" marker
             _actors[actor_id] = result
+            _actor_creations[actor_id] = creation
+            _actor_class_names[actor_id] = name
             _restore_checkpoint(actor_id, result, concurrency)  # (after a restart: before any call runs)
             _start_actor_executor(result, concurrency)
             result = None
-        elif kind == 0 and type(result) is _COROUTINE:  # an async def remote function
-            result = asyncio.run(result)
         if stream:
             result, error = _run_generator(stream, result)
             returns = stream.returns(result)
@@ -582,6 +590,8 @@ async def _run_task_async(task):
     state.current_task.set(task)  # (this asyncio task's own context)
     error = ""
     try:
+        if _cancel_between_tasks:
+            _cancelled_before_start(task_id, kind, name)
         fn = _callable_for(kind, function_id, actor_id, method_name)
         pos, kw, _ = _resolve_args(args)
         del args
@@ -612,6 +622,7 @@ async def _run_task_async(task):
     _core.task_done(task_id, returns, time.perf_counter() - start, error, False, name)
 
 
+_cancel_between_tasks = False  # a cancel's signal came while no task ran
 _cancels_seen = set()  # running tasks told of their cancel (KeyboardInterrupt, is_canceled()): cancelled however they end
 
 
@@ -620,10 +631,21 @@ def _on_cancel_signal(signum, frame):
     notice is read now (a queued task is then skipped when its turn comes);
     a task (not an actor's call, as in Ray) that this thread runs and that
     was the one cancelled gets KeyboardInterrupt."""
+    global _cancel_between_tasks
     task = state.current_task.get()
+    if task is None:  # (the cancelled task may be the one about to start: run_task checks)
+        _cancel_between_tasks = True
     if _core.cancel_signalled(task[0] if task is not None else b"") and task is not None and task[6] == 0:
         _cancels_seen.add(task[0])
         raise KeyboardInterrupt(f"task {task[2]} was cancelled (phalanx.cancel)")
+
+
+def _cancelled_before_start(task_id, kind, name):
+    """A cancel signalled after this task left the queue and before it ran: it does not run."""
+    global _cancel_between_tasks
+    _cancel_between_tasks = False
+    if kind != 1 and _core.cancel_requested(task_id, False):
+        raise TaskCancelledError(f"task {name} was cancelled before it ran")
 
 
 def _report_cancelled(task):
@@ -688,6 +710,8 @@ def main():
         ok = run_task(task)
         # Its store arguments are unmapped and unpinned now, not at the next task.
         del task
+        if _exit_after_task:
+            break  # max_calls reached: the raylet starts a fresh worker for the next one
         if not ok:
             gc.collect()  # a raised exception's traceback holds the frames that held them, in a cycle
     _core.disconnect()

@@ -8,8 +8,18 @@
 
 Each actor runs one of the pool's calls at a time; values wait in the pool
 for a free actor."""
+import time
+
 from phalanx._private.api import get, wait
 from phalanx.exceptions import GetTimeoutError
+
+
+def _refs(future):
+    return future if isinstance(future, list) else [future]
+
+
+def _key(future):
+    return tuple(r.binary() for r in future) if isinstance(future, list) else future.binary()
 
 
 class ActorPool:
@@ -41,19 +51,21 @@ class ActorPool:
         return results()
 
     def _discard_pending(self):
-        # Results a previous map left behind are not mixed into this one.
-        while self.has_next():
-            try:
-                self.get_next_unordered(timeout=0, ignore_if_timedout=True)
-            except TimeoutError:
-                pass
+        # Results a previous map or submit left behind are dropped, not mixed into this map's, nor
+        # waited for (Ray's gh-23107): their actors go back to the pool (a call sent to one queues
+        # behind the dropped call on that actor).
+        for index, future in list(self._index_to_future.items()):
+            _, actor = self._future_to_actor.pop(_key(future))
+            del self._index_to_future[index]
+            self._return_actor(actor)
+        self._next_return_index = self._next_task_index
 
     def submit(self, fn, value):
         """Runs fn(actor, value) on an idle actor, or queues it until one is free."""
         if self._idle_actors:
             actor = self._idle_actors.pop()
             future = fn(actor, value)
-            self._future_to_actor[future.binary()] = (self._next_task_index, actor)
+            self._future_to_actor[_key(future)] = (self._next_task_index, actor)
             self._index_to_future[self._next_task_index] = future
             self._next_task_index += 1
         else:
@@ -74,14 +86,15 @@ class ActorPool:
         future = self._index_to_future[self._next_return_index]
         timed_out = False
         if timeout is not None:
-            ready, _ = wait([future], timeout=timeout)
-            if not ready:
+            refs = _refs(future)
+            ready, _ = wait(refs, num_returns=len(refs), timeout=timeout)
+            if len(ready) < len(refs):
                 if not ignore_if_timedout:
                     raise GetTimeoutError(f"Timed out waiting for result after {timeout} s")
                 timed_out = True
         del self._index_to_future[self._next_return_index]
         self._next_return_index += 1
-        _, actor = self._future_to_actor.pop(future.binary())
+        _, actor = self._future_to_actor.pop(_key(future))
         self._return_actor(actor)
         if timed_out:
             raise GetTimeoutError(f"Timed out waiting for result after {timeout} s. The task {future!r} has "
@@ -92,11 +105,22 @@ class ActorPool:
         """Any next result, the first to be ready."""
         if not self.has_next():
             raise StopIteration("No more results to get")
-        ready, _ = wait(list(self._index_to_future.values()), num_returns=1, timeout=timeout)
-        if not ready:
-            raise GetTimeoutError(f"Timed out waiting for result after {timeout} s")
-        future = ready[0]
-        index, actor = self._future_to_actor.pop(future.binary())
+        # A future is a ref, or a list of them (a method with num_returns > 1): ready when all are.
+        owner = {ref.binary(): f for f in self._index_to_future.values() for ref in _refs(f)}
+        pending = list(self._index_to_future.values())
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = wait([r for f in pending for r in _refs(f)], num_returns=1, timeout=left)
+            if not ready:
+                raise GetTimeoutError(f"Timed out waiting for result after {timeout} s")
+            future = owner[ready[0].binary()]
+            refs = _refs(future)
+            if len(refs) == 1 or len(wait(refs, num_returns=len(refs), timeout=left)[0]) == len(refs):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise GetTimeoutError(f"Timed out waiting for result after {timeout} s")
+        index, actor = self._future_to_actor.pop(_key(future))
         self._return_actor(actor)
         del self._index_to_future[index]
         self._next_return_index = max(self._next_return_index, index + 1)

@@ -31,6 +31,12 @@ class _QueueActor:
     def qsize(self):
         return self.queue.qsize()
 
+    def empty(self):
+        return self.queue.empty()
+
+    def full(self):
+        return self.queue.full()
+
     async def put(self, item, timeout=None):
         try:
             await asyncio.wait_for(self.queue.put(item), timeout)
@@ -111,10 +117,10 @@ class Queue:
     qsize = size
 
     def empty(self):
-        return self.size() == 0
+        return phalanx.get(self.actor.empty.remote())
 
     def full(self):
-        return self.maxsize > 0 and self.size() >= self.maxsize
+        return phalanx.get(self.actor.full.remote())
 
     def put(self, item, block=True, timeout=None):
         """Adds an item; with block, waits up to `timeout` s (None: for ever)

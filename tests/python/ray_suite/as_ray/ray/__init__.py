@@ -1,0 +1,27 @@
+"""`import ray` resolved to phalanx, for Ray's tests run as Ray users write them.
+
+Only the suite's conftest puts this folder on the path (and on the workers' PYTHONPATH), and only when
+RAY_SUITE_TARGET is phalanx. Each `ray.X` submodule a test imports is phalanx's module of that name,
+registered once, so `ray.exceptions.RayTaskError is phalanx.exceptions.RayTaskError`."""
+import importlib
+import sys
+
+import phalanx
+
+_SUBMODULES = {
+    "ray.exceptions": "phalanx.exceptions",
+    "ray.actor": "phalanx.actor",
+    "ray.remote_function": "phalanx.remote_function",
+    "ray.runtime_context": "phalanx.runtime_context",
+    "ray.util": "phalanx.util",
+    "ray.util.queue": "phalanx.util.queue",
+    "ray.util.actor_pool": "phalanx.util.actor_pool",
+    "ray.util.placement_group": "phalanx.util.placement_group",
+    "ray.util.scheduling_strategies": "phalanx.util.scheduling_strategies",
+    "ray.util.collective": "phalanx.util.collective",
+}
+
+for _alias, _name in _SUBMODULES.items():
+    sys.modules[_alias] = importlib.import_module(_name)
+
+sys.modules[__name__] = phalanx  # `import ray` is `import phalanx`, attribute for attribute

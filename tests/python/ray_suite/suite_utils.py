@@ -1,0 +1,26 @@
+"""Helpers Ray's tests import from ray's private test utilities, written here for both targets."""
+import time
+
+
+def wait_for_condition(predicate, timeout=10, retry_interval_ms=50, **kwargs):
+    """Ray's test helper of this name (ray._common.test_utils), written here: polls until true."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if predicate(**kwargs):
+                return
+        except Exception as e:  # noqa: BLE001 - reported below if it never turns true
+            last = e
+        time.sleep(retry_interval_ms / 1000)
+    raise RuntimeError(f"condition not met in {timeout} s" + (f" (last error: {last!r})" if last else ""))
+
+
+def phalanx_differs(reason, strict=True):
+    """Marks a test that passes on Ray and not (or not always: strict=False) on phalanx; each use is a
+    difference listed in docs/ray_compat.md. On Ray the test runs as any other."""
+    import os
+
+    import pytest
+    return pytest.mark.xfail(os.environ.get("RAY_SUITE_TARGET", "phalanx") == "phalanx", reason=reason,
+                             strict=strict)
