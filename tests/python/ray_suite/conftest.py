@@ -31,7 +31,8 @@ def _prepend_path(path):
 
 if TARGET == "phalanx":
     _prepend_path(os.path.join(HERE, "as_ray"))
-_prepend_path(HERE)  # helpers of a test module, pickled by reference, import on the workers
+_prepend_path(HERE)  # suite_utils
+_prepend_path(os.path.dirname(HERE))  # ray_suite.test_*: helpers of a test module, pickled by reference
 
 import ray  # noqa: E402  (the path above decides which)
 
