@@ -11,6 +11,10 @@
 namespace phalanx::scheduler {
 
 namespace {
+
+// Ray's words first (Ray's tests match them), then phalanx's call.
+constexpr const char* kKilledCause = "The actor is dead because it was killed by `ray.kill` (phalanx.kill())";
+
 // Its socket closed: it is about to be reported dead. (A worker with no
 // connection is a test's stand-in.)
 bool SocketClosed(const Worker& w) { return w.conn != nullptr && w.conn->closed(); }
@@ -512,11 +516,11 @@ void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::funct
   }
   if (no_restart) {
     if (a.worker == nullptr) {
-      Die(a, "killed by phalanx.kill()");
+      Die(a, kKilledCause);
       return done(Status::OK());
     }
     a.state = rpc::ACTOR_DEAD;
-    a.death_cause = "killed by phalanx.kill()";
+    a.death_cause = kKilledCause;
   }
   if (a.worker == nullptr) {  // not started yet: the kill counts as a death, as Ray counts it
     KilledBeforeStart(a);
@@ -529,9 +533,9 @@ void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::funct
 void ActorManager::KilledBeforeStart(Actor& a) {
   int max = a.creation.max_restarts();
   if (max >= 0 && a.restarts >= max) {
-    Die(a, max > 0 ? "killed by phalanx.kill() (restarted " + std::to_string(a.restarts) +
+    Die(a, max > 0 ? std::string(kKilledCause) + " (restarted " + std::to_string(a.restarts) +
                          " times, max_restarts=" + std::to_string(max) + ")"
-                   : std::string("killed by phalanx.kill() (max_restarts=0)"));
+                   : std::string(kKilledCause) + " (max_restarts=0)");
     return;
   }
   ++a.restarts;  // its creation stays where it waits: the restart is that creation

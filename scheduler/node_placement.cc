@@ -83,7 +83,8 @@ void NodeManager::SetUpPlacementGroups() {
     }
   };
   d.returned_here = [this](const std::string& pg) {
-    std::string why = "its placement group " + ToHex(pg).substr(0, 12) + " was removed";
+    // (Ray's tests match "placement group was removed")
+    std::string why = "its placement group was removed (" + ToHex(pg).substr(0, 12) + ")";
     tasks_.actors().KillGroup(pg, why);
     tasks_.FailGroup(pg, why);
   };

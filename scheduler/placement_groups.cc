@@ -340,7 +340,7 @@ PlacementGroups::Where PlacementGroups::Locate(const std::string& pg_id, int ind
   Where w;
   if (d_.ledger->Removed(pg_id) || (info != nullptr && info->state() == rpc::PG_REMOVED)) {
     w.kind = Where::kGone;
-    w.why = "its placement group " + ToHex(pg_id).substr(0, 12) + " was removed";
+    w.why = "its placement group was removed (" + ToHex(pg_id).substr(0, 12) + ")";
     return w;
   }
   if (info != nullptr && index >= info->bundles_size()) {

@@ -35,8 +35,9 @@ from phalanx import _core
 from phalanx._private import actor_lifetime, state
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
-from phalanx.remote_function import (ArgumentChecker, check_num_returns, check_resource_options, encode_args,
-                                     generator_plan, resource_map, scheduling_strategy_of, strategy_args)
+from phalanx.remote_function import (ArgumentChecker, retry_arg, check_num_returns, check_resource_options,
+                                     check_retry_exceptions, encode_args, generator_plan, resource_map,
+                                     scheduling_strategy_of, strategy_args)
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
@@ -66,13 +67,16 @@ def _hidden_arg(value):
 
 
 def method(num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None,
-           enable_task_events=None, tensor_transport=None):
+           enable_task_events=None, tensor_transport=None, retry_exceptions=None, max_task_retries=None):
     """Declares how many values an actor method returns (a method that
     yields: "streaming" unless said otherwise), the concurrency group it runs
     in, and a generator's backpressure: `@phalanx.method(num_returns=2)`,
     `@phalanx.method(concurrency_group="io")`. Ray's `enable_task_events`
     (phalanx's timeline records every call) and `tensor_transport` (a hint:
-    phalanx picks how tensors travel) are accepted so Ray programs run."""
+    phalanx picks how tensors travel) are accepted so Ray programs run.
+    `retry_exceptions` (True or exception classes) runs a call again when it raises one, up to
+    `max_task_retries` times (default: the actor's max_task_retries), as Ray's."""
+    retry = _retry_option(max_task_retries, retry_exceptions)
     if enable_task_events is not None and not isinstance(enable_task_events, bool):
         raise ValueError(f"enable_task_events must be a bool, got {enable_task_events!r}")
     if num_returns is not None:
@@ -88,8 +92,20 @@ def method(num_returns=None, concurrency_group=None, _generator_backpressure_num
         fn.__phalanx_method_options__ = given
         if concurrency_group is not None:
             fn.__phalanx_concurrency_group__ = concurrency_group
+        if retry is not None:
+            fn.__phalanx_retry__ = retry
         return fn
     return mark
+
+
+def _retry_option(max_task_retries, retry_exceptions):
+    """(max_task_retries or None, retry_exceptions) from a method's options, checked; None if no retries."""
+    if max_task_retries is not None and (type(max_task_retries) is not int or max_task_retries < -1):
+        raise ValueError(f"max_task_retries must be an int >= -1, got {max_task_retries!r}")
+    if retry_exceptions is None:
+        return None if max_task_retries is None else (max_task_retries, False)
+    check_retry_exceptions(retry_exceptions)
+    return (max_task_retries, retry_exceptions)
 
 
 def current_namespace():
@@ -156,16 +172,18 @@ def _check_groups(cls, groups):
 
 class _MethodInfo:
     """A method's call plan: (generator mode, number of returns, backpressure),
-    the options it was declared with, and its argument checker."""
-    __slots__ = ("plan", "given", "checker")
+    the options it was declared with, its argument checker, and its retries on
+    exceptions: (max_task_retries or None for the actor's, retry_exceptions) or None."""
+    __slots__ = ("plan", "given", "checker", "retry")
 
-    def __init__(self, plan, given, checker):
+    def __init__(self, plan, given, checker, retry=None):
         self.plan = plan
         self.given = given
         self.checker = checker
+        self.retry = retry
 
     def __reduce__(self):
-        return (_MethodInfo, (self.plan, self.given, self.checker))
+        return (_MethodInfo, (self.plan, self.given, self.checker, self.retry))
 
 
 # The method every checkpointing actor has: phalanx.checkpoint(actor) calls it.
@@ -190,7 +208,8 @@ def _method_table(cls):
         full = f"{cls.__qualname__}.{name}"
         given = getattr(member, "__phalanx_method_options__", {})
         table[name] = _MethodInfo(generator_plan(member, given, full), given,
-                                  ArgumentChecker(member, full, skip_self=plain))
+                                  ArgumentChecker(member, full, skip_self=plain),
+                                  getattr(member, "__phalanx_retry__", None))
     return table
 
 
@@ -293,7 +312,7 @@ class ActorClass:
                                  resources=resource_map(opts), **_strategy_kw(opts))
         ready = refs[0]
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
-                             opts["max_pending_calls"])
+                             opts["max_pending_calls"], opts["max_task_retries"])
         if not full_name and opts["lifetime"] != "detached":
             actor_lifetime.own(handle)  # it ends when this handle is gone (unless passed on)
         if opts["get_if_exists"] and full_name:
@@ -310,7 +329,9 @@ class ActorHandle:
     """A handle to a live actor. `handle.method.remote(*args)` calls a method;
     handles can be passed to tasks and other actors."""
 
-    def __init__(self, actor_id, function_id, class_name, methods, ready_ref=None, max_pending_calls=-1):
+    def __init__(self, actor_id, function_id, class_name, methods, ready_ref=None, max_pending_calls=-1,
+                 max_task_retries=0):
+        self._max_task_retries = max_task_retries  # the count for methods with retry_exceptions
         self._actor_id = actor_id
         self._function_id = function_id
         self._class_name = class_name
@@ -323,7 +344,7 @@ class ActorHandle:
         if methods is None or name not in methods:
             raise AttributeError(f"actor {self.__dict__.get('_class_name', '?')} has no method '{name}'")
         info = methods[name]
-        return ActorMethod(self, name, info.plan, info.checker)
+        return ActorMethod(self, name, info.plan, info.checker, retry=info.retry)
 
     def __repr__(self):
         return f"ActorHandle({self._class_name}, {self._actor_id.hex()})"
@@ -331,7 +352,7 @@ class ActorHandle:
     def __reduce__(self):
         actor_lifetime.escaped(self._actor_id)  # held elsewhere from now on: not ended for going out of scope
         return (ActorHandle, (self._actor_id, self._function_id, self._class_name, self._methods, None,
-                              self._max_pending))
+                              self._max_pending, self._max_task_retries))
 
     def __eq__(self, other):
         return isinstance(other, ActorHandle) and other._actor_id == self._actor_id
@@ -341,7 +362,8 @@ class ActorHandle:
 
 
 class ActorMethod:
-    def __init__(self, handle, name, plan, checker=None, group=None, call_name=None):
+    def __init__(self, handle, name, plan, checker=None, group=None, call_name=None, retry=None):
+        self._retry = retry  # (max_task_retries or None, retry_exceptions), or None
         self._handle = handle
         self._name = name
         self._plan = plan  # (generator mode, number of returns, backpressure)
@@ -349,7 +371,8 @@ class ActorMethod:
         self._group = group  # this call's concurrency group, overriding the method's
         self._call_name = call_name  # the call's task name (Ray's .options(name=)); default Class.method
 
-    def options(self, num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None, name=None):
+    def options(self, num_returns=None, concurrency_group=None, _generator_backpressure_num_objects=None, name=None,
+                retry_exceptions=None, max_task_retries=None):
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if num_returns is not None:
@@ -368,8 +391,13 @@ class ActorMethod:
                 given["_generator_backpressure_num_objects"] = _generator_backpressure_num_objects
             # (the class is not at hand: the worker says so if a method given a generator mode does not yield)
             plan = generator_plan(None, given, f"{self._handle._class_name}.{self._name}.options()")
+        retry = self._retry
+        if retry_exceptions is not None or max_task_retries is not None:
+            base = retry or (None, False)
+            retry = _retry_option(max_task_retries if max_task_retries is not None else base[0],
+                                  retry_exceptions if retry_exceptions is not None else (base[1] or None))
         return ActorMethod(self._handle, self._name, plan, self._checker, concurrency_group or self._group,
-                           name or self._call_name)
+                           name or self._call_name, retry)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
@@ -388,6 +416,10 @@ class ActorMethod:
         encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
         if self._group is not None:
             encoded.append(_hidden_arg(self._group))
+        if self._retry is not None and self._retry[1]:
+            count = self._retry[0] if self._retry[0] is not None else h._max_task_retries
+            if count != 0:
+                encoded.append(retry_arg(1 << 30 if count == -1 else count, self._retry[1]))
         mode, n, backpressure = self._plan
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
                                  actor_id=h._actor_id, method_name=self._name, generator=mode,

@@ -208,7 +208,7 @@ RETRY_ARG = "\x00phalanx_retry"
 MAX_CALLS_ARG = "\x00phalanx_max_calls"
 
 
-def _retry_arg(max_retries, exceptions):
+def retry_arg(max_retries, exceptions):
     payload = cloudpickle.dumps((max_retries, True if exceptions is True else tuple(exceptions)))
     return (RETRY_ARG, None, _core.pack(0, payload, []))
 
@@ -318,7 +318,7 @@ class RemoteFunction:
         encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
         retries = opts["max_retries"]
         if opts.get("retry_exceptions") and retries != 0:
-            encoded.append(_retry_arg(1 << 30 if retries == -1 else retries, opts["retry_exceptions"]))
+            encoded.append(retry_arg(1 << 30 if retries == -1 else retries, opts["retry_exceptions"]))
         if opts.get("max_calls"):
             encoded.append((MAX_CALLS_ARG, None, _core.pack(0, pickle.dumps(opts["max_calls"]), [])))
         mode, n, backpressure = self._generator

@@ -114,7 +114,7 @@ def test_kill_fails_pending_and_later_calls(cluster):
     assert phalanx.get(c.add.remote()) == 1
     phalanx.kill(c)
     t = time.monotonic()
-    with pytest.raises(phalanx.ActorDiedError, match=r"Counter.*killed by phalanx.kill"):
+    with pytest.raises(phalanx.ActorDiedError, match=r"Counter.*killed by `ray.kill` \(phalanx.kill\(\)\)"):
         phalanx.get(c.add.remote(), timeout=20)
     assert time.monotonic() - t < 10
 

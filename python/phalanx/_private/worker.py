@@ -130,17 +130,36 @@ def _call_retrying(fn, pos, kw, retry, name):
                   f"({attempt} of {max_retries}, retry_exceptions)", file=sys.stderr, flush=True)
 
 
+async def _call_retrying_async(fn, pos, kw, retry, name):
+    """As _call_retrying, for an async actor's call: awaits each run."""
+    max_retries, exceptions = retry
+    attempt = 0
+    while True:
+        try:
+            result = fn(*pos, **kw)
+            return (await result) if inspect.isawaitable(result) else result
+        except Exception as e:
+            if attempt >= max_retries or (exceptions is not True and not isinstance(e, exceptions)):
+                raise
+            attempt += 1
+            print(f"phalanx: task {name} raised {type(e).__name__}: {e}; retrying it "
+                  f"({attempt} of {max_retries}, retry_exceptions)", file=sys.stderr, flush=True)
+
+
 def _resolve_args(args):
-    pos, kw, concurrency = [], {}, None
+    """(positional, keyword, concurrency option, retry option) of a call's arguments."""
+    pos, kw, concurrency, retry = [], {}, None, None
     for keyword, arg_kind, payload in args:
         value = ser.resolve(arg_kind, payload)
         if keyword == CONCURRENCY_ARG:
             concurrency = value
+        elif keyword == RETRY_ARG:
+            retry = value
         elif keyword:
             kw[keyword] = value
         else:
             pos.append(value)
-    return pos, kw, concurrency
+    return pos, kw, concurrency, retry
 
 
 def _generator_returns(task_id, gen, num_returns, name):
@@ -593,9 +612,9 @@ async def _run_task_async(task):
         if _cancel_between_tasks:
             _cancelled_before_start(task_id, kind, name)
         fn = _callable_for(kind, function_id, actor_id, method_name)
-        pos, kw, _ = _resolve_args(args)
+        pos, kw, _, retry = _resolve_args(args)
         del args
-        result = fn(*pos, **kw)
+        result = fn(*pos, **kw) if retry is None or stream else await _call_retrying_async(fn, pos, kw, retry, name)
         del pos, kw
         if stream and inspect.isasyncgen(result):
             result, error = await _run_async_generator(stream, result)

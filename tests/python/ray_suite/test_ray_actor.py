@@ -956,3 +956,102 @@ def test_actor_options_override(ray_start_regular_shared):
 
     a = Actor.options(num_cpus=1).remote()
     assert ray.get(a.resources.remote()).get("CPU") == 1
+
+
+def test_actor_killed_error_message(ray_start_regular_shared):
+    """Ray's test_actor_failures / test_task_events: a call to a killed actor says why, in Ray's words."""
+    @ray.remote
+    class Actor:
+        def check_alive(self):
+            return True
+
+    a = Actor.remote()
+    assert ray.get(a.check_alive.remote())
+    ray.kill(a)
+    with pytest.raises(ray.exceptions.RayActorError, match="it was killed by `ray.kill"):
+        ray.get(a.check_alive.remote(), timeout=30)
+
+
+def test_actor_method_retry_exceptions(ray_start_regular_shared):
+    """Ray's test_actor_retry: @ray.method(retry_exceptions=...) runs a call again on those exceptions,
+    up to max_task_retries times; other exceptions reach the caller at once."""
+    @ray.remote(max_task_retries=3)
+    class Flaky:
+        def __init__(self):
+            self.calls = 0
+
+        @ray.method(retry_exceptions=[ValueError])
+        def succeed_third(self):
+            self.calls += 1
+            if self.calls < 3:
+                raise ValueError("not yet")
+            return self.calls
+
+        @ray.method(retry_exceptions=[ValueError])
+        def wrong_kind(self):
+            self.calls += 1
+            raise KeyError("not retried")
+
+        def count(self):
+            return self.calls
+
+    a = Flaky.remote()
+    assert ray.get(a.succeed_third.remote()) == 3
+    with pytest.raises(KeyError):
+        ray.get(a.wrong_kind.remote())
+    assert ray.get(a.count.remote()) == 4
+
+
+def test_actor_method_retry_exceptions_limit(ray_start_regular_shared):
+    @ray.remote
+    class AlwaysFails:
+        def __init__(self):
+            self.calls = 0
+
+        @ray.method(retry_exceptions=True, max_task_retries=2)
+        def fail(self):
+            self.calls += 1
+            raise RuntimeError("always")
+
+        def count(self):
+            return self.calls
+
+    a = AlwaysFails.remote()
+    with pytest.raises(RuntimeError):
+        ray.get(a.fail.remote())
+    assert ray.get(a.count.remote()) == 3  # the first run and two retries
+
+
+def test_async_actor_method_retry_exceptions(ray_start_regular_shared):
+    @ray.remote
+    class AsyncFlaky:
+        def __init__(self):
+            self.calls = 0
+
+        @ray.method(retry_exceptions=True, max_task_retries=5)
+        async def succeed_second(self):
+            self.calls += 1
+            if self.calls < 2:
+                raise ValueError("first")
+            return self.calls
+
+    assert ray.get(AsyncFlaky.remote().succeed_second.remote()) == 2
+
+
+def test_actor_method_options_retry_exceptions(ray_start_regular_shared):
+    @ray.remote(max_task_retries=2)
+    class Flaky:
+        def __init__(self):
+            self.calls = 0
+
+        def succeed_second(self):
+            self.calls += 1
+            if self.calls < 2:
+                raise ValueError("first")
+            return self.calls
+
+    a = Flaky.remote()
+    assert ray.get(a.succeed_second.options(retry_exceptions=True).remote()) == 2
+    b = Flaky.remote()
+    with pytest.raises(ValueError):
+        ray.get(b.succeed_second.remote())  # without retry_exceptions: not retried

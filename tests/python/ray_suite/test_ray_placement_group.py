@@ -93,14 +93,18 @@ def test_remove_placement_group_kills_its_actors(shutdown_only, init_kwargs):
     assert ray.get(a.ping.remote()) == 1
     remove_placement_group(pg)
 
+    errors = []
+
     def dead():
         try:
             ray.get(a.ping.remote(), timeout=5)
             return False
-        except ray.exceptions.RayActorError:
+        except ray.exceptions.RayActorError as e:
+            errors.append(str(e))
             return True
 
     wait_for_condition(dead, timeout=30)
+    assert "placement group was removed" in errors[-1]  # Ray's words (test_placement_group_3's check)
 
 
 def test_remove_pending_placement_group(shutdown_only, init_kwargs):
