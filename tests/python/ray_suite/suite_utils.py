@@ -1,5 +1,34 @@
-"""Helpers Ray's tests import from ray's private test utilities, written here for both targets."""
+"""Helpers Ray's tests import from ray's private test utilities, written here for both targets, and the
+small actors several of the suite's files use."""
 import time
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+class Gate:
+    """Opened once by the test; tasks poll is_open() (a stand-in for Ray's SignalActor where polling fits)."""
+
+    def __init__(self):
+        self.opened = False
+
+    def open(self):
+        self.opened = True
+
+    def is_open(self):
+        return self.opened
+
+
+@ray.remote(num_cpus=0)
+class Counter:
+    """inc() returns how many times it was called: tests count runs and retries with it."""
+
+    def __init__(self):
+        self.n = 0
+
+    def inc(self):
+        self.n += 1
+        return self.n
 
 
 def wait_for_condition(predicate, timeout=10, retry_interval_ms=50, **kwargs):

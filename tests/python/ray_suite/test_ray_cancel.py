@@ -5,7 +5,7 @@ import time
 import pytest
 
 import ray
-from suite_utils import phalanx_differs, wait_for_condition
+from suite_utils import Gate, phalanx_differs, wait_for_condition
 
 
 def valid_exceptions(use_force):
@@ -27,18 +27,6 @@ class Signal:
 
     async def wait(self):
         await self.event.wait()
-
-
-@ray.remote(num_cpus=0)
-class Gate:
-    def __init__(self):
-        self.opened = False
-
-    def open(self):
-        self.opened = True
-
-    def is_open(self):
-        return self.opened
 
 
 @ray.remote

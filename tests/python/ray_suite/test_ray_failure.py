@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ray
-from suite_utils import wait_for_condition
+from suite_utils import Counter, Gate, wait_for_condition
 
 
 def test_failed_task(ray_start_regular_shared):
@@ -61,17 +61,6 @@ def test_get_throws_quickly_when_found_exception(ray_start_regular_shared):
     @ray.remote
     def bad_func1():
         raise Exception("Test function intentionally failed.")
-
-    @ray.remote(num_cpus=0)
-    class Gate:
-        def __init__(self):
-            self.opened = False
-
-        def open(self):
-            self.opened = True
-
-        def is_open(self):
-            return self.opened
 
     @ray.remote
     def slow_func(gate):
@@ -140,15 +129,6 @@ def test_worker_crash_is_worker_crashed_error(ray_start_regular_shared):
 
 
 def test_worker_crash_retried(ray_start_regular_shared):
-    @ray.remote(num_cpus=0)
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def inc(self):
-            self.n += 1
-            return self.n
-
     counter = Counter.remote()
 
     @ray.remote(max_retries=2)
@@ -161,15 +141,6 @@ def test_worker_crash_retried(ray_start_regular_shared):
 
 
 def test_retry_exceptions(ray_start_regular_shared):
-    @ray.remote(num_cpus=0)
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def inc(self):
-            self.n += 1
-            return self.n
-
     counter = Counter.remote()
 
     @ray.remote(max_retries=3, retry_exceptions=True)
@@ -182,15 +153,6 @@ def test_retry_exceptions(ray_start_regular_shared):
 
 
 def test_retry_exceptions_list(ray_start_regular_shared):
-    @ray.remote(num_cpus=0)
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def inc(self):
-            self.n += 1
-            return self.n
-
     counter = Counter.remote()
 
     @ray.remote(max_retries=3, retry_exceptions=[KeyError])
@@ -204,15 +166,6 @@ def test_retry_exceptions_list(ray_start_regular_shared):
 
 
 def test_no_retry_on_application_error_by_default(ray_start_regular_shared):
-    @ray.remote(num_cpus=0)
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def inc(self):
-            self.n += 1
-            return self.n
-
     counter = Counter.remote()
 
     @ray.remote(max_retries=3)

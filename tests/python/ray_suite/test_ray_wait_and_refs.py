@@ -8,18 +8,7 @@ import numpy as np
 import pytest
 
 import ray
-
-
-@ray.remote(num_cpus=0)
-class Gate:
-    def __init__(self):
-        self.opened = False
-
-    def open(self):
-        self.opened = True
-
-    def is_open(self):
-        return self.opened
+from suite_utils import Gate
 
 
 @ray.remote
