@@ -109,8 +109,33 @@ Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions&
   return cw;
 }
 
+// HeldCalls' view of this process: the raylet's object calls, cancels, and NextTask's wake-up.
+class CoreWorker::HeldArgs : public HeldCalls::Objects {
+ public:
+  explicit HeldArgs(CoreWorker* cw) : cw_(cw) {}
+  Result<std::vector<std::string>> WaitAny(const std::vector<std::string>& ids, int64_t timeout_ms) override {
+    return cw_->Wait(ids, 1, timeout_ms, /*fetch_local=*/true);
+  }
+  Result<std::vector<rpc::ObjectValue>> GetNow(const std::vector<std::string>& ids) override {
+    return cw_->Get(ids, 0);
+  }
+  void Unpin(const std::string& id) override { cw_->Release(id); }
+  bool Cancelled(const std::string& task_id) override { return cw_->CancelRequested(task_id, false); }
+  void Wake() override {
+    std::vector<Frame> wake(1);
+    wake[0].header.type = rpc::MSG_NONE;
+    cw_->conn_->InjectPush(wake);
+  }
+
+ private:
+  CoreWorker* cw_;
+};
+
 CoreWorker::CoreWorker(std::unique_ptr<BlockingConnection> conn)
-    : conn_(std::move(conn)), client_id_(RandomBytes(kClientIdSize)) {}
+    : conn_(std::move(conn)),
+      client_id_(RandomBytes(kClientIdSize)),
+      held_args_(std::make_unique<HeldArgs>(this)),
+      held_(std::make_unique<HeldCalls>(held_args_.get())) {}
 
 CoreWorker::~CoreWorker() {
   Shutdown();
@@ -132,6 +157,7 @@ void CoreWorker::Shutdown() {
   }
   if (flusher_.joinable()) flusher_.join();
   conn_->Shutdown("this process disconnected from the raylet");
+  held_->Stop();  // (its waits end: the connection is closed)
 }
 
 std::string CoreWorker::NextTaskId() { return MakeTaskId(client_id_, task_counter_.fetch_add(1) << 1); }
@@ -494,6 +520,7 @@ void CoreWorker::FlushLoop() {
 Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
   Deadline deadline = DeadlineAfterMs(timeout_ms);
   while (true) {
+    if (auto held = held_->TakeReady()) return StartDirectCall(std::move(*held));
     auto f = conn_->NextPush(std::min(deadline, Clock::now() + kWaitSlice));
     if (!f.ok()) {
       if (f.status().code() != StatusCode::kTimedOut) return f.status();
@@ -511,7 +538,7 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       notice.mutable_spec()->set_task_id(m.task_id());
       return notice;
     }
-    if (type != rpc::PUSH_TASK && type != rpc::DIRECT_CALL) continue;
+    if (type != rpc::PUSH_TASK && type != rpc::DIRECT_CALL) continue;  // (MSG_NONE: a held call is ready)
     rpc::PushTask t;
     if (!t.ParseFromString(f.value().body)) {
       if (type == rpc::PUSH_TASK) return Status::Internal("malformed task from the raylet");
@@ -521,7 +548,10 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
     }
     if (type == rpc::PUSH_TASK) {
       std::lock_guard<std::mutex> l(server_mu_);
-      if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) creations_.insert(t.spec().task_id());
+      if (t.spec().kind() == rpc::TASK_ACTOR_CREATION) {
+        creations_.insert(t.spec().task_id());
+        held_->set_unordered(t.spec().calls_unordered());
+      }
       running_tasks_.insert(t.spec().task_id());
       if (!cancelled_.empty() && cancelled_.count(t.spec().task_id())) t.set_cancelled(true);
       if (t.spec().generator() != rpc::GENERATOR_NONE) {
@@ -537,50 +567,47 @@ Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) {
       Io()->Close(conn);
       continue;
     }
-    std::vector<std::string> ref_ids;
-    for (const auto& a : t.spec().args()) {
-      if (!a.object_id().empty()) ref_ids.push_back(a.object_id());
-    }
-    std::vector<std::string> fetched, borrowed;
+    HeldCalls::Call call;
+    call.caller = conn;
+    bool has_refs = false;
+    for (const auto& a : t.spec().args()) has_refs = has_refs || !a.object_id().empty();
     bool from_afar = !t.spec().origin_node().empty() && t.spec().origin_node() != node_id_;
-    if (from_afar && (!ref_ids.empty() || t.spec().contained_ids_size() > 0)) {
+    if (from_afar && (has_refs || t.spec().contained_ids_size() > 0)) {
       // Store objects of a caller on another node: this node's raylet copies
       // them over. Refs nested in the arguments, which the caller's node
       // holds for this one: borrowed here, and held by this worker till done.
       rpc::FetchObjects m;
-      for (const auto& id : ref_ids) m.add_object_ids(id);
+      for (const auto& a : t.spec().args()) {
+        if (!a.object_id().empty()) m.add_object_ids(a.object_id());
+      }
       for (const auto& id : t.spec().contained_ids()) m.add_borrowed_ids(id);
       m.set_node_id(t.spec().origin_node());
       PHALANX_RETURN_IF_ERROR(Send(rpc::FETCH_OBJECTS, m));
-      fetched = ref_ids;
-      borrowed.assign(t.spec().contained_ids().begin(), t.spec().contained_ids().end());
-      for (const auto& id : borrowed) AddLocalRef(id);
+      call.fetched.assign(m.object_ids().begin(), m.object_ids().end());
+      call.borrowed.assign(t.spec().contained_ids().begin(), t.spec().contained_ids().end());
+      for (const auto& id : call.borrowed) AddLocalRef(id);
     }
-    if (!ref_ids.empty()) {
-      auto values = Get(ref_ids, -1);
-      if (!values.ok()) {
-        if (values.status().code() == StatusCode::kUnavailable) return values.status();
-        for (const auto& id : ref_ids) {
-          rpc::ObjectValue* v = t.add_ref_args();
-          v->set_object_id(id);
-          v->set_state(rpc::OBJ_LOST);
-          v->set_error_code(static_cast<int>(values.status().code()));
-          v->set_error("cannot fetch the argument: " + values.status().message());
-        }
-      } else {
-        for (auto& v : values.value()) *t.add_ref_args() = std::move(v);
-      }
+    call.task = std::move(t);
+    // Its arguments ready and none of its caller's calls waiting before it: it goes now.
+    if (!held_->MustWait(conn)) {
+      PHALANX_ASSIGN_OR_RETURN(bool ready, held_->TryResolve(&call));
+      if (ready) return StartDirectCall(std::move(call));
     }
-    std::lock_guard<std::mutex> l(server_mu_);
-    running_direct_[t.spec().task_id()] = RunningDirect{conn, std::move(fetched), std::move(borrowed)};
-    running_tasks_.insert(t.spec().task_id());
-    if (!cancelled_.empty() && cancelled_.count(t.spec().task_id())) t.set_cancelled(true);
-    if (t.spec().generator() != rpc::GENERATOR_NONE) {
-      auto caller = callers_.find(conn);
-      stream_owners_[t.spec().task_id()] = caller == callers_.end() || caller->second.empty() ? node_id_ : caller->second;
-    }
-    return t;
+    held_->Hold(std::move(call));
   }
+}
+
+rpc::PushTask CoreWorker::StartDirectCall(HeldCalls::Call call) {
+  rpc::PushTask t = std::move(call.task);
+  std::lock_guard<std::mutex> l(server_mu_);
+  running_direct_[t.spec().task_id()] = RunningDirect{call.caller, std::move(call.fetched), std::move(call.borrowed)};
+  running_tasks_.insert(t.spec().task_id());
+  if (!cancelled_.empty() && cancelled_.count(t.spec().task_id())) t.set_cancelled(true);
+  if (t.spec().generator() != rpc::GENERATOR_NONE) {
+    auto caller = callers_.find(call.caller);
+    stream_owners_[t.spec().task_id()] = caller == callers_.end() || caller->second.empty() ? node_id_ : caller->second;
+  }
+  return t;
 }
 
 Status CoreWorker::TaskDone(rpc::TaskDone done) {
@@ -600,12 +627,7 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
     cancelled_.erase(done.task_id());
     FillReturnSizesLocked(&done);
   }
-  if (!direct.fetched.empty()) {
-    rpc::UpdateRefs m;
-    for (const auto& id : direct.fetched) m.add_remove(id);
-    (void)Send(rpc::UPDATE_REFS, m);
-  }
-  for (const auto& id : direct.borrowed) RemoveLocalRef(id);
+  ReleaseDirectArgs(direct.fetched, direct.borrowed);
   if (!is_direct) {
     if (is_creation && done.error().empty()) {
       Status st = StartDirectServer(&done);
@@ -633,6 +655,15 @@ Status CoreWorker::TaskDone(rpc::TaskDone done) {
   Io()->SendLater(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
   if (!conn_->HasPush()) Io()->Flush();
   return Status::OK();
+}
+
+void CoreWorker::ReleaseDirectArgs(const std::vector<std::string>& fetched, const std::vector<std::string>& borrowed) {
+  if (!fetched.empty()) {
+    rpc::UpdateRefs m;
+    for (const auto& id : fetched) m.add_remove(id);
+    (void)Send(rpc::UPDATE_REFS, m);
+  }
+  for (const auto& id : borrowed) RemoveLocalRef(id);
 }
 
 void CoreWorker::FillReturnSizesLocked(rpc::TaskDone* done) {

@@ -33,6 +33,7 @@
 
 #include "core/blocking_connection.h"
 #include "core/direct_io.h"
+#include "core/held_calls.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 
@@ -263,6 +264,11 @@ class CoreWorker {
   void OnDirectDone(std::vector<rpc::TaskDone>& done);
   Status StartDirectServer(rpc::TaskDone* done);
   Status ReleaseHeldReturns(const rpc::TaskDone& done);
+  // Actor side: a direct call about to run (its arguments read); its result goes back to its caller.
+  rpc::PushTask StartDirectCall(HeldCalls::Call call);
+  // Lets go of what a direct call that will not run holds (its caller went away).
+  void ReleaseDirectArgs(const std::vector<std::string>& fetched, const std::vector<std::string>& borrowed);
+  class HeldArgs;  // HeldCalls::Objects over this CoreWorker
 
   std::unique_ptr<BlockingConnection> conn_;
   CoreWorkerOptions options_;
@@ -330,6 +336,9 @@ class CoreWorker {
   std::unordered_set<std::string> running_tasks_;             // tasks taken and not done; guarded by server_mu_
   std::unordered_map<std::string, uint64_t> return_sizes_;    // store returns of running tasks; guarded by server_mu_
   bool serving_ = false;                                      // guarded by server_mu_
+  // Direct calls whose arguments are not ready, or that wait behind their caller's first such call.
+  std::unique_ptr<HeldArgs> held_args_;
+  std::unique_ptr<HeldCalls> held_;
 };
 
 }  // namespace phalanx

@@ -356,9 +356,19 @@ void CoreWorker::OnDirectDone(std::vector<rpc::TaskDone>& done) {
 }
 
 void CoreWorker::OnDirectClose(uint64_t conn, const Status& why) {
+  bool caller_gone;
   {
     std::lock_guard<std::mutex> l(server_mu_);
-    if (callers_.erase(conn)) return;  // a caller of this actor went away
+    caller_gone = callers_.erase(conn) > 0;
+  }
+  if (caller_gone) {  // a caller of this actor went away: its calls not started go too (it hands them to the raylet)
+    for (auto& c : held_->DropCaller(conn)) {
+      for (const auto& v : c.task.ref_args()) {
+        if (v.state() == rpc::OBJ_IN_STORE) Release(v.object_id());
+      }
+      ReleaseDirectArgs(c.fetched, c.borrowed);
+    }
+    return;
   }
   std::vector<DirectCall> handed;
   {

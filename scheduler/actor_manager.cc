@@ -58,6 +58,7 @@ void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const Resource
   Actor& a = actors_[spec.actor_id()];
   a.creation = spec;
   a.need = need;
+  a.calls.set_unordered(spec.calls_unordered());
   const std::string& name = spec.actor_name();
   if (!name.empty()) {
     if (names_.count(name)) {
@@ -145,7 +146,7 @@ bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
     p.proxy = true;
     p.creation.set_actor_id(spec.actor_id());
     p.creation.set_function_name(spec.function_name().substr(0, spec.function_name().rfind('.')));
-    p.queue.push_back(spec.task_id());
+    p.calls.PushBack(spec.caller_id(), spec.task_id());
     std::string id = spec.actor_id();
     locate_(id, [this, id](Result<rpc::ActorInfo> r) {
       auto found = actors_.find(id);
@@ -191,7 +192,7 @@ bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
     }
     if (rpc::TaskSpec* m = tasks_->MutableSpec(spec.task_id())) m->set_attempt(spec.attempt() + 1);
   }
-  a.queue.push_back(spec.task_id());
+  a.calls.PushBack(spec.caller_id(), spec.task_id());
   return true;
 }
 
@@ -245,7 +246,7 @@ void ActorManager::OnTaskReady(const rpc::TaskSpec& spec) {
     pending_.push_back(spec.actor_id());
     return;  // the TaskManager dispatches next, which places it
   }
-  a.ready.insert(spec.task_id());
+  a.calls.MarkReady(spec.task_id());
   Pump(a);
 }
 
@@ -294,42 +295,32 @@ void ActorManager::PlacePending() {
 
 void ActorManager::Pump(Actor& a) {
   // A call cancelled while queued (phalanx.cancel) is no longer a task: it is skipped.
-  auto next_ready = [&] {
-    while (!a.queue.empty() && !tasks_->HasTask(a.queue.front())) {
-      a.ready.erase(a.queue.front());
-      a.queue.pop_front();
-    }
-    return !a.queue.empty() && a.ready.count(a.queue.front()) > 0;
-  };
+  auto live = [&](const std::string& tid) { return tasks_->HasTask(tid); };
   if (a.state == rpc::ACTOR_ALIVE && !a.remote_node.empty()) {
-    while (next_ready()) {
-      std::string tid = a.queue.front();
-      a.queue.pop_front();
-      a.ready.erase(tid);
+    a.calls.Drain(live, [&](const std::string& tid) {
       rpc::TaskSpec forward;
       if (!tasks_->BuildForwardSpec(tid, &forward)) {
         tasks_->FailTask(tid, StatusCode::kInvalidArgument,
                          Describe(a) + " runs on another node, and an argument of this call is lost");
-        continue;
+        return true;
       }
       a.remote_inflight.push_back(tid);
       if (!forward_(a.remote_node, forward)) {
         auto lost = std::move(a.remote_inflight);
         a.remote_inflight.clear();
         HostLost(a, std::move(lost), "node " + ToHex(a.remote_node).substr(0, 12) + " is not alive");
-        return;
+        return false;
       }
-    }
+      return true;
+    });
     return;
   }
   // A worker whose socket closed is about to be reported dead: calls wait for the restart.
   if (a.state != rpc::ACTOR_ALIVE || a.worker == nullptr || SocketClosed(*a.worker)) return;
-  while (next_ready()) {
-    std::string tid = a.queue.front();
-    a.queue.pop_front();
-    a.ready.erase(tid);
+  a.calls.Drain(live, [&](const std::string& tid) {
     tasks_->PushTo(a.worker, tid);
-  }
+    return true;
+  });
 }
 
 void ActorManager::OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const rpc::TaskDone& done) {
@@ -398,8 +389,8 @@ void ActorManager::OnWorkerDied(Worker* w, const std::deque<std::string>& lost, 
     back.push_back(tid);
   }
   for (auto r = back.rbegin(); r != back.rend(); ++r) {
-    a.queue.push_front(*r);
-    a.ready.insert(*r);
+    const rpc::TaskSpec* spec = tasks_->MutableSpec(*r);
+    a.calls.PushFront(spec != nullptr ? spec->caller_id() : std::string(), *r);
   }
   if (stays_dead) {
     Die(a, final_why);
@@ -417,9 +408,7 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   a.state = rpc::ACTOR_DEAD;
   a.death_cause = cause;
   std::string msg = Describe(a) + " is dead: " + cause;
-  for (const auto& tid : a.queue) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
-  a.queue.clear();
-  a.ready.clear();
+  for (const auto& tid : a.calls.TakeAll()) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
   if (a.has_resources) {
     ledger_->Release(a.need, a.gpu_ids);
     a.gpu_ids.clear();
@@ -481,7 +470,7 @@ void ActorManager::HostLost(Actor& a, std::deque<std::string> lost, const std::s
     std::string id = a.creation.actor_id();
     std::string msg = Describe(a) + " became unreachable: " + why;
     for (const auto& tid : lost) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
-    for (const auto& tid : a.queue) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
+    for (const auto& tid : a.calls.TakeAll()) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
     actors_.erase(id);
     return;
   }

@@ -1,7 +1,7 @@
 // ActorManager: the actors whose home is this node. An actor gets a worker
 // process of its own and holds its resources for its life. Method calls are
-// pushed to that worker in submission order (a call whose ref arguments are
-// not ready holds back the ones after it), without waiting for each other.
+// pushed to that worker as their ref arguments become ready, in the order
+// each caller made them (ActorCallQueue), without waiting for each other.
 // When the process dies the actor is restarted (constructor re-run) up to
 // max_restarts times; the interrupted call is retried up to max_task_retries
 // times, queued calls are re-sent. A dead actor fails every pending and
@@ -23,6 +23,7 @@
 
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "scheduler/actor_call_queue.h"
 #include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
 #include "scheduler/task_table.h"
@@ -130,8 +131,7 @@ class ActorManager {
     bool proxy = false;                 // created elsewhere: calls are only forwarded from here
     Worker* worker = nullptr;
     int restarts = 0;
-    std::deque<std::string> queue;      // method calls not pushed yet, in submission order
-    std::unordered_set<std::string> ready;
+    ActorCallQueue calls;               // method calls not pushed yet (in order per caller)
     std::string death_cause;
     bool claiming = false;              // its name is being claimed in the GCS: not placed yet
     bool name_held = false;             // it has its name cluster-wide (freed when it dies)

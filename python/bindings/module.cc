@@ -289,7 +289,7 @@ PYBIND11_MODULE(_core, m) {
          int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
-         bool affinity_soft, int generator, int64_t backpressure, int bundle_index) {
+         bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered) {
         auto core = RequireCore();
         rpc::TaskSpec spec;
         spec.set_task_id(core->NextTaskId());
@@ -310,6 +310,7 @@ PYBIND11_MODULE(_core, m) {
           if (!t.is_none()) spec.set_parent_task_id(t.cast<pyb::tuple>()[0].cast<std::string>());
         }
         spec.set_kind(static_cast<rpc::TaskKind>(kind));
+        spec.set_calls_unordered(calls_unordered);
         for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
         // (strategy | kCaptureFlag: a placement group that captures its children)
         bool capture = (strategy & kCaptureFlag) != 0;
@@ -374,7 +375,8 @@ PYBIND11_MODULE(_core, m) {
       pyb::arg("actor_name") = "", pyb::arg("detached") = false,
       pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
       pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
-      pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1);
+      pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1,
+      pyb::arg("calls_unordered") = false);
 
   // Placement groups: (group id, ready ref).
   m.def("create_placement_group", [](const std::vector<std::map<std::string, double>>& bundles, int strategy,

@@ -225,6 +225,7 @@ class ActorClass:
         self._pickled = None
         self._function_id = None
         self._methods = _method_table(cls)
+        self._is_async = None  # (found at the first .remote())
         self._init_checker = ArgumentChecker(cls.__init__, f"{cls.__qualname__}.__init__", skip_self=True) \
             if "__init__" in vars(cls) or any("__init__" in vars(b) for b in cls.__mro__[1:-1]) else None
 
@@ -279,6 +280,14 @@ class ActorClass:
             self._function_id = hashlib.blake2b(self._pickled, digest_size=16).digest()
         _core.register_function(self._function_id, self._name, self._pickled)
 
+    def _runs_concurrently(self, opts):
+        """Ray's out-of-order actors: an async or threaded one takes each call once its own arguments are
+        ready; one that runs a call at a time keeps each caller's order."""
+        if self._is_async is None:
+            self._is_async = any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+                                 for _, m in inspect.getmembers(self._cls, predicate=inspect.isfunction))
+        return self._is_async or (opts["max_concurrency"] or 1) > 1 or bool(opts["concurrency_groups"])
+
     def remote(self, *args, **kwargs):
         from phalanx._private.api import ensure_initialized, inline_limit
         if self._init_checker is not None:
@@ -309,7 +318,8 @@ class ActorClass:
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
                                  actor_name=full_name, detached=opts["lifetime"] == "detached",
-                                 resources=resource_map(opts), **_strategy_kw(opts))
+                                 resources=resource_map(opts), calls_unordered=self._runs_concurrently(opts),
+                                 **_strategy_kw(opts))
         ready = refs[0]
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
                              opts["max_pending_calls"], opts["max_task_retries"])
@@ -401,6 +411,14 @@ class ActorMethod:
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
+
+    def _runs_concurrently(self, opts):
+        """Ray's out-of-order actors: an async or threaded one takes each call once its own arguments are
+        ready; one that runs a call at a time keeps each caller's order."""
+        if self._is_async is None:
+            self._is_async = any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+                                 for _, m in inspect.getmembers(self._cls, predicate=inspect.isfunction))
+        return self._is_async or (opts["max_concurrency"] or 1) > 1 or bool(opts["concurrency_groups"])
 
     def remote(self, *args, **kwargs):
         from phalanx._private.api import ensure_initialized, inline_limit

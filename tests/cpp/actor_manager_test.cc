@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -67,7 +68,7 @@ class ActorManagerTest : public ::testing::Test {
 
   // Creates an actor (its creation submitted and ready) needing `cpus`.
   std::string Create(double cpus, int max_restarts = 0, int max_task_retries = 0, const std::string& name = "",
-                     const std::string& placement_group = "") {
+                     const std::string& placement_group = "", bool unordered = false) {
     rpc::TaskSpec s;
     s.set_task_id(Id(++next_));
     s.set_actor_id(s.task_id());
@@ -77,6 +78,7 @@ class ActorManagerTest : public ::testing::Test {
     s.set_max_task_retries(max_task_retries);
     s.set_actor_name(name);
     s.set_placement_group_id(placement_group);
+    s.set_calls_unordered(unordered);
     tasks_.Submit(s);
     ResourceSet need;
     if (cpus > 0) need.Set("CPU", cpus);
@@ -94,15 +96,22 @@ class ActorManagerTest : public ::testing::Test {
     actors_.OnTaskDone(w, tasks_.specs[actor], done);
   }
   std::string Call(const std::string& actor, const std::string& method = "incr") {
+    return CallFrom(actor, "driver", /*ready=*/true, method);
+  }
+  // A call made by `caller`; `ready`: its ref arguments are ready (else Ready() later).
+  std::string CallFrom(const std::string& actor, const std::string& caller, bool ready,
+                       const std::string& method = "incr") {
     rpc::TaskSpec s;
     s.set_task_id(Id(++next_));
     s.set_actor_id(actor);
     s.set_kind(rpc::TASK_ACTOR_METHOD);
     s.set_method_name(method);
+    s.set_caller_id(caller);
     tasks_.Submit(s);
-    if (actors_.OnMethodSubmitted(s)) actors_.OnTaskReady(s);
+    if (actors_.OnMethodSubmitted(s) && ready) actors_.OnTaskReady(s);
     return s.task_id();
   }
+  void Ready(const std::string& call) { actors_.OnTaskReady(tasks_.specs[call]); }
   // Its worker process dies with the calls pushed to it.
   Worker* Crash(const std::string& actor, const std::string& why) {
     Worker* w = WorkerOf(actor);
@@ -160,6 +169,51 @@ TEST_F(ActorManagerTest, CallsWaitForTheConstructorThenGoInOrder) {
   EXPECT_EQ(tasks_.pushed.size(), 1u);  // only the constructor so far
   Alive(a);
   EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, c1, c2, c3}));
+}
+
+// Ray's order of an actor's calls: per caller. A call waiting for its
+// argument holds back its own caller's later calls, not another caller's
+// (Ray's test_actor_pass_by_ref_order_optimization).
+TEST_F(ActorManagerTest, ACallWaitingForItsArgumentHoldsBackOnlyItsOwnCallersCalls) {
+  pool_.idle = 1;
+  std::string a = Create(0);
+  actors_.PlacePending();
+  Alive(a);
+  std::string slow = CallFrom(a, "task-1", /*ready=*/false);
+  std::string after_slow = CallFrom(a, "task-1", /*ready=*/true);
+  std::string other = CallFrom(a, "task-2", /*ready=*/true);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, other}));
+  Ready(slow);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, other, slow, after_slow}));
+}
+
+// An async or threaded actor (calls_unordered) takes each call once its own
+// arguments are ready (Ray's test_async_actor_execute_out_of_order).
+TEST_F(ActorManagerTest, AnUnorderedActorTakesEachCallOnceItsArgumentsAreReady) {
+  pool_.idle = 1;
+  std::string a = Create(0, 0, 0, "", "", /*unordered=*/true);
+  actors_.PlacePending();
+  std::string slow = CallFrom(a, "driver", /*ready=*/false);
+  std::string fast = CallFrom(a, "driver", /*ready=*/true);
+  Alive(a);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, fast}));
+  Ready(slow);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, fast, slow}));
+}
+
+TEST_F(ActorManagerTest, ACallCancelledWhileItWaitsIsSkippedAndTheCallsBehindItGo) {
+  pool_.idle = 1;
+  std::string a = Create(0);
+  actors_.PlacePending();
+  Alive(a);
+  std::string slow = CallFrom(a, "task-1", /*ready=*/false);
+  std::string next = CallFrom(a, "task-1", /*ready=*/true);
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a}));
+  tasks_.FailTask(slow, StatusCode::kCancelled, "cancelled");  // (no longer a task)
+  CallFrom(a, "task-1", /*ready=*/true);  // any event pumps the queue
+  ASSERT_EQ(tasks_.pushed.size(), 3u);
+  EXPECT_EQ(tasks_.pushed[1], next);
+  EXPECT_EQ(std::count(tasks_.pushed.begin(), tasks_.pushed.end(), slow), 0);
 }
 
 TEST_F(ActorManagerTest, ADeadActorFailsItsCallsNamingItAndGivesItsResourcesBack) {
