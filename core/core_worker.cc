@@ -160,7 +160,9 @@ void CoreWorker::Shutdown() {
   held_->Stop();  // (its waits end: the connection is closed)
 }
 
-std::string CoreWorker::NextTaskId() { return MakeTaskId(client_id_, task_counter_.fetch_add(1) << 1); }
+std::string CoreWorker::NextTaskId(bool actor_call) {
+  return MakeTaskId(client_id_, (task_counter_.fetch_add(1) << 2) | (actor_call ? kActorCallIdBit : 0));
+}
 std::string CoreWorker::NextPutId() {
   return MakeObjectId(MakeTaskId(client_id_, (put_counter_.fetch_add(1) << 1) | 1), 0);
 }
@@ -723,6 +725,8 @@ Result<rpc::PlacementGroupReply> CoreWorker::PlacementGroupCall(uint16_t type, c
 }
 
 Status CoreWorker::Cancel(const std::string& task_id, bool force, bool recursive) {
+  // Ray refuses force=True for an actor's call (its id says it is one).
+  if (force && IsActorCallId(task_id)) return Status::InvalidArgument(kNoForceOnActorCalls);
   rpc::CancelTask m;
   m.set_task_id(task_id);
   m.set_force(force);

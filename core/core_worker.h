@@ -61,7 +61,8 @@ class CoreWorker {
   static Result<std::unique_ptr<CoreWorker>> Connect(const CoreWorkerOptions& options);
   ~CoreWorker();
 
-  std::string NextTaskId();
+  // A new task id; `actor_call`: for an actor's method call (IsActorCallId says so later).
+  std::string NextTaskId(bool actor_call = false);
   std::string NextPutId();
   const std::string& client_id() const { return client_id_; }
   const std::string& node_id() const { return node_id_; }

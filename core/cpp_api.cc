@@ -279,7 +279,7 @@ std::string Submit(const std::string& name, const std::vector<Arg>& args, const 
                    int kind, const std::string& actor_id) {
   auto core = Core();
   rpc::TaskSpec spec;
-  spec.set_task_id(core->NextTaskId());
+  spec.set_task_id(core->NextTaskId(kind == rpc::TASK_ACTOR_METHOD));
   spec.set_function_id("cpp:" + name);
   spec.set_function_name(name);
   spec.set_num_returns(1);

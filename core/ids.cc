@@ -56,6 +56,13 @@ std::string MakeTaskId(const std::string& client_id, uint64_t counter) {
   return id;
 }
 
+bool IsActorCallId(const std::string& task_id) {
+  if (task_id.size() != kTaskIdSize) return false;
+  uint64_t counter;
+  std::memcpy(&counter, task_id.data() + kClientIdSize, sizeof(counter));
+  return (counter & 1) == 0 && (counter & kActorCallIdBit) != 0;
+}
+
 std::string MakeObjectId(const std::string& task_id, uint32_t index) {
   PHALANX_CHECK(task_id.size() == kTaskIdSize) << task_id.size();
   std::string id = task_id;

@@ -21,6 +21,11 @@ std::string ToHex(const std::string& bytes);
 std::string FromHex(const std::string& hex);
 
 std::string MakeTaskId(const std::string& client_id, uint64_t counter);
+// The counter in a task id made by a CoreWorker says what made it: odd, a
+// put's; kActorCallIdBit set, an actor's method call; else a task, an actor's
+// creation or a placement group.
+inline constexpr uint64_t kActorCallIdBit = 2;
+bool IsActorCallId(const std::string& task_id);
 std::string MakeObjectId(const std::string& task_id, uint32_t index);
 // The first 8 bytes of a client id, or of an id it made (task and object
 // ids start with their creator's client id): a key for sets of creators.

@@ -13,6 +13,11 @@
 
 namespace phalanx {
 
+// phalanx.cancel(ref, force=True) of an actor's call: refused (caller side and raylet), in Ray's words.
+inline constexpr char kNoForceOnActorCalls[] =
+    "force=True is not supported for actor tasks: cancel an actor's call with force=False, or stop the actor "
+    "with phalanx.kill(actor)";
+
 enum class StatusCode : int {
   kOk = 0,
   kInvalidArgument = 1,   // bad input: fix the call, do not retry

@@ -250,6 +250,11 @@ void ActorManager::OnTaskReady(const rpc::TaskSpec& spec) {
   Pump(a);
 }
 
+void ActorManager::OnCallCancelled(const std::string& actor_id) {
+  auto it = actors_.find(actor_id);
+  if (it != actors_.end()) Pump(it->second);
+}
+
 void ActorManager::PlacePending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto found = actors_.find(*it);

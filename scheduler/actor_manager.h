@@ -43,6 +43,8 @@ class ActorManager {
   bool OnMethodSubmitted(const rpc::TaskSpec& spec);
   // The task's ref arguments are ready.
   void OnTaskReady(const rpc::TaskSpec& spec);
+  // A call of the actor's that waited in its queue was cancelled: the calls behind it may go.
+  void OnCallCancelled(const std::string& actor_id);
   // Places pending actors on idle workers when their resources are free.
   void PlacePending();
   // The actor's worker finished `spec` (creation or method): `done` is its report.

@@ -382,7 +382,9 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
     // Not pushed to a worker yet. A method call waits in its actor's queue
     // (the actor manager pushes what is still a task when its turn comes).
     t.cancelled = true;
+    std::string actor = t.spec.kind() == rpc::TASK_ACTOR_METHOD ? t.spec.actor_id() : std::string();
     FailTask(tid, StatusCode::kCancelled, "task " + t.spec.function_name() + " was cancelled before it ran");
+    if (!actor.empty()) actors_->OnCallCancelled(actor);  // the caller's later calls may go now
     Dispatch();
     return;
   }

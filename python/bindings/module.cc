@@ -292,7 +292,7 @@ PYBIND11_MODULE(_core, m) {
          bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered) {
         auto core = RequireCore();
         rpc::TaskSpec spec;
-        spec.set_task_id(core->NextTaskId());
+        spec.set_task_id(core->NextTaskId(kind == rpc::TASK_ACTOR_METHOD));
         spec.set_function_id(function_id);
         spec.set_function_name(name);
         spec.set_num_returns(num_returns);

@@ -319,8 +319,9 @@ def cancel(ref, *, force=False, recursive=True):
     """Cancels the task or actor call that makes `ref` (or an ObjectRefGenerator's):
     queued, it never runs; running, it gets KeyboardInterrupt (an async
     actor's call: asyncio cancellation; a sync actor's running call goes
-    on, as in Ray); force=True kills the worker of a running task (not an
-    actor's). `get` then raises TaskCancelledError. A finished task is left
+    on, as in Ray); force=True kills the worker of a running task (for an
+    actor's call it is refused, as in Ray: InvalidArgumentError, a
+    ValueError). `get` then raises TaskCancelledError. A finished task is left
     alone. `recursive` is accepted for Ray's signature; the tasks a
     cancelled task submitted are not cancelled with it yet."""
     from phalanx.actor import ActorHandle

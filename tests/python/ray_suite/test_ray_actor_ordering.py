@@ -209,15 +209,18 @@ def test_threaded_actor_call_waiting_for_argument_leaves_threads_free(ray_start_
     assert ray.get(slow, timeout=10) == [1, 1, 1]
 
 
-def test_cancel_actor_call_waiting_for_its_argument(ray_start_regular_shared):
-    """A call cancelled while it waits for its argument ends cancelled; the caller's later calls run."""
+@pytest.mark.parametrize("warm", [False, True])
+def test_cancel_actor_call_waiting_for_its_argument(ray_start_regular_shared, warm):
+    """A call cancelled while it waits for its argument ends cancelled; the caller's later calls run.
+    (Fails on Ray 2.60: the later call waits for the cancelled one there.)"""
     @ray.remote
     class A:
         def echo(self, x):
             return x
 
     a = A.remote()
-    assert ray.get(a.echo.remote(0)) == 0
+    if warm:
+        assert ray.get(a.echo.remote(0)) == 0
     signal = Signal.remote()
     waiting = a.echo.remote(signal.wait.remote())
     after = a.echo.remote(2)
