@@ -16,6 +16,7 @@ size_t HeldCalls::num_held() {
 }
 
 bool HeldCalls::MustWait(uint64_t caller) {
+  if (pending_total_.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> l(mu_);
   return !unordered_ && pending_.count(caller) > 0;
 }
@@ -85,6 +86,7 @@ void HeldCalls::Hold(Call call) {
   h->call = std::move(call);
   std::lock_guard<std::mutex> l(mu_);
   ++pending_[caller];
+  pending_total_.fetch_add(1, std::memory_order_release);
   ++num_held_;
   held_[caller].push_back(std::move(h));
   PromoteLocked();  // (the taker is the one holding it: it looks next)
@@ -93,10 +95,12 @@ void HeldCalls::Hold(Call call) {
 }
 
 std::optional<HeldCalls::Call> HeldCalls::TakeReady() {
+  if (pending_total_.load(std::memory_order_acquire) == 0) return std::nullopt;
   std::lock_guard<std::mutex> l(mu_);
   if (ready_.empty()) return std::nullopt;
   Call c = std::move(ready_.front());
   ready_.pop_front();
+  pending_total_.fetch_sub(1, std::memory_order_release);
   auto p = pending_.find(c.caller);
   if (p != pending_.end() && --p->second == 0) pending_.erase(p);
   return c;
@@ -123,6 +127,7 @@ std::vector<HeldCalls::Call> HeldCalls::DropCaller(uint64_t caller) {
     r = ready_.erase(r);
   }
   pending_.erase(caller);
+  pending_total_.fetch_sub(dropped.size(), std::memory_order_release);
   return dropped;
 }
 

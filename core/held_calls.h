@@ -13,6 +13,7 @@
 // wakes the taker (Objects::Wake) when a call is ready. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -110,6 +111,8 @@ class HeldCalls {
   std::unordered_map<uint64_t, std::deque<std::shared_ptr<Held>>> held_;
   std::deque<Call> ready_;                        // ready to be taken, in order
   std::unordered_map<uint64_t, size_t> pending_;  // caller -> its calls held or in ready_
+  // Calls held or in ready_, read without mu_ (NextTask's common case: none, no lock taken).
+  std::atomic<size_t> pending_total_{0};
   size_t num_held_ = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "scheduler/actor_call_queue.h"
 
+#include <algorithm>
+
 namespace phalanx::scheduler {
 
 void ActorCallQueue::set_unordered(bool unordered) {
@@ -34,46 +36,45 @@ void ActorCallQueue::MarkReady(const std::string& task_id) {
 
 void ActorCallQueue::Drain(const std::function<bool(const std::string&)>& live,
                            const std::function<bool(const std::string&)>& go) {
-  auto take = [&](const std::string& tid) {
-    auto c = caller_of_.find(tid);
-    auto& calls = by_caller_[c->second];
-    if (!calls.empty() && calls.front() == tid) {
-      calls.pop_front();
-    } else {
-      for (auto it = calls.begin(); it != calls.end(); ++it) {
-        if (*it == tid) {
-          calls.erase(it);
-          break;
-        }
-      }
-    }
-    if (calls.empty()) by_caller_.erase(c->second);
-    caller_of_.erase(c);
-    ready_.erase(tid);
-    --size_;
-  };
   // A call cancelled while queued is no longer a task: dropped when its turn comes.
   if (unordered_) {
     while (!ready_order_.empty()) {
-      std::string tid = ready_order_.front();
+      std::string tid = std::move(ready_order_.front());
       ready_order_.pop_front();
-      if (!caller_of_.count(tid)) continue;  // (gone already)
-      take(tid);
+      auto c = caller_of_.find(tid);
+      if (c == caller_of_.end()) continue;  // (gone already)
+      auto calls = by_caller_.find(c->second);
+      calls->second.erase(std::find(calls->second.begin(), calls->second.end(), tid));
+      if (calls->second.empty()) by_caller_.erase(calls);
+      caller_of_.erase(c);
+      ready_.erase(tid);
+      --size_;
       if (live(tid) && !go(tid)) return;
     }
     return;
   }
+  // The callers whose first call may go (or is gone); `go` may change the
+  // queue (a forward that fails puts calls back), so each is looked up again.
   std::vector<std::string> callers;
-  callers.reserve(by_caller_.size());
-  for (const auto& [caller, calls] : by_caller_) callers.push_back(caller);
+  for (const auto& [caller, calls] : by_caller_) {
+    if (calls.empty() || ready_.count(calls.front()) || !live(calls.front())) callers.push_back(caller);
+  }
   for (const auto& caller : callers) {
     while (true) {
       auto it = by_caller_.find(caller);
       if (it == by_caller_.end()) break;
-      std::string tid = it->second.front();
-      bool alive = live(tid);
-      if (alive && !ready_.count(tid)) break;
-      take(tid);
+      if (it->second.empty()) {
+        by_caller_.erase(it);
+        break;
+      }
+      bool alive = live(it->second.front());
+      if (alive && !ready_.count(it->second.front())) break;
+      std::string tid = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) by_caller_.erase(it);
+      caller_of_.erase(tid);
+      ready_.erase(tid);
+      --size_;
       if (alive && !go(tid)) return;
     }
   }

@@ -31,10 +31,21 @@ __version__ = "0.1.0"
 
 
 def nodes():
-    """The cluster's nodes from the GCS: id (hex), address, resources, alive."""
+    """The cluster's nodes from the GCS: id (hex), address, resources, alive, and the same under Ray's
+    keys of ray.nodes() (NodeID, Alive, NodeManagerAddress, NodeManagerPort, Resources, ...)."""
+    import socket
+
     from phalanx._private.api import ensure_initialized, gcs_nodes
     ensure_initialized()
-    return gcs_nodes()
+    out = []
+    for n in gcs_nodes():
+        n = dict(n)
+        n.update(NodeID=n["node_id"], Alive=n["alive"], NodeManagerAddress=n["address"],
+                 NodeManagerHostname=socket.gethostname() if n["address"] in ("127.0.0.1", "localhost")
+                 else n["address"], NodeManagerPort=n["port"], NodeName=n["address"],
+                 RayletSocketName=n["socket_path"], Resources=dict(n["resources_total"]), Labels={})
+        out.append(n)
+    return out
 
 
 def timeline(filename=None, since_s=600.0):

@@ -33,6 +33,7 @@ import cloudpickle
 
 from phalanx import _core
 from phalanx._private import actor_lifetime, state
+from phalanx._private import serialization as ser
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
 from phalanx.remote_function import (ArgumentChecker, retry_arg, check_num_returns, check_resource_options,
@@ -273,7 +274,7 @@ class ActorClass:
     def _register(self):
         if self._function_id is None:
             try:
-                self._pickled = cloudpickle.dumps(self._cls)
+                self._pickled = ser.dumps_function(self._cls)
             except Exception as e:
                 raise SerializationError(f"actor class {self._name} cannot be pickled: "
                                          f"{type(e).__name__}: {e}") from e

@@ -301,7 +301,7 @@ class RemoteFunction:
     def _ensure_registered(self):
         if self._function_id is None:
             try:
-                self._pickled = cloudpickle.dumps(self._fn)
+                self._pickled = ser.dumps_function(self._fn)
             except Exception as e:
                 raise SerializationError(f"remote function {self._name} cannot be pickled: "
                                          f"{type(e).__name__}: {e}") from e

@@ -6,11 +6,13 @@ python/bindings/serialization.cc; `unpack` reads it.
 ObjectRefs inside a value are recorded while pickling, so the raylet keeps
 them alive as long as the value that contains them. torch tensors go out of
 band too, once torch is loaded (phalanx/_private/tensors.py)."""
+import collections
 import io
 import pickle
 import struct
 import sys
 import threading
+import types
 
 import cloudpickle
 
@@ -25,6 +27,29 @@ _local = threading.local()
 # Array element types a raylet can reduce without Python, as the numbering of
 # collectives::DType (collectives/reduce_ops.h), from 1.
 DTYPE_CODES = tensors.DTYPE_CODES
+
+
+def _code_reduce_keeping_filename(code):
+    """cloudpickle's reducer of code objects, which writes "<dynamic-code>" for the file (cloudpickle 3),
+    with the real file kept: a remote function's traceback then shows its source lines, as Ray's do."""
+    fn, args = _CLOUDPICKLE_CODE_REDUCE(code)
+    return fn, tuple(code.co_filename if isinstance(a, str) and a == "<dynamic-code>" else a for a in args)
+
+
+_CLOUDPICKLE_CODE_REDUCE = getattr(cloudpickle.Pickler, "_dispatch_table", {}).get(types.CodeType)
+
+
+class _FunctionPickler(cloudpickle.Pickler):
+    if _CLOUDPICKLE_CODE_REDUCE is not None:  # (else: cloudpickle's own)
+        dispatch_table = collections.ChainMap({types.CodeType: _code_reduce_keeping_filename},
+                                              cloudpickle.Pickler.dispatch_table)
+
+
+def dumps_function(obj):
+    """A remote function or actor class, pickled by value (cloudpickle), its code keeping its file name."""
+    f = io.BytesIO()
+    _FunctionPickler(f, protocol=5).dump(obj)
+    return f.getvalue()
 
 
 def kind_of(value):

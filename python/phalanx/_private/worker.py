@@ -114,36 +114,38 @@ def _callable_for(kind, function_id, actor_id, method_name):
     return _load_function(function_id)  # a function, or the class for a creation
 
 
+def _retry_or_raise(e, attempt, retry, name):
+    """After a run of a retry_exceptions call raised `e` (attempt runs retried so far): the next attempt's
+    number, or `e` raised when Ray's option says not to retry it."""
+    max_retries, exceptions = retry
+    if attempt >= max_retries or (exceptions is not True and not isinstance(e, exceptions)):
+        raise e
+    attempt += 1
+    print(f"phalanx: task {name} raised {type(e).__name__}: {e}; retrying it "
+          f"({attempt} of {max_retries}, retry_exceptions)", file=sys.stderr, flush=True)
+    return attempt
+
+
 def _call_retrying(fn, pos, kw, retry, name):
     """fn(*pos, **kw), run again on an exception that retry_exceptions names (Ray's option), up to
     max_retries more times; the last exception reaches the caller."""
-    max_retries, exceptions = retry
     attempt = 0
     while True:
         try:
             return fn(*pos, **kw)
         except Exception as e:
-            if attempt >= max_retries or (exceptions is not True and not isinstance(e, exceptions)):
-                raise
-            attempt += 1
-            print(f"phalanx: task {name} raised {type(e).__name__}: {e}; retrying it "
-                  f"({attempt} of {max_retries}, retry_exceptions)", file=sys.stderr, flush=True)
+            attempt = _retry_or_raise(e, attempt, retry, name)
 
 
 async def _call_retrying_async(fn, pos, kw, retry, name):
     """As _call_retrying, for an async actor's call: awaits each run."""
-    max_retries, exceptions = retry
     attempt = 0
     while True:
         try:
             result = fn(*pos, **kw)
             return (await result) if inspect.isawaitable(result) else result
         except Exception as e:
-            if attempt >= max_retries or (exceptions is not True and not isinstance(e, exceptions)):
-                raise
-            attempt += 1
-            print(f"phalanx: task {name} raised {type(e).__name__}: {e}; retrying it "
-                  f"({attempt} of {max_retries}, retry_exceptions)", file=sys.stderr, flush=True)
+            attempt = _retry_or_raise(e, attempt, retry, name)
 
 
 def _resolve_args(args):
