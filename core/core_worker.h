@@ -15,7 +15,9 @@
 // in flight go to the raylet, which applies max_task_retries and restarts;
 // the caller switches back to the direct path once the actor is alive again
 // and the calls it made through the raylet have finished, so calls from one
-// caller keep their order.
+// caller keep their order. On the actor's side a call whose ref arguments
+// are not ready waits in HeldCalls (with its caller's later calls, unless the
+// actor runs calls concurrently), not in NextTask.
 // Thread-safe: any thread may call any method; calls that wait release no
 // lock while waiting and honour a deadline and an interrupt check.
 #pragma once
