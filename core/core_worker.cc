@@ -725,8 +725,12 @@ Result<rpc::PlacementGroupReply> CoreWorker::PlacementGroupCall(uint16_t type, c
 }
 
 Status CoreWorker::Cancel(const std::string& task_id, bool force, bool recursive) {
-  // Ray refuses force=True for an actor's call (its id says it is one).
-  if (force && IsActorCallId(task_id)) return Status::InvalidArgument(kNoForceOnActorCalls);
+  // Ray refuses force=True for an actor's call (its id says it is one) that is not over yet.
+  if (force && IsActorCallId(task_id)) {
+    auto done = Wait({MakeObjectId(task_id, 1)}, 1, 0, /*fetch_local=*/false);
+    if (done.ok() && !done.value().empty()) return Status::OK();  // (finished: nothing to cancel)
+    return Status::InvalidArgument(kNoForceOnActorCalls);
+  }
   rpc::CancelTask m;
   m.set_task_id(task_id);
   m.set_force(force);
