@@ -413,14 +413,6 @@ class ActorMethod:
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
 
-    def _runs_concurrently(self, opts):
-        """Ray's out-of-order actors: an async or threaded one takes each call once its own arguments are
-        ready; one that runs a call at a time keeps each caller's order."""
-        if self._is_async is None:
-            self._is_async = any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
-                                 for _, m in inspect.getmembers(self._cls, predicate=inspect.isfunction))
-        return self._is_async or (opts["max_concurrency"] or 1) > 1 or bool(opts["concurrency_groups"])
-
     def remote(self, *args, **kwargs):
         from phalanx._private.api import ensure_initialized, inline_limit
         if self._checker is not None:

@@ -1,5 +1,6 @@
 """Helpers Ray's tests import from ray's private test utilities, written here for both targets, and the
 small actors several of the suite's files use."""
+import asyncio
 import time
 
 import ray
@@ -17,6 +18,21 @@ class Gate:
 
     def is_open(self):
         return self.opened
+
+
+@ray.remote(num_cpus=0)
+class Signal:
+    """Ray's SignalActor test helper (ray._common.test_utils), written here: wait() returns (None) once
+    send() was called."""
+
+    def __init__(self):
+        self.event = asyncio.Event()
+
+    def send(self):
+        self.event.set()
+
+    async def wait(self):
+        await self.event.wait()
 
 
 @ray.remote(num_cpus=0)

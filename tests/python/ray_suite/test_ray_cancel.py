@@ -5,28 +5,13 @@ import time
 import pytest
 
 import ray
-from suite_utils import Gate, phalanx_differs, wait_for_condition
+from suite_utils import Gate, Signal, phalanx_differs, wait_for_condition
 
 
 def valid_exceptions(use_force):
     if use_force:
         return (ray.exceptions.RayTaskError, ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError)
     return (ray.exceptions.TaskCancelledError,)
-
-
-@ray.remote(num_cpus=0)
-class Signal:
-    """Ray's SignalActor test helper, written here: wait() returns once send() was called."""
-
-    def __init__(self):
-        import asyncio
-        self.event = asyncio.Event()
-
-    def send(self):
-        self.event.set()
-
-    async def wait(self):
-        await self.event.wait()
 
 
 @ray.remote

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 import ray
+from suite_utils import Gate
 
 
 def test_is_initialized(shutdown_only):
@@ -66,23 +67,12 @@ def test_init_custom_resources(shutdown_only):
 def test_available_resources_while_a_task_runs(shutdown_only):
     ray.init(num_cpus=2)
 
-    @ray.remote(num_cpus=0)
-    class Gate:
-        def __init__(self):
-            self.open = False
-
-        def set(self):
-            self.open = True
-
-        def is_open(self):
-            return self.open
-
     gate = Gate.remote()
 
     @ray.remote(num_cpus=1)
     def hold(g):
         import time
-        while not ray.get(g.is_open.remote()):
+        while not ray.get(g.is_open.remote()):  # (suite_utils.Gate)
             time.sleep(0.01)
 
     ref = hold.remote(gate)
@@ -91,7 +81,7 @@ def test_available_resources_while_a_task_runs(shutdown_only):
     while ray.available_resources().get("CPU", 0) != 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert ray.available_resources().get("CPU", 0) == 1
-    ray.get(gate.set.remote())
+    ray.get(gate.open.remote())
     ray.get(ref, timeout=20)
     deadline = time.monotonic() + 20
     while ray.available_resources().get("CPU", 0) != 2 and time.monotonic() < deadline:
