@@ -47,14 +47,8 @@ std::vector<rpc::ObjectValue> HeldCalls::LostValues(const std::vector<std::strin
 
 void HeldCalls::MarkCancelled(Call* call) {
   call->task.set_cancelled(true);
-  call->task.clear_ref_args();
-  for (const auto& id : RefArgs(call->task)) {
-    rpc::ObjectValue* v = call->task.add_ref_args();
-    v->set_object_id(id);
-    v->set_state(rpc::OBJ_LOST);
-    v->set_error_code(static_cast<int>(StatusCode::kCancelled));
-    v->set_error("the call was cancelled while it waited for this argument");
-  }
+  Fill(call, LostValues(RefArgs(call->task),
+                        Status(StatusCode::kCancelled, "the call was cancelled while it waited for it")));
 }
 
 Result<bool> HeldCalls::TryResolve(Call* call) {
