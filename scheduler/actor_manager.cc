@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/ids.h"
 #include "core/logging.h"
@@ -14,6 +15,8 @@ namespace {
 
 // Ray's words first (Ray's tests match them), then phalanx's call.
 constexpr const char* kKilledCause = "The actor is dead because it was killed by `ray.kill` (phalanx.kill())";
+constexpr const char* kOutOfScopeCause =
+    "The actor is dead because all references to the actor were removed (every handle of it went out of scope)";
 
 // Its socket closed: it is about to be reported dead. (A worker with no
 // connection is a test's stand-in.)
@@ -256,6 +259,7 @@ void ActorManager::OnCallCancelled(const std::string& actor_id) {
 }
 
 void ActorManager::PlacePending() {
+  std::optional<std::unordered_set<std::string>> owners;  // (made when a worker is first needed)
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto found = actors_.find(*it);
     if (found == actors_.end() || found->second.state == rpc::ACTOR_DEAD) {
@@ -281,7 +285,9 @@ void ActorManager::PlacePending() {
       a.has_resources = true;
     }
     rpc::Language language = a.creation.language();
-    Worker* w = pool_->PopIdle(language);
+    // Not the process of a creator of live actors: killing this actor would end them too.
+    if (!owners) owners = Owners();
+    Worker* w = pool_->PopIdleIf(language, [&](const Worker& c) { return owners->count(c.client_id) == 0; });
     if (w == nullptr) {
       if (pool_->num_starting(language) == 0) pool_->StartWorker(language);
       return;  // placed when a worker registers
@@ -565,6 +571,30 @@ void ActorManager::OnClientGone(const std::string& client_id) {
     }
   }
   for (const auto& id : doomed) DieWithOwner(actors_[id], "the process that created it exited");
+}
+
+std::unordered_set<std::string> ActorManager::Owners() const {
+  std::unordered_set<std::string> owners;
+  for (const auto& [id, a] : actors_) {
+    if (a.state != rpc::ACTOR_DEAD && !a.creation.detached() && !a.creation.caller_id().empty()) {
+      owners.insert(a.creation.caller_id());
+    }
+  }
+  return owners;
+}
+
+void ActorManager::OnHandlesGone(const std::string& actor_id) {
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) return;  // (the first return of a plain task)
+  Actor& a = it->second;
+  const rpc::TaskSpec& c = a.creation;
+  bool created_here = !a.proxy && !c.forwarded() && c.origin_node().empty();
+  if (!created_here || a.state == rpc::ACTOR_DEAD || c.detached()) return;
+  if (!a.remote_node.empty()) {  // hosted elsewhere: that node ends it
+    if (kill_remote_) kill_remote_(a.remote_node, actor_id, true, [](const Status&) {});
+    return;
+  }
+  DieWithOwner(a, kOutOfScopeCause);
 }
 
 void ActorManager::DieWithOwner(Actor& a, const std::string& cause) {

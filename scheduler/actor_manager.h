@@ -64,6 +64,13 @@ class ActorManager {
   // No node can hold the actor's resources: it dies with `why`.
   void FailInfeasible(const std::string& actor_id, const std::string& why);
   void OnClientGone(const std::string& client_id);
+  // Every handle of the actor is gone, in every process: the ready object of
+  // its creation was freed on this node, where it was created (handles carry
+  // that object, so reference counting counts them; each process lets go of
+  // it once its own calls are over). An actor that is not detached ends for
+  // good, as Ray ends an actor whose handles all went out of scope (named or
+  // not: handles got by name do not count, as in Ray).
+  void OnHandlesGone(const std::string& actor_id);
   // Another node died. Actors it created and placed here die with it (they
   // share their creator's fate), unless detached: those this node adopts.
   void OnNodeDead(const std::string& node_id, const std::string& why);
@@ -118,6 +125,9 @@ class ActorManager {
   // The node a call of `actor_id` was sent to (its host), or "" if it was not sent away.
   std::string ForwardedTo(const std::string& actor_id, const std::string& task_id) const;
   size_t num_alive() const;
+  // The client ids of the processes whose death ends actors of this node
+  // (creators of live actors that are not detached).
+  std::unordered_set<std::string> Owners() const;
   size_t num_pending() const { return pending_.size(); }
 
  private:

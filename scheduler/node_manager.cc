@@ -370,7 +370,11 @@ void NodeManager::Heartbeat() {
   if (beat_) beat_->MainLoopAlive();
   gcs_.UpdateNode(NodeInfoNow());
   if (!redis_.reconnecting()) peers_.Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
-  pool_.TrimIdle(std::max<size_t>(1, static_cast<size_t>(options_.num_cpus)), std::chrono::seconds(10));
+  size_t keep_idle = std::max<size_t>(1, static_cast<size_t>(options_.num_cpus));
+  if (pool_.num_idle() > keep_idle) {  // a worker that created actors lives on while they do (they die with it)
+    auto owners = tasks_.actors().Owners();
+    pool_.TrimIdle(keep_idle, std::chrono::seconds(10), [&](const Worker& w) { return owners.count(w.client_id) > 0; });
+  }
   ReportSlowCopies();
   auto now = std::chrono::steady_clock::now();
   if (now - rings_pruned_at_ > std::chrono::seconds(30)) {  // the trace rings of exited workers: the newest 32 stay
@@ -510,6 +514,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
       Reply(*c, rpc::REGISTER_CLIENT, req, r);
       return;
     }
+    c->worker->client_id = c->client_id;
   }
   c->registered = true;
   r.set_node_id(node_id_);

@@ -322,7 +322,9 @@ void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
   reduces_.Forget(id);
   if (was_copy) return;  // the task that made it is another node's to forget
   if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
-  if (IndexOf(id) > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+  int index = IndexOf(id);
+  if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+  if (index == 1) tasks_.actors().OnHandlesGone(TaskIdOf(id));  // (an actor's handles carry its creation's return)
 }
 
 void NodeManager::UnmapIdle() {

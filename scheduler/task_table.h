@@ -7,6 +7,7 @@
 // the raylet's loop.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ class WorkerSource {
   virtual ~WorkerSource() = default;
   // An idle registered worker of that language, taken out of the idle list, or nullptr.
   virtual Worker* PopIdle(rpc::Language language) = 0;
+  // The same, among those for which `usable` is true (the others stay idle).
+  virtual Worker* PopIdleIf(rpc::Language language, const std::function<bool(const Worker&)>& usable) = 0;
   // Starts a worker process; false if it could not.
   virtual bool StartWorker(rpc::Language language) = 0;
   // Workers of that language started and not registered yet.

@@ -157,14 +157,15 @@ Worker* WorkerPool::Find(const std::string& token) {
   return it == by_token_.end() || it->second->dead ? nullptr : it->second.get();
 }
 
-Worker* WorkerPool::PopIdle(rpc::Language language) {
+Worker* WorkerPool::PopIdleIf(rpc::Language language, const std::function<bool(const Worker&)>& usable) {
   // Most recently used first: warm caches.
   for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
     Worker* w = *it;
-    if (w->language != language) continue;
+    bool gone = w->dead || (w->conn && w->conn->closed());
+    if (w->language != language || (!gone && usable && !usable(*w))) continue;
     idle_.erase(std::next(it).base());
-    if (!w->dead && !(w->conn && w->conn->closed())) return w;
-    return PopIdle(language);  // dropped a dead one; look again
+    if (!gone) return w;
+    return PopIdleIf(language, usable);  // dropped a dead one; look again
   }
   return nullptr;
 }
@@ -189,11 +190,19 @@ void WorkerPool::MarkDead(Worker* w, const std::string& why) {
   boost::asio::post(io_, [this, token] { by_token_.erase(token); });
 }
 
-void WorkerPool::TrimIdle(size_t keep, std::chrono::milliseconds idle_for) {
+void WorkerPool::TrimIdle(size_t keep, std::chrono::milliseconds idle_for,
+                          const std::function<bool(const Worker&)>& spare) {
   auto now = std::chrono::steady_clock::now();
-  while (idle_.size() > keep && now - idle_.front()->idle_since > idle_for) {
-    Worker* w = idle_.front();
-    idle_.pop_front();
+  size_t idle = idle_.size();
+  for (auto it = idle_.begin(); it != idle_.end() && idle > keep;) {  // oldest first
+    Worker* w = *it;
+    if (now - w->idle_since <= idle_for) break;
+    if (spare && spare(*w)) {
+      ++it;
+      continue;
+    }
+    it = idle_.erase(it);
+    --idle;
     if (w->conn) w->conn->Close();
     ::kill(w->pid, SIGTERM);
   }

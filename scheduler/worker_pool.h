@@ -39,6 +39,7 @@ struct Worker {
   bool dead = false;
   bool exiting = false;                    // said it exits after its task: no new work
   std::string actor_id;                    // non-empty: dedicated to this actor for its life
+  std::string client_id;                   // its connection's, once it registered
   rpc::Language language = rpc::LANGUAGE_PYTHON;  // which of the configured commands started it
   // Store objects pushed to it as arguments, pinned until the worker releases
   // its views of them (or dies).
@@ -72,13 +73,15 @@ class WorkerPool final : public WorkerPoolView {
   // The live worker started with `token`, or nullptr.
   Worker* Find(const std::string& token);
   // An idle registered worker of `language`, or nullptr.
-  Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON) override;
+  Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON) override { return PopIdleIf(language, nullptr); }
+  Worker* PopIdleIf(rpc::Language language, const std::function<bool(const Worker&)>& usable) override;
   void PushIdle(Worker* w) override;
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
   void SetDeathHandler(DeathHandler h) { on_death_ = std::move(h); }
-  // Stops idle workers beyond `keep` that have idled longer than `idle_for`.
-  void TrimIdle(size_t keep, std::chrono::milliseconds idle_for);
+  // Stops idle workers beyond `keep` that have idled longer than `idle_for`,
+  // except those `spare` says to keep (they own actors that die with them).
+  void TrimIdle(size_t keep, std::chrono::milliseconds idle_for, const std::function<bool(const Worker&)>& spare);
   // Terminates every worker (SIGTERM, then SIGKILL after `grace`).
   void KillAll(std::chrono::milliseconds grace);
 

@@ -322,10 +322,9 @@ class ActorClass:
                                  resources=resource_map(opts), calls_unordered=self._runs_concurrently(opts),
                                  **_strategy_kw(opts))
         ready = refs[0]
-        handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods, ready,
-                             opts["max_pending_calls"], opts["max_task_retries"])
-        if not full_name and opts["lifetime"] != "detached":
-            actor_lifetime.own(handle)  # it ends when this handle is gone (unless passed on)
+        scoped = opts["lifetime"] != "detached"  # it ends when all its handles are gone (named or not, as in Ray)
+        handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods,
+                             ready if scoped else None, opts["max_pending_calls"], opts["max_task_retries"])
         if opts["get_if_exists"] and full_name:
             # Another process may also have found no such actor just now: the
             # raylet gives the name to the creation it took first (this lookup
@@ -347,8 +346,13 @@ class ActorHandle:
         self._function_id = function_id
         self._class_name = class_name
         self._methods = methods
-        self._ready = ready_ref  # resolves when the constructor has run (creator's handle only)
+        # The ready object of the actor's creation, carried by the creator's handle of an actor that ends
+        # when its handles are gone (not detached) and by every copy of it: the raylets count the handles
+        # by counting it (_private/actor_lifetime.py). None for detached actors and handles got by name.
+        self._ready = ready_ref
         self._max_pending = max_pending_calls
+        if ready_ref is not None:
+            actor_lifetime.watch(self)
 
     def __getattr__(self, name):
         methods = self.__dict__.get("_methods")
@@ -361,8 +365,7 @@ class ActorHandle:
         return f"ActorHandle({self._class_name}, {self._actor_id.hex()})"
 
     def __reduce__(self):
-        actor_lifetime.escaped(self._actor_id)  # held elsewhere from now on: not ended for going out of scope
-        return (ActorHandle, (self._actor_id, self._function_id, self._class_name, self._methods, None,
+        return (ActorHandle, (self._actor_id, self._function_id, self._class_name, self._methods, self._ready,
                               self._max_pending, self._max_task_retries))
 
     def __eq__(self, other):

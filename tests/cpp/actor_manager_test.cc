@@ -51,6 +51,15 @@ class FakeWorkers : public WorkerSource {
     workers.push_back(std::make_unique<Worker>());
     return workers.back().get();
   }
+  Worker* PopIdleIf(rpc::Language l, const std::function<bool(const Worker&)>& usable) override {
+    if (idle == 0) return nullptr;
+    Worker* w = PopIdle(l);
+    w->client_id = next_client_id;
+    if (!usable || usable(*w)) return w;
+    ++idle;  // (it stays idle)
+    workers.pop_back();
+    return nullptr;
+  }
   bool StartWorker(rpc::Language) override {
     ++started;
     return true;
@@ -58,6 +67,7 @@ class FakeWorkers : public WorkerSource {
   size_t num_starting(rpc::Language) const override { return 0; }
 
   int idle = 0;
+  std::string next_client_id = "worker";  // the client id the next idle worker has
   int started = 0;
   std::vector<std::unique_ptr<Worker>> workers;
 };
@@ -79,6 +89,8 @@ class ActorManagerTest : public ::testing::Test {
     s.set_actor_name(name);
     s.set_placement_group_id(placement_group);
     s.set_calls_unordered(unordered);
+    s.set_caller_id(creator_);
+    s.set_detached(detached_);
     tasks_.Submit(s);
     ResourceSet need;
     if (cpus > 0) need.Set("CPU", cpus);
@@ -137,6 +149,8 @@ class ActorManagerTest : public ::testing::Test {
   ResourceLedger ledger_;
   ActorManager actors_;
   int next_ = 0;
+  std::string creator_ = "driver";  // the caller of the creations Create submits
+  bool detached_ = false;
 };
 
 TEST_F(ActorManagerTest, AnActorTakesAWorkerAndItsResources) {
@@ -338,6 +352,51 @@ TEST_F(ActorManagerTest, ARemovedPlacementGroupTakesItsActors) {
   actors_.KillGroup(pg, "its placement group was removed");
   std::string late = Call(a);
   EXPECT_NE(tasks_.failed[late].find("placement group was removed"), std::string::npos);
+}
+
+TEST_F(ActorManagerTest, AnActorWhoseHandlesAreAllGoneEndsForGoodUnlessDetached) {
+  pool_.idle = 3;
+  std::string plain = Create(0);
+  std::string named = Create(0, /*max_restarts=*/5, 0, "named");
+  detached_ = true;
+  std::string detached = Create(0, 0, 0, "kept");
+  actors_.PlacePending();
+  for (const auto& a : {plain, named, detached}) Alive(a);
+  std::string queued = Call(plain);
+  Worker* w = WorkerOf(plain);
+  Worker* named_worker = WorkerOf(named);
+  actors_.OnHandlesGone(plain);
+  actors_.OnHandlesGone(named);
+  actors_.OnHandlesGone(detached);
+  actors_.OnHandlesGone(Id(99));  // (the first return of some task: nothing)
+  // Dead for good (no restart though max_restarts=5), its process killed; its death report finds it dead.
+  actors_.OnWorkerDied(w, w->inflight, "killed");
+  actors_.OnWorkerDied(named_worker, named_worker->inflight, "killed");
+  EXPECT_NE(tasks_.failed[queued].find("all references to the actor were removed"), std::string::npos)
+      << tasks_.failed[queued];
+  EXPECT_FALSE(actors_.OnMethodSubmitted(tasks_.specs[CallFrom(named, "driver", true)]));
+  EXPECT_TRUE(actors_.Lookup("kept").ok());
+  EXPECT_FALSE(actors_.Lookup("named").ok());
+  EXPECT_EQ(actors_.num_alive(), 1u);
+}
+
+TEST_F(ActorManagerTest, AnActorIsNotPlacedInTheProcessOfACreatorOfLiveActors) {
+  // A worker that created an actor owns it: killing that worker later (as this actor's process)
+  // would end the other actor too. So the idle worker whose client is "task-worker" is passed over.
+  creator_ = "task-worker";
+  pool_.idle = 1;
+  pool_.next_client_id = "other";
+  std::string owned = Create(0);
+  actors_.PlacePending();
+  Alive(owned);
+  creator_ = "driver";
+  pool_.idle = 1;
+  pool_.next_client_id = "task-worker";
+  std::string next = Create(0);
+  actors_.PlacePending();
+  EXPECT_EQ(WorkerOf(next), nullptr);
+  EXPECT_EQ(pool_.started, 1);  // a process of its own is started instead
+  EXPECT_EQ(actors_.Owners(), (std::unordered_set<std::string>{"task-worker", "driver"}));
 }
 
 }  // namespace phalanx::scheduler

@@ -31,6 +31,15 @@ class FakePool : public WorkerPoolView {
     idle.pop_front();
     return w;
   }
+  Worker* PopIdleIf(rpc::Language l, const std::function<bool(const Worker&)>& usable) override {
+    for (auto it = idle.begin(); it != idle.end(); ++it) {
+      if (usable && !usable(**it)) continue;
+      Worker* w = *it;
+      idle.erase(it);
+      return w;
+    }
+    return nullptr;
+  }
   bool StartWorker(rpc::Language) override {
     ++started;
     return true;

@@ -1,14 +1,19 @@
-"""An actor ends when its creator's last handle goes away (Ray's rule for actors that are neither named
-nor detached): the calls already made from here run first, then it is ended for good (no restart) and
-its resources are freed.
+"""An actor ends when every handle of it, in every process, has gone away (Ray's rule for actors that
+are not detached, named or not): the calls already made through each handle run first, then it is ended
+for good (no restart) and its resources are freed.
 
-The creator's handle (what `Cls.remote()` returned) is watched with a finalizer. When it is collected,
-the actor goes to a reaper thread, which waits until no call from this process to it may still run (the
-core worker knows: calls sent straight to the actor's worker until their result; while calls go through
-the raylet, the last one sent, which runs after the others, until the raylet has finished it) and then
-kills it. A handle that was ever pickled (passed to a task or another actor,
-returned, put) may live on elsewhere: that actor is left alone, as before, until killed or until its
-creator exits.
+Reference counting does the counting. The creator's handle of such an actor carries the ready object
+of its creation (`ActorHandle._ready`), and so does every copy of it: a handle pickled into a task's
+arguments, a put or a return carries it as a ref inside the value, so the raylets count it wherever the
+handle goes, as they count any ref. Each handle is watched with a finalizer: when it is collected, its
+ready ref goes to a reaper thread, which keeps it until no call from this process to that actor may
+still run (the core worker knows: calls sent straight to the actor's worker until their result; while
+calls go through the raylet, the last one sent, which runs after the others, until the raylet has
+finished it) and then lets go of it. When the last holder anywhere has let go, the ready object is freed
+on the node that created the actor, and that node ends it (`ActorManager::OnHandlesGone`).
+
+As in Ray, handles got by name (`get_actor`) do not count, and neither do bytes made by plain `pickle`
+(nothing can count where they go): a handle loaded from them after the actor ended gets ActorDiedError.
 
 The finalizer itself only queues: it may run inside any Python code of any thread."""
 import collections
@@ -19,39 +24,36 @@ import weakref
 from phalanx import _core
 from phalanx._private import state
 
-_owned = set()  # actor ids whose creator's handle is watched here (and was never pickled)
-_released = collections.deque()  # actor ids whose creator's handle is gone
+_released = collections.deque()  # (actor id, ready ref) of handles gone
 _wake = threading.Event()
 _reaper = None
 _lock = threading.Lock()
 
 
-def own(handle):
-    """Watches the creator's handle of an unnamed, non-detached actor."""
-    _owned.add(handle._actor_id)
-    f = weakref.finalize(handle, _on_released, handle._actor_id, state.info.get("client_id"))
-    f.atexit = False  # (at exit the whole job ends, and its actors with it)
+def watch(handle):
+    """Lets go of the handle's ready ref, once this process's calls to the actor are over, when the
+    handle is collected."""
+    f = weakref.finalize(handle, _on_released, handle._actor_id, handle._ready, state.info.get("client_id"))
+    f.atexit = False  # (at exit this process's refs all go at once)
 
 
-def escaped(actor_id):
-    """A handle of this actor was pickled: it may be held elsewhere, so it is never ended for going out
-    of scope here."""
-    _owned.discard(actor_id)
-
-
-def _on_released(actor_id, client_id):
-    if actor_id not in _owned:
-        return  # passed on
-    _owned.discard(actor_id)
+def _on_released(actor_id, ready_ref, client_id):
     if state.mode is None or state.info.get("client_id") != client_id:
-        return  # (made by an earlier connection of this process)
-    _released.append(actor_id)
+        return  # (made by an earlier connection of this process: the ref goes with this frame)
+    _released.append((actor_id, ready_ref))
     with _lock:
         global _reaper
         if _reaper is None or not _reaper.is_alive():
             _reaper = threading.Thread(target=_reap, name="phalanx-actor-reaper", daemon=True)
             _reaper.start()
     _wake.set()
+
+
+def _calls_pending(actor_id):
+    try:
+        return _core.actor_calls_pending(actor_id)
+    except Exception:  # the connection is gone (shutdown): nothing left to wait for
+        return False
 
 
 def _reap():
@@ -64,18 +66,8 @@ def _reap():
         _wake.clear()
         while _released:
             waiting.append(_released.popleft())
-        still = []
-        for actor_id in waiting:
-            if state.mode is None:
-                continue
-            try:
-                if _core.actor_calls_pending(actor_id):
-                    still.append(actor_id)
-                    continue
-                _core.kill_actor(actor_id, True, 10000)
-            except Exception:  # the connection is gone (shutdown): nothing left to end from here
-                pass
-        waiting = still
+        # What stays in `waiting` keeps its ready ref; what leaves it lets go.
+        waiting = [w for w in waiting if state.mode is not None and _calls_pending(w[0])]
         if waiting:
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
