@@ -85,7 +85,7 @@ def test_unknown_method_and_direct_call_are_clear_errors(cluster):
 
 
 def test_named_actor_found_from_anywhere(cluster):
-    Counter.options(name="shared-counter").remote(7)
+    owner = Counter.options(name="shared-counter").remote(7)  # (as in Ray, it ends with the creator's handles)
     h = phalanx.get_actor("shared-counter")
     assert phalanx.get(h.add.remote(1)) == 8
 
@@ -97,6 +97,7 @@ def test_named_actor_found_from_anywhere(cluster):
         Counter.options(name="shared-counter").remote()
     with pytest.raises(phalanx.NotFoundError, match="no live actor named 'missing'"):
         phalanx.get_actor("missing")
+    del owner
 
 
 def test_handles_pass_to_tasks_and_actors(cluster):

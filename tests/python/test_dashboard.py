@@ -78,7 +78,7 @@ def _workload():
 def test_the_page_shows_the_nodes_and_an_actor_the_test_created(tmp_path):
     with loopback_nodes([None, {"b": 1}, {"c": 1}]):
         nodes = [n["node_id"] for n in phalanx.nodes()]
-        _workload()
+        learner = _workload()  # (kept: the actor ends with its last handle, as in Ray)
         port, stop = dashboard.start_in_thread()
         try:
             url = f"http://127.0.0.1:{port}/"
