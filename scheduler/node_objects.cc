@@ -24,6 +24,7 @@ struct NodeManager::PendingGet {
   int waiting = 0;
   bool done = false;
   bool blocked_worker = false;
+  uint64_t lease_seq = 0;  // the worker's lease it blocked in (Worker::lease_seq)
   bool has_deadline = false;
   GetDeadlines::iterator deadline;  // its entry in get_deadlines_, when has_deadline
 };
@@ -77,6 +78,7 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   if (g->done) return;
   if (c->worker != nullptr) {
     g->blocked_worker = true;
+    g->lease_seq = c->worker->lease_seq;
     tasks_.OnWorkerBlocked(c->worker);
   }
   if (m.timeout_ms() >= 0) {
@@ -246,7 +248,8 @@ void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
   }
   auto c = g->client.lock();
   if (!c || c->conn->closed()) return;
-  if (g->blocked_worker && c->worker) tasks_.OnWorkerUnblocked(c->worker);
+  // (A get left behind by a task that ended inside it must not unblock the worker's next lease.)
+  if (g->blocked_worker && c->worker && c->worker->lease_seq == g->lease_seq) tasks_.OnWorkerUnblocked(c->worker);
   rpc::GetObjectsReply r;
   for (const auto& id : g->ids) {
     rpc::ObjectValue* v = r.add_objects();

@@ -172,6 +172,7 @@ void TaskManager::Dispatch() {
           w->leased = t.need;
           w->gpu_ids = std::move(gpus);
           w->has_lease = true;
+          ++w->lease_seq;
           leased_.push_back(w);
         } else {
           ledger_.Release(t.need, gpus);
@@ -487,6 +488,10 @@ void TaskManager::ReleaseArgs(Task& t) {
 void TaskManager::ReleaseLeaseIfIdle(Worker* w) {
   if (!w->inflight.empty() || !w->has_lease || w->exiting) return;
   ledger_.Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
+  if (w->blocked) {  // its task ended inside a get (cancelled: KeyboardInterrupt); that get no longer blocks anything
+    w->blocked = false;
+    --blocked_;
+  }
   w->gpu_ids.clear();
   w->has_lease = false;
   w->leased = ResourceSet();

@@ -35,6 +35,7 @@ struct Worker {
   ResourceSet leased;                      // what its current lease holds
   std::vector<int> gpu_ids;                // GPUs of that lease (or of its actor)
   bool has_lease = false;
+  uint64_t lease_seq = 0;                  // counts its leases: a get that blocked in an earlier one is stale
   bool blocked = false;                    // waiting in a get: lease lent back to the node
   bool dead = false;
   bool exiting = false;                    // said it exits after its task: no new work

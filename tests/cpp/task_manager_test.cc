@@ -205,6 +205,30 @@ TEST_F(TaskManagerTest, AWorkerBlockedInAGetLendsItsCpus) {
   EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);
 }
 
+TEST_F(TaskManagerTest, ATaskThatEndsInsideItsGetLeavesTheWorkerUnblockedForItsNextLease) {
+  // A cancel (force=False) interrupts a task blocked in a get: it ends with its get still pending at
+  // the raylet. The worker's next task must lend its CPUs when it blocks, and give them back after.
+  Worker* w = pool_.Add();
+  pool_.PushIdle(w);
+  std::string first = Submit(Spec("waits", 2));
+  ASSERT_EQ(Running(first), w);
+  uint64_t first_lease = w->lease_seq;
+  tasks_.OnWorkerBlocked(w);
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);  // lent
+  Done(w, first, "cancelled");                     // ended inside the get: no unblock came
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);
+  EXPECT_FALSE(w->blocked);
+  std::string second = Submit(Spec("waits", 2));
+  ASSERT_EQ(Running(second), w);
+  EXPECT_NE(w->lease_seq, first_lease);  // (the stale get's end is told apart by this)
+  EXPECT_EQ(tasks_.available().Get("CPU"), 0.0);
+  tasks_.OnWorkerBlocked(w);
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0) << "the second task's get lends its CPUs too";
+  tasks_.OnWorkerUnblocked(w);
+  Done(w, second, "ok");
+  EXPECT_EQ(tasks_.available().Get("CPU"), 2.0);
+}
+
 TEST_F(TaskManagerTest, TheChildrenABlockedParentWaitsForGoBeforeQueuedParents) {
   pool_.PushIdle(pool_.Add());
   std::string p1 = Submit(Spec("parent", 2));

@@ -5,7 +5,7 @@ import time
 import pytest
 
 import ray
-from suite_utils import Gate, Signal, phalanx_differs, wait_for_condition
+from suite_utils import Gate, Signal, wait_for_condition
 
 
 def valid_exceptions(use_force):
@@ -19,8 +19,6 @@ def wait_for(t):
     return ray.get(t[0])
 
 
-@phalanx_differs("a cancel (force=False) of a task blocked in get on a 1-CPU node is now and then not "
-                 "delivered: the task stays blocked (being found; docs/ray_compat.md)", strict=False)
 @pytest.mark.parametrize("use_force", [True, False])
 def test_cancel_chain(ray_start_regular, use_force):
     signaler = Signal.remote()
@@ -70,8 +68,6 @@ def test_cancel_multiple_dependents(ray_start_regular, use_force):
     assert ray.get(head2, timeout=30) is None
 
 
-@phalanx_differs("a cancel (force=False) of a task blocked in get on a 1-CPU node is now and then not "
-                 "delivered: the task stays blocked (being found; docs/ray_compat.md)", strict=False)
 @pytest.mark.parametrize("use_force", [True, False])
 def test_single_cpu_cancel(shutdown_only, use_force, init_kwargs):
     ray.init(num_cpus=1, **init_kwargs)
