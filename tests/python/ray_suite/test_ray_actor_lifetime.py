@@ -1,9 +1,11 @@
 """When an actor ends because its handles are gone, as Ray's `python/ray/tests/test_actor.py`
-(`test_actor_deletion`, `test_actor_exit_from_task`), `test_reference_counting*.py` and the page
-"Terminating Actors" (docs.ray.io/en/latest/ray-core/actors/terminating-actors.html) check it: "Actor
-processes will be terminated automatically when all copies of the actor handle have gone out of scope
-in Python, or if the original creator process dies." Copies held by tasks, other actors and values
-count; named and detached actors stay. Tests without a Ray namesake say which sentence they check."""
+(`test_actor_deletion`, `test_actor_exit_from_task`) and the page "Terminating Actors"
+(docs.ray.io/en/latest/ray-core/actors/terminating-actors.html) have it: "Actor processes will be
+terminated automatically when all copies of the actor handle have gone out of scope in Python, or if
+the original creator process dies." The tests without a Ray namesake check that sentence case by case:
+copies held by other actors, passed to tasks, put in values and returned count, and the calls made
+through a copy run first; a named actor ends so too and a handle got by name does not count, a
+detached one stays, and plain `pickle` bytes do not count (what Ray 2.60 does, run side by side)."""
 import gc
 import os
 import pickle
