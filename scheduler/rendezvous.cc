@@ -17,6 +17,7 @@ void Rendezvous::Arrive(const rpc::Rendezvous& m, Done done) {
   auto w = std::make_shared<Waiter>();
   w->m = m;
   w->done = std::move(done);
+  w->token = RandomBytes(kTokenBytes);
   const std::string key = m.key();
   Key& k = keys_[key];
   bool first = k.waiters.empty();
@@ -64,7 +65,7 @@ void Rendezvous::Send(const std::string& key, const std::shared_ptr<Waiter>& w) 
   w->sent = true;
   std::weak_ptr<Waiter> weak = w;
   std::vector<std::string> clients(w->m.rank_clients().begin(), w->m.rank_clients().end());
-  gcs_->Arrive(key, w->m.rank(), w->m.world(), w->m.payload(), kForgetAfterS, clients,
+  gcs_->Arrive(key, w->m.rank(), w->m.world(), w->token + w->m.payload(), kForgetAfterS, clients,
                [this, weak, key](Result<std::string> r) {
                  auto w = weak.lock();
                  if (!w) return;
@@ -89,12 +90,27 @@ void Rendezvous::Send(const std::string& key, const std::shared_ptr<Waiter>& w) 
 void Rendezvous::Complete(const std::string& key, const std::string& record) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
-  auto waiters = std::move(it->second.waiters);
-  keys_.erase(it);
-  gcs_->UnsubscribeRendezvous(key);
-  for (auto& w : waiters) {
+  std::vector<std::pair<std::shared_ptr<Waiter>, Result<std::vector<std::string>>>> outcomes;
+  auto& ws = it->second.waiters;
+  for (auto w = ws.begin(); w != ws.end();) {
+    if (!(*w)->sent || record.find((*w)->token) == std::string::npos) {
+      ++w;  // an earlier round's record: not this waiter's
+      continue;
+    }
+    auto r = GcsClient::ParseRendezvous(record, (*w)->m.world());
+    if (r.ok()) {
+      for (auto& e : r.value()) e.erase(0, std::min(kTokenBytes, e.size()));
+    }
+    outcomes.emplace_back(*w, std::move(r));
+    w = ws.erase(w);
+  }
+  if (ws.empty()) {
+    keys_.erase(it);
+    gcs_->UnsubscribeRendezvous(key);
+  }
+  for (auto& [w, r] : outcomes) {
     if (w->timer) w->timer->cancel();
-    w->done(GcsClient::ParseRendezvous(record, w->m.world()));
+    w->done(std::move(r));
   }
 }
 

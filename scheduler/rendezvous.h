@@ -32,6 +32,7 @@ class Rendezvous {
   using Done = std::function<void(Result<std::vector<std::string>>)>;
   // How long an incomplete rendezvous stays in the GCS after its last arrival.
   static constexpr int64_t kForgetAfterS = 86400;
+  static constexpr size_t kTokenBytes = 8;
 
   Rendezvous(boost::asio::io_context& io, GcsClient* gcs) : io_(io), gcs_(gcs) {}
 
@@ -51,6 +52,7 @@ class Rendezvous {
   struct Waiter {
     rpc::Rendezvous m;
     Done done;
+    std::string token;  // kTokenBytes random bytes stored before the payload: this arrival's round
     bool sent = false;
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
@@ -67,7 +69,7 @@ class Rendezvous {
   // Gives up every wait with a rank x for which counts_on(m, x), saying why(x).
   void FailWaitsOn(const std::function<bool(const rpc::Rendezvous&, int)>& counts_on,
                    const std::function<std::string(int)>& why);
-  // The rendezvous at `key` is complete: every waiter gets its outcome.
+  // A round at `key` is complete: each waiter whose arrival the record holds gets its outcome.
   void Complete(const std::string& key, const std::string& record);
   // Takes w's arrival back and fails it (`why`, or a timeout naming the ranks missing if empty).
   void GiveUp(const std::string& key, const std::shared_ptr<Waiter>& w, const std::string& why = "");

@@ -158,6 +158,28 @@ TEST_F(RendezvousTest, TheExitOfARanksProcessFailsTheWaitOnEveryRaylet) {
   EXPECT_EQ(sides_[0].rdv->num_waiting() + sides_[1].rdv->num_waiting(), 0u);
 }
 
+// A rendezvous completes twice on the channel: once as the reply to its last
+// arrival, once as the message published. A new round at the same key, begun
+// as soon as the reply came, must not take the old round's message for its
+// own (it got an earlier round's payloads: an init_group after a failed one
+// saw the failed one's backend).
+TEST_F(RendezvousTest, ANewRoundAtTheSameKeyIsNotCompletedByTheLastRoundsRecord) {
+  constexpr int kRounds = 40;
+  std::vector<std::string> got;
+  std::function<void(int)> round = [&](int i) {
+    sides_[0].rdv->Arrive(Arrival("g:6", 0, 1, "round " + std::to_string(i)),
+                          [&, i](Result<std::vector<std::string>> r) {
+                            got.push_back(r.ok() ? r.value().at(0) : r.status().ToString());
+                            if (i + 1 < kRounds) round(i + 1);
+                          });
+  };
+  round(0);
+  RunUntil([&] { return got.size() == kRounds; });
+  ASSERT_EQ(got.size(), static_cast<size_t>(kRounds));
+  for (int i = 0; i < kRounds; ++i) EXPECT_EQ(got[i], "round " + std::to_string(i));
+  EXPECT_EQ(sides_[0].rdv->num_waiting(), 0u);
+}
+
 TEST_F(RendezvousTest, ABadRankIsRefusedAtOnce) {
   Status st;
   sides_[0].rdv->Arrive(Arrival("g:4", 3, 3, ""), [&](Result<std::vector<std::string>> r) { st = r.status(); });
