@@ -23,8 +23,15 @@ constexpr const char* kOutOfScopeCause =
 bool SocketClosed(const Worker& w) { return w.conn != nullptr && w.conn->closed(); }
 }  // namespace
 
-ActorManager::ActorManager(TaskTable* tasks, ResourceLedger* ledger, WorkerSource* pool, std::string node_id)
-    : tasks_(tasks), ledger_(ledger), pool_(pool), node_id_(std::move(node_id)) {}
+ActorManager::ActorManager(TaskTable* tasks, ResourceLedger* ledger, WorkerSource* pool, std::string node_id,
+                           ActorDirectory* directory, RemoteNodes* remote, GroupPlacement* groups)
+    : tasks_(tasks),
+      ledger_(ledger),
+      pool_(pool),
+      node_id_(std::move(node_id)),
+      directory_(directory),
+      remote_(remote),
+      groups_(groups) {}
 
 std::string ActorManager::Describe(const Actor& a) const {
   std::string s = "actor " + a.creation.function_name();
@@ -34,7 +41,7 @@ std::string ActorManager::Describe(const Actor& a) const {
 
 void ActorManager::Announce(const Actor& a) {
   // The node hosting an actor speaks for it; proxies never do.
-  if (!on_event_ || a.proxy || !a.remote_node.empty()) return;
+  if (directory_ == nullptr || a.proxy || !a.remote_node.empty()) return;
   rpc::ActorInfo info;
   info.set_actor_id(a.creation.actor_id());
   info.set_name(a.creation.actor_name());
@@ -54,7 +61,7 @@ void ActorManager::Announce(const Actor& a) {
   info.set_owner_node(a.creation.origin_node().empty() ? node_id_ : a.creation.origin_node());
   info.set_detached(a.creation.detached());
   if (a.creation.detached() && a.state != rpc::ACTOR_DEAD) info.set_creation_spec(a.creation.SerializeAsString());
-  on_event_(info);
+  directory_->Publish(info);
 }
 
 void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const ResourceSet& need) {
@@ -74,8 +81,8 @@ void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const Resource
     names_[name] = spec.actor_id();
     // Unique across the cluster too: claimed in the GCS before it is placed
     // (a creation sent here by the node that claimed it has it already).
-    if (spec.forwarded() || !claim_) {
-      a.name_held = claim_ != nullptr;
+    if (spec.forwarded() || directory_ == nullptr) {
+      a.name_held = directory_ != nullptr;
     } else {
       a.claiming = true;
     }
@@ -86,11 +93,11 @@ void ActorManager::OnCreationSubmitted(const rpc::TaskSpec& spec, const Resource
 
 void ActorManager::Claim(const std::string& actor_id, const std::string& stale) {
   const std::string name = actors_[actor_id].creation.actor_name();
-  claim_(name, actor_id, stale, [this, actor_id, name](Result<std::string> r) {
+  directory_->ClaimName(name, actor_id, stale, [this, actor_id, name](Result<std::string> r) {
     auto it = actors_.find(actor_id);
     bool won = r.ok() && r.value().empty();
     if (it == actors_.end() || it->second.state == rpc::ACTOR_DEAD) {
-      if (won && release_) release_(name, actor_id);  // (died meanwhile)
+      if (won) directory_->ReleaseName(name, actor_id);  // (died meanwhile)
       if (it != actors_.end()) Claimed(it->second, false, "");
       return;
     }
@@ -104,8 +111,7 @@ void ActorManager::Claim(const std::string& actor_id, const std::string& stale) 
       if (again == actors_.end()) return;
       Claimed(again->second, false, "an actor named '" + name + "' already exists" + where);
     };
-    if (!locate_) return lose("");
-    locate_(owner, [this, actor_id, owner, lose](Result<rpc::ActorInfo> info) {
+    directory_->Locate(owner, [this, actor_id, owner, lose](Result<rpc::ActorInfo> info) {
       if (info.ok() && info.value().state() != rpc::ACTOR_DEAD) {
         return lose(" (on node " + ToHex(info.value().node_id()).substr(0, 12) + ")");
       }
@@ -143,7 +149,7 @@ void ActorManager::WhenNamed(const std::string& name, std::function<void()> then
 
 bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
   auto it = actors_.find(spec.actor_id());
-  if (it == actors_.end() && locate_) {
+  if (it == actors_.end() && directory_ != nullptr) {
     // Created on another node: find it, then forward calls there, in order.
     Actor& p = actors_[spec.actor_id()];
     p.proxy = true;
@@ -151,7 +157,7 @@ bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
     p.creation.set_function_name(spec.function_name().substr(0, spec.function_name().rfind('.')));
     p.calls.PushBack(spec.caller_id(), spec.task_id());
     std::string id = spec.actor_id();
-    locate_(id, [this, id](Result<rpc::ActorInfo> r) {
+    directory_->Locate(id, [this, id](Result<rpc::ActorInfo> r) {
       auto found = actors_.find(id);
       if (found == actors_.end()) return;
       Actor& a = found->second;
@@ -216,12 +222,12 @@ void ActorManager::Route(const std::string& actor_id, std::function<void(rpc::Ac
     }
     return reply(std::move(r));
   }
-  if (!locate_) {
+  if (directory_ == nullptr) {
     rpc::ActorRouteReply r;
     *r.mutable_status() = ToProto(Status::NotFound("no actor " + ToHex(actor_id).substr(0, 12)));
     return reply(std::move(r));
   }
-  locate_(actor_id, [reply = std::move(reply)](Result<rpc::ActorInfo> info) {
+  directory_->Locate(actor_id, [reply = std::move(reply)](Result<rpc::ActorInfo> info) {
     rpc::ActorRouteReply r;
     if (!info.ok()) {
       *r.mutable_status() = ToProto(info.status());
@@ -260,6 +266,7 @@ void ActorManager::OnCallCancelled(const std::string& actor_id) {
 
 void ActorManager::PlacePending() {
   std::optional<std::unordered_set<std::string>> owners;  // (made when a worker is first needed)
+  std::vector<std::pair<std::string, std::string>> unplaceable;  // (actor, why): failed once the queue was walked
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto found = actors_.find(*it);
     if (found == actors_.end() || found->second.state == rpc::ACTOR_DEAD) {
@@ -270,8 +277,11 @@ void ActorManager::PlacePending() {
     if (!a.has_resources) {
       if (!ledger_->TryAcquire(a.need, &a.gpu_ids)) {
         rpc::TaskSpec forward;
-        if (spill_ && !a.creation.forwarded() && tasks_->BuildForwardSpec(a.creation.task_id(), &forward)) {
-          std::string node = spill_(forward, a.need);
+        if (remote_ != nullptr && !a.creation.forwarded() &&
+            tasks_->BuildForwardSpec(a.creation.task_id(), &forward)) {
+          std::string gone_why;
+          std::string node = SpillCreation(forward, a.need, &gone_why);
+          if (!gone_why.empty()) unplaceable.emplace_back(a.creation.actor_id(), "it cannot be placed: " + gone_why);
           if (!node.empty()) {
             a.remote_node = node;
             a.remote_inflight.push_back(a.creation.task_id());
@@ -290,7 +300,7 @@ void ActorManager::PlacePending() {
     Worker* w = pool_->PopIdleIf(language, [&](const Worker& c) { return owners->count(c.client_id) == 0; });
     if (w == nullptr) {
       if (pool_->num_starting(language) == 0) pool_->StartWorker(language);
-      return;  // placed when a worker registers
+      break;  // placed when a worker registers
     }
     w->actor_id = a.creation.actor_id();
     w->gpu_ids = a.gpu_ids;
@@ -302,6 +312,21 @@ void ActorManager::PlacePending() {
     tasks_->PushTo(w, a.creation.task_id());
     Announce(a);
   }
+  for (const auto& [actor, why] : unplaceable) FailInfeasible(actor, why);
+}
+
+std::string ActorManager::SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need,
+                                        std::string* gone_why) {
+  if (forward.strategy() != rpc::STRATEGY_PLACEMENT_GROUP) return remote_->Spill(forward, need);
+  // In a placement group: to its bundle's node, once the group is placed.
+  if (groups_ == nullptr) return "";
+  BundleWhere where = groups_->Locate(forward.placement_group_id(), forward.bundle_index(), PlainNeed(forward));
+  if (where.kind == BundleWhere::kGone) {
+    *gone_why = where.why;
+    return "";
+  }
+  if (where.kind != BundleWhere::kNode || where.node.empty() || where.node == node_id_) return "";
+  return remote_->SpillTo(where.node, forward) ? where.node : "";
 }
 
 void ActorManager::Pump(Actor& a) {
@@ -316,7 +341,7 @@ void ActorManager::Pump(Actor& a) {
         return true;
       }
       a.remote_inflight.push_back(tid);
-      if (!forward_(a.remote_node, forward)) {
+      if (remote_ == nullptr || !remote_->SpillTo(a.remote_node, forward)) {
         auto lost = std::move(a.remote_inflight);
         a.remote_inflight.clear();
         HostLost(a, std::move(lost), "node " + ToHex(a.remote_node).substr(0, 12) + " is not alive");
@@ -437,7 +462,7 @@ void ActorManager::Die(Actor& a, const std::string& cause) {
   }
   auto n = names_.find(a.creation.actor_name());
   if (n != names_.end() && n->second == a.creation.actor_id()) names_.erase(n);
-  if (a.name_held && release_) release_(a.creation.actor_name(), a.creation.actor_id());
+  if (a.name_held && directory_ != nullptr) directory_->ReleaseName(a.creation.actor_name(), a.creation.actor_id());
   a.name_held = false;
   Announce(a);
   tasks_->Redispatch();
@@ -500,10 +525,10 @@ Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
 
 void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) {
   auto it = actors_.find(actor_id);
-  if (it == actors_.end() && locate_ && kill_remote_) {  // created elsewhere: find its node
-    locate_(actor_id, [this, actor_id, no_restart, done](Result<rpc::ActorInfo> r) {
+  if (it == actors_.end() && directory_ != nullptr && remote_ != nullptr) {  // created elsewhere: find its node
+    directory_->Locate(actor_id, [this, actor_id, no_restart, done](Result<rpc::ActorInfo> r) {
       if (!r.ok() || r.value().state() == rpc::ACTOR_DEAD) return done(Status::OK());
-      kill_remote_(r.value().node_id(), actor_id, no_restart, done);
+      remote_->KillActor(r.value().node_id(), actor_id, no_restart, done);
     });
     return;
   }
@@ -511,8 +536,8 @@ void ActorManager::Kill(const std::string& actor_id, bool no_restart, std::funct
   Actor& a = it->second;
   if (a.state == rpc::ACTOR_DEAD) return done(Status::OK());
   if (!a.remote_node.empty()) {  // hosted elsewhere: that node kills it and answers later calls
-    if (!kill_remote_) return done(Status::OK());
-    return kill_remote_(a.remote_node, actor_id, no_restart, done);
+    if (remote_ == nullptr) return done(Status::OK());
+    return remote_->KillActor(a.remote_node, actor_id, no_restart, done);
   }
   if (no_restart) {
     if (a.worker == nullptr) {
@@ -591,7 +616,7 @@ void ActorManager::OnHandlesGone(const std::string& actor_id) {
   bool created_here = !a.proxy && !c.forwarded() && c.origin_node().empty();
   if (!created_here || a.state == rpc::ACTOR_DEAD || c.detached()) return;
   if (!a.remote_node.empty()) {  // hosted elsewhere: that node ends it
-    if (kill_remote_) kill_remote_(a.remote_node, actor_id, true, [](const Status&) {});
+    if (remote_ != nullptr) remote_->KillActor(a.remote_node, actor_id, true, [](const Status&) {});
     return;
   }
   DieWithOwner(a, kOutOfScopeCause);
@@ -625,7 +650,7 @@ void ActorManager::RestartOrphan(const rpc::ActorInfo& info, const std::string& 
     dead.set_state(rpc::ACTOR_DEAD);
     dead.set_death_cause(cause);
     dead.clear_creation_spec();
-    if (on_event_) on_event_(dead);
+    if (directory_ != nullptr) directory_->Publish(dead);
     return;
   }
   PHALANX_LOG(Warning) << "restarting detached actor " << spec.function_name() << " ("

@@ -24,6 +24,8 @@
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 #include "scheduler/actor_call_queue.h"
+#include "scheduler/actor_directory.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
 #include "scheduler/task_table.h"
@@ -33,9 +35,13 @@ namespace phalanx::scheduler {
 
 class ActorManager {
  public:
-  using ActorEventHandler = std::function<void(const rpc::ActorInfo&)>;
-
-  ActorManager(TaskTable* tasks, ResourceLedger* ledger, WorkerSource* pool, std::string node_id);
+  // `directory`: names, where actors created elsewhere live, and each actor's
+  // state (null: names are this node's only, nothing is published);
+  // `remote`: other nodes, to place actors on and kill them there (null:
+  // this node only); `groups`: where placement groups' bundles are (null:
+  // none). All owned by the caller, outliving this.
+  ActorManager(TaskTable* tasks, ResourceLedger* ledger, WorkerSource* pool, std::string node_id,
+               ActorDirectory* directory = nullptr, RemoteNodes* remote = nullptr, GroupPlacement* groups = nullptr);
 
   // A creation task was submitted: the actor exists from now on (pending).
   void OnCreationSubmitted(const rpc::TaskSpec& spec, const ResourceSet& need);
@@ -84,42 +90,20 @@ class ActorManager {
   void WhenNamed(const std::string& name, std::function<void()> then);
 
   // Names are unique across the cluster: a named actor created here claims
-  // its name in the GCS before it is placed, and frees it when it dies.
-  // `claim(name, actor_id, stale, cb)`: cb("") when the actor has the name,
-  // else the id of the actor that has it (`stale`: an owner found dead, taken over).
-  using ClaimName = std::function<void(const std::string& name, const std::string& actor_id, const std::string& stale,
-                                       std::function<void(Result<std::string>)>)>;
-  using ReleaseName = std::function<void(const std::string& name, const std::string& actor_id)>;
-  void SetNameRegistry(ClaimName claim, ReleaseName release) {
-    claim_ = std::move(claim);
-    release_ = std::move(release);
-  }
+  // its name in the directory before it is placed, and frees it when it dies.
 
-  void SetActorEventHandler(ActorEventHandler h) { on_event_ = std::move(h); }
-  // Tells the event handler of every actor this node hosts again (the GCS came back).
+  // Publishes every actor this node hosts again (the GCS came back).
   void AnnounceAll() {
     for (const auto& [id, a] : actors_) Announce(a);
   }
 
-  // Placing actors on other nodes. `spill` sends a creation (ref arguments
-  // resolved) to a node where it fits and returns that node's id ("" if none);
-  // `forward` sends a method call to the node hosting the actor.
-  using SpillCreation = std::function<std::string(const rpc::TaskSpec& forward, const ResourceSet& need)>;
-  using ForwardCall = std::function<bool(const std::string& node_id, const rpc::TaskSpec& forward)>;
-  void SetRemotePlacement(SpillCreation spill, ForwardCall forward) {
-    spill_ = std::move(spill);
-    forward_ = std::move(forward);
-  }
+  // Actors placed on other nodes: a creation that does not fit here goes
+  // where it fits (in a placement group: to its bundle's node), and method
+  // calls follow it there.
   // A creation or method call sent to another node finished there.
   void OnRemoteDone(const rpc::TaskSpec& spec);
   // The node hosting the actor went away while `spec` was with it.
   void OnRemoteFailed(const rpc::TaskSpec& spec, const std::string& why);
-  // Finds where an actor created elsewhere lives (the GCS actors table).
-  using Locate = std::function<void(const std::string& actor_id, std::function<void(Result<rpc::ActorInfo>)>)>;
-  void SetLocate(Locate locate) { locate_ = std::move(locate); }
-  using KillRemote = std::function<void(const std::string& node_id, const std::string& actor_id, bool no_restart,
-                                        std::function<void(const Status&)> done)>;
-  void SetKillRemote(KillRemote k) { kill_remote_ = std::move(k); }
   // Whether `task_id` belongs to an actor hosted on another node (its results come back through the TaskManager).
   bool IsRemote(const std::string& actor_id) const;
   // The node a call of `actor_id` was sent to (its host), or "" if it was not sent away.
@@ -162,6 +146,9 @@ class ActorManager {
   // Its creator (process or node) is gone: it dies too, its process killed.
   void DieWithOwner(Actor& a, const std::string& cause);
   void Announce(const Actor& a);
+  // Sends a creation that does not fit here to another node (its bundle's, in
+  // a placement group); that node, or "" (with *gone_why set when its group can never hold it).
+  std::string SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need, std::string* gone_why);
   std::string Describe(const Actor& a) const;
 
   TaskTable* tasks_;
@@ -171,13 +158,9 @@ class ActorManager {
   std::unordered_map<std::string, Actor> actors_;
   std::unordered_map<std::string, std::string> names_;  // live named actors -> id
   std::deque<std::string> pending_;                     // actors waiting for placement
-  ActorEventHandler on_event_;
-  SpillCreation spill_;
-  Locate locate_;
-  KillRemote kill_remote_;
-  ForwardCall forward_;
-  ClaimName claim_;
-  ReleaseName release_;
+  ActorDirectory* directory_;
+  RemoteNodes* remote_;
+  GroupPlacement* groups_;
   void HostLost(Actor& a, std::deque<std::string> lost, const std::string& why);
 };
 

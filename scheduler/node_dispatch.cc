@@ -148,7 +148,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       if (!Parse(&m, b, n)) return false;
       std::weak_ptr<Client> weak = c;
       std::vector<std::string> calls(m.task_ids().begin(), m.task_ids().end());
-      nm->tasks_.actors().Route(m.actor_id(), [nm, weak, req, calls](rpc::ActorRouteReply r) {
+      nm->actors_.Route(m.actor_id(), [nm, weak, req, calls](rpc::ActorRouteReply r) {
         bool done = true;
         for (const auto& tid : calls) done = done && !nm->tasks_.HasTask(tid);
         r.set_calls_done(done);
@@ -243,7 +243,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       if (!Parse(&m, b, n)) return false;
       // (answered once the actor is killed: on another node, once that node said so)
       std::weak_ptr weak(c);
-      nm->tasks_.actors().Kill(m.actor_id(), m.no_restart(), [nm, weak, req](const Status& st) {
+      nm->actors_.Kill(m.actor_id(), m.no_restart(), [nm, weak, req](const Status& st) {
         auto cl = weak.lock();
         if (!cl || cl->conn->closed()) return;
         rpc::KillActorReply reply;

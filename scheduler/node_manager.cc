@@ -37,8 +37,8 @@ static double DefaultMemoryResource(uint64_t store_capacity) {
   return std::max(0.0, std::floor((available - static_cast<double>(store_capacity)) * 0.7));
 }
 
-static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
-  TaskManagerOptions t;
+// What this node offers: its CPUs, GPUs, "memory" and custom resources.
+static ResourceSet NodeResources(const NodeManagerOptions& o) {
   ResourceSet total({{"CPU", o.num_cpus}});
   int gpus = o.num_gpus >= 0 ? o.num_gpus : DetectGpus();
   if (gpus > 0) total.Set("GPU", gpus);
@@ -47,7 +47,11 @@ static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
     if (memory > 0) total.Set("memory", memory);
   }
   for (const auto& [k, v] : o.resources) total.Set(k, v);
-  t.total = total;
+  return total;
+}
+
+static TaskManagerOptions MakeTaskManagerOptions(const NodeManagerOptions& o) {
+  TaskManagerOptions t;
   t.pipeline_depth = o.pipeline_depth;
   t.infeasible_timeout_ms = o.infeasible_timeout_ms;
   t.inline_threshold = o.inline_threshold;
@@ -202,13 +206,20 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
           links_->Directory()),
       objects_(om_.table()),
       store_(&om_.store()),
-      pool_(io, WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
-                                  options_.session_dir, options_.session_dir + "/logs", {}}),
-      tasks_(io, &objects_, &pool_, MakeTaskManagerOptions(options_), node_id_),
+      pool_(io,
+            WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
+                              options_.session_dir, options_.session_dir + "/logs", {}},
+            this),
       redis_(io, options_.redis_host, options_.redis_port, options_.cluster_token, options_.tls),
       gcs_(&redis_),
+      actor_directory_(&gcs_),
       peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms,
-             &tasks_, &om_, &gcs_, links_.get()),
+             &tasks_, &actors_, &om_, &gcs_, links_.get()),
+      ledger_(NodeResources(options_)),
+      pgs_(PlacementDeps()),
+      tasks_(io, &objects_, &pool_, &ledger_, &actors_, this, &peers_, &pgs_, MakeTaskManagerOptions(options_),
+             node_id_),
+      actors_(&tasks_, &ledger_, &pool_, node_id_, &actor_directory_, &peers_, &pgs_),
       steps_(&objects_, store_, &om_.transfer(), node_id_),
       collective_peers_(LinksOver(&peers_, &om_)),
       wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, collective_peers_.get(),
@@ -227,6 +238,20 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       gcs_check_timer_(io) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
+
+void NodeManager::OnTaskRecord(const rpc::TaskRecord& r) {
+  if (r.state() == rpc::TASK_PENDING || r.state() == rpc::TASK_RUNNING) return;
+  pending_records_.push_back(r);
+  pending_records_.back().set_node_id(node_id_);
+  pending_records_.back().set_finish_time_ms(NowMs());
+}
+
+void NodeManager::Warn(const std::string& caller_id, const std::string& message) {
+  rpc::Status s = ToProto(Status(StatusCode::kInfeasible, message));
+  for (auto& [p, c] : clients_) {
+    if (c->client_id == caller_id) c->conn->Send(rpc::CLIENT_WARNING, 0, 0, s);
+  }
+}
 
 void NodeManager::EnableSpilling() {
   if (!options_.spill) return;
@@ -255,77 +280,7 @@ Status NodeManager::Start() {
   if (ec) return Status::Unavailable("cannot listen on " + options_.socket_path + ": " + ec.message());
 
   PHALANX_RETURN_IF_ERROR(peers_.Listen());
-  tasks_.SetSpillHandler([this](const rpc::TaskSpec& f, const ResourceSet& need) { return peers_.Spill(f, need); });
-  tasks_.SetFeasibleFn([this](const ResourceSet& need) { return peers_.FitsSomewhere(need); });
-  tasks_.SetCancelRemoteHandler([this](const std::string& node, const rpc::CancelTask& m) {
-    peers_.CallNode(node, rpc::CANCEL_TASK, m, 10000, nullptr);
-  });
-  tasks_.SetPlacement(
-      [this](const rpc::TaskSpec& spec) -> TaskManager::Placement {
-        TaskManager::Placement p;
-        if (spec.strategy() == rpc::STRATEGY_SPREAD) p.node = peers_.NextSpreadNode();
-        if (spec.strategy() == rpc::STRATEGY_NODE_AFFINITY) p.node = spec.affinity_node();
-        if (spec.strategy() == rpc::STRATEGY_PLACEMENT_GROUP) {
-          ResourceSet need;
-          if (spec.num_cpus() > 0) need.Set("CPU", spec.num_cpus());
-          for (const auto& [k, v] : spec.resources()) need.Set(k, v);
-          auto where = pgs_->Locate(spec.placement_group_id(), spec.bundle_index(), need);
-          p.kind = where.kind == PlacementGroups::Where::kWait   ? TaskManager::Placement::kWait
-                   : where.kind == PlacementGroups::Where::kGone ? TaskManager::Placement::kFail
-                                                                 : TaskManager::Placement::kNode;
-          p.node = where.node;
-          p.why = where.why;
-        }
-        return p;
-      },
-      [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); }, node_id_);
-  tasks_.actors().SetLocate([this](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
-    gcs_.GetActor(id, std::move(cb));
-  });
-  tasks_.actors().SetNameRegistry(
-      [this](const std::string& name, const std::string& actor, const std::string& stale,
-             std::function<void(Result<std::string>)> cb) { gcs_.ClaimActorName(name, actor, stale, std::move(cb)); },
-      [this](const std::string& name, const std::string& actor) { gcs_.ReleaseActorName(name, actor); });
-  tasks_.actors().SetKillRemote([this](const std::string& node, const std::string& actor, bool no_restart,
-                                       std::function<void(const Status&)> done) {
-    peers_.KillRemoteActor(node, actor, no_restart, std::move(done));
-  });
-  tasks_.actors().SetRemotePlacement(
-      [this](const rpc::TaskSpec& f, const ResourceSet& need) -> std::string {
-        if (f.strategy() != rpc::STRATEGY_PLACEMENT_GROUP) return peers_.Spill(f, need);
-        // In a placement group: to its bundle's node, once the group is placed.
-        ResourceSet plain;
-        if (f.num_cpus() > 0) plain.Set("CPU", f.num_cpus());
-        for (const auto& [k, v] : f.resources()) plain.Set(k, v);
-        auto where = pgs_->Locate(f.placement_group_id(), f.bundle_index(), plain);
-        if (where.kind == PlacementGroups::Where::kGone) {
-          std::string actor = f.actor_id(), why = where.why;
-          boost::asio::post(io_, [this, actor, why] { tasks_.actors().FailInfeasible(actor, "it cannot be placed: " + why); });
-          return "";
-        }
-        if (where.kind != PlacementGroups::Where::kNode || where.node.empty() || where.node == node_id_) return "";
-        return peers_.SpillTo(where.node, f) ? where.node : "";
-      },
-      [this](const std::string& node, const rpc::TaskSpec& f) { return peers_.SpillTo(node, f); });
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
-  SetUpPlacementGroups();
-  tasks_.SetTaskEventHandler([this](const rpc::TaskRecord& r) {
-    if (r.state() == rpc::TASK_PENDING || r.state() == rpc::TASK_RUNNING) return;
-    pending_records_.push_back(r);
-    pending_records_.back().set_node_id(node_id_);
-    pending_records_.back().set_finish_time_ms(NowMs());
-  });
-  pool_.SetDeathHandler([this](Worker* w, const std::string& why) { tasks_.OnWorkerDied(w, why); });
-  tasks_.actors().SetActorEventHandler([this](const rpc::ActorInfo& info) {
-    gcs_.PutActor(info);
-    if (info.state() == rpc::ACTOR_DEAD) gcs_.DeleteCheckpoint(info.actor_id());  // dead for good: its state goes
-  });
-  tasks_.SetWarningHandler([this](const std::string& caller_id, const std::string& message) {
-    rpc::Status s = ToProto(Status(StatusCode::kInfeasible, message));
-    for (auto& [p, c] : clients_) {
-      if (c->client_id == caller_id) c->conn->Send(rpc::CLIENT_WARNING, 0, 0, s);
-    }
-  });
 
   start_time_ms_ = NowMs();
   trace::OpenProcessRing(options_.session_dir, node_id_, "raylet", /*capacity=*/65536);  // (8 MiB)
@@ -360,7 +315,7 @@ rpc::NodeInfo NodeManager::NodeInfoNow() const {
   n.set_tasks_queued(ts.queued);
   n.set_tasks_running(ts.running);
   n.set_workers(pool_.size());
-  n.set_actors_alive(tasks_.actors().num_alive());
+  n.set_actors_alive(actors_.num_alive());
   n.set_store_used(store_->Stats().used);
   return n;
 }
@@ -372,7 +327,7 @@ void NodeManager::Heartbeat() {
   if (!redis_.reconnecting()) peers_.Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
   size_t keep_idle = std::max<size_t>(1, static_cast<size_t>(options_.num_cpus));
   if (pool_.num_idle() > keep_idle) {  // a worker that created actors lives on while they do (they die with it)
-    auto owners = tasks_.actors().Owners();
+    auto owners = actors_.Owners();
     pool_.TrimIdle(keep_idle, std::chrono::seconds(10), [&](const Worker& w) { return owners.count(w.client_id) > 0; });
   }
   ReportSlowCopies();
@@ -418,7 +373,7 @@ void NodeManager::OnGcsBack() {
     gcs_.PutFunction(m);
   }
   for (const auto& [id, c] : clients_by_id_) gcs_.RegisterClient(id, node_id_);
-  tasks_.actors().AnnounceAll();
+  actors_.AnnounceAll();
   size_t objects = om_.ListAllInDirectory();
   PHALANX_LOG(Info) << "GCS back: re-published this node, " << functions_.size() << " functions, "
                     << clients_by_id_.size() << " clients and " << objects << " objects";
@@ -600,13 +555,13 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
 void NodeManager::HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name) {
   // (An actor created here still claiming its name cluster-wide: once it has it, or lost it.)
   std::weak_ptr<Client> weak = c;
-  tasks_.actors().WhenNamed(name, [this, weak, req, name] {
+  actors_.WhenNamed(name, [this, weak, req, name] {
     if (auto cl = weak.lock()) LookUpActor(cl, req, name);
   });
 }
 
 void NodeManager::LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name) {
-  auto r = tasks_.actors().Lookup(name);
+  auto r = actors_.Lookup(name);
   if (r.ok()) return Reply(*c, rpc::GET_ACTOR, req, r.value());
   // Not created here: ask the GCS, which every node's actors are in.
   std::weak_ptr<Client> weak = c;
@@ -729,7 +684,7 @@ rpc::StatsReply NodeManager::Counters() {
 }
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
-  if (pgs_ && !stopped_ && c->registered) pgs_->OnClientGone(c->client_id);  // its groups go with it (unless detached)
+  if (!stopped_ && c->registered) pgs_.OnClientGone(c->client_id);  // its groups go with it (unless detached)
   if (c->met && !stopped_) {
     rendezvous_.ClientGone(c->client_id, std::string(c->is_worker ? "worker" : "driver") + " process " +
                                              std::to_string(c->pid) + " on node " + ToHex(node_id_).substr(0, 12) +
@@ -765,7 +720,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
   auto holds = std::move(c->holds);
   c->holds.clear();
   for (const auto& id : holds) objects_.RemoveRef(id);
-  if (!stopped_) tasks_.actors().OnClientGone(c->client_id);
+  if (!stopped_) actors_.OnClientGone(c->client_id);
   auto byid = clients_by_id_.find(c->client_id);
   if (byid != clients_by_id_.end() && byid->second == c.get()) clients_by_id_.erase(byid);
   clients_.erase(c.get());

@@ -29,6 +29,7 @@
 #include "core/gcs_client.h"
 #include "core/redis_client.h"
 #include "objectstore/object_manager.h"
+#include "scheduler/actor_directory.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/heartbeat.h"
 #include "scheduler/peer_manager.h"
@@ -89,7 +90,7 @@ struct NodeManagerOptions {
   objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
 };
 
-class NodeManager {
+class NodeManager final : private TaskEvents, private WorkerDeaths {
  public:
   // Creates the store and connects to the GCS. Unavailable names redis.
   static Result<std::unique_ptr<NodeManager>> Create(boost::asio::io_context& io, NodeManagerOptions options);
@@ -165,8 +166,13 @@ class NodeManager {
   void HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
   void HandleCheckpoint(const std::shared_ptr<Client>& c, uint64_t req, rpc::ActorCheckpoint m);
   void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
-  // Placement groups (node_placement.cc, scheduler/placement_groups.h).
-  void SetUpPlacementGroups();
+  // TaskEvents: task records for the GCS, warnings for a submitter.
+  void OnTaskRecord(const rpc::TaskRecord& r) override;
+  void Warn(const std::string& caller_id, const std::string& message) override;
+  // WorkerDeaths
+  void OnWorkerDied(Worker* w, const std::string& why) override { tasks_.OnWorkerDied(w, why); }
+  // Placement groups (node_placement.cc, scheduler/placement_groups.h): what they do outside themselves.
+  PlacementGroups::Deps PlacementDeps();
   // Placement group states for the GCS, the last of each group in this turn
   // of the loop (nullopt: forget it), written at the end of the turn.
   void QueuePgWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info);
@@ -269,10 +275,14 @@ class NodeManager {
   objectstore::ObjectTable& objects_;  // om_'s
   objectstore::ObjectStore* store_;    // om_'s
   WorkerPool pool_;
-  TaskManager tasks_;
   RedisClient redis_;
   GcsClient gcs_;
-  PeerManager peers_;
+  GcsActorDirectory actor_directory_;  // actors' names, homes and states in the GCS
+  PeerManager peers_;     // the other raylets (RemoteNodes for the task and actor managers)
+  ResourceLedger ledger_;  // the node's resources: tasks, actors and placement groups take from it
+  PlacementGroups pgs_;   // groups this node coordinates, and its side of others'
+  TaskManager tasks_;
+  ActorManager actors_;   // the actors whose home is this node
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
   std::unique_ptr<collectives::CollectivePeers> collective_peers_;  // the peers as the wire sees them
   std::unique_ptr<collectives::CollectiveWire> wire_;               // the collectives' messages to and from peers
@@ -280,9 +290,8 @@ class NodeManager {
   collectives::Allreduces allreduces_;
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
-  std::unique_ptr<PlacementGroups> pgs_;
   std::unordered_map<std::string, std::string> ready_values_;  // pg id -> its ready object's value, until placed
-  bool node_update_posted_ = false;  // a node table update is due at the end of this turn  // groups this node coordinates, and its side of others'
+  bool node_update_posted_ = false;  // a node table update is due at the end of this turn
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   // Client ids known to have registered with a raylet of this cluster (the

@@ -327,7 +327,7 @@ void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
   if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
   int index = IndexOf(id);
   if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
-  if (index == 1) tasks_.actors().OnHandlesGone(TaskIdOf(id));  // (an actor's handles carry its creation's return)
+  if (index == 1) actors_.OnHandlesGone(TaskIdOf(id));  // (an actor's handles carry its creation's return)
 }
 
 void NodeManager::UnmapIdle() {

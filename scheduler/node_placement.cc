@@ -46,10 +46,10 @@ void NodeManager::QueuePgWrite(const std::string& pg_id, const rpc::PlacementGro
   });
 }
 
-void NodeManager::SetUpPlacementGroups() {
+PlacementGroups::Deps NodeManager::PlacementDeps() {
   PlacementGroups::Deps d;
   d.self = node_id_;
-  d.ledger = &tasks_.ledger();
+  d.ledger = &ledger_;
   d.others = [this] { return peers_.FreeElsewhere(); };
   d.send = [this](const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
                   std::function<void(const Status&)> done) {
@@ -85,7 +85,7 @@ void NodeManager::SetUpPlacementGroups() {
   d.returned_here = [this](const std::string& pg) {
     // (Ray's tests match "placement group was removed")
     std::string why = "its placement group was removed (" + ToHex(pg).substr(0, 12) + ")";
-    tasks_.actors().KillGroup(pg, why);
+    actors_.KillGroup(pg, why);
     tasks_.FailGroup(pg, why);
   };
   d.after = [this](std::chrono::milliseconds delay, std::function<void()> fn) {
@@ -106,19 +106,18 @@ void NodeManager::SetUpPlacementGroups() {
       if (!stopped_) gcs_.UpdateNode(NodeInfoNow());
     });
   };
-  pgs_ = std::make_unique<PlacementGroups>(std::move(d));
+  return d;
 }
 
 void NodeManager::HandlePeerPlacement(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
-  if (!pgs_) return reply(ToProto(Status::Unavailable("this node places no groups yet (it is starting)")));
   if (type == rpc::PG_REMOVE) {
     rpc::PlacementGroupRequest m;
     if (!m.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed placement group request")));
-    return reply(ToProto(pgs_->Remove(m.pg_id())));
+    return reply(ToProto(pgs_.Remove(m.pg_id())));
   }
   rpc::BundleOp op;
   if (!op.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed bundle operation")));
-  reply(ToProto(pgs_->OnBundleOp(type, op)));
+  reply(ToProto(pgs_.OnBundleOp(type, op)));
 }
 
 void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m) {
@@ -138,7 +137,7 @@ void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGrou
   info.clear_ready_value();
   info.set_creator_id(c.client_id);
   std::string pg_id = info.pg_id();
-  Status st = pgs_->Create(std::move(info));
+  Status st = pgs_.Create(std::move(info));
   if (!st.ok()) {
     ready_values_.erase(pg_id);
     objects_.MarkLost(ready, st.code(), st.message());
@@ -148,8 +147,8 @@ void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGrou
 void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
                                              const rpc::PlacementGroupRequest& m) {
   rpc::PlacementGroupReply reply;
-  if (pgs_->Coordinates(m.pg_id())) {
-    *reply.mutable_status() = ToProto(pgs_->Remove(m.pg_id()));
+  if (pgs_.Coordinates(m.pg_id())) {
+    *reply.mutable_status() = ToProto(pgs_.Remove(m.pg_id()));
     return Reply(*c, rpc::PG_REMOVE, req, reply);
   }
   // Another node coordinates it: ask it to.
@@ -177,7 +176,7 @@ void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, u
 
 void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
                                           const rpc::PlacementGroupRequest& m) {
-  const rpc::PlacementGroupInfo* info = m.all() ? nullptr : pgs_->Find(m.pg_id());
+  const rpc::PlacementGroupInfo* info = m.all() ? nullptr : pgs_.Find(m.pg_id());
   if (info != nullptr) {
     rpc::PlacementGroupReply reply;
     *reply.mutable_info() = *info;

@@ -12,13 +12,14 @@ namespace asio = boost::asio;
 
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
                          std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
-                         objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events)
+                         ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events)
     : io_(io),
       node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
       token_(std::move(token)),
       tls_(std::move(tls)),
       tasks_(tasks),
+      actors_(actors),
       objects_(objects),
       gcs_(gcs),
       events_(events),
@@ -196,7 +197,7 @@ void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const 
         if (auto cl = weak.lock()) cl->Send(rpc::KILL_ACTOR, kReplyFlag, req, r);
       };
       if (!k.ParseFromArray(body, static_cast<int>(len))) return reply(Status::InvalidArgument("malformed kill"));
-      tasks_->actors().Kill(k.actor_id(), k.no_restart(), reply);
+      actors_->Kill(k.actor_id(), k.no_restart(), reply);
       return;
     }
     case rpc::FORWARD_TASK: {
@@ -355,8 +356,8 @@ void PeerManager::Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec) {
   });
 }
 
-void PeerManager::KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
-                                  std::function<void(const Status&)> done) {
+void PeerManager::KillActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
+                            std::function<void(const Status&)> done) {
   rpc::KillActor m;
   m.set_actor_id(actor_id);
   m.set_no_restart(no_restart);
@@ -466,7 +467,7 @@ void PeerManager::SettleDeadNode(const rpc::NodeInfo& n) {
   std::string why = "node " + ToHex(n.node_id()).substr(0, 12) + " at " + n.address() + " died";
   objects_->NodeDied(n.node_id());  // nobody is left to ask for what was held for it
   events_->OnNodeDead(n.node_id());
-  tasks_->actors().OnNodeDead(n.node_id(), why);
+  actors_->OnNodeDead(n.node_id(), why);
   RestartOrphans(n.node_id(), why);
 }
 
@@ -483,7 +484,7 @@ void PeerManager::RestartOrphans(const std::string& dead_node, const std::string
       // Every live node sees it; one wins the claim and restarts it.
       std::string key = "restart:" + ToHex(a.actor_id()) + ":" + std::to_string(a.restarts());
       gcs_->Claim(key, [this, a, why](Result<bool> won) {
-        if (won.ok() && won.value() && !stopped_) tasks_->actors().RestartOrphan(a, why);
+        if (won.ok() && won.value() && !stopped_) actors_->RestartOrphan(a, why);
       });
     }
   });

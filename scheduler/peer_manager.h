@@ -21,6 +21,7 @@
 #include "core/rpc_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/cluster_view.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
@@ -48,16 +49,16 @@ class PeerEvents {
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };
 
-class PeerManager {
+class PeerManager final : public RemoteNodes {
  public:
   // `token`: the cluster token every peer must prove (non-empty); `tls`:
   // every peer connection is TLS under the handshake (null: plain TCP).
-  // `objects`: the node's object layer (holds across nodes, copies of
+  // `tasks`, `actors`: the node's task queue and actors; `objects`: the node's object layer (holds across nodes, copies of
   // results); `events`: the rest of the raylet, told what concerns it. Both owned by the
   // caller, outliving this; neither is used before the first message.
   PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
               std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
-              objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events);
+              ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events);
 
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();
@@ -66,18 +67,20 @@ class PeerManager {
   void Refresh();
   // Every node's silence counts from now again (the GCS was away: nobody could heartbeat).
   void Forgive();
-  // SpillHandler for the TaskManager (tasks and actor creations): sends the
-  // task to a node where it fits; that node's id, or "" if none.
-  std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need);
+  // RemoteNodes (for the TaskManager and the ActorManager).
+  std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need) override;
   // Whether `node_id` is another node, alive as last heard.
   bool IsAlive(const std::string& node_id) const { return view_.Find(node_id) != nullptr; }
-  bool FitsSomewhere(const ResourceSet& need) const { return view_.FitsSomewhere(need, tasks_->total()); }
+  bool FitsSomewhere(const ResourceSet& need) const override { return view_.FitsSomewhere(need, tasks_->total()); }
   // Sends the task to one node by id; false if that node is not alive.
-  bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward);
+  bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward) override;
   // Asks the node hosting an actor to kill it (fire and forget; its table entry tells the outcome).
   // `done` gets that node's answer (OK when the node is gone: so is the actor).
-  void KillRemoteActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
-                       std::function<void(const Status&)> done);
+  void KillActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
+                 std::function<void(const Status&)> done) override;
+  void CancelTask(const std::string& node_id, const rpc::CancelTask& m) override {
+    CallNode(node_id, rpc::CANCEL_TASK, m, 10000, nullptr);
+  }
   // Sends a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
   void CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                 int64_t timeout_ms, std::function<void(Result<std::string>)> done);
@@ -85,7 +88,7 @@ class PeerManager {
   // object layer's TcpTransport reads ranges over it.
   void Connect(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done);
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
-  std::string NextSpreadNode();
+  std::string NextSpreadNode() override;
   // The other live nodes and what each has free, as last heard.
   std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const;
   void Stop();
@@ -111,6 +114,7 @@ class PeerManager {
   std::string token_;
   std::shared_ptr<const TlsContext> tls_;
   TaskManager* tasks_;
+  ActorManager* actors_;
   objectstore::ObjectManager* objects_;
   GcsClient* gcs_;
   PeerEvents* events_;

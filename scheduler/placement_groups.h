@@ -28,11 +28,12 @@
 
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/resource_ledger.h"
 
 namespace phalanx::scheduler {
 
-class PlacementGroups {
+class PlacementGroups final : public GroupPlacement {
  public:
   struct Deps {
     std::string self;          // this node's id
@@ -72,15 +73,12 @@ class PlacementGroups {
   bool Coordinates(const std::string& pg_id) const { return groups_.count(pg_id) > 0; }
 
   // Where a task or actor in bundle `index` (-1: any) of `pg_id` must go.
-  struct Where {
-    enum Kind { kWait, kNode, kGone } kind = kWait;
-    std::string node;  // kNode: the node ("" or self: here)
-    std::string why;   // kGone: why it can never be placed
-  };
+  using Where = BundleWhere;
   // kWait: not placed yet (or not known here yet: it is looked up, and
   // `changed` runs when that brings news).
   // kGone too when `need` (plain names) is more than the bundle holds (or than every bundle, for -1).
-  Where Locate(const std::string& pg_id, int index, const ResourceSet& need = ResourceSet());
+  Where Locate(const std::string& pg_id, int index, const ResourceSet& need) override;
+  Where Locate(const std::string& pg_id, int index) { return Locate(pg_id, index, ResourceSet()); }
 
   // A client exited: the groups it created (not detached) are removed, as in Ray.
   void OnClientGone(const std::string& client_id);

@@ -13,13 +13,18 @@
 namespace phalanx::scheduler {
 
 TaskManager::TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPoolView* pool,
-                         TaskManagerOptions options, std::string node_id)
+                         ResourceLedger* ledger, ActorManager* actors, TaskEvents* events, RemoteNodes* remote,
+                         GroupPlacement* groups, TaskManagerOptions options, std::string node_id)
     : io_(io),
       objects_(objects),
       pool_(pool),
+      ledger_(ledger),
+      actors_(actors),
       options_(std::move(options)),
-      ledger_(options_.total),
-      actors_(std::make_unique<ActorManager>(this, &ledger_, pool, std::move(node_id))),
+      events_(events),
+      remote_(remote),
+      groups_(groups),
+      node_id_(std::move(node_id)),
       lineage_(options_.lineage_max_bytes, [this](std::vector<std::string> held) { ReleaseHeld(std::move(held)); }) {}
 
 
@@ -106,7 +111,7 @@ void TaskManager::BecomeReady(const std::string& tid) {
 }
 
 size_t TaskManager::SoftWorkerLimit() const {
-  size_t cpus = static_cast<size_t>(std::ceil(options_.total.Get("CPU")));
+  size_t cpus = static_cast<size_t>(std::ceil(ledger_->total().Get("CPU")));
   return std::max<size_t>(cpus, 1) + blocked_ + actors_->num_alive() + actors_->num_pending();
 }
 
@@ -165,7 +170,7 @@ void TaskManager::Dispatch() {
       std::vector<int> gpus;
       // TryAcquire, not the summed totals: free GPU fractions can add up to
       // a whole GPU that no single device has.
-      bool fits_now = ledger_.TryAcquire(t.need, &gpus);
+      bool fits_now = ledger_->TryAcquire(t.need, &gpus);
       if (fits_now) {
         w = pool_->PopIdle(t.spec.language());
         if (w != nullptr) {
@@ -175,7 +180,7 @@ void TaskManager::Dispatch() {
           ++w->lease_seq;
           leased_.push_back(w);
         } else {
-          ledger_.Release(t.need, gpus);
+          ledger_->Release(t.need, gpus);
           if (pool_->num_starting(t.spec.language()) < q.size() && pool_->size() < SoftWorkerLimit()) {
             pool_->StartWorker(t.spec.language());
           }
@@ -198,7 +203,7 @@ void TaskManager::Dispatch() {
 }
 
 bool TaskManager::Feasible(const ResourceSet& need) const {
-  return ledger_.total().Contains(need) || (feasible_ && feasible_(need));
+  return ledger_->total().Contains(need) || (remote_ != nullptr && remote_->FitsSomewhere(need));
 }
 
 bool TaskManager::BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) {
@@ -238,25 +243,41 @@ bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
 
 bool TaskManager::PlaceByStrategy(const std::string& task_id, bool* wait) {
   Task& t = tasks_[task_id];
-  if (!place_) {
+  if (remote_ == nullptr) {
     t.placed = true;
     return false;
   }
-  Placement p = place_(t.spec);
-  if (p.kind == Placement::kWait) {
-    *wait = true;
-    return false;
+  std::string node;
+  switch (t.spec.strategy()) {
+    case rpc::STRATEGY_SPREAD:
+      node = remote_->NextSpreadNode();
+      break;
+    case rpc::STRATEGY_NODE_AFFINITY:
+      node = t.spec.affinity_node();
+      break;
+    case rpc::STRATEGY_PLACEMENT_GROUP: {
+      if (groups_ == nullptr) break;
+      BundleWhere where = groups_->Locate(t.spec.placement_group_id(), t.spec.bundle_index(), PlainNeed(t.spec));
+      if (where.kind == BundleWhere::kWait) {
+        *wait = true;
+        return false;
+      }
+      if (where.kind == BundleWhere::kGone) {
+        t.placed = true;
+        FailTask(task_id, StatusCode::kInfeasible, "task " + t.spec.function_name() + " cannot be placed: " + where.why);
+        return true;
+      }
+      node = where.node;
+      break;
+    }
+    default:
+      break;
   }
   t.placed = true;  // decided once; runs here from now on if it stays
-  if (p.kind == Placement::kFail) {
-    FailTask(task_id, StatusCode::kInfeasible, "task " + t.spec.function_name() + " cannot be placed: " + p.why);
-    return true;
-  }
-  const std::string& node = p.node;
-  if (node.empty() || node == self_id_) return false;
+  if (node.empty() || node == node_id_) return false;
   rpc::TaskSpec forward;
   if (!BuildForward(t, &forward)) return false;  // cannot leave: runs here
-  if (spill_to_(node, forward)) {
+  if (remote_->SpillTo(node, forward)) {
     t.spilled_to = node;
   } else {
     if (t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY && !t.spec.affinity_soft()) {
@@ -274,11 +295,11 @@ bool TaskManager::PlaceByStrategy(const std::string& task_id, bool* wait) {
 }
 
 bool TaskManager::TrySpill(const std::string& task_id) {
-  if (!spill_) return false;
+  if (remote_ == nullptr) return false;
   Task& t = tasks_[task_id];
   rpc::TaskSpec forward;
   if (!BuildForward(t, &forward)) return false;
-  t.spilled_to = spill_(forward, t.need);
+  t.spilled_to = remote_->Spill(forward, t.need);
   if (t.spilled_to.empty()) return false;
   --stats_.queued;
   ++stats_.running;
@@ -372,7 +393,7 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
   std::string away = t.spilled_to;
   if (away.empty() && t.spec.kind() == rpc::TASK_ACTOR_METHOD) away = actors_->ForwardedTo(t.spec.actor_id(), tid);
   if (!away.empty()) {
-    if (cancel_remote_) cancel_remote_(away, m);
+    if (remote_ != nullptr) remote_->CancelTask(away, m);
     return;
   }
   Worker* w = nullptr;
@@ -404,10 +425,10 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
 void TaskManager::WatchInfeasible(const std::string& tid) {
   Task& t = tasks_[tid];
   std::string msg = "task " + t.spec.function_name() + " asks for " + t.need.ToString() +
-                    " but no node has that much (this node: " + ledger_.total().ToString() + ")";
-  if (on_warning_) {
-    on_warning_(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
-                                        " s for such a node, then fails");
+                    " but no node has that much (this node: " + ledger_->total().ToString() + ")";
+  if (events_ != nullptr) {
+    events_->Warn(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
+                                          " s for such a node, then fails");
   }
   PHALANX_LOG(Warning) << msg;
   auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(options_.infeasible_timeout_ms));
@@ -487,7 +508,7 @@ void TaskManager::ReleaseArgs(Task& t) {
 
 void TaskManager::ReleaseLeaseIfIdle(Worker* w) {
   if (!w->inflight.empty() || !w->has_lease || w->exiting) return;
-  ledger_.Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
+  ledger_->Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
   if (w->blocked) {  // its task ended inside a get (cancelled: KeyboardInterrupt); that get no longer blocks anything
     w->blocked = false;
     --blocked_;
@@ -673,7 +694,7 @@ void TaskManager::OnWorkerDied(Worker* w, const std::string& why) {
   w->inflight.clear();
   w->long_inflight = 0;
   if (w->has_lease) {
-    ledger_.Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
+    ledger_->Release(w->leased, w->gpu_ids, /*lent=*/w->blocked);
     w->gpu_ids.clear();
     w->has_lease = false;
     leased_.erase(std::remove(leased_.begin(), leased_.end(), w), leased_.end());
@@ -735,7 +756,7 @@ void TaskManager::OnWorkerBlocked(Worker* w) {
   if (w->blocked || !w->has_lease) return;
   w->blocked = true;
   ++blocked_;
-  ledger_.Lend(w->leased);
+  ledger_->Lend(w->leased);
   if (w->inflight.size() > 1) {  // pipelined tasks queued behind the blocked one
     rpc::TaskIds recall;
     for (size_t i = 1; i < w->inflight.size(); ++i) recall.add_task_ids(w->inflight[i]);
@@ -779,11 +800,11 @@ void TaskManager::OnWorkerUnblocked(Worker* w) {
   if (!w->blocked) return;
   w->blocked = false;
   --blocked_;
-  if (w->has_lease) ledger_.Reclaim(w->leased);
+  if (w->has_lease) ledger_->Reclaim(w->leased);
 }
 
 void TaskManager::Record(const Task& t, rpc::TaskState state, const std::string& error) {
-  if (!on_event_) return;
+  if (events_ == nullptr) return;
   rpc::TaskRecord r;
   r.set_task_id(t.spec.task_id());
   r.set_function_name(t.spec.function_name());
@@ -791,7 +812,7 @@ void TaskManager::Record(const Task& t, rpc::TaskState state, const std::string&
   r.set_attempt(t.spec.attempt());
   r.set_num_returns(t.spec.num_returns());
   if (!error.empty()) r.set_error(error.substr(0, 4096));
-  on_event_(r);
+  events_->OnTaskRecord(r);
 }
 
 TaskManagerStats TaskManager::Stats() const { return stats_; }

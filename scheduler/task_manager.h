@@ -22,6 +22,7 @@
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"
 #include "scheduler/lineage.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/resource_ledger.h"
 #include "scheduler/resources.h"
 #include "scheduler/worker_pool.h"
@@ -29,7 +30,6 @@
 namespace phalanx::scheduler {
 
 struct TaskManagerOptions {
-  ResourceSet total;              // the node's resources
   int pipeline_depth = 8;         // tasks in flight per worker for short tasks
   double short_task_seconds = 0.002;
   int64_t infeasible_timeout_ms = 60000;  // a request no node can hold fails after this
@@ -49,18 +49,15 @@ struct TaskManagerStats {
 
 class TaskManager final : public TaskTable {
  public:
-  using TaskEventHandler = std::function<void(const rpc::TaskRecord&)>;
-
-  // Offered a ready task that does not fit here now; returns the node it
-  // sent the task (already converted by BuildForward) to, or "".
-  using SpillHandler = std::function<std::string(const rpc::TaskSpec& forward, const ResourceSet& need)>;
-  // Whether some node of the cluster could ever hold `need`.
-  using FeasibleFn = std::function<bool(const ResourceSet& need)>;
-  // Tells the submitting client (by its id) something it should hear now.
-  using WarningHandler = std::function<void(const std::string& caller_id, const std::string& message)>;
-
+  // `ledger`: the node's resources, which the actors (and placement groups)
+  // take from too; `actors`: the actors whose home is this node; `events`:
+  // told of task records and warnings for submitters; `remote`: the other
+  // nodes (ready tasks that do not fit here are spilled there; SPREAD, node
+  // affinity; null: this node only); `groups`: where placement groups'
+  // bundles are (null: none). All owned by the caller, outliving this.
   TaskManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, WorkerPoolView* pool,
-              TaskManagerOptions options, std::string node_id = "");
+              ResourceLedger* ledger, ActorManager* actors, TaskEvents* events, RemoteNodes* remote,
+              GroupPlacement* groups, TaskManagerOptions options, std::string node_id);
 
   // Takes a task. The caller has already counted the submitter's hold on the
   // return ids. Holds references on the arguments until the task ends.
@@ -89,27 +86,6 @@ class TaskManager final : public TaskTable {
                                                 bool lineage)>& fn) const;
   const Lineage& lineage() const { return lineage_; }
 
-  void SetTaskEventHandler(TaskEventHandler h) { on_event_ = std::move(h); }
-  ActorManager& actors() { return *actors_; }
-  const ActorManager& actors() const { return *actors_; }
-  void SetWarningHandler(WarningHandler h) { on_warning_ = std::move(h); }
-  void SetSpillHandler(SpillHandler h) { spill_ = std::move(h); }
-  // Placement by strategy (SPREAD, node affinity, a placement group's
-  // bundle): where a task should go (a node; "" = here), or that it waits
-  // (its group is not placed yet: Redispatch when it is), or fails (`why`).
-  struct Placement {
-    enum Kind { kNode, kWait, kFail } kind = kNode;
-    std::string node;
-    std::string why;
-  };
-  using PlaceHandler = std::function<Placement(const rpc::TaskSpec& spec)>;
-  using SpillToHandler = std::function<bool(const std::string& node_id, const rpc::TaskSpec& forward)>;
-  void SetPlacement(PlaceHandler place, SpillToHandler spill_to, std::string self_id) {
-    place_ = std::move(place);
-    spill_to_ = std::move(spill_to);
-    self_id_ = std::move(self_id);
-  }
-  void SetFeasibleFn(FeasibleFn f) { feasible_ = std::move(f); }
   // A spilled task finished on another node; its results are in `reply`.
   void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply);
   // The node running a spilled task went away: retry it (max_retries) or fail it.
@@ -128,11 +104,6 @@ class TaskManager final : public TaskTable {
   // With `recursive`, the tasks here whose parent it is are cancelled too
   // (and theirs), whether or not it still runs.
   void Cancel(const rpc::CancelTask& m);
-  using CancelRemoteHandler = std::function<void(const std::string& node_id, const rpc::CancelTask& m)>;
-  void SetCancelRemoteHandler(CancelRemoteHandler h) { cancel_remote_ = std::move(h); }
-
-  // The node's resources, beneath this and the ActorManager (and placement groups).
-  ResourceLedger& ledger() { return ledger_; }
 
   // TaskTable (what the ActorManager asks of it).
   bool PushTo(Worker* w, const std::string& task_id) override { return Push(w, task_id); }
@@ -147,8 +118,8 @@ class TaskManager final : public TaskTable {
   void TraceInFlight(std::string* out, size_t max) const;
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) override;
   void Redispatch() override { Dispatch(); }
-  const ResourceSet& available() const { return ledger_.available(); }
-  const ResourceSet& total() const { return ledger_.total(); }
+  const ResourceSet& available() const { return ledger_->available(); }
+  const ResourceSet& total() const { return ledger_->total(); }
   TaskManagerStats Stats() const;
 
  private:
@@ -183,7 +154,8 @@ class TaskManager final : public TaskTable {
   void TraceArguments(const Task& t, uint64_t at_ns);
   bool TrySpill(const std::string& task_id);
   // SPREAD, node affinity, placement groups: true when the task was sent
-  // elsewhere (or failed); *wait when it must wait for its group.
+  // elsewhere (or failed); *wait when it must wait for its group (it is
+  // looked at again when the group is placed: Redispatch).
   bool PlaceByStrategy(const std::string& task_id, bool* wait);
   bool Feasible(const ResourceSet& need) const;
   Worker* PipelineTarget(const Task& t);
@@ -201,8 +173,9 @@ class TaskManager final : public TaskTable {
   boost::asio::io_context& io_;
   objectstore::ObjectTable* objects_;
   WorkerPoolView* pool_;
+  ResourceLedger* ledger_;
+  ActorManager* actors_;
   TaskManagerOptions options_;
-  ResourceLedger ledger_;
   std::unordered_map<std::string, Task> tasks_;
   // Ready tasks, FIFO within a queue. A queue per (depth, resource shape), the deepest first: a task that
   // cannot run now (say it wants a busy GPU) does not hold back tasks of other shapes, and the children a
@@ -211,19 +184,14 @@ class TaskManager final : public TaskTable {
   static ReadyKey KeyOf(const Task& t) { return {-static_cast<int64_t>(t.spec.depth()), t.need.ToString()}; }
   std::map<ReadyKey, std::deque<std::string>> ready_;
   size_t num_ready_ = 0;
-  WarningHandler on_warning_;
-  SpillHandler spill_;
-  PlaceHandler place_;
-  SpillToHandler spill_to_;
-  std::string self_id_;
-  FeasibleFn feasible_;
-  CancelRemoteHandler cancel_remote_;
+  TaskEvents* events_;
+  RemoteNodes* remote_;
+  GroupPlacement* groups_;
+  std::string node_id_;
   std::vector<Worker*> leased_;                         // workers holding a lease
   std::unordered_map<std::string, double> exec_ewma_;  // function id -> seconds
   size_t blocked_ = 0;
-  std::unique_ptr<ActorManager> actors_;
   TaskManagerStats stats_;
-  TaskEventHandler on_event_;
   Lineage lineage_;
 };
 

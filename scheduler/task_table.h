@@ -1,5 +1,6 @@
 // What the ActorManager and the TaskManager need of each other and of the
-// worker pool, as interfaces. The TaskManager implements TaskTable and the
+// worker pool, and what they and the pool tell the raylet (TaskEvents,
+// WorkerDeaths), as interfaces given at construction. The TaskManager implements TaskTable and the
 // WorkerPool implements WorkerPoolView (WorkerSource is the part the
 // ActorManager uses); each manager depends only on these (and on the
 // ResourceLedger and ObjectTable), so each is unit-tested alone with fakes
@@ -49,6 +50,24 @@ class WorkerSource {
   virtual bool StartWorker(rpc::Language language) = 0;
   // Workers of that language started and not registered yet.
   virtual size_t num_starting(rpc::Language language) const = 0;
+};
+
+// What the TaskManager tells the raylet: records of tasks as they end, and
+// warnings for the process that submitted a task.
+class TaskEvents {
+ public:
+  virtual ~TaskEvents() = default;
+  // A task changed state (the GCS's task table keeps the ends).
+  virtual void OnTaskRecord(const rpc::TaskRecord& record) = 0;
+  // Tells the submitting client (by its id) something it should hear now.
+  virtual void Warn(const std::string& caller_id, const std::string& message) = 0;
+};
+
+// What the worker pool tells the raylet: a worker process is gone (once per worker).
+class WorkerDeaths {
+ public:
+  virtual ~WorkerDeaths() = default;
+  virtual void OnWorkerDied(Worker* w, const std::string& why) = 0;
 };
 
 // What the TaskManager asks of the worker pool, beyond the ActorManager's

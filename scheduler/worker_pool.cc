@@ -17,8 +17,8 @@ extern char** environ;
 
 namespace phalanx::scheduler {
 
-WorkerPool::WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options)
-    : io_(io), options_(std::move(options)), sigchld_(io, SIGCHLD) {
+WorkerPool::WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options, WorkerDeaths* deaths)
+    : io_(io), options_(std::move(options)), sigchld_(io, SIGCHLD), deaths_(deaths) {
   WatchChildren();
 }
 
@@ -183,7 +183,7 @@ void WorkerPool::MarkDead(Worker* w, const std::string& why) {
   starting_.erase(w->token);
   if (w->conn) w->conn->Close();
   if (::kill(w->pid, 0) == 0) ::kill(w->pid, SIGKILL);  // a worker that lost its socket must not linger
-  if (on_death_) on_death_(w, why);
+  if (deaths_ != nullptr) deaths_->OnWorkerDied(w, why);
   // Keep the record until the process is reaped, then drop it.
   by_pid_.erase(w->pid);
   std::string token = w->token;

@@ -59,9 +59,8 @@ struct WorkerPoolOptions {
 
 class WorkerPool final : public WorkerPoolView {
  public:
-  using DeathHandler = std::function<void(Worker* w, const std::string& why)>;
-
-  WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options);
+  // `deaths` is told of each worker that dies (owned by the caller, outliving this).
+  WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options, WorkerDeaths* deaths);
   ~WorkerPool();
 
   // Starts one worker process of `language`. Returns false (and logs) if it cannot.
@@ -79,7 +78,6 @@ class WorkerPool final : public WorkerPoolView {
   void PushIdle(Worker* w) override;
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
-  void SetDeathHandler(DeathHandler h) { on_death_ = std::move(h); }
   // Stops idle workers beyond `keep` that have idled longer than `idle_for`,
   // except those `spare` says to keep (they own actors that die with them).
   void TrimIdle(size_t keep, std::chrono::milliseconds idle_for, const std::function<bool(const Worker&)>& spare);
@@ -104,7 +102,7 @@ class WorkerPool final : public WorkerPoolView {
   std::unordered_map<pid_t, Worker*> by_pid_;
   std::unordered_map<std::string, Worker*> starting_;
   std::deque<Worker*> idle_;
-  DeathHandler on_death_;
+  WorkerDeaths* deaths_;
   bool closed_ = false;  // after KillAll: start nothing more
 };
 

@@ -72,9 +72,31 @@ class FakeWorkers : public WorkerSource {
   std::vector<std::unique_ptr<Worker>> workers;
 };
 
+// The cluster's actor directory, as a test answers it (ActorManagerNamesTest).
+class FakeDirectory : public ActorDirectory {
+ public:
+  std::function<void(const std::string& name, const std::string& actor_id, const std::string& stale,
+                     std::function<void(Result<std::string>)> cb)>
+      claim;
+  std::function<void(const std::string& name, const std::string& actor_id)> release;
+  std::function<void(const std::string& actor_id, std::function<void(Result<rpc::ActorInfo>)> cb)> locate;
+  void ClaimName(const std::string& name, const std::string& actor_id, const std::string& stale,
+                 std::function<void(Result<std::string>)> cb) override {
+    claim(name, actor_id, stale, std::move(cb));
+  }
+  void ReleaseName(const std::string& name, const std::string& actor_id) override { release(name, actor_id); }
+  void Locate(const std::string& actor_id, std::function<void(Result<rpc::ActorInfo>)> cb) override {
+    locate(actor_id, std::move(cb));
+  }
+  void Publish(const rpc::ActorInfo&) override {}
+};
+
 class ActorManagerTest : public ::testing::Test {
  protected:
-  ActorManagerTest() : ledger_(ResourceSet({{"CPU", 2}})), actors_(&tasks_, &ledger_, &pool_, "node-a") {}
+  // `with_directory`: names are claimed cluster-wide in directory_ (else this node's only).
+  explicit ActorManagerTest(bool with_directory = false)
+      : ledger_(ResourceSet({{"CPU", 2}})),
+        actors_(&tasks_, &ledger_, &pool_, "node-a", with_directory ? &directory_ : nullptr) {}
 
   // Creates an actor (its creation submitted and ready) needing `cpus`.
   std::string Create(double cpus, int max_restarts = 0, int max_task_retries = 0, const std::string& name = "",
@@ -147,6 +169,7 @@ class ActorManagerTest : public ::testing::Test {
   FakeTasks tasks_;
   FakeWorkers pool_;
   ResourceLedger ledger_;
+  FakeDirectory directory_;
   ActorManager actors_;
   int next_ = 0;
   std::string creator_ = "driver";  // the caller of the creations Create submits
@@ -278,27 +301,31 @@ TEST_F(ActorManagerTest, NamesAreUniqueWhileTheActorLives) {
   EXPECT_FALSE(actors_.Lookup("ns/counter").ok());  // the name is free again
 }
 
+class ActorManagerNamesTest : public ActorManagerTest {
+ protected:
+  ActorManagerNamesTest() : ActorManagerTest(/*with_directory=*/true) {}
+};
+
 // Names are unique across nodes: a fake GCS registry (name -> owner) whose
 // answers the test gives when it likes, and a fake actor table for owners.
-TEST_F(ActorManagerTest, ANamedActorIsPlacedOnlyOnceItHasItsNameClusterWide) {
+TEST_F(ActorManagerNamesTest, ANamedActorIsPlacedOnlyOnceItHasItsNameClusterWide) {
   std::vector<std::function<void(Result<std::string>)>> claims;
   std::vector<std::string> stales, released;
   std::map<std::string, rpc::ActorState> gcs_actors;
-  actors_.SetNameRegistry(
-      [&](const std::string&, const std::string&, const std::string& stale,
-          std::function<void(Result<std::string>)> cb) {
-        stales.push_back(stale);
-        claims.push_back(std::move(cb));
-      },
-      [&](const std::string& name, const std::string&) { released.push_back(name); });
-  actors_.SetLocate([&](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
+  directory_.claim = [&](const std::string&, const std::string&, const std::string& stale,
+                         std::function<void(Result<std::string>)> cb) {
+    stales.push_back(stale);
+    claims.push_back(std::move(cb));
+  };
+  directory_.release = [&](const std::string& name, const std::string&) { released.push_back(name); };
+  directory_.locate = [&](const std::string& id, std::function<void(Result<rpc::ActorInfo>)> cb) {
     auto it = gcs_actors.find(id);
     if (it == gcs_actors.end()) return cb(Status::NotFound("no actor"));
     rpc::ActorInfo info;
     info.set_state(it->second);
     info.set_node_id("node-b");
     cb(info);
-  });
+  };
   pool_.idle = 3;
   // Won: placed then, and its name freed when it dies.
   std::string a = Create(0, 0, 0, "ns/a");

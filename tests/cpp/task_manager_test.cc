@@ -78,16 +78,42 @@ class FakePool : public WorkerPoolView {
   std::vector<int> peers_;
 };
 
+// The other nodes, as far as a test says: a ready task that does not fit here
+// goes where `spill` says (nowhere by default); nothing else is out there.
+class FakeRemote : public RemoteNodes {
+ public:
+  std::function<std::string(const rpc::TaskSpec& forward, const ResourceSet& need)> spill;
+  std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need) override {
+    return spill ? spill(forward, need) : "";
+  }
+  bool SpillTo(const std::string&, const rpc::TaskSpec&) override { return false; }
+  bool FitsSomewhere(const ResourceSet&) const override { return false; }
+  std::string NextSpreadNode() override { return ""; }
+  void CancelTask(const std::string&, const rpc::CancelTask&) override {}
+  void KillActor(const std::string&, const std::string&, bool, std::function<void(const Status&)> done) override {
+    if (done) done(Status::OK());
+  }
+};
+
+// What the TaskManager tells the raylet: the last warning is kept.
+class FakeEvents : public TaskEvents {
+ public:
+  std::string warned;
+  void OnTaskRecord(const rpc::TaskRecord&) override {}
+  void Warn(const std::string&, const std::string& message) override { warned = message; }
+};
+
 class TaskManagerTest : public ::testing::Test {
  protected:
   TaskManagerTest()
       : store_(objectstore::ShmRegion::Create(1 << 20, "tm-test").value()),
         objects_(&store_),
         pool_(io_),
-        tasks_(io_, &objects_, &pool_, Options(), "node-a") {}
+        ledger_(ResourceSet({{"CPU", 2}})),
+        tasks_(io_, &objects_, &pool_, &ledger_, &actors_, &events_, &remote_, nullptr, Options(), "node-a"),
+        actors_(&tasks_, &ledger_, &pool_, "node-a") {}
   static TaskManagerOptions Options() {
     TaskManagerOptions o;
-    o.total = ResourceSet({{"CPU", 2}});
     o.infeasible_timeout_ms = 50;
     return o;
   }
@@ -148,7 +174,11 @@ class TaskManagerTest : public ::testing::Test {
   objectstore::ObjectStore store_;
   objectstore::ObjectTable objects_;
   FakePool pool_;
+  FakeEvents events_;
+  FakeRemote remote_;
+  ResourceLedger ledger_;
   TaskManager tasks_;
+  ActorManager actors_;
   int next_ = 0;
 };
 
@@ -294,8 +324,7 @@ TEST_F(TaskManagerTest, CancelFailsQueuedTasksAndTheirChildrenAndTheyNeverRun) {
 }
 
 TEST_F(TaskManagerTest, ARequestNoNodeCanHoldFailsAfterTheTimeoutNamingWhatItAsked) {
-  std::string warned;
-  tasks_.SetWarningHandler([&](const std::string&, const std::string& msg) { warned = msg; });
+  std::string& warned = events_.warned;
   std::string t = Submit(Spec("huge", 64));
   EXPECT_NE(warned.find("no node has that much"), std::string::npos) << warned;
   io_.run_for(std::chrono::milliseconds(200));
@@ -307,10 +336,10 @@ TEST_F(TaskManagerTest, ARequestNoNodeCanHoldFailsAfterTheTimeoutNamingWhatItAsk
 
 TEST_F(TaskManagerTest, ATaskThatDoesNotFitHereIsSpilledWithItsArgumentsAndTheirRefs) {
   std::vector<rpc::TaskSpec> spilled;
-  tasks_.SetSpillHandler([&](const rpc::TaskSpec& f, const ResourceSet&) {
+  remote_.spill = [&](const rpc::TaskSpec& f, const ResourceSet&) {
     spilled.push_back(f);
     return std::string("node-b");
-  });
+  };
   pool_.PushIdle(pool_.Add());
   std::string busy = Submit(Spec("busy", 2));
   ASSERT_NE(Running(busy), nullptr);
@@ -342,10 +371,10 @@ TEST_F(TaskManagerTest, ATaskThatDoesNotFitHereIsSpilledWithItsArgumentsAndTheir
 
 TEST_F(TaskManagerTest, ANodeThatCannotBeReachedSpendsNoRetryButOneThatWentAwayDoes) {
   int sends = 0;
-  tasks_.SetSpillHandler([&](const rpc::TaskSpec&, const ResourceSet&) {
+  remote_.spill = [&](const rpc::TaskSpec&, const ResourceSet&) {
     ++sends;
     return std::string("node-b");
-  });
+  };
   pool_.PushIdle(pool_.Add());
   std::string busy = Submit(Spec("busy", 2));
   ASSERT_NE(Running(busy), nullptr);
