@@ -12,8 +12,13 @@
 `import phalanx as ray` runs Ray programs written for Ray's core API: the
 names below are Ray's (docs/ray_compat.md lists what is covered).
 """
+import socket as _socket
+
 from phalanx._core import ObjectRef
+from phalanx._private import api as _api
 from phalanx._private import futures as _futures
+from phalanx._private import state as _state
+from phalanx._private import timeline as _timeline
 from phalanx._private.api import (available_resources, cancel, cluster_resources, cluster_stats, get, init,
                                   is_initialized, put, shutdown, wait)
 from phalanx import collective, exceptions, util
@@ -33,15 +38,12 @@ __version__ = "0.1.0"
 def nodes():
     """The cluster's nodes from the GCS: id (hex), address, resources, alive, and the same under Ray's
     keys of ray.nodes() (NodeID, Alive, NodeManagerAddress, NodeManagerPort, Resources, ...)."""
-    import socket
-
-    from phalanx._private.api import ensure_initialized, gcs_nodes
-    ensure_initialized()
+    _api.ensure_initialized()
     out = []
-    for n in gcs_nodes():
+    for n in _api.gcs_nodes():
         n = dict(n)
         n.update(NodeID=n["node_id"], Alive=n["alive"], NodeManagerAddress=n["address"],
-                 NodeManagerHostname=socket.gethostname() if n["address"] in ("127.0.0.1", "localhost")
+                 NodeManagerHostname=_socket.gethostname() if n["address"] in ("127.0.0.1", "localhost")
                  else n["address"], NodeManagerPort=n["port"], NodeName=n["address"],
                  RayletSocketName=n["socket_path"], Resources=dict(n["resources_total"]), Labels={})
         out.append(n)
@@ -55,22 +57,18 @@ def timeline(filename=None, since_s=600.0):
     between nodes and collective steps, with arrows from each object's task
     to its copies. Written to `filename` (JSON) when given, else returned as
     a list of events. docs/observability.md."""
-    from phalanx._private.timeline import timeline as _timeline
-    return _timeline(filename, since_s)
+    return _timeline.timeline(filename, since_s)
 
 
 def get_node_id():
     """The id (hex) of the node this process runs on."""
-    from phalanx._private import state
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
-    return state.info["node_id"].hex()
+    _api.ensure_initialized()
+    return _state.info["node_id"].hex()
 
 
 def get_gpu_ids():
     """The GPU ids this task or actor may use (what CUDA_VISIBLE_DEVICES lists); [] in a driver."""
-    from phalanx._private import state
-    return list(state.gpu_ids)
+    return list(_state.gpu_ids)
 
 
 def remote(*args, **options):

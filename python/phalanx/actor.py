@@ -31,14 +31,15 @@ import time
 
 import cloudpickle
 
-from phalanx import _core
-from phalanx._private import actor_lifetime, state
+from phalanx import _core, generator
+from phalanx._private import actor_lifetime, api, state
 from phalanx._private import serialization as ser
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
-from phalanx.remote_function import (ArgumentChecker, retry_arg, check_num_returns, check_resource_options,
-                                     check_retry_exceptions, encode_args, generator_plan, resource_map,
-                                     scheduling_strategy_of, strategy_args)
+from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
+                                           check_retry_exceptions, encode_args, generator_plan, resource_map,
+                                           retry_arg)
+from phalanx.remote_function import scheduling_strategy_of, strategy_args
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
@@ -109,15 +110,7 @@ def _retry_option(max_task_retries, retry_exceptions):
     return (max_task_retries, retry_exceptions)
 
 
-def current_namespace():
-    """The namespace of the job this process (or this thread's task) works for."""
-    task = state.current_task.get()
-    if task is not None and task[10]:
-        if task[11]:
-            return task[11]
-        from phalanx._private.api import anonymous_namespace
-        return anonymous_namespace(task[10])
-    return state.namespace
+current_namespace = api.current_namespace  # (the namespace of the job this process works for)
 
 
 def _qualified(name, namespace):
@@ -290,10 +283,9 @@ class ActorClass:
         return self._is_async or (opts["max_concurrency"] or 1) > 1 or bool(opts["concurrency_groups"])
 
     def remote(self, *args, **kwargs):
-        from phalanx._private.api import ensure_initialized, inline_limit
         if self._init_checker is not None:
             self._init_checker.check(args, kwargs)
-        ensure_initialized()
+        api.ensure_initialized()
         self._register()
         opts = self._options
         name = opts["name"]
@@ -307,7 +299,7 @@ class ActorClass:
                 raise ValueError(f"an actor named '{name}' already exists in namespace "
                                  f"'{full_name.rpartition('/')[0]}'; use phalanx.get_actor('{name}') to reach it "
                                  f"(or .options(name=..., get_if_exists=True))")
-        encoded, contained, holders = encode_args(args, kwargs, self._name, inline_limit())
+        encoded, contained, holders = encode_args(args, kwargs, self._name, api.inline_limit())
         if opts["checkpoint_interval_s"] is not None and not callable(getattr(self._cls, "__phalanx_checkpoint__", None)):
             raise ValueError(f"checkpoint_interval_s needs {self._cls.__qualname__}.__phalanx_checkpoint__ (and "
                              "__phalanx_restore__ to use what it returns after a restart)")
@@ -338,6 +330,10 @@ class ActorClass:
 class ActorHandle:
     """A handle to a live actor. `handle.method.remote(*args)` calls a method;
     handles can be passed to tasks and other actors."""
+
+    # What phalanx.cancel(handle) says (api.py).
+    CANCEL_REFUSAL = ("cancel() takes the ObjectRef of a task or actor call, not an actor handle: "
+                      "phalanx.kill(actor) stops an actor")
 
     def __init__(self, actor_id, function_id, class_name, methods, ready_ref=None, max_pending_calls=-1,
                  max_task_retries=0):
@@ -417,17 +413,16 @@ class ActorMethod:
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
 
     def remote(self, *args, **kwargs):
-        from phalanx._private.api import ensure_initialized, inline_limit
         if self._checker is not None:
             self._checker.check(args, kwargs)
-        ensure_initialized()
+        api.ensure_initialized()
         h = self._handle
         full = self._call_name or f"{h._class_name}.{self._name}"
         if h._max_pending > 0 and _core.actor_calls_in_flight(h._actor_id, h._max_pending) >= h._max_pending:
             raise PendingCallsLimitExceededError(
                 f"actor {h._class_name} ({h._actor_id.hex()[:12]}) has {h._max_pending} calls from this "
                 f"process in flight already (max_pending_calls={h._max_pending}); wait for some first")
-        encoded, contained, holders = encode_args(args, kwargs, full, inline_limit())
+        encoded, contained, holders = encode_args(args, kwargs, full, api.inline_limit())
         if self._group is not None:
             encoded.append(_hidden_arg(self._group))
         if self._retry is not None and self._retry[1]:
@@ -439,8 +434,7 @@ class ActorMethod:
                                  actor_id=h._actor_id, method_name=self._name, generator=mode,
                                  backpressure=backpressure)
         if mode:
-            from phalanx.generator import wrap
-            return wrap(refs, mode, backpressure)
+            return generator.wrap(refs, mode, backpressure)
         if n == 1:
             return refs[0]
         return None if n == 0 else refs
@@ -465,10 +459,9 @@ def _lookup(full_name, timeout=10.0):
 def get_actor(name, namespace=None, timeout=10.0):
     """The handle of the live actor called `name` in `namespace` (default:
     this job's); NotFoundError (also a ValueError, as Ray's) if there is none."""
-    from phalanx._private.api import ensure_initialized
     if not isinstance(name, str) or not name:
         raise ValueError(f"get_actor() takes an actor's name (a non-empty string), got {name!r}")
-    ensure_initialized()
+    api.ensure_initialized()
     full = _qualified(name, namespace)
     handle = _lookup(full, timeout)
     if handle is None:
@@ -482,21 +475,19 @@ def get_actor(name, namespace=None, timeout=10.0):
 def kill(handle, no_restart=True):
     """Ends the actor's process now. Pending and later calls fail with
     ActorDiedError. With no_restart=False it is restarted if max_restarts allows."""
-    from phalanx._private.api import ensure_initialized
     if not isinstance(handle, ActorHandle):
         raise InvalidArgumentError(f"kill() takes an actor handle, got {type(handle).__name__}")
-    ensure_initialized()
+    api.ensure_initialized()
     _core.kill_actor(handle._actor_id, no_restart, 10000)
 
 
 def exit_actor():
     """Ends the actor this runs in, for good (Ray's ray.actor.exit_actor): no restart, whatever
     max_restarts says; the call running it and the calls after it fail with ActorDiedError."""
-    from phalanx.runtime_context import get_runtime_context
-    context = get_runtime_context()
-    if context.get_actor_id() is None:
+    task = state.current_task.get()
+    if task is None or task[6] == 0:  # (not an actor's constructor or method)
         raise TypeError("exit_actor() is called from inside an actor's method; this is not an actor")
-    _core.kill_actor(context.current_actor._actor_id, True, 10000)
+    _core.kill_actor(task[7], True, 10000)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the raylet ends this process now
         time.sleep(0.05)
@@ -511,9 +502,8 @@ def checkpoint(actor, timeout=60.0):
     (after the calls sent before this one) and the runtime keeps what it
     returns, for __phalanx_restore__ after a restart. Returns once it is kept.
     (docs/fault-tolerance.md)"""
-    import phalanx
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"checkpoint() takes an actor handle, got {type(actor).__name__}")
     if SAVE_CHECKPOINT not in actor._methods:
         raise ValueError(f"actor {actor._class_name} has no __phalanx_checkpoint__ method")
-    return phalanx.get(getattr(actor, SAVE_CHECKPOINT).remote(), timeout=timeout)
+    return api.get(getattr(actor, SAVE_CHECKPOINT).remote(), timeout=timeout)

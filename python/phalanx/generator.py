@@ -25,7 +25,9 @@ import inspect
 import time
 
 from phalanx import _core
+from phalanx._private import serialization as ser
 from phalanx._private import stuck as _stuck
+from phalanx.exceptions import GetTimeoutError
 
 STREAMING = "streaming"
 DYNAMIC = "dynamic"
@@ -80,7 +82,6 @@ class ObjectRefGenerator:
 
     def _next_sync(self, timeout_s):
         """The next ref; StopIteration at the end; GetTimeoutError after timeout_s."""
-        from phalanx.exceptions import GetTimeoutError
         if self._done:
             raise StopIteration
         start = time.monotonic()
@@ -110,10 +111,10 @@ class ObjectRefGenerator:
     def _finish(self):
         """Every item is read (the caller's raylet waits for all the producer
         made, whichever way they come): the return says how it ended."""
-        from phalanx._private.api import get
         self._done = True
         try:
-            get(self._ref)
+            (kind, payload), = _core.get([self._ref.binary()], -1)
+            ser.resolve(kind, payload)  # (raises the task's error)
         except Exception:  # noqa: BLE001 - the task failed or its process died: the error is the next item
             return self._ref
         self._drop()

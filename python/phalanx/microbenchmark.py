@@ -51,6 +51,9 @@ import time
 
 import numpy as np
 
+import phalanx
+from phalanx.util.placement_group import placement_group, remove_placement_group
+
 METRICS = [
     ("single client tasks sync", "tasks/s", 5000),
     ("single client tasks async", "tasks/s", 20000),
@@ -188,8 +191,6 @@ def _n_to_n(remote, get, n):
 
 
 def bench_phalanx(duration, reps):
-    import phalanx
-
     phalanx.init(resources={"custom": 100})  # (for the placement group row, as Ray's benchmark)
 
     @phalanx.remote
@@ -199,7 +200,6 @@ def bench_phalanx(duration, reps):
     n = os.cpu_count()
     n_to_n, calls = _n_to_n(phalanx.remote, phalanx.get, n)
     gen = phalanx.remote(num_returns="streaming")(_yield_ints)
-    from phalanx.util.placement_group import placement_group, remove_placement_group
     try:
         return run_suite({"noop": noop.remote, "get": phalanx.get, "put": phalanx.put, "gen": gen.remote,
                           "pg": (placement_group, remove_placement_group),
@@ -214,8 +214,6 @@ def bench_phalanx(duration, reps):
 def bench_phalanx_raylet_path(duration, reps):
     """Actor calls with the direct path turned off: caller -> raylet -> actor, for comparison."""
     os.environ["PHALANX_DIRECT_ACTOR_CALLS"] = "0"
-    import phalanx
-
     phalanx.init(num_cpus=os.cpu_count())
     try:
         actor = phalanx.remote(_Pinger).remote()
@@ -230,8 +228,6 @@ def bench_phalanx_raylet_path(duration, reps):
 
 def bench_phalanx_multinode(duration, reps):
     """Three raylets on this machine sharing one GCS; tasks spread over them."""
-    import phalanx
-
     phalanx.init(num_nodes=3, num_cpus=1)  # returns once every raylet has read the node table
     try:
         @phalanx.remote(scheduling_strategy="SPREAD")

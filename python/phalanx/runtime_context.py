@@ -10,7 +10,9 @@ Ray's `ray.get_runtime_context()` reports it.
     ctx.namespace"""
 import sys
 
-from phalanx._private import state
+from phalanx import _core
+from phalanx._private import api, state, worker
+from phalanx.actor import ActorHandle, _method_table
 
 
 class HexId(str):
@@ -37,14 +39,12 @@ class RuntimeContext:
 
     def get_node_id(self):
         """The id (hex) of the node this process runs on."""
-        from phalanx._private.api import ensure_initialized
-        ensure_initialized()
+        api.ensure_initialized()
         return state.info["node_id"].hex()
 
     def get_job_id(self):
         """The id (hex) of the job: the driver this work was submitted for."""
-        from phalanx._private.api import ensure_initialized
-        ensure_initialized()
+        api.ensure_initialized()
         t = self._task()
         return (t[10] if t is not None and t[10] else state.job_id).hex()
 
@@ -63,12 +63,10 @@ class RuntimeContext:
         sync or threaded actor's running call is not interrupted (as in
         Ray): it can check this and stop. RuntimeError in a driver or an
         async actor (whose calls are cancelled as asyncio tasks)."""
-        from phalanx._private import worker
         t = self._task()
         if t is None or isinstance(worker._executor, worker._AsyncExecutor):
             raise RuntimeError("is_canceled() is only available inside a task or a sync or threaded actor's call "
                                "(an async actor's call is cancelled as an asyncio task)")
-        from phalanx import _core
         if not _core.cancel_requested(t[0], True):
             return False
         worker._cancels_seen.add(t[0])  # (its value is then the cancel, as in Ray)
@@ -77,8 +75,6 @@ class RuntimeContext:
     @property
     def current_actor(self):
         """A handle to the actor this code runs in (RuntimeError elsewhere)."""
-        from phalanx.actor import ActorHandle, _method_table
-        from phalanx._private import worker
         t = self._task()
         if t is None or t[6] == 0:
             raise RuntimeError("current_actor is only available inside an actor's method or constructor")
@@ -89,14 +85,12 @@ class RuntimeContext:
 
     def get_placement_group_id(self):
         """The id (hex) of the placement group the running task or actor was placed in; None if none."""
-        from phalanx import _core
         pg = _core.current_placement_group() if _core.is_connected() else b""
         return pg.hex() if pg else None
 
     @property
     def was_current_actor_reconstructed(self):
         """True in an actor that was restarted (max_restarts), from its constructor on; False before."""
-        from phalanx._private import worker
         t = self._task()
         if t is None or t[6] == 0:
             raise RuntimeError("was_current_actor_reconstructed is only available inside an actor")
@@ -109,7 +103,6 @@ class RuntimeContext:
         if t is None:
             return {}
         if t[6] == 2:  # an actor's call: what the actor was given at its creation
-            from phalanx._private import worker
             t = worker._actor_creations.get(t[7], t)
         out = {"CPU": float(t[12])} if t[12] else {}
         out.update(t[13] or {})
@@ -121,10 +114,8 @@ class RuntimeContext:
 
     @property
     def namespace(self):
-        from phalanx.actor import current_namespace
-        from phalanx._private.api import ensure_initialized
-        ensure_initialized()
-        return current_namespace()
+        api.ensure_initialized()
+        return api.current_namespace()
 
     def get(self):
         """The context as a dict, with Ray's keys: job_id, node_id, namespace; task_id inside a task or
@@ -144,7 +135,6 @@ class RuntimeContext:
         if t is None:
             return None
         name = t[2]
-        from phalanx._private import worker
         try:  # the module the function or the actor's class came from: phalanx's names begin with it
             owner = worker._actors.get(t[7]) if t[6] != 0 else None
             module = type(owner).__module__ if owner is not None else worker._load_function(t[1]).__module__
@@ -177,8 +167,7 @@ class RuntimeContext:
 
     @property
     def gcs_address(self):
-        from phalanx._private.api import ensure_initialized
-        ensure_initialized()
+        api.ensure_initialized()
         return state.info["gcs_address"]
 
 

@@ -25,22 +25,20 @@ import signal
 import sys
 import time
 
-def _root():
-    return os.environ.get("PHALANX_TMPDIR", "/tmp/phalanx")
-
-
-def _cli_dir():
-    return os.path.join(_root(), f"cli-{os.getuid()}")
-
-
-def _head_file():
-    return os.path.join(_cli_dir(), "head_address")
+import phalanx
+from phalanx import _core, dashboard
+from phalanx._private import memory
+from phalanx._private.cluster_records import (cli_dir, current_head_address, head_file, record, records,
+                                              use_cluster)
+from phalanx._private.node import (NodeProcesses, cpp_worker_binary, new_session_dir, remove_exited_rings,
+                                   stop_restarted_redis)
+from phalanx._private.rpc_tables import alive_nodes, endpoints, primary
+from phalanx.exceptions import PhalanxError, UnavailableError
 
 
 def _split(address):
     """(host, port) of the GCS at `address` ("HOST:PORT", or a primary and its
     replicas "HOST:PORT,HOST:PORT...": the one that is the primary now)."""
-    from phalanx.rpc_tables import endpoints, primary
     try:
         endpoints(address)
     except ValueError as e:
@@ -48,79 +46,11 @@ def _split(address):
     return primary(address)
 
 
-def current_head_address():
-    """The address of the cluster this machine's `phalanx start --head` made, if any."""
-    try:
-        with open(_head_file()) as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
-
-
-def _records():
-    out = []
-    for path in sorted(glob.glob(os.path.join(_cli_dir(), "started-*.json"))):
-        try:
-            with open(path) as f:
-                out.append((path, json.load(f)))
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def _sessions_of(address):
-    """Session folders of this user's `phalanx start` records for the GCS at `address`, newest first."""
-    return [rec.get("session_dir", "") for _, rec in reversed(_records()) if rec.get("redis_address") == address]
-
-
-def token_for(address):
-    """The token of the cluster whose GCS is at `address`: PHALANX_CLUSTER_TOKEN,
-    else the one this user's `phalanx start` kept in its session folder; None if neither."""
-    from phalanx._private.node import read_session_token
-    if os.environ.get("PHALANX_CLUSTER_TOKEN"):
-        return os.environ["PHALANX_CLUSTER_TOKEN"]
-    return next(filter(None, map(read_session_token, _sessions_of(address))), None)
-
-
-def tls_for(address):
-    """Whether the cluster whose GCS is at `address` runs with TLS: PHALANX_TLS=1,
-    else what this user's `phalanx start` of it marked in its session folder."""
-    from phalanx._private.node import read_session_tls
-    return os.environ.get("PHALANX_TLS") == "1" or any(map(read_session_tls, _sessions_of(address)))
-
-
-def use_cluster(address):
-    """Sets PHALANX_CLUSTER_TOKEN and PHALANX_TLS in this process's environment
-    for the cluster at `address` (token_for, tls_for); returns what they were."""
-    from phalanx._private.node import save_cluster_env
-    before = save_cluster_env()
-    token = token_for(address)
-    if token:
-        os.environ["PHALANX_CLUSTER_TOKEN"] = token
-    if tls_for(address):
-        os.environ["PHALANX_TLS"] = "1"
-    return before
-
-
-def _record(node, role):
-    from phalanx._private.node import _shared_root, private_dir
-    _shared_root(_root())
-    private_dir(_cli_dir())
-    rec = {"role": role, "session_dir": node.session_dir, "redis_address": node.redis_address,
-           "raylet_socket": node.raylet_socket,
-           "procs": [{"name": n, "pid": p.pid} for n, p in node.procs], "time": time.time()}
-    path = os.path.join(_cli_dir(), f"started-{os.getpid()}-{int(time.time() * 1000)}.json")
-    with open(path, "w") as f:
-        json.dump(rec, f)
-    return path
-
-
 def _resource_args(a):
     extra = []
     if a.num_gpus is not None:
         extra += ["--num-gpus", str(a.num_gpus)]
     if a.cpp_worker_libs:
-        from phalanx._private.node import cpp_worker_binary
         extra += ["--cpp-worker-command",
                   f"env PHALANX_CPP_WORKER=1 PHALANX_CPP_LIBS={a.cpp_worker_libs} {cpp_worker_binary()}"]
     if a.resources:
@@ -150,7 +80,6 @@ def _cluster_address(a):
 @contextlib.contextmanager
 def _driver_of(address):
     """This command as a driver of the cluster at `address` while the block runs."""
-    import phalanx
     phalanx.init(address=address)
     try:
         yield
@@ -159,8 +88,6 @@ def _driver_of(address):
 
 
 def cmd_start(a):
-    from phalanx._private.node import NodeProcesses, new_session_dir
-    from phalanx.rpc_tables import alive_nodes
     if bool(a.head) == bool(a.address):
         raise SystemExit("phalanx: give either --head or --address HOST:PORT")
     if a.gcs_address and not a.head:
@@ -174,11 +101,9 @@ def cmd_start(a):
         os.environ["PHALANX_TLS"] = "1"
     if a.head and a.gcs_address:
         # An existing redis-server (managed, replicated): its password is the cluster's token.
-        from phalanx.exceptions import UnavailableError
         if not os.environ.get("PHALANX_CLUSTER_TOKEN"):
             raise SystemExit("phalanx: --gcs-address needs PHALANX_CLUSTER_TOKEN set to that redis-server's "
                              "password (its requirepass): every phalanx process presents it")
-        from phalanx import _core
         try:
             host, port = _split(a.gcs_address)
             _core.redis_command(host, port, ["PING"], 5.0)  # fails clearly if nothing (or a stranger) answers there
@@ -190,7 +115,6 @@ def cmd_start(a):
         node = NodeProcesses(new_session_dir(), os.environ.get("PHALANX_CLUSTER_TOKEN"))  # (else a random one)
         redis = node.start_redis(port=a.port, host=a.node_ip, tie_to_parent=False)
     else:
-        from phalanx.exceptions import UnavailableError
         use_cluster(a.address)
         token = os.environ.get("PHALANX_CLUSTER_TOKEN")
         try:
@@ -215,9 +139,9 @@ def cmd_start(a):
     if a.dashboard and a.head:
         node.procs.append(("dashboard", _start_dashboard(redis, a.dashboard_host, a.dashboard_port,
                                                          node.session_dir)))
-    _record(node, "head" if a.head else "node")
+    record(node, "head" if a.head else "node")
     if a.head:
-        with open(_head_file(), "w") as f:
+        with open(head_file(), "w") as f:
             f.write(redis)
         print(f"phalanx head started: GCS at {redis}\n"
               f"  add a node:        phalanx start --address {redis}\n"
@@ -237,7 +161,6 @@ def cmd_start(a):
 
 def _wait_for_nodes(address, want, timeout_s):
     """Waits until `want` nodes are alive, saying how many have joined as they come."""
-    from phalanx.rpc_tables import alive_nodes
     host, port = _split(address)
     start = time.monotonic()
     tty = sys.stdout.isatty()
@@ -294,7 +217,6 @@ def cmd_status(a):
 
 
 def _print_status(address):
-    from phalanx import _core
     host, port = _split(address)
     nodes = _core.gcs_nodes(host, port, 5.0)
     actors = _core.gcs_actors(host, port, 5.0)
@@ -346,7 +268,6 @@ def cmd_stack(a):
     this machine, and in every driver connected to them: SIGUSR1 makes a
     worker's faulthandler write them to its log, a driver's to
     SESSION/logs/driver-PID.stack; this reads them back."""
-    from phalanx import _core
     address = _cluster_address(a)
     host, port = _split(address)
     nodes = [n for n in _core.gcs_nodes(host, port, 5.0) if n["alive"]]
@@ -428,7 +349,6 @@ def _alive(pid):
 
 
 def cmd_timeline(a):
-    import phalanx
     with _driver_of(_cluster_address(a)):
         phalanx.timeline(a.output, since_s=a.since)
     print(f"phalanx: wrote the timeline of the last {a.since:g} s to {a.output} "
@@ -438,7 +358,6 @@ def cmd_timeline(a):
 
 def cmd_dashboard(a):
     try:
-        from phalanx import dashboard
         import aiohttp  # noqa: F401
     except ImportError:
         raise SystemExit("phalanx: the dashboard needs aiohttp: pip install 'phalanx[dashboard]'")
@@ -468,20 +387,18 @@ def _start_dashboard(redis, host, port, session_dir):
 
 
 def cmd_memory(a):
-    from phalanx._private import memory
     with _driver_of(_cluster_address(a)):
         print(memory.format_summary(memory.summary(max(a.limit, 1) * 4), limit=a.limit))
     return 0
 
 
 def cmd_stop(a):
-    records = sorted(glob.glob(os.path.join(_cli_dir(), "started-*.json")))
-    if not records:
+    paths = sorted(glob.glob(os.path.join(cli_dir(), "started-*.json")))
+    if not paths:
         print("phalanx: nothing started here to stop")
         return 0
-    from phalanx._private.node import stop_restarted_redis
     pids, sessions = [], []
-    for path in records:
+    for path in paths:
         with open(path) as f:
             rec = json.load(f)
         pids += [(p["name"], p["pid"]) for p in rec["procs"]]
@@ -505,14 +422,13 @@ def cmd_stop(a):
                 os.kill(pid, signal.SIGKILL)
     for session in sessions:  # one the head raylet started again after the first died
         stop_restarted_redis(session, [pid for name, pid in pids if name == "redis-server"])
-    from phalanx._private.node import remove_exited_rings
-    for session in {rec.get("session_dir", "") for _, rec in _records()}:  # the timeline's rings (memory)
+    for session in {rec.get("session_dir", "") for _, rec in records()}:  # the timeline's rings (memory)
         if session:
             remove_exited_rings(session)
-    for path in records:
+    for path in paths:
         os.unlink(path)
-    if os.path.exists(_head_file()):
-        os.unlink(_head_file())
+    if os.path.exists(head_file()):
+        os.unlink(head_file())
     print(f"phalanx: stopped {len(pids)} processes")
     return 0
 
@@ -574,14 +490,12 @@ def main(argv=None):
     sub.add_parser("version")
     a = ap.parse_args(argv)
     if a.cmd == "version":
-        import phalanx
         print(phalanx.__version__)
         return 0
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
                 "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
-        from phalanx.exceptions import PhalanxError
         if isinstance(e, PhalanxError):
             print(f"phalanx: {e}", file=sys.stderr)
             return 1

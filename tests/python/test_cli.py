@@ -107,7 +107,7 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     assert sum(1 for e in events if e["ph"] == "X" and e["name"].endswith("double")) == 20
 
     from phalanx import _core
-    from phalanx.scripts import token_for
+    from phalanx._private.cluster_records import token_for
     host, port = address.split(":")
     os.environ["PHALANX_CLUSTER_TOKEN"] = token_for(address)  # kept in the session folder by `phalanx start`
     pids = [n["pid"] for n in _core.gcs_nodes(host, int(port), 5.0)]

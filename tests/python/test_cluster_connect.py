@@ -34,7 +34,7 @@ def test_driver_joins_by_gcs_address_and_leaves_the_node_running(running_node):
 
 
 def test_node_table_lists_the_live_raylet(running_node):
-    from phalanx.rpc_tables import alive_nodes
+    from phalanx._private.rpc_tables import alive_nodes
     host, port = running_node.split(":")
     nodes = alive_nodes(host, int(port))
     assert len(nodes) == 1

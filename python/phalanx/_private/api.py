@@ -11,8 +11,11 @@ from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx._private import stuck as _stuck
 from phalanx._private import tensors as _tensors
+from phalanx._private.cluster_records import current_head_address, use_cluster
 from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
-from phalanx.exceptions import GetTimeoutError, UnavailableError
+from phalanx._private.rpc_tables import alive_nodes, all_nodes
+from phalanx._private.task_options import check_amount
+from phalanx.exceptions import GetTimeoutError, InvalidArgumentError, UnavailableError
 from phalanx.generator import ObjectRefGenerator
 
 _lock = threading.RLock()
@@ -43,7 +46,6 @@ def _connect(socket_path):
 
 def _find_raylet(address):
     """The socket of a live raylet on this machine registered in the GCS at `address`."""
-    from phalanx.rpc_tables import alive_nodes
     nodes = alive_nodes(address)
     local = [n for n in nodes if os.path.exists(n["socket_path"])]
     if not local:
@@ -95,13 +97,11 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first "
                                "(or pass ignore_reinit_error=True)")
         if address == "auto":
-            from phalanx.scripts import current_head_address
             address = os.environ.get("PHALANX_ADDRESS") or current_head_address()
             if not address:
                 raise UnavailableError("address='auto' but no cluster is known here: PHALANX_ADDRESS is not "
                                        "set and `phalanx start --head` was not run; pass address='HOST:PORT'")
         if address is None:
-            from phalanx.remote_function import check_amount
             if num_cpus is not None:
                 check_amount("num_cpus", num_cpus)
             if num_gpus is not None:
@@ -137,7 +137,6 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             if any(v is not None for v in (num_cpus, num_gpus, resources, object_store_memory)):
                 raise ValueError("num_cpus, num_gpus, resources and object_store_memory are set when a "
                                  "node starts; they cannot be given when joining a cluster")
-            from phalanx.scripts import use_cluster
             # PHALANX_CLUSTER_TOKEN and PHALANX_TLS, or what `phalanx start` kept here
             state.env_token_before = use_cluster(address)
             try:
@@ -193,9 +192,16 @@ def anonymous_namespace(job_id):
     return f"anonymous-{job_id.hex()}"
 
 
+def current_namespace():
+    """The namespace of the job this process (or this thread's task) works for."""
+    task = state.current_task.get()
+    if task is not None and task[10]:
+        return task[11] or anonymous_namespace(task[10])
+    return state.namespace
+
+
 def gcs_nodes(alive_only=False):
     """The node table of this process's cluster (dicts, see rpc_tables)."""
-    from phalanx.rpc_tables import all_nodes
     nodes = all_nodes(state.info["gcs_address"])
     return [n for n in nodes if n["alive"]] if alive_only else nodes
 
@@ -305,8 +311,14 @@ def get(refs, timeout=None, device=None, _probe=True, _asked=None):
 
 def _why_not_ready(ref):
     """What a ref that timed out waits for, when phalanx knows (a placement group's ready ref)."""
-    from phalanx.util.placement_group import why_pending
-    return why_pending(ref.binary())
+    pg = state.pending_groups.get(ref.binary())
+    if pg is None:
+        return None
+    try:
+        why = pg.why_not_ready()
+    except Exception:  # noqa: BLE001 - only an explanation
+        why = ""
+    return f"{pg.describe()} is not placed yet" + (f": {why}" if why else "")
 
 
 def put(value):
@@ -324,16 +336,12 @@ def cancel(ref, *, force=False, recursive=True):
     ValueError). `get` then raises TaskCancelledError. A finished task is left
     alone. `recursive` is accepted for Ray's signature; the tasks a
     cancelled task submitted are not cancelled with it yet."""
-    from phalanx.actor import ActorHandle
-    from phalanx.exceptions import InvalidArgumentError
-    from phalanx.generator import ObjectRefGenerator
     if isinstance(ref, ObjectRefGenerator):
         ref = ref.completed()
-    if isinstance(ref, ActorHandle):
-        raise InvalidArgumentError("cancel() takes the ObjectRef of a task or actor call, not an actor handle: "
-                                   "phalanx.kill(actor) stops an actor")
     if not isinstance(ref, _core.ObjectRef):
-        raise InvalidArgumentError(f"cancel() takes an ObjectRef, got {type(ref).__name__}")
+        # (an actor handle says what to do instead: actor.py's ActorHandle.CANCEL_REFUSAL)
+        raise InvalidArgumentError(getattr(type(ref), "CANCEL_REFUSAL", None)
+                                   or f"cancel() takes an ObjectRef, got {type(ref).__name__}")
     ensure_initialized()
     _core.cancel(ref.task_id(), bool(force), bool(recursive))
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from phalanx import _core
 from phalanx._private import stuck as _stuck
+from phalanx._private import api, nccl, state
 from phalanx.exceptions import CollectiveError, GetTimeoutError
 
 _groups = {}
@@ -55,9 +56,8 @@ def _is_tensor(x):
 
 def _put(array):
     """A store object holding `array` (other nodes copy only store objects): (ref, stored size)."""
-    from phalanx._private.api import put_sized
     value = array.detach().contiguous() if _is_tensor(array) else np.ascontiguousarray(array)
-    return put_sized(value, in_store=True)
+    return api.put_sized(value, in_store=True)
 
 
 def _assign(dst, src):
@@ -151,7 +151,6 @@ class _Call:
 
 
 def _meta(kind, array, ref=None, size=0, **extra):
-    from phalanx._private import state
     m = {"kind": kind, "dtype": str(array.dtype), "shape": tuple(array.shape), "node": state.info["node_id"],
          "id": None if ref is None else ref.binary(), "size": size}
     m.update(extra)
@@ -177,7 +176,6 @@ class _Group:
     def allreduce(self, array, op, timeout, kind="allreduce"):
         """op over every rank's `array`: a read-only view on the result in
         this node's store (copy out of it; it goes with the view)."""
-        import phalanx
         call = _Call(self, kind, timeout)
         ref, size = _put(array)
         out = _core.next_put_id()
@@ -193,14 +191,13 @@ class _Group:
                 _core.adopt_ref(o)  # (the raylet holds them for us until made; we keep only ours)
             del located
         try:
-            return phalanx.get(out_ref, timeout=call.left_s())
+            return api.get(out_ref, timeout=call.left_s())
         except GetTimeoutError as e:
             raise GetTimeoutError(f"{call.what()}: the reduced array did not come: {e}") from None
         except CollectiveError as e:
             raise CollectiveError(f"{call.what()}: {e}") from None
 
     def broadcast(self, array, src_rank, timeout):
-        import phalanx
         call = _Call(self, "broadcast", timeout)
         ref, size = _put(array) if self.rank == src_rank else (None, 0)
         metas = call.meet("data", _meta("broadcast", array, ref, size, src=src_rank))
@@ -208,13 +205,12 @@ class _Group:
         error = None
         if self.rank != src_rank:
             try:
-                _assign(array, phalanx.get(_locate(metas, [src_rank])[0], timeout=call.left_s()))
+                _assign(array, api.get(_locate(metas, [src_rank])[0], timeout=call.left_s()))
             except Exception as e:  # told to every rank at the last meeting
                 error = e
         call.finish(error)
 
     def allgather(self, tensor_list, array, timeout):
-        import phalanx
         call = _Call(self, "allgather", timeout)
         ref, size = _put(array)
         metas = call.meet("data", _meta("allgather", array, ref, size))
@@ -222,7 +218,7 @@ class _Group:
         error = None
         try:
             others = [r for r in range(self.world_size) if r != self.rank]
-            values = phalanx.get(_locate(metas, others), timeout=call.left_s())
+            values = api.get(_locate(metas, others), timeout=call.left_s())
             for r, v in zip(others, values):
                 _assign(tensor_list[r], v)
             _assign(tensor_list[self.rank], array)
@@ -244,13 +240,12 @@ class _Group:
 
     def recv(self, array, src_rank, timeout):
         """array[...] = what src_rank's matching send sent."""
-        import phalanx
         call = _Call(self, "p2p", timeout, pair=(src_rank, self.rank))
         metas = call.meet("data", _meta("p2p", array))
         call.agree(metas, ("dtype", "shape"))
         error = None
         try:
-            _assign(array, phalanx.get(_locate(metas, [0])[0], timeout=call.left_s()))
+            _assign(array, api.get(_locate(metas, [0])[0], timeout=call.left_s()))
         except Exception as e:  # told to the sender at the last meeting
             error = e
         call.finish(error)
@@ -269,7 +264,6 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "nccl":
-        from phalanx._private import nccl
         nccl.check_available()
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
@@ -277,12 +271,10 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
         raise ValueError(f"rank must be between 0 and {world_size - 1}, got {rank!r}")
     if not isinstance(group_name, str) or not group_name:
         raise ValueError(f"group_name must be a non-empty str, got {group_name!r}")
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     with _lock:
         if group_name in _groups:
             raise ValueError(f"this process is already in group '{group_name}' (destroy_group first)")
-    from phalanx._private import state
     ms = -1 if timeout is None else max(1, int(timeout * 1000))
     me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
           "client": state.info["client_id"], "backend": backend}

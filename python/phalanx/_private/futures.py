@@ -12,6 +12,7 @@ import threading
 
 from phalanx import _core
 from phalanx._private import serialization as ser
+from phalanx._private import api
 
 _SLICE_MS = 5  # longest a newly added ref waits for the waiter to look at it
 
@@ -95,8 +96,7 @@ _waiter = _Waiter()
 
 def ref_future(ref):
     """A concurrent.futures.Future that completes with the ref's value (or its error)."""
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     return _waiter.future(ref)
 
 

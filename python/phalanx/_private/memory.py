@@ -5,6 +5,7 @@ an argument, the lineage kept to rebuild a lost result, another node that
 borrowed it, an object whose value holds its ref. The question Ray users
 ask most when the store fills (Ray #50408), answered per node."""
 from phalanx import _core
+from phalanx._private import api
 
 _KIND = {"driver": "ref held by driver", "worker": "ref held by worker", "mapped": "bytes mapped by",
          "task argument": "argument of task", "lineage": "kept by the lineage of task",
@@ -16,8 +17,7 @@ def summary(max_objects=1000, timeout_s=30.0):
     [{node_id, address, store_capacity, store_used, spilled_bytes, objects,
     error, list: [{object_id, size, where, refs, remote_node, holders:
     [(kind, who, count)]}]}]."""
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     return _core.memory_summary(int(max_objects), True, int(timeout_s * 1000))
 
 

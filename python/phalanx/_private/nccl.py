@@ -45,6 +45,8 @@ import time
 import warnings
 
 from phalanx.exceptions import CollectiveError, GetTimeoutError
+from phalanx._private import state
+from phalanx._private.rpc_tables import all_nodes
 
 _IN_PROGRESS = 7
 _DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6, "float32": 7,
@@ -162,8 +164,6 @@ def interface_of(address):
 
 def _node_host():
     """This node's host as the cluster knows it (its raylet's address in the GCS)."""
-    from phalanx._private import state
-    from phalanx.rpc_tables import all_nodes
     me = state.info["node_id"].hex()
     for n in all_nodes(state.info["gcs_address"]):
         if n["node_id"] == me:

@@ -1,6 +1,7 @@
 """Process-wide state of phalanx: whether this process is a driver or a
 worker, and what the driver started."""
 import contextvars
+import weakref
 
 mode = None          # None (not initialized), "driver" or "worker"
 node = None          # NodeProcesses the driver started (embedded cluster), or None
@@ -11,3 +12,6 @@ job_id = b""          # the job (driver) this process works for: the driver's ow
 namespace = ""        # its namespace (named actors are found within it)
 # In a worker: the task (next_task's tuple) this thread, or this asyncio task, runs.
 current_task = contextvars.ContextVar("phalanx_current_task", default=None)
+# Placement groups whose ready ref was handed out here, by that ref (binary): a get of it that times
+# out says what keeps the group from being placed (util/placement_group.py registers, api.py asks).
+pending_groups = weakref.WeakValueDictionary()

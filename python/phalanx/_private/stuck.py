@@ -13,6 +13,8 @@ import threading
 import time
 
 from phalanx import _core
+from phalanx._private import state
+from phalanx._private.rpc_tables import primary
 
 log = logging.getLogger("phalanx")
 HINT = "`phalanx stack` shows what every worker is doing."
@@ -38,8 +40,6 @@ read_threshold()
 
 
 def _gcs():
-    from phalanx._private import state
-    from phalanx.rpc_tables import primary
     return primary(state.info["gcs_address"], 2.0)
 
 

@@ -17,6 +17,7 @@ import json
 import numpy as np
 
 from phalanx import _core
+from phalanx._private import api, stuck
 
 # core/trace.h's Record, 128 bytes.
 RECORD = np.dtype([("seq", "<u8"), ("ts", "<u8"), ("dur", "<u8"), ("a", "<u8"), ("b", "<u8"), ("kind", "<u2"),
@@ -35,8 +36,7 @@ def collect(since_s=600.0, timeout_s=30.0):
     running (flag IN_FLIGHT, its dur up to the collection). counters: the
     node's (as phalanx's _core.stats)."""
     import time
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     since_ns = max(0, int((time.time() - since_s) * 1e9))
     nodes = _core.collect_trace(since_ns, True, int(timeout_s * 1000))
     for n in nodes:
@@ -58,7 +58,6 @@ def actor_labels(actors):
 
 def actors_by_worker():
     """actor_labels() of the GCS's actor table; {} when it cannot be read."""
-    from phalanx._private import stuck
     try:
         host, port = stuck._gcs()
         return actor_labels(_core.gcs_actors(host, port, 5.0))

@@ -27,8 +27,10 @@ import cloudpickle
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
+from phalanx._private.node import _die_with_parent
+from phalanx.generator import DynamicObjectRefGenerator
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
-from phalanx.remote_function import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
+from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
 from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError, UnavailableError
 
 _functions = {}
@@ -284,7 +286,6 @@ class _Stream:
         """The value of the call's return."""
         if self.mode == 1:
             return self.count
-        from phalanx.generator import DynamicObjectRefGenerator
         return DynamicObjectRefGenerator(_core.ObjectRef(_core.stream_item_id(self.task_id, k))
                                          for k in range(self.count))
 
@@ -701,7 +702,6 @@ def _start_actor_executor(instance, concurrency):
 
 
 def main():
-    from phalanx._private.node import _die_with_parent
     _die_with_parent()  # a worker does not outlive its raylet, even mid-task
     if os.getppid() == 1:
         return  # the raylet died before we got here

@@ -20,6 +20,8 @@ import json
 import os
 import threading
 
+from phalanx.dashboard.data import Rings, snapshot
+
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 COOKIE = "phalanx_token"
 
@@ -97,7 +99,6 @@ def serve(host="127.0.0.1", port=8265, token=None, ready=None, stop=None):
     `ready(port)` runs once it listens (port 0 picks a free one)."""
     from aiohttp import web
 
-    from phalanx.dashboard.data import Rings, snapshot
     if not _loopback(host):
         token = token or os.environ.get("PHALANX_CLUSTER_TOKEN")
         if not token:

@@ -14,9 +14,10 @@ The raylet of the creating process reserves the bundles in two phases (each
 node sets its bundle aside, then all commit, or all give back and the group
 waits); a group whose node dies has those bundles placed again."""
 import pickle
-import weakref
+import time
 
 from phalanx import _core
+from phalanx._private import api, state
 from phalanx.exceptions import NotFoundError
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -69,19 +70,16 @@ class PlacementGroup:
         if self._ready is None:
             raise ValueError("ready() is only available in the process that created the placement group; "
                              "use wait(timeout_seconds) elsewhere")
-        _PENDING_READY[self._ready.binary()] = self
+        state.pending_groups[self._ready.binary()] = self
         return self._ready
 
     def wait(self, timeout_seconds=30):
         """True once the group is placed; False if it is not within the timeout."""
-        import time
         if self._ready is not None:  # (the creator: its ready ref says it without polling)
-            from phalanx._private.api import wait
-            ready, _ = wait([self._ready], timeout=timeout_seconds)
+            ready, _ = api.wait([self._ready], timeout=timeout_seconds)
             if ready:
                 try:
-                    from phalanx._private.api import get
-                    return isinstance(get(self._ready), PlacementGroup)
+                    return isinstance(api.get(self._ready), PlacementGroup)
                 except Exception:  # noqa: BLE001 - removed before it was placed
                     return False
             return False
@@ -120,32 +118,15 @@ class PlacementGroup:
         return f"PlacementGroup(id={self.id.hex()}, bundles={self.bundle_specs})"
 
 
-_PENDING_READY = weakref.WeakValueDictionary()  # ready ref (binary) -> its group, for get's timeout message
-
-
-def why_pending(ref_binary):
-    """For a get that timed out: what keeps the group of this ready ref from
-    being placed, or None if it is not a group's ready ref."""
-    pg = _PENDING_READY.get(ref_binary)
-    if pg is None:
-        return None
-    try:
-        why = pg.why_not_ready()
-    except Exception:  # noqa: BLE001 - only an explanation
-        why = ""
-    return f"{pg.describe()} is not placed yet" + (f": {why}" if why else "")
-
-
 def _namespace():
-    from phalanx.runtime_context import get_runtime_context
-    return get_runtime_context().namespace
+    api.ensure_initialized()
+    return api.current_namespace()
 
 
 def placement_group(bundles, strategy="PACK", name="", lifetime=None, _max_cpu_fraction_per_node=None):
     """Reserves `bundles` (a list of {"CPU": 1, "GPU": 1, ...}) together by
     `strategy`; returns at once with a PlacementGroup (see ready())."""
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if lifetime not in (None, "detached"):
@@ -181,8 +162,7 @@ def _row(fields):
 
 def get_placement_group(placement_group_name):
     """The live placement group of that name in this namespace (ValueError if none)."""
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     try:
         info = _lookup(b"", placement_group_name)
     except NotFoundError as e:
@@ -194,8 +174,7 @@ def placement_group_table(placement_group=None):
     """Ray's table: {"placement_group_id", "name", "strategy", "state",
     "bundles", "bundles_to_node_id", "why_pending"} for a group; without
     one, {hex id: that} for every group the cluster knows (removed ones too)."""
-    from phalanx._private.api import ensure_initialized
-    ensure_initialized()
+    api.ensure_initialized()
     if placement_group is None:
         out = {}
         for fields in _core.placement_group_call(2, b"", "", "", _TIMEOUT_MS):

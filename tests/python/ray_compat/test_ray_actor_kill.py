@@ -11,7 +11,7 @@ import pytest
 import phalanx as ray
 from phalanx import _core
 from phalanx._private import state
-from phalanx.rpc_tables import primary
+from phalanx._private.rpc_tables import primary
 
 from conftest import wait_until
 

@@ -1,5 +1,6 @@
 """Reading the GCS tables from Python (the protobuf values are parsed in C++)."""
 from phalanx import _core
+from phalanx.exceptions import UnavailableError
 
 
 def endpoints(address):
@@ -29,7 +30,6 @@ def primary(address, timeout=5.0):
         if isinstance(role, list) and role and role[0] in (b"master", "master"):
             return host, port
         errors.append(f"{host}:{port} is a replica")
-    from phalanx.exceptions import UnavailableError
     raise UnavailableError(f"no primary redis-server (GCS) among {address}: " + "; ".join(errors))
 
 
