@@ -235,6 +235,7 @@ using namespace phalanx::py;
 PYBIND11_MODULE(_core, m) {
   m.doc() = "phalanx core worker bindings (internal)";
   RegisterExceptionTranslator();
+  BindTaskCall(m);
 
   pyb::class_<StoreBuffer, std::shared_ptr<StoreBuffer>>(m, "StoreBuffer", pyb::buffer_protocol())
       .def_buffer([](StoreBuffer& b) {
@@ -551,8 +552,9 @@ PYBIND11_MODULE(_core, m) {
     return core ? core->LocalRefCount(id) : 0;
   });
 
-  // Worker side. Returns (task_id, function_id, name, args, num_returns, attempt)
-  // with args as (keyword, kind, payload) where kind/payload are as in get().
+  // Worker side. Returns a TaskCall (task_call.cc), its args as (keyword, kind,
+  // payload) where kind/payload are as in get(); or a notice: ("cancel", task id),
+  // ("cancelled", TaskCall) for one cancelled before it started.
   m.def("next_task", [](int64_t timeout_ms) -> pyb::object {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->NextTask(timeout_ms); });
@@ -591,11 +593,13 @@ PYBIND11_MODULE(_core, m) {
       for (const auto& [k, v] : s.resources()) d[pyb::str(k)] = v;
       resources = d;
     }
-    pyb::tuple task = pyb::make_tuple(
-        pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), s.function_name(), args, s.num_returns(), s.attempt(),
-        static_cast<int>(s.kind()), pyb::bytes(s.actor_id()), s.method_name(),
-        std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end()), pyb::bytes(s.job_id()), s.namespace_name(),
-        s.num_cpus(), resources, static_cast<int>(s.generator()), s.generator_backpressure());
+    pyb::object task = MakeTaskCall(
+        {pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), pyb::str(s.function_name()), std::move(args),
+         pyb::int_(s.num_returns()), pyb::int_(s.attempt()), pyb::int_(static_cast<int>(s.kind())),
+         pyb::bytes(s.actor_id()), pyb::str(s.method_name()),
+         pyb::cast(std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end())), pyb::bytes(s.job_id()),
+         pyb::str(s.namespace_name()), pyb::float_(s.num_cpus()), std::move(resources),
+         pyb::int_(static_cast<int>(s.generator())), pyb::int_(s.generator_backpressure())});
     // Cancelled before it started: the worker reports it so instead of running it.
     if (t.cancelled()) return pyb::make_tuple("cancelled", task);
     return task;

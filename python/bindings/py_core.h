@@ -56,5 +56,8 @@ void BindObjectRef(pyb::module_& m);
 void BindSerialization(pyb::module_& m);
 void BindActors(pyb::module_& m);
 void BindPrivateMapping(pyb::module_& m);
+// TaskCall (task_call.cc): next_task's named fields.
+void BindTaskCall(pyb::module_& m);
+pyb::object MakeTaskCall(std::initializer_list<pyb::object> fields);
 
 }  // namespace phalanx::py

@@ -485,9 +485,9 @@ def exit_actor():
     """Ends the actor this runs in, for good (Ray's ray.actor.exit_actor): no restart, whatever
     max_restarts says; the call running it and the calls after it fail with ActorDiedError."""
     task = state.current_task.get()
-    if task is None or task[6] == 0:  # (not an actor's constructor or method)
+    if task is None or task.kind == _core.TaskCall.TASK:  # (not an actor's constructor or method)
         raise TypeError("exit_actor() is called from inside an actor's method; this is not an actor")
-    _core.kill_actor(task[7], True, 10000)
+    _core.kill_actor(task.actor_id, True, 10000)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the raylet ends this process now
         time.sleep(0.05)

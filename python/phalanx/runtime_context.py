@@ -11,6 +11,7 @@ Ray's `ray.get_runtime_context()` reports it.
 import sys
 
 from phalanx import _core
+from phalanx._core import TaskCall
 from phalanx._private import api, state, worker
 from phalanx.actor import ActorHandle, _method_table
 
@@ -46,17 +47,17 @@ class RuntimeContext:
         """The id (hex) of the job: the driver this work was submitted for."""
         api.ensure_initialized()
         t = self._task()
-        return (t[10] if t is not None and t[10] else state.job_id).hex()
+        return (t.job_id if t is not None and t.job_id else state.job_id).hex()
 
     def get_task_id(self):
         """The id (hex) of the running task or actor call; None in a driver."""
         t = self._task()
-        return None if t is None else t[0].hex()
+        return None if t is None else t.task_id.hex()
 
     def get_actor_id(self):
         """The id (hex) of the actor whose method or constructor runs here; None elsewhere."""
         t = self._task()
-        return None if t is None or t[6] == 0 else t[7].hex()
+        return None if t is None or t.kind == TaskCall.TASK else t.actor_id.hex()
 
     def is_canceled(self):
         """Whether phalanx.cancel reached the running task or actor call. A
@@ -67,21 +68,22 @@ class RuntimeContext:
         if t is None or isinstance(worker._executor, worker._AsyncExecutor):
             raise RuntimeError("is_canceled() is only available inside a task or a sync or threaded actor's call "
                                "(an async actor's call is cancelled as an asyncio task)")
-        if not _core.cancel_requested(t[0], True):
+        if not _core.cancel_requested(t.task_id, True):
             return False
-        worker._cancels_seen.add(t[0])  # (its value is then the cancel, as in Ray)
+        worker._cancels_seen.add(t.task_id)  # (its value is then the cancel, as in Ray)
         return True
 
     @property
     def current_actor(self):
         """A handle to the actor this code runs in (RuntimeError elsewhere)."""
         t = self._task()
-        if t is None or t[6] == 0:
+        if t is None or t.kind == TaskCall.TASK:
             raise RuntimeError("current_actor is only available inside an actor's method or constructor")
-        instance = worker._actors.get(t[7])
-        cls = type(instance) if instance is not None else worker._load_function(t[1])
-        class_name = worker._actor_class_names.get(t[7]) or (t[2] if t[6] == 1 else t[2].rpartition(".")[0])
-        return ActorHandle(t[7], t[1], class_name, _method_table(cls))
+        instance = worker._actors.get(t.actor_id)
+        cls = type(instance) if instance is not None else worker._load_function(t.function_id)
+        class_name = worker._actor_class_names.get(t.actor_id) or (
+            t.name if t.kind == TaskCall.ACTOR_CREATION else t.name.rpartition(".")[0])
+        return ActorHandle(t.actor_id, t.function_id, class_name, _method_table(cls))
 
     def get_placement_group_id(self):
         """The id (hex) of the placement group the running task or actor was placed in; None if none."""
@@ -92,20 +94,20 @@ class RuntimeContext:
     def was_current_actor_reconstructed(self):
         """True in an actor that was restarted (max_restarts), from its constructor on; False before."""
         t = self._task()
-        if t is None or t[6] == 0:
+        if t is None or t.kind == TaskCall.TASK:
             raise RuntimeError("was_current_actor_reconstructed is only available inside an actor")
-        creation = t if t[6] == 1 else worker._actor_creations.get(t[7], t)
-        return creation[5] > 0
+        creation = t if t.kind == TaskCall.ACTOR_CREATION else worker._actor_creations.get(t.actor_id, t)
+        return creation.attempt > 0
 
     def get_assigned_resources(self):
         """What the running task or actor was given: {"CPU": n, "GPU": n, name: n}; {} in a driver."""
         t = self._task()
         if t is None:
             return {}
-        if t[6] == 2:  # an actor's call: what the actor was given at its creation
-            t = worker._actor_creations.get(t[7], t)
-        out = {"CPU": float(t[12])} if t[12] else {}
-        out.update(t[13] or {})
+        if t.kind == TaskCall.ACTOR_METHOD:  # an actor's call: what the actor was given at its creation
+            t = worker._actor_creations.get(t.actor_id, t)
+        out = {"CPU": float(t.num_cpus)} if t.num_cpus else {}
+        out.update(t.resources or {})
         return out
 
     def get_accelerator_ids(self):
@@ -134,10 +136,13 @@ class RuntimeContext:
         t = self._task()
         if t is None:
             return None
-        name = t[2]
+        name = t.name
         try:  # the module the function or the actor's class came from: phalanx's names begin with it
-            owner = worker._actors.get(t[7]) if t[6] != 0 else None
-            module = type(owner).__module__ if owner is not None else worker._load_function(t[1]).__module__
+            owner = worker._actors.get(t.actor_id) if t.kind != TaskCall.TASK else None
+            if owner is not None:
+                module = type(owner).__module__
+            else:
+                module = worker._load_function(t.function_id).__module__
         except Exception:
             module = None
         if module and name.startswith(module + "."):

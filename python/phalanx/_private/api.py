@@ -195,8 +195,8 @@ def anonymous_namespace(job_id):
 def current_namespace():
     """The namespace of the job this process (or this thread's task) works for."""
     task = state.current_task.get()
-    if task is not None and task[10]:
-        return task[11] or anonymous_namespace(task[10])
+    if task is not None and task.job_id:
+        return task.namespace or anonymous_namespace(task.job_id)
     return state.namespace
 
 

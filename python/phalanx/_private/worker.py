@@ -360,7 +360,7 @@ def run_task(task):
         if n != _threads:
             _set_threads(n)
     context = state.current_task.set(task)
-    creation = task[:3] + (None,) + task[4:] if kind == 1 else None
+    creation = _core.TaskCall(task[:3] + (None,) + task[4:]) if kind == 1 else None
     stream = _Stream(task_id, name, generator, backpressure) if generator else None
     error = ""
     pos = kw = value = None
@@ -497,10 +497,10 @@ _executor = None  # how the hosted actor runs its calls; None: one at a time on 
 def _group_of(instance, task):
     """The concurrency group a call runs in: the caller's
     .options(concurrency_group=...), else the method's own."""
-    for keyword, kind, payload in task[3]:
+    for keyword, kind, payload in task.args:
         if keyword == CONCURRENCY_ARG:
             return ser.resolve(kind, payload)
-    fn = getattr(type(instance), task[8], None)
+    fn = getattr(type(instance), task.method_name, None)
     return getattr(fn, "__phalanx_concurrency_group__", None)
 
 
@@ -524,7 +524,7 @@ class _ThreadedExecutor:
 
 
 def _run_on_thread(task):
-    _core.set_job_context(task[10], task[11], True, task[0])  # (what it submits is its children)
+    _core.set_job_context(task.job_id, task.namespace, True, task.task_id)  # (what it submits is its children)
     run_task(task)
 
 
@@ -564,18 +564,19 @@ class _GroupLoop:
             t.cancel()
 
     def _start(self, task):
-        self._tasks[task[0]] = self.loop.create_task(self._run_call(task))
+        self._tasks[task.task_id] = self.loop.create_task(self._run_call(task))
 
     async def _run_call(self, task):
         try:
             async with self._sem:
                 await _run_task_async(task)
         except asyncio.CancelledError:  # cancelled while it waited for its turn
-            _cancels_seen.discard(task[0])
-            e = TaskCancelledError(f"task {task[2]} was cancelled before it ran")
-            _core.task_done(task[0], _error_returns(task[0], task[4], task[2], e), 0.0, f"TaskCancelledError: {e}")
+            _cancels_seen.discard(task.task_id)
+            e = TaskCancelledError(f"task {task.name} was cancelled before it ran")
+            _core.task_done(task.task_id, _error_returns(task.task_id, task.num_returns, task.name, e), 0.0,
+                            f"TaskCancelledError: {e}")
         finally:
-            self._tasks.pop(task[0], None)  # (not a done-callback: that costs a turn of the loop per call)
+            self._tasks.pop(task.task_id, None)  # (not a done-callback: that costs a turn of the loop per call)
 
 
 class _AsyncExecutor:
@@ -604,11 +605,11 @@ class _AsyncExecutor:
 
 async def _run_task_async(task):
     task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
-    stream = _Stream(task_id, name, task[14], task[15]) if task[14] else None
+    stream = _Stream(task_id, name, task.generator, task.backpressure) if task.generator else None
     start = time.perf_counter()
     # (the loop's calls interleave on one thread: no parent for the thread; what
     # they submit takes its parent from state.current_task, this asyncio task's own)
-    _core.set_job_context(task[10], task[11], True, b"")
+    _core.set_job_context(task.job_id, task.namespace, True, b"")
     state.current_task.set(task)  # (this asyncio task's own context)
     error = ""
     try:
@@ -657,9 +658,9 @@ def _on_cancel_signal(signum, frame):
     task = state.current_task.get()
     if task is None:  # (the cancelled task may be the one about to start: run_task checks)
         _cancel_between_tasks = True
-    if _core.cancel_signalled(task[0] if task is not None else b"") and task is not None and task[6] == 0:
-        _cancels_seen.add(task[0])
-        raise KeyboardInterrupt(f"task {task[2]} was cancelled (phalanx.cancel)")
+    if _core.cancel_signalled(task.task_id if task is not None else b"") and task is not None and task.kind == 0:
+        _cancels_seen.add(task.task_id)
+        raise KeyboardInterrupt(f"task {task.name} was cancelled (phalanx.cancel)")
 
 
 def _cancelled_before_start(task_id, kind, name):
@@ -672,10 +673,10 @@ def _cancelled_before_start(task_id, kind, name):
 
 def _report_cancelled(task):
     """A task cancelled before it started: its returns (and stream) say so; it does not run."""
-    task_id, name, num_returns = task[0], task[2], task[4]
+    task_id, name, num_returns = task.task_id, task.name, task.num_returns
     e = TaskCancelledError(f"task {name} was cancelled before it ran")
-    if task[14]:
-        _Stream(task_id, name, task[14], task[15]).end()
+    if task.generator:
+        _Stream(task_id, name, task.generator, task.backpressure).end()
     _core.task_done(task_id, _error_returns(task_id, num_returns, name, e), 0.0, f"TaskCancelledError: {e}")
 
 
@@ -717,14 +718,15 @@ def main():
             task = _core.next_task(-1)
         except UnavailableError:
             break  # the raylet is gone or told us to go
-        if len(task) == 2:  # ("cancel", task id): a notice; ("cancelled", task): one not to run
-            if task[0] == "cancelled":
-                _report_cancelled(task[1])
+        if type(task) is tuple:  # a notice: ("cancel", task id), or ("cancelled", TaskCall): one not to run
+            notice, what = task
+            if notice == "cancelled":
+                _report_cancelled(what)
             elif hasattr(_executor, "cancel"):
-                _executor.cancel(task[1])
-            del task
+                _executor.cancel(what)
+            del task, what
             continue
-        if _executor is not None and task[6] == 2:
+        if _executor is not None and task.kind == 2:
             _executor.submit(task)
             del task
             continue
