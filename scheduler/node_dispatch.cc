@@ -134,7 +134,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       return true;
     });
     on(rpc::GET_STATS, "stats request", [](NodeManager* nm, C c, uint64_t req, const char*, size_t) {
-      nm->HandleStats(*c, req);
+      nm->inspection_.HandleStats(*c, req);
       return true;
     });
     on(rpc::GET_ACTOR, "actor lookup", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
@@ -306,13 +306,13 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     on(rpc::TRACE_COLLECT, "timeline request", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::TraceRequest m;
       if (!Parse(&m, b, n)) return false;
-      nm->HandleTrace(c, req, m);
+      nm->inspection_.HandleTrace(c, req, m);
       return true;
     });
     on(rpc::MEMORY_SUMMARY, "memory summary", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::MemoryRequest m;
       if (!Parse(&m, b, n)) return false;
-      nm->HandleMemory(c, req, m);
+      nm->inspection_.HandleMemory(c, req, m);
       return true;
     });
     return r;

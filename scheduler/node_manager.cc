@@ -69,16 +69,7 @@ Result<std::unique_ptr<NodeManager>> NodeManager::CreateOffline(asio::io_context
 
 void NodeManager::HandleClientFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h,
                                     const char* body, size_t len) {
-  std::shared_ptr<Client> c;
-  for (auto& [p, client] : clients_) {
-    if (client->conn == conn) c = client;
-  }
-  if (!c) {
-    c = std::make_shared<Client>();
-    c->conn = conn;
-    clients_[c.get()] = c;
-  }
-  OnFrame(c, h, body, len);
+  OnFrame(clients_.OfConnection(conn), h, body, len);
 }
 
 Result<std::unique_ptr<NodeManager>> NodeManager::Make(asio::io_context& io, NodeManagerOptions options,
@@ -150,12 +141,12 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   void OnTrace(const std::string& body, Reply reply) override {
     rpc::TraceRequest m;
     if (!m.ParseFromString(body)) return reply(rpc::TraceNode());
-    reply(nm_->LocalTrace(m.since_ns()));
+    reply(nm_->inspection_.LocalTrace(m.since_ns()));
   }
   void OnMemory(const std::string& body, Reply reply) override {
     rpc::MemoryRequest m;
     if (!m.ParseFromString(body)) return reply(rpc::NodeMemory());
-    reply(nm_->LocalMemory(m.max_objects()));
+    reply(nm_->inspection_.LocalMemory(m.max_objects()));
   }
 
   // The transport of the node's copies: framed TCP over the peers' connections.
@@ -235,7 +226,10 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       heartbeat_timer_(io),
       get_deadline_timer_(io),
       keeper_(options_.gcs_restart_file, options_.session_dir + "/redis.pid", options_.gcs_restart_tied),
-      gcs_check_timer_(io) {}
+      gcs_check_timer_(io),
+      inspection_(node_id_, options_.node_ip, options_.session_dir,
+                  InspectedParts{&tasks_, &om_, &steps_, &reduces_, &allreduces_, &streams_, &pool_, &clients_}, &gcs_,
+                  &peers_) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
@@ -248,9 +242,9 @@ void NodeManager::OnTaskRecord(const rpc::TaskRecord& r) {
 
 void NodeManager::Warn(const std::string& caller_id, const std::string& message) {
   rpc::Status s = ToProto(Status(StatusCode::kInfeasible, message));
-  for (auto& [p, c] : clients_) {
-    if (c->client_id == caller_id) c->conn->Send(rpc::CLIENT_WARNING, 0, 0, s);
-  }
+  clients_.ForEach([&](Client& c) {
+    if (c.client_id == caller_id) c.conn->Send(rpc::CLIENT_WARNING, 0, 0, s);
+  });
 }
 
 void NodeManager::EnableSpilling() {
@@ -372,11 +366,11 @@ void NodeManager::OnGcsBack() {
     m.set_pickled(f.pickled);
     gcs_.PutFunction(m);
   }
-  for (const auto& [id, c] : clients_by_id_) gcs_.RegisterClient(id, node_id_);
+  clients_.ForEachId([this](const std::string& id) { gcs_.RegisterClient(id, node_id_); });
   actors_.AnnounceAll();
   size_t objects = om_.ListAllInDirectory();
   PHALANX_LOG(Info) << "GCS back: re-published this node, " << functions_.size() << " functions, "
-                    << clients_by_id_.size() << " clients and " << objects << " objects";
+                    << clients_.num_registered() << " clients and " << objects << " objects";
 }
 
 void NodeManager::HandleCheckpoint(const std::shared_ptr<Client>& c, uint64_t req, rpc::ActorCheckpoint m) {
@@ -430,9 +424,7 @@ void NodeManager::Accept() {
       SetCloseOnExec(sock.native_handle());
       FramedConnection::Socket generic(io_);
       generic.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), sock.release());
-      auto c = std::make_shared<Client>();
-      c->conn = std::make_shared<FramedConnection>(std::move(generic), "client");
-      clients_[c.get()] = c;
+      auto c = clients_.Add(std::make_shared<FramedConnection>(std::move(generic), "client"));
       std::weak_ptr<Client> weak = c;
       c->conn->Start(
           [this, weak](const FrameHeader& h, const char* body, size_t len) {
@@ -444,10 +436,6 @@ void NodeManager::Accept() {
     }
     Accept();
   });
-}
-
-void NodeManager::Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m) {
-  c.conn->Send(type, kReplyFlag, request_id, m);
 }
 
 void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m) {
@@ -480,7 +468,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_node_address(options_.node_ip);
   r.set_cluster_token(options_.cluster_token);
   r.set_tls(options_.tls != nullptr);
-  clients_by_id_[c->client_id] = c.get();
+  clients_.Registered(c.get());
   own_creators_.insert(CreatorKey(c->client_id));
   if (creators_.insert(CreatorKey(c->client_id)).second) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
@@ -618,9 +606,9 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
     if (r.in_store()) {
       // Created and sealed here by the actor's worker, which held it until
       // now: the caller's hold (EXPECT_RETURNS) keeps it from here on.
-      auto holder = clients_by_id_.find(m.release_holder());
-      if (holder != clients_by_id_.end() && holder->second->holds.erase(id)) objects_.RemoveRef(id);
-      if (holder == clients_by_id_.end() && !objects_.IsReady(id)) {
+      Client* holder = clients_.Find(m.release_holder());
+      if (holder != nullptr && holder->holds.erase(id)) objects_.RemoveRef(id);
+      if (holder == nullptr && !objects_.IsReady(id)) {
         objects_.MarkLost(id, StatusCode::kObjectLost, "the actor's worker that made it exited before handing it over");
       }
       continue;
@@ -639,48 +627,6 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
   for (size_t i = 0; i < remote.size(); ++i) {
     if (!objects_.SetRemote(remote[i], m.holder_node(), sizes[i])) om_.Release(m.holder_node(), {remote[i]});
   }
-}
-
-void NodeManager::HandleStats(Client& c, uint64_t req) { Reply(c, rpc::GET_STATS, req, Counters()); }
-
-rpc::StatsReply NodeManager::Counters() {
-  rpc::StatsReply r;
-  auto s = store_->Stats();
-  auto t = tasks_.Stats();
-  r.set_store_capacity(s.capacity);
-  r.set_store_used(s.used);
-  r.set_store_objects(s.objects);
-  r.set_inline_objects(objects_.num_inline());
-  r.set_inline_bytes(objects_.inline_bytes());
-  r.set_tasks_queued(t.queued);
-  r.set_tasks_running(t.running);
-  r.set_tasks_finished(t.finished);
-  r.set_workers(pool_.size());
-  r.set_ref_entries(objects_.num_entries());
-  r.set_reduce_chains(reduces_.num_chains());
-  r.set_reduce_fallbacks(reduces_.num_fallbacks());
-  r.set_reduce_rewinds(reduces_.num_rewinds());
-  r.set_reduce_steps(steps_.num_steps());
-  r.set_allreduce_sliced(allreduces_.num_sliced());
-  r.set_streams(streams_.size());
-  r.set_stream_items_held(streams_.held());
-  auto sp = om_.spill_stats();
-  r.set_spilled_objects(sp.objects);
-  r.set_spilled_bytes(sp.bytes);
-  r.set_spilled_total_objects(sp.spilled_objects);
-  r.set_spilled_total_bytes(sp.spilled_bytes);
-  r.set_restored_total_objects(sp.restored_objects);
-  r.set_restored_total_bytes(sp.restored_bytes);
-  r.set_spill_seconds(sp.spill_seconds);
-  r.set_restore_seconds(sp.restore_seconds);
-  r.set_tasks_failed(t.failed);
-  r.set_tasks_retried(t.retried);
-  r.set_tasks_spilled(t.spilled);
-  r.set_tasks_reconstructed(t.reconstructed);
-  r.set_lineage_specs(tasks_.lineage().size());
-  r.set_lineage_bytes(tasks_.lineage().bytes());
-  r.set_lineage_dropped(tasks_.lineage().dropped());
-  return r;
 }
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
@@ -721,9 +667,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
   c->holds.clear();
   for (const auto& id : holds) objects_.RemoveRef(id);
   if (!stopped_) actors_.OnClientGone(c->client_id);
-  auto byid = clients_by_id_.find(c->client_id);
-  if (byid != clients_by_id_.end() && byid->second == c.get()) clients_by_id_.erase(byid);
-  clients_.erase(c.get());
+  clients_.Remove(c.get());
 }
 
 void NodeManager::Stop(const std::string& why) {
@@ -737,9 +681,9 @@ void NodeManager::Stop(const std::string& why) {
   gcs_check_timer_.cancel();
   if (beat_) beat_->Stop();
   rpc::Status s = ToProto(Status::Unavailable("raylet " + options_.socket_path + " stopped: " + why));
-  for (auto& [p, c] : clients_) {
-    if (!c->is_worker) c->conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
-  }
+  clients_.ForEach([&](Client& c) {
+    if (!c.is_worker) c.conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
+  });
   pool_.KillAll(std::chrono::milliseconds(300));
   allreduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);
   reduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);

@@ -30,7 +30,9 @@
 #include "core/redis_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/actor_directory.h"
+#include "scheduler/clients.h"
 #include "scheduler/gcs_keeper.h"
+#include "scheduler/inspection.h"
 #include "scheduler/heartbeat.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_groups.h"
@@ -118,21 +120,6 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
                          size_t len);
 
  private:
-  // A connected worker or driver, and what it holds, pins and creates here.
-  struct Client {
-    std::shared_ptr<FramedConnection> conn;
-    bool registered = false;
-    bool is_worker = false;
-    int pid = 0;
-    std::string client_id;
-    Worker* worker = nullptr;
-    std::unordered_set<std::string> holds;
-    std::unordered_map<std::string, int64_t> pins;
-    std::unordered_set<std::string> creating;
-    // Results of this client's direct actor calls, not handed in yet (EXPECT_RETURNS).
-    std::unordered_set<std::string> expected;
-    bool met = false;  // made a rendezvous (a static group's rank): its exit is news to the other ranks
-  };
   struct PendingGet;
   struct PendingWait;
   using GetClock = std::chrono::steady_clock;
@@ -155,7 +142,9 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
   static const ClientRoute* RouteOf(uint16_t type);
   void OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len);
   void OnClose(const std::shared_ptr<Client>& c, const Status& why);
-  void Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m);
+  static void Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m) {
+    Clients::Reply(c, type, request_id, m);
+  }
 
   void HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m);
   void HandleSubmit(Client& c, rpc::TaskSpec spec);
@@ -196,29 +185,6 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
   void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
-  void HandleStats(Client& c, uint64_t req);
-  // This node's counters (GET_STATS; each node's part of the timeline's answer too).
-  rpc::StatsReply Counters();
-  // The timeline (node_trace.cc): this node's trace rings, and a client's
-  // request for every node's.
-  rpc::TraceNode LocalTrace(uint64_t since_ns);
-  void HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m);
-  // `phalanx memory` (node_inspect.cc): this node's objects, largest first, with what keeps each.
-  rpc::NodeMemory LocalMemory(uint32_t max_objects);
-  void HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, const rpc::MemoryRequest& m);
-  // Asks every other node the GCS lists alive: each(node, its answer, sent, got: wall ns) per
-  // node, then done (not OK: the GCS did not list them).
-  using AskEach = std::function<void(const std::string& node, const Result<std::string>& answer, uint64_t sent_ns,
-                                     uint64_t got_ns)>;
-  void AskEveryNode(rpc::MessageType type, const google::protobuf::Message& ask, AskEach each,
-                    std::function<void(const Status&)> done);
-  // Answers a client's `type` question with this node's part, `local`, and,
-  // with `all_nodes`, every other live node's (asked with `ask`; `fix`, when
-  // given, adjusts each well-formed answer with its round trip's times).
-  template <typename ReplyMsg, typename NodePart>
-  void AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t req, rpc::MessageType type, bool all_nodes,
-                           NodePart local, const google::protobuf::Message& ask,
-                           std::function<void(NodePart*, uint64_t sent_ns, uint64_t got_ns)> fix);
   void Hold(Client& c, const std::string& id);
   // Object requests (node_objects.cc).
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
@@ -318,8 +284,8 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
   void OnGcsLost(const Status& why);
   void CheckGcs();  // every second while redis-server is away
   void OnGcsBack();
-  std::unordered_map<Client*, std::shared_ptr<Client>> clients_;
-  std::unordered_map<std::string, Client*> clients_by_id_;  // registered clients by their client id
+  Clients clients_;  // the drivers and workers connected here
+  Inspection inspection_;  // counters, the timeline, `phalanx memory`
   std::unordered_map<std::string, Function> functions_;
   std::vector<rpc::TaskRecord> pending_records_;
   std::vector<std::string> pending_task_deletes_;

@@ -335,17 +335,17 @@ void NodeManager::UnmapIdle() {
   auto now = std::chrono::steady_clock::now();
   if (now - unmap_idle_at_ < kUnmapIdleEvery) return;
   unmap_idle_at_ = now;
-  for (auto& [_, c] : clients_) {
-    bool maps = !c->pins.empty() || (c->worker != nullptr && !c->worker->pins.empty());
-    if (maps && !c->conn->closed()) c->conn->Send(rpc::UNMAP_IDLE, 0, 0, rpc::Empty());
-  }
+  clients_.ForEach([](Client& c) {
+    bool maps = !c.pins.empty() || (c.worker != nullptr && !c.worker->pins.empty());
+    if (maps && !c.conn->closed()) c.conn->Send(rpc::UNMAP_IDLE, 0, 0, rpc::Empty());
+  });
 }
 
 void NodeManager::OnAdopted(const std::string& holder, const std::vector<std::string>& ids) {
-  auto h = clients_by_id_.find(holder);
-  if (h == clients_by_id_.end()) return;  // it exited: its holds went with it
+  Client* h = clients_.Find(holder);
+  if (h == nullptr) return;  // it exited: its holds went with it
   for (const auto& id : ids) {
-    if (h->second->holds.erase(id)) objects_.RemoveRef(id);
+    if (h->holds.erase(id)) objects_.RemoveRef(id);
   }
 }
 

@@ -81,10 +81,10 @@ void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
                       if (r.ok()) return;
                       PHALANX_LOG(Warning) << "items of a generator could not reach its caller's node: "
                                            << r.status().ToString();
-                      auto h = clients_by_id_.find(holder);
-                      if (h == clients_by_id_.end()) return;
+                      Client* h = clients_.Find(holder);
+                      if (h == nullptr) return;
                       for (const auto& id : held) {
-                        if (h->second->holds.erase(id)) objects_.RemoveRef(id);
+                        if (h->holds.erase(id)) objects_.RemoveRef(id);
                       }
                     });
     return;

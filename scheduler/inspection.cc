@@ -1,8 +1,3 @@
-// NodeManager's answers to the questions a person asks of the cluster
-// (docs/observability.md): the timeline (the trace rings of this node's
-// processes, core/trace.h) and `phalanx memory` (this node's objects, and
-// what keeps each one). A client's question is answered for every live node:
-// this raylet asks the others and puts their answers together.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +8,7 @@
 #include "core/logging.h"
 #include "core/status_proto.h"
 #include "core/trace.h"
-#include "scheduler/node_manager.h"
+#include "scheduler/inspection.h"
 
 namespace phalanx::scheduler {
 
@@ -23,12 +18,61 @@ constexpr uint32_t kDefaultMaxObjects = 1000;
 constexpr size_t kMaxInFlight = 4096;  // records of each kind of work still running, per node
 }  // namespace
 
-void NodeManager::AskEveryNode(rpc::MessageType type, const google::protobuf::Message& ask, AskEach each,
+Inspection::Inspection(std::string node_id, std::string node_ip, std::string session_dir, InspectedParts parts,
+                       GcsClient* gcs, PeerManager* peers)
+    : node_id_(std::move(node_id)),
+      node_ip_(std::move(node_ip)),
+      session_dir_(std::move(session_dir)),
+      parts_(parts),
+      gcs_(gcs),
+      peers_(peers) {}
+
+rpc::StatsReply Inspection::Counters() const {
+  rpc::StatsReply r;
+  auto s = parts_.objects->store().Stats();
+  auto t = parts_.tasks->Stats();
+  r.set_store_capacity(s.capacity);
+  r.set_store_used(s.used);
+  r.set_store_objects(s.objects);
+  r.set_inline_objects(parts_.objects->table().num_inline());
+  r.set_inline_bytes(parts_.objects->table().inline_bytes());
+  r.set_tasks_queued(t.queued);
+  r.set_tasks_running(t.running);
+  r.set_tasks_finished(t.finished);
+  r.set_workers(parts_.pool->size());
+  r.set_ref_entries(parts_.objects->table().num_entries());
+  r.set_reduce_chains(parts_.reduces->num_chains());
+  r.set_reduce_fallbacks(parts_.reduces->num_fallbacks());
+  r.set_reduce_rewinds(parts_.reduces->num_rewinds());
+  r.set_reduce_steps(parts_.steps->num_steps());
+  r.set_allreduce_sliced(parts_.allreduces->num_sliced());
+  r.set_streams(parts_.streams->size());
+  r.set_stream_items_held(parts_.streams->held());
+  auto sp = parts_.objects->spill_stats();
+  r.set_spilled_objects(sp.objects);
+  r.set_spilled_bytes(sp.bytes);
+  r.set_spilled_total_objects(sp.spilled_objects);
+  r.set_spilled_total_bytes(sp.spilled_bytes);
+  r.set_restored_total_objects(sp.restored_objects);
+  r.set_restored_total_bytes(sp.restored_bytes);
+  r.set_spill_seconds(sp.spill_seconds);
+  r.set_restore_seconds(sp.restore_seconds);
+  r.set_tasks_failed(t.failed);
+  r.set_tasks_retried(t.retried);
+  r.set_tasks_spilled(t.spilled);
+  r.set_tasks_reconstructed(t.reconstructed);
+  r.set_lineage_specs(parts_.tasks->lineage().size());
+  r.set_lineage_bytes(parts_.tasks->lineage().bytes());
+  r.set_lineage_dropped(parts_.tasks->lineage().dropped());
+  return r;
+}
+
+void Inspection::AskEveryNode(rpc::MessageType type, const google::protobuf::Message& ask, AskEach each,
                                std::function<void(const Status&)> done) {
   std::shared_ptr<google::protobuf::Message> copy(ask.New());
   copy->CopyFrom(ask);
   // Every node the GCS lists alive (not only those this raylet heard from lately).
-  gcs_.GetAllNodes([this, type, copy, each, done](Result<std::vector<rpc::NodeInfo>> all) {
+  gcs_->GetAllNodes([this, type, copy, each, done](Result<std::vector<rpc::NodeInfo>> all) {
     if (!all.ok()) return done(Status::Unavailable("the other nodes were not asked: " + all.status().message()));
     std::vector<std::string> others;
     for (const auto& n : all.value()) {
@@ -38,7 +82,7 @@ void NodeManager::AskEveryNode(rpc::MessageType type, const google::protobuf::Me
     auto waiting = std::make_shared<size_t>(others.size());
     for (const auto& node : others) {
       uint64_t sent = trace::NowNs();
-      peers_.CallNode(node, type, *copy, kAskTimeoutMs, [node, sent, each, done, waiting](Result<std::string> r) {
+      peers_->CallNode(node, type, *copy, kAskTimeoutMs, [node, sent, each, done, waiting](Result<std::string> r) {
         each(node, r, sent, trace::NowNs());
         if (--*waiting == 0) done(Status::OK());
       });
@@ -46,11 +90,11 @@ void NodeManager::AskEveryNode(rpc::MessageType type, const google::protobuf::Me
   });
 }
 
-rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
+rpc::TraceNode Inspection::LocalTrace(uint64_t since_ns) const {
   rpc::TraceNode out;
   out.set_node_id(node_id_);
-  out.set_address(options_.node_ip);
-  for (const auto& path : trace::RingFiles(options_.session_dir, node_id_)) {
+  out.set_address(node_ip_);
+  for (const auto& path : trace::RingFiles(session_dir_, node_id_)) {
     auto dump = trace::ReadRing(path, since_ns);
     if (!dump.ok()) continue;  // (a ring being made, or a stray file)
     if (dump.value().node != node_id_) continue;
@@ -65,9 +109,9 @@ rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
   // What is still running here has no record yet (one is written as each
   // ends): the raylet makes them now, flagged kInFlight, up to now.
   std::string live;
-  tasks_.TraceInFlight(&live, kMaxInFlight);
-  om_.transfer().TraceInFlight(&live, kMaxInFlight);
-  steps_.TraceInFlight(&live, kMaxInFlight);
+  parts_.tasks->TraceInFlight(&live, kMaxInFlight);
+  parts_.objects->transfer().TraceInFlight(&live, kMaxInFlight);
+  parts_.steps->TraceInFlight(&live, kMaxInFlight);
   if (!live.empty()) {
     rpc::TraceRing* r = out.add_rings();
     r->set_pid(static_cast<int32_t>(::getpid()));
@@ -83,7 +127,7 @@ rpc::TraceNode NodeManager::LocalTrace(uint64_t since_ns) {
 }
 
 template <typename ReplyMsg, typename NodePart>
-void NodeManager::AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t req, rpc::MessageType type,
+void Inspection::AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t req, rpc::MessageType type,
                                       bool all_nodes, NodePart local, const google::protobuf::Message& ask,
                                       std::function<void(NodePart*, uint64_t, uint64_t)> fix) {
   auto reply = std::make_shared<ReplyMsg>();
@@ -92,7 +136,7 @@ void NodeManager::AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t
   auto finish = [this, reply, weak, req, type](const Status& st) {
     if (!st.ok()) reply->mutable_nodes(0)->set_error(st.message());
     auto cl = weak.lock();
-    if (cl && !cl->conn->closed()) Reply(*cl, type, req, *reply);
+    if (cl && !cl->conn->closed()) Clients::Reply(*cl, type, req, *reply);
   };
   if (!all_nodes) return finish(Status::OK());
   AskEveryNode(
@@ -113,7 +157,7 @@ void NodeManager::AnswerFromEveryNode(const std::shared_ptr<Client>& c, uint64_t
       finish);
 }
 
-void NodeManager::HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m) {
+void Inspection::HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m) {
   rpc::TraceRequest ask;
   ask.set_since_ns(m.since_ns());
   AnswerFromEveryNode<rpc::TraceReply, rpc::TraceNode>(
@@ -125,15 +169,15 @@ void NodeManager::HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, co
       });
 }
 
-rpc::NodeMemory NodeManager::LocalMemory(uint32_t max_objects) {
+rpc::NodeMemory Inspection::LocalMemory(uint32_t max_objects) const {
   rpc::NodeMemory out;
   out.set_node_id(node_id_);
-  out.set_address(options_.node_ip);
-  auto s = store_->Stats();
+  out.set_address(node_ip_);
+  auto s = parts_.objects->store().Stats();
   out.set_store_capacity(s.capacity);
   out.set_store_used(s.used);
-  out.set_spilled_bytes(om_.spill_stats().bytes);
-  out.set_objects(objects_.num_entries());
+  out.set_spilled_bytes(parts_.objects->spill_stats().bytes);
+  out.set_objects(parts_.objects->table().num_entries());
   // What keeps each object: the processes here (their references and
   // mappings), tasks here (arguments, and the lineage's kept specs), other
   // nodes (holds), and other objects (refs nested in their values).
@@ -145,18 +189,18 @@ rpc::NodeMemory NodeManager::LocalMemory(uint32_t max_objects) {
     h.set_count(n);
     why[id].push_back(std::move(h));
   };
-  for (const auto& [p, c] : clients_) {
-    std::string who = "PID " + std::to_string(c->pid);
-    for (const auto& id : c->holds) add(id, c->is_worker ? "worker" : "driver", who, 1);
-    for (const auto& [id, n] : c->pins) {
+  parts_.clients->ForEach([&add](Client& c) {
+    std::string who = "PID " + std::to_string(c.pid);
+    for (const auto& id : c.holds) add(id, c.is_worker ? "worker" : "driver", who, 1);
+    for (const auto& [id, n] : c.pins) {
       if (n > 0) add(id, "mapped", who, n);
     }
-  }
-  tasks_.ForEachArgument([&add](const std::string& id, const std::string& task, bool running, bool lineage) {
+  });
+  parts_.tasks->ForEachArgument([&add](const std::string& id, const std::string& task, bool running, bool lineage) {
     if (lineage) return add(id, "lineage", task, 1);
     add(id, "task argument", task + (running ? " (running)" : " (queued)"), 1);
   });
-  om_.ForEachHeldFor([&add](const std::string& node, const std::string& id, uint32_t n) {
+  parts_.objects->ForEachHeldFor([&add](const std::string& node, const std::string& id, uint32_t n) {
     add(id, "held for node", ToHex(node).substr(0, 12), n);
   });
   struct Row {
@@ -164,8 +208,8 @@ rpc::NodeMemory NodeManager::LocalMemory(uint32_t max_objects) {
     objectstore::ObjectTable::EntryView v;
   };
   std::vector<Row> rows;
-  rows.reserve(objects_.num_entries());
-  objects_.ForEachEntry([&](const std::string& id, const objectstore::ObjectTable::EntryView& v) {
+  rows.reserve(parts_.objects->table().num_entries());
+  parts_.objects->table().ForEachEntry([&](const std::string& id, const objectstore::ObjectTable::EntryView& v) {
     rows.push_back({id, v});
     for (const auto& c : *v.contained) add(c, "inside object", ToHex(id).substr(0, 12), 1);
   });
@@ -199,7 +243,7 @@ rpc::NodeMemory NodeManager::LocalMemory(uint32_t max_objects) {
   return out;
 }
 
-void NodeManager::HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, const rpc::MemoryRequest& m) {
+void Inspection::HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, const rpc::MemoryRequest& m) {
   rpc::MemoryRequest ask;
   ask.set_max_objects(m.max_objects());
   AnswerFromEveryNode<rpc::MemoryReply, rpc::NodeMemory>(c, req, rpc::MEMORY_SUMMARY, m.all_nodes(),
