@@ -40,7 +40,7 @@ std::unique_ptr<collectives::CollectivePeers> NodeManager::LinksOver(PeerManager
 void NodeManager::OnNodeDead(const std::string& node) {
   steps_.DropFrom(node);
   rendezvous_.NodeDied(node);
-  pgs_.OnNodeDead(node);
+  placement_.OnNodeDead(node);
 }
 
 void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {

@@ -288,19 +288,19 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     on(rpc::PG_CREATE, "placement group", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::CreatePlacementGroup m;
       if (!Parse(&m, b, n)) return false;
-      nm->HandleCreatePlacementGroup(*c, std::move(m));
+      nm->placement_.HandleCreate(*c, std::move(m));
       return true;
     });
     on(rpc::PG_REMOVE, "placement group removal", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::PlacementGroupRequest m;
       if (!Parse(&m, b, n) || m.pg_id().size() != kTaskIdSize) return false;
-      nm->HandleRemovePlacementGroup(c, req, m);
+      nm->placement_.HandleRemove(c, req, m);
       return true;
     });
     on(rpc::PG_GET, "placement group lookup", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::PlacementGroupRequest m;
       if (!Parse(&m, b, n) || (!m.pg_id().empty() && m.pg_id().size() != kTaskIdSize)) return false;
-      nm->HandleGetPlacementGroup(c, req, m);
+      nm->placement_.HandleGet(c, req, m);
       return true;
     });
     on(rpc::TRACE_COLLECT, "timeline request", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {

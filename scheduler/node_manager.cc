@@ -135,7 +135,7 @@ class NodeManager::Links : public objectstore::ObjectPeers,
     nm_->HandlePeerStream(type, body, std::move(reply));
   }
   void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) override {
-    nm_->HandlePeerPlacement(type, body, std::move(reply));
+    nm_->placement_.HandlePeer(type, body, std::move(reply));
   }
   void OnNodeDead(const std::string& node) override { nm_->OnNodeDead(node); }
   void OnTrace(const std::string& body, Reply reply) override {
@@ -207,10 +207,10 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms,
              &tasks_, &actors_, &om_, &gcs_, links_.get()),
       ledger_(NodeResources(options_)),
-      pgs_(PlacementDeps()),
-      tasks_(io, &objects_, &pool_, &ledger_, &actors_, this, &peers_, &pgs_, MakeTaskManagerOptions(options_),
+      placement_(io, node_id_, &ledger_, &peers_, &gcs_, &objects_, &tasks_, &actors_, this),
+      tasks_(io, &objects_, &pool_, &ledger_, &actors_, this, &peers_, placement_.groups(), MakeTaskManagerOptions(options_),
              node_id_),
-      actors_(&tasks_, &ledger_, &pool_, node_id_, &actor_directory_, &peers_, &pgs_),
+      actors_(&tasks_, &ledger_, &pool_, node_id_, &actor_directory_, &peers_, placement_.groups()),
       steps_(&objects_, store_, &om_.transfer(), node_id_),
       collective_peers_(LinksOver(&peers_, &om_)),
       wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, collective_peers_.get(),
@@ -238,6 +238,15 @@ void NodeManager::OnTaskRecord(const rpc::TaskRecord& r) {
   pending_records_.push_back(r);
   pending_records_.back().set_node_id(node_id_);
   pending_records_.back().set_finish_time_ms(NowMs());
+}
+
+void NodeManager::AnnounceSoon() {
+  if (node_update_posted_) return;
+  node_update_posted_ = true;
+  boost::asio::post(io_, [this] {
+    node_update_posted_ = false;
+    if (!stopped_) gcs_.UpdateNode(NodeInfoNow());
+  });
 }
 
 void NodeManager::Warn(const std::string& caller_id, const std::string& message) {
@@ -630,7 +639,7 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
 }
 
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
-  if (!stopped_ && c->registered) pgs_.OnClientGone(c->client_id);  // its groups go with it (unless detached)
+  if (!stopped_ && c->registered) placement_.OnClientGone(c->client_id);  // its groups go with it (unless detached)
   if (c->met && !stopped_) {
     rendezvous_.ClientGone(c->client_id, std::string(c->is_worker ? "worker" : "driver") + " process " +
                                              std::to_string(c->pid) + " on node " + ToHex(node_id_).substr(0, 12) +
@@ -673,6 +682,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
 void NodeManager::Stop(const std::string& why) {
   if (stopped_) return;
   stopped_ = true;
+  placement_.Stop();
   PHALANX_LOG(Info) << "raylet stopping: " << why;
   boost::system::error_code ec;
   acceptor_.close(ec);

@@ -35,7 +35,7 @@
 #include "scheduler/inspection.h"
 #include "scheduler/heartbeat.h"
 #include "scheduler/peer_manager.h"
-#include "scheduler/placement_groups.h"
+#include "scheduler/placement_service.h"
 #include "scheduler/rendezvous.h"
 #include "scheduler/stream_table.h"
 #include "scheduler/task_manager.h"
@@ -92,7 +92,7 @@ struct NodeManagerOptions {
   objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
 };
 
-class NodeManager final : private TaskEvents, private WorkerDeaths {
+class NodeManager final : private TaskEvents, private WorkerDeaths, private NodeAnnouncer {
  public:
   // Creates the store and connects to the GCS. Unavailable names redis.
   static Result<std::unique_ptr<NodeManager>> Create(boost::asio::io_context& io, NodeManagerOptions options);
@@ -160,18 +160,8 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
   void Warn(const std::string& caller_id, const std::string& message) override;
   // WorkerDeaths
   void OnWorkerDied(Worker* w, const std::string& why) override { tasks_.OnWorkerDied(w, why); }
-  // Placement groups (node_placement.cc, scheduler/placement_groups.h): what they do outside themselves.
-  PlacementGroups::Deps PlacementDeps();
-  // Placement group states for the GCS, the last of each group in this turn
-  // of the loop (nullopt: forget it), written at the end of the turn.
-  void QueuePgWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info);
-  std::unordered_map<std::string, std::optional<rpc::PlacementGroupInfo>> pg_writes_;
-  bool pg_flush_posted_ = false;
-  // BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes.
-  void HandlePeerPlacement(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
-  void HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m);
-  void HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
-  void HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
+  // NodeAnnouncer: the node's record in the GCS, once at the end of this turn.
+  void AnnounceSoon() override;
   void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
   // Generators (node_streams.cc, scheduler/stream_table.h).
   void HandleWorkerItems(Client& c, rpc::TaskDone m);
@@ -246,7 +236,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
   GcsActorDirectory actor_directory_;  // actors' names, homes and states in the GCS
   PeerManager peers_;     // the other raylets (RemoteNodes for the task and actor managers)
   ResourceLedger ledger_;  // the node's resources: tasks, actors and placement groups take from it
-  PlacementGroups pgs_;   // groups this node coordinates, and its side of others'
+  PlacementService placement_;  // placement groups: this node's and its side of others'
   TaskManager tasks_;
   ActorManager actors_;   // the actors whose home is this node
   collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
@@ -256,7 +246,6 @@ class NodeManager final : private TaskEvents, private WorkerDeaths {
   collectives::Allreduces allreduces_;
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
   StreamTable streams_;             // generators called from this node
-  std::unordered_map<std::string, std::string> ready_values_;  // pg id -> its ready object's value, until placed
   bool node_update_posted_ = false;  // a node table update is due at the end of this turn
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;

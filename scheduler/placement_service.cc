@@ -1,14 +1,16 @@
-// The raylet's side of placement groups: the client messages (PG_CREATE,
-// PG_REMOVE, PG_GET), the bundle messages from coordinators, and the
-// PlacementGroups' effects (the GCS record, the ready object, the actors and
-// tasks of a removed group). The logic is in scheduler/placement_groups.cc.
+// PlacementService: the raylet's side of placement groups: the client
+// messages (PG_CREATE, PG_REMOVE, PG_GET), the bundle messages from
+// coordinators (BUNDLE_PREPARE / COMMIT / RETURN, PG_REMOVE), and the
+// groups' effects on this node (the GCS record, the ready object, the actors
+// and tasks of a removed group). The logic is in scheduler/placement_groups.cc.
+#include "scheduler/placement_service.h"
+
 #include <boost/asio/steady_timer.hpp>
 
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/status_proto.h"
 #include "core/value_format.h"
-#include "scheduler/node_manager.h"
 
 namespace phalanx::scheduler {
 
@@ -28,32 +30,46 @@ std::string TrueValue() {
 constexpr int64_t kRemoteTimeoutMs = 10000;
 }  // namespace
 
-void NodeManager::QueuePgWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info) {
-  pg_writes_[pg_id] = info ? std::optional<rpc::PlacementGroupInfo>(*info) : std::nullopt;
-  if (pg_flush_posted_) return;
-  pg_flush_posted_ = true;
+PlacementService::PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger,
+                                   PeerManager* peers, GcsClient* gcs, objectstore::ObjectTable* objects,
+                                   TaskManager* tasks, ActorManager* actors, NodeAnnouncer* node)
+    : io_(io),
+      node_id_(std::move(node_id)),
+      ledger_(ledger),
+      peers_(peers),
+      gcs_(gcs),
+      objects_(objects),
+      tasks_(tasks),
+      actors_(actors),
+      node_(node),
+      pgs_(Deps()) {}
+
+void PlacementService::QueueWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info) {
+  writes_[pg_id] = info ? std::optional<rpc::PlacementGroupInfo>(*info) : std::nullopt;
+  if (flush_posted_) return;
+  flush_posted_ = true;
   boost::asio::post(io_, [this] {
-    pg_flush_posted_ = false;
-    auto writes = std::move(pg_writes_);
-    pg_writes_.clear();
+    flush_posted_ = false;
+    auto writes = std::move(writes_);
+    writes_.clear();
     for (auto& [id, w] : writes) {
       if (w) {
-        gcs_.PutPlacementGroup(*w);
+        gcs_->PutPlacementGroup(*w);
       } else {
-        gcs_.DeletePlacementGroup(id);
+        gcs_->DeletePlacementGroup(id);
       }
     }
   });
 }
 
-PlacementGroups::Deps NodeManager::PlacementDeps() {
+PlacementGroups::Deps PlacementService::Deps() {
   PlacementGroups::Deps d;
   d.self = node_id_;
-  d.ledger = &ledger_;
-  d.others = [this] { return peers_.FreeElsewhere(); };
+  d.ledger = ledger_;
+  d.others = [this] { return peers_->FreeElsewhere(); };
   d.send = [this](const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
                   std::function<void(const Status&)> done) {
-    peers_.CallNode(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
+    peers_->CallNode(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
       if (!done) return;
       if (!r.ok()) return done(r.status());
       rpc::Status st;
@@ -63,30 +79,30 @@ PlacementGroups::Deps NodeManager::PlacementDeps() {
   };
   // A group changes state several times in one turn of the loop (created,
   // placed, removed): only its last state of the turn goes to the GCS.
-  d.publish = [this](const rpc::PlacementGroupInfo& info) { QueuePgWrite(info.pg_id(), &info); };
-  d.forget = [this](const std::string& pg) { QueuePgWrite(pg, nullptr); };
+  d.publish = [this](const rpc::PlacementGroupInfo& info) { QueueWrite(info.pg_id(), &info); };
+  d.forget = [this](const std::string& pg) { QueueWrite(pg, nullptr); };
   d.fetch = [this](const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) {
-    gcs_.GetPlacementGroup(pg, std::move(cb));
+    gcs_->GetPlacementGroup(pg, std::move(cb));
   };
   d.created = [this](const rpc::PlacementGroupInfo& info) {
     auto value = ready_values_.find(info.pg_id());
     std::string ready = value == ready_values_.end() ? TrueValue() : std::move(value->second);
     if (value != ready_values_.end()) ready_values_.erase(value);
-    objects_.PutInline(MakeObjectId(info.pg_id(), 1), std::move(ready), {});
+    objects_->PutInline(MakeObjectId(info.pg_id(), 1), std::move(ready), {});
   };
   d.removed = [this](const rpc::PlacementGroupInfo& info, const std::string& why) {
     ready_values_.erase(info.pg_id());
     std::string id = MakeObjectId(info.pg_id(), 1);
-    if (!objects_.IsReady(id)) {
-      objects_.MarkLost(id, StatusCode::kInfeasible, "placement group " + ToHex(info.pg_id()).substr(0, 12) +
+    if (!objects_->IsReady(id)) {
+      objects_->MarkLost(id, StatusCode::kInfeasible, "placement group " + ToHex(info.pg_id()).substr(0, 12) +
                                                          " will never be ready: " + why);
     }
   };
   d.returned_here = [this](const std::string& pg) {
     // (Ray's tests match "placement group was removed")
     std::string why = "its placement group was removed (" + ToHex(pg).substr(0, 12) + ")";
-    actors_.KillGroup(pg, why);
-    tasks_.FailGroup(pg, why);
+    actors_->KillGroup(pg, why);
+    tasks_->FailGroup(pg, why);
   };
   d.after = [this](std::chrono::milliseconds delay, std::function<void()> fn) {
     auto t = std::make_shared<boost::asio::steady_timer>(io_, delay);
@@ -96,20 +112,13 @@ PlacementGroups::Deps NodeManager::PlacementDeps() {
   };
   d.changed = [this] {
     if (stopped_) return;
-    tasks_.Redispatch();
-    // Others see the bundles' resources now, not at the next heartbeat (once
-    // for all the changes of one turn of the loop).
-    if (node_update_posted_) return;
-    node_update_posted_ = true;
-    boost::asio::post(io_, [this] {
-      node_update_posted_ = false;
-      if (!stopped_) gcs_.UpdateNode(NodeInfoNow());
-    });
+    tasks_->Redispatch();
+    node_->AnnounceSoon();  // others see the bundles' resources now, not at the next heartbeat
   };
   return d;
 }
 
-void NodeManager::HandlePeerPlacement(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
+void PlacementService::HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
   if (type == rpc::PG_REMOVE) {
     rpc::PlacementGroupRequest m;
     if (!m.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed placement group request")));
@@ -120,16 +129,16 @@ void NodeManager::HandlePeerPlacement(rpc::MessageType type, const std::string& 
   reply(ToProto(pgs_.OnBundleOp(type, op)));
 }
 
-void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGroup m) {
+void PlacementService::HandleCreate(Client& c, rpc::CreatePlacementGroup m) {
   rpc::PlacementGroupInfo& info = *m.mutable_info();
   if (info.pg_id().size() != kTaskIdSize) {
     c.conn->Send(rpc::CLIENT_WARNING, 0, 0, ToProto(Status::InvalidArgument("a placement group id has the wrong size")));
     return;
   }
   std::string ready = MakeObjectId(info.pg_id(), 1);
-  Hold(c, ready);  // (the client holds the ready ref from the start, as a task's return)
+  if (c.holds.insert(ready).second) objects_->AddRef(ready);  // (the client holds the ready ref from the start, as a task's return)
   if (info.ready_value().size() > 64 * 1024) {
-    objects_.MarkLost(ready, StatusCode::kInvalidArgument, "a placement group's ready value is over 64 KiB");
+    objects_->MarkLost(ready, StatusCode::kInvalidArgument, "a placement group's ready value is over 64 KiB");
     return;
   }
   // (kept here until the group is placed, not in its GCS record)
@@ -140,31 +149,31 @@ void NodeManager::HandleCreatePlacementGroup(Client& c, rpc::CreatePlacementGrou
   Status st = pgs_.Create(std::move(info));
   if (!st.ok()) {
     ready_values_.erase(pg_id);
-    objects_.MarkLost(ready, st.code(), st.message());
+    objects_->MarkLost(ready, st.code(), st.message());
   }
 }
 
-void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
-                                             const rpc::PlacementGroupRequest& m) {
+void PlacementService::HandleRemove(const std::shared_ptr<Client>& c, uint64_t req,
+                                    const rpc::PlacementGroupRequest& m) {
   rpc::PlacementGroupReply reply;
   if (pgs_.Coordinates(m.pg_id())) {
     *reply.mutable_status() = ToProto(pgs_.Remove(m.pg_id()));
-    return Reply(*c, rpc::PG_REMOVE, req, reply);
+    return Clients::Reply(*c, rpc::PG_REMOVE, req, reply);
   }
   // Another node coordinates it: ask it to.
   std::weak_ptr<Client> weak = c;
   std::string pg = m.pg_id();
-  gcs_.GetPlacementGroup(pg, [this, weak, req, m](Result<rpc::PlacementGroupInfo> r) {
+  gcs_->GetPlacementGroup(pg, [this, weak, req, m](Result<rpc::PlacementGroupInfo> r) {
     auto answer = [this, weak, req](const Status& st) {
       auto cl = weak.lock();
       if (!cl) return;
       rpc::PlacementGroupReply out;
       *out.mutable_status() = ToProto(st);
-      Reply(*cl, rpc::PG_REMOVE, req, out);
+      Clients::Reply(*cl, rpc::PG_REMOVE, req, out);
     };
     if (!r.ok()) return answer(r.status());
     if (r.value().state() == rpc::PG_REMOVED) return answer(Status::OK());
-    peers_.CallNode(r.value().coordinator_node(), rpc::PG_REMOVE, m, kRemoteTimeoutMs,
+    peers_->CallNode(r.value().coordinator_node(), rpc::PG_REMOVE, m, kRemoteTimeoutMs,
                     [answer](Result<std::string> rr) {
                       if (!rr.ok()) return answer(rr.status());
                       rpc::Status st;
@@ -174,22 +183,22 @@ void NodeManager::HandleRemovePlacementGroup(const std::shared_ptr<Client>& c, u
   });
 }
 
-void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint64_t req,
-                                          const rpc::PlacementGroupRequest& m) {
+void PlacementService::HandleGet(const std::shared_ptr<Client>& c, uint64_t req,
+                                 const rpc::PlacementGroupRequest& m) {
   const rpc::PlacementGroupInfo* info = m.all() ? nullptr : pgs_.Find(m.pg_id());
   if (info != nullptr) {
     rpc::PlacementGroupReply reply;
     *reply.mutable_info() = *info;
-    return Reply(*c, rpc::PG_GET, req, reply);
+    return Clients::Reply(*c, rpc::PG_GET, req, reply);
   }
   std::weak_ptr<Client> weak = c;
-  gcs_.GetAllPlacementGroups([this, weak, req, m](Result<std::vector<rpc::PlacementGroupInfo>> all) {
+  gcs_->GetAllPlacementGroups([this, weak, req, m](Result<std::vector<rpc::PlacementGroupInfo>> all) {
     auto cl = weak.lock();
     if (!cl) return;
     rpc::PlacementGroupReply reply;
     if (!all.ok()) {
       *reply.mutable_status() = ToProto(all.status());
-      return Reply(*cl, rpc::PG_GET, req, reply);
+      return Clients::Reply(*cl, rpc::PG_GET, req, reply);
     }
     if (m.all()) {  // placement_group_table()
       for (const auto& g : all.value()) {
@@ -197,7 +206,7 @@ void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint
         *out = g;
         out->clear_ready_value();
       }
-      return Reply(*cl, rpc::PG_GET, req, reply);
+      return Clients::Reply(*cl, rpc::PG_GET, req, reply);
     }
     bool found = false;
     for (const auto& g : all.value()) {
@@ -214,7 +223,7 @@ void NodeManager::HandleGetPlacementGroup(const std::shared_ptr<Client>& c, uint
       *reply.mutable_status() = ToProto(Status::NotFound(
           m.pg_id().empty() ? "no placement group named '" + m.name() + "'" : "no placement group " + ToHex(m.pg_id())));
     }
-    Reply(*cl, rpc::PG_GET, req, reply);
+    Clients::Reply(*cl, rpc::PG_GET, req, reply);
   });
 }
 

@@ -1,0 +1,79 @@
+// PlacementService: placement groups on this raylet. It owns the
+// PlacementGroups (the groups this node coordinates and its side of others',
+// scheduler/placement_groups.h) and answers their messages from clients and
+// from other raylets; the task and actor managers find bundles through
+// groups() (GroupPlacement). Not thread-safe; the raylet's loop.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio.hpp>
+
+#include "core/gcs_client.h"
+#include "core/proto/phalanx.pb.h"
+#include "objectstore/object_table.h"
+#include "scheduler/actor_manager.h"
+#include "scheduler/clients.h"
+#include "scheduler/peer_manager.h"
+#include "scheduler/placement_groups.h"
+#include "scheduler/task_manager.h"
+
+namespace phalanx::scheduler {
+
+// The raylet's record of this node in the GCS.
+class NodeAnnouncer {
+ public:
+  virtual ~NodeAnnouncer() = default;
+  // Something others should see now changed here (resources reserved or
+  // given back): the record is written at the end of this turn of the loop.
+  virtual void AnnounceSoon() = 0;
+};
+
+class PlacementService {
+ public:
+  // Every collaborator is owned by the raylet and outlives this; none is used before the first message.
+  PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger, PeerManager* peers,
+                   GcsClient* gcs, objectstore::ObjectTable* objects, TaskManager* tasks, ActorManager* actors,
+                   NodeAnnouncer* node);
+
+  GroupPlacement* groups() { return &pgs_; }
+  // Client messages.
+  void HandleCreate(Client& c, rpc::CreatePlacementGroup m);
+  void HandleRemove(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
+  void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
+  // BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes.
+  void HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
+  // A client exited: the groups it created (not detached) are removed, as in Ray.
+  void OnClientGone(const std::string& client_id) { pgs_.OnClientGone(client_id); }
+  // A node died: the bundles it held are placed again.
+  void OnNodeDead(const std::string& node_id) { pgs_.OnNodeDead(node_id); }
+  // The raylet is stopping: changes no longer reach the task queue or the GCS.
+  void Stop() { stopped_ = true; }
+
+ private:
+  // What the PlacementGroups do outside themselves.
+  PlacementGroups::Deps Deps();
+  // Placement group states for the GCS, the last of each group in this turn
+  // of the loop (nullopt: forget it), written at the end of the turn.
+  void QueueWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info);
+
+  boost::asio::io_context& io_;
+  std::string node_id_;
+  ResourceLedger* ledger_;
+  PeerManager* peers_;
+  GcsClient* gcs_;
+  objectstore::ObjectTable* objects_;
+  TaskManager* tasks_;
+  ActorManager* actors_;
+  NodeAnnouncer* node_;
+  std::unordered_map<std::string, std::optional<rpc::PlacementGroupInfo>> writes_;
+  bool flush_posted_ = false;
+  std::unordered_map<std::string, std::string> ready_values_;  // pg id -> its ready object's value, until placed
+  bool stopped_ = false;
+  PlacementGroups pgs_;  // (last: its Deps use the members above)
+};
+
+}  // namespace phalanx::scheduler
