@@ -52,7 +52,7 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
       rpc::TaskDone m;
       if (!Parse(&m, b, n) || c->worker == nullptr || !ResultIdsOk(m)) return false;
       if (m.item()) {
-        nm->HandleWorkerItems(*c, std::move(m));
+        nm->streams_.HandleWorkerItems(*c, std::move(m));
       } else {
         nm->tasks_.OnTaskDone(c->worker, std::move(m));
       }
@@ -264,19 +264,19 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     on(rpc::STREAM_NEXT, "stream read", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::StreamNext m;
       if (!Parse(&m, b, n) || m.task_id().size() != kTaskIdSize) return false;
-      nm->HandleStreamNext(c, req, m);
+      nm->streams_.HandleStreamNext(c, req, m);
       return true;
     });
     on(rpc::STREAM_DROP, "stream drop", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::TaskIds m;
       if (!Parse(&m, b, n)) return false;
-      for (const auto& tid : m.task_ids()) nm->streams_.Drop(tid, c->client_id);
+      for (const auto& tid : m.task_ids()) nm->streams_.table().Drop(tid, c->client_id);
       return true;
     });
     on(rpc::STREAM_CREDIT, "stream credit", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::StreamCredit m;
       if (!Parse(&m, b, n) || c->worker == nullptr || m.task_id().size() != kTaskIdSize) return false;
-      nm->HandleStreamCredit(c, req, m);
+      nm->streams_.HandleStreamCredit(c, req, m);
       return true;
     });
     on(rpc::CANCEL_TASK, "cancel", [](NodeManager* nm, C, uint64_t, const char* b, size_t n) {

@@ -132,7 +132,7 @@ class NodeManager::Links : public objectstore::ObjectPeers,
     nm_->wire_->Handle(type, body, std::move(reply));
   }
   void OnStream(rpc::MessageType type, const std::string& body, Reply reply) override {
-    nm_->HandlePeerStream(type, body, std::move(reply));
+    nm_->streams_.HandlePeer(type, body, std::move(reply));
   }
   void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) override {
     nm_->placement_.HandlePeer(type, body, std::move(reply));
@@ -220,7 +220,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       allreduces_(io, &objects_, store_, &reduces_, wire_->Hooks(),
                   [this](const std::string& id, uint64_t size) { om_.ListInDirectory(id, size); }),
       rendezvous_(io, &gcs_),
-      streams_(io, &objects_),
+      streams_(io, node_id_, &objects_, &tasks_, &peers_, &clients_, this),
       acceptor_(io),
       accept_retry_(io),
       heartbeat_timer_(io),
@@ -228,8 +228,9 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       keeper_(options_.gcs_restart_file, options_.session_dir + "/redis.pid", options_.gcs_restart_tied),
       gcs_check_timer_(io),
       inspection_(node_id_, options_.node_ip, options_.session_dir,
-                  InspectedParts{&tasks_, &om_, &steps_, &reduces_, &allreduces_, &streams_, &pool_, &clients_}, &gcs_,
-                  &peers_) {}
+                  InspectedParts{&tasks_, &om_, &steps_, &reduces_, &allreduces_, &streams_.table(), &pool_,
+                                 &clients_},
+                  &gcs_, &peers_) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
@@ -544,7 +545,7 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
     }
   }
   if (spec.generator() != rpc::GENERATOR_NONE && !spec.returns_held()) {
-    streams_.Open(spec.task_id(), c.client_id, spec.generator() == rpc::GENERATOR_DYNAMIC);
+    streams_.table().Open(spec.task_id(), c.client_id, spec.generator() == rpc::GENERATOR_DYNAMIC);
   }
   tasks_.Submit(std::move(spec));
 }
@@ -590,13 +591,13 @@ void NodeManager::HandleExpectReturns(Client& c, const rpc::ExpectReturns& m) {
       c.expected.insert(id);
     }
   }
-  for (const auto& tid : m.streams()) streams_.Open(tid, c.client_id, /*dynamic=*/false);
-  for (const auto& tid : m.dynamic_streams()) streams_.Open(tid, c.client_id, /*dynamic=*/true);
+  for (const auto& tid : m.streams()) streams_.table().Open(tid, c.client_id, /*dynamic=*/false);
+  for (const auto& tid : m.dynamic_streams()) streams_.table().Open(tid, c.client_id, /*dynamic=*/true);
 }
 
 void NodeManager::HandleDirectResults(Client& c, rpc::TaskDone m) {
   for (const auto& r : m.returns()) c.expected.erase(r.object_id());
-  if (m.item()) return StoreItems(std::move(m));
+  if (m.item()) return streams_.StoreItems(std::move(m));
   StoreHandedResults(m);
 }
 
@@ -671,7 +672,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
     }
   }
   c->expected.clear();
-  streams_.DropAllOf(c->client_id);  // its generators stop; their unread items go
+  streams_.table().DropAllOf(c->client_id);  // its generators stop; their unread items go
   auto holds = std::move(c->holds);
   c->holds.clear();
   for (const auto& id : holds) objects_.RemoveRef(id);

@@ -37,7 +37,7 @@
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_service.h"
 #include "scheduler/rendezvous.h"
-#include "scheduler/stream_table.h"
+#include "scheduler/stream_service.h"
 #include "scheduler/task_manager.h"
 #include "scheduler/worker_pool.h"
 
@@ -92,7 +92,7 @@ struct NodeManagerOptions {
   objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
 };
 
-class NodeManager final : private TaskEvents, private WorkerDeaths, private NodeAnnouncer {
+class NodeManager final : private TaskEvents, private WorkerDeaths, private NodeAnnouncer, private HandedResults {
  public:
   // Creates the store and connects to the GCS. Unavailable names redis.
   static Result<std::unique_ptr<NodeManager>> Create(boost::asio::io_context& io, NodeManagerOptions options);
@@ -149,9 +149,9 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   void HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m);
   void HandleSubmit(Client& c, rpc::TaskSpec spec);
   void HandleDirectResults(Client& c, rpc::TaskDone m);
-  // Results handed in by whoever brought them (a caller of an actor, another
+  // HandedResults: results handed in by whoever brought them (a caller of an actor, another
   // node): inline values stored here, store values adopted from their holder.
-  void StoreHandedResults(rpc::TaskDone& m);
+  void StoreHandedResults(rpc::TaskDone& m) override;
   void HandleGetActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
   void HandleCheckpoint(const std::shared_ptr<Client>& c, uint64_t req, rpc::ActorCheckpoint m);
   void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
@@ -163,16 +163,6 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   // NodeAnnouncer: the node's record in the GCS, once at the end of this turn.
   void AnnounceSoon() override;
   void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
-  // Generators (node_streams.cc, scheduler/stream_table.h).
-  void HandleWorkerItems(Client& c, rpc::TaskDone m);
-  // Items handed in by a caller or another node (only the task's own are kept) ...
-  void StoreItems(rpc::TaskDone m);
-  // ... and items already checked to be the task's own.
-  void StoreOwnItems(rpc::TaskDone m);
-  // STREAM_ITEMS and STREAM_CREDIT from other nodes.
-  void HandlePeerStream(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
-  void HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m);
-  void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
   void Hold(Client& c, const std::string& id);
@@ -245,7 +235,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   collectives::ReduceManager reduces_;
   collectives::Allreduces allreduces_;
   Rendezvous rendezvous_;           // static collective groups meeting through the GCS
-  StreamTable streams_;             // generators called from this node
+  StreamService streams_;           // generators called from this node
   bool node_update_posted_ = false;  // a node table update is due at the end of this turn
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;

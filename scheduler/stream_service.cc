@@ -1,4 +1,4 @@
-// The raylet's side of generators (scheduler/stream_table.h). Items arrive
+// StreamService (scheduler/stream_service.h): the raylet's side of generators. Items arrive
 // from this node's workers (TASK_DONE with `item`), from callers of actors
 // (DIRECT_RESULTS) and from the node a task was spilled to (STREAM_ITEMS);
 // an item of a task whose caller is on another node is passed on there,
@@ -10,7 +10,7 @@
 #include "core/logging.h"
 #include "core/message_limits.h"
 #include "core/status_proto.h"
-#include "scheduler/node_manager.h"
+#include "scheduler/stream_service.h"
 
 namespace phalanx::scheduler {
 
@@ -33,7 +33,17 @@ void KeepOwnItems(rpc::TaskDone* m, std::vector<std::string>* others) {
 }
 }  // namespace
 
-void NodeManager::HandlePeerStream(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
+StreamService::StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
+                             TaskManager* tasks, PeerManager* peers, Clients* clients, HandedResults* results)
+    : node_id_(std::move(node_id)),
+      objects_(objects),
+      tasks_(tasks),
+      peers_(peers),
+      clients_(clients),
+      results_(results),
+      table_(io, objects) {}
+
+void StreamService::HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
   if (type == rpc::STREAM_ITEMS) {
     rpc::TaskDone m;
     if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize || !ResultIdsOk(m) || !m.item()) {
@@ -48,14 +58,14 @@ void NodeManager::HandlePeerStream(rpc::MessageType type, const std::string& bod
     *r.mutable_status() = ToProto(Status::InvalidArgument("malformed stream credit request"));
     return reply(r);
   }
-  streams_.Credit(m.task_id(), m.need(), std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs),
+  table_.Credit(m.task_id(), m.need(), std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs),
                   [reply](const rpc::StreamCreditReply& r) { reply(r); });
 }
 
-void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
+void StreamService::HandleWorkerItems(Client& c, rpc::TaskDone m) {
   std::vector<std::string> unwanted;
   KeepOwnItems(&m, &unwanted);
-  const rpc::TaskSpec* spec = tasks_.MutableSpec(m.task_id());
+  const rpc::TaskSpec* spec = tasks_->MutableSpec(m.task_id());
   if (spec == nullptr || spec->generator() == rpc::GENERATOR_NONE) {
     for (const auto& r : m.returns()) {
       if (r.in_store()) unwanted.push_back(r.object_id());
@@ -63,7 +73,7 @@ void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
     m.clear_returns();
   }
   for (const auto& id : unwanted) {  // made and held by the worker: nobody else will want them
-    if (c.holds.erase(id)) objects_.RemoveRef(id);
+    if (c.holds.erase(id)) objects_->RemoveRef(id);
   }
   if (m.returns_size() == 0 && !m.stream_end()) return;
   m.set_release_holder(c.client_id);
@@ -76,15 +86,15 @@ void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
       if (r.in_store()) held.push_back(r.object_id());
     }
     std::string holder = c.client_id;
-    peers_.CallNode(spec->origin_node(), rpc::STREAM_ITEMS, m, kRelayTimeoutMs,
+    peers_->CallNode(spec->origin_node(), rpc::STREAM_ITEMS, m, kRelayTimeoutMs,
                     [this, holder, held](Result<std::string> r) {
                       if (r.ok()) return;
                       PHALANX_LOG(Warning) << "items of a generator could not reach its caller's node: "
                                            << r.status().ToString();
-                      Client* h = clients_.Find(holder);
+                      Client* h = clients_->Find(holder);
                       if (h == nullptr) return;
                       for (const auto& id : held) {
-                        if (h->holds.erase(id)) objects_.RemoveRef(id);
+                        if (h->holds.erase(id)) objects_->RemoveRef(id);
                       }
                     });
     return;
@@ -92,38 +102,38 @@ void NodeManager::HandleWorkerItems(Client& c, rpc::TaskDone m) {
   StoreOwnItems(std::move(m));
 }
 
-void NodeManager::StoreItems(rpc::TaskDone m) {
+void StreamService::StoreItems(rpc::TaskDone m) {
   KeepOwnItems(&m, nullptr);  // (from a caller or a node: their store copies are not ours to free)
   StoreOwnItems(std::move(m));
 }
 
-void NodeManager::StoreOwnItems(rpc::TaskDone m) {
-  for (const auto& r : m.returns()) streams_.OnItem(m.task_id(), IndexOf(r.object_id()) - 2);
-  StoreHandedResults(m);
-  if (m.stream_end()) streams_.OnEnd(m.task_id(), m.stream_items());
+void StreamService::StoreOwnItems(rpc::TaskDone m) {
+  for (const auto& r : m.returns()) table_.OnItem(m.task_id(), IndexOf(r.object_id()) - 2);
+  results_->StoreHandedResults(m);
+  if (m.stream_end()) table_.OnEnd(m.task_id(), m.stream_items());
 }
 
-void NodeManager::HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m) {
+void StreamService::HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m) {
   std::weak_ptr<Client> weak = c;
-  streams_.Next(m.task_id(), c->client_id, m.consumed(), m.timeout_ms(),
+  table_.Next(m.task_id(), c->client_id, m.consumed(), m.timeout_ms(),
                 [this, weak, req](const rpc::StreamNextReply& r) {
-                  if (auto cl = weak.lock()) Reply(*cl, rpc::STREAM_NEXT, req, r);
+                  if (auto cl = weak.lock()) Clients::Reply(*cl, rpc::STREAM_NEXT, req, r);
                 });
 }
 
-void NodeManager::HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m) {
+void StreamService::HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m) {
   std::weak_ptr<Client> weak = c;
   auto reply = [this, weak, req](const rpc::StreamCreditReply& r) {
-    if (auto cl = weak.lock()) Reply(*cl, rpc::STREAM_CREDIT, req, r);
+    if (auto cl = weak.lock()) Clients::Reply(*cl, rpc::STREAM_CREDIT, req, r);
   };
   int64_t timeout = std::clamp<int64_t>(m.timeout_ms(), 0, kMaxCreditWaitMs);
   if (m.owner_node().empty() || m.owner_node() == node_id_) {
-    return streams_.Credit(m.task_id(), m.need(), timeout, reply);
+    return table_.Credit(m.task_id(), m.need(), timeout, reply);
   }
   rpc::StreamCredit ask = m;
   ask.clear_owner_node();
   ask.set_timeout_ms(timeout);
-  peers_.CallNode(m.owner_node(), rpc::STREAM_CREDIT, ask, timeout + 5000, [reply](Result<std::string> r) {
+  peers_->CallNode(m.owner_node(), rpc::STREAM_CREDIT, ask, timeout + 5000, [reply](Result<std::string> r) {
     rpc::StreamCreditReply out;
     if (!r.ok() || !out.ParseFromString(r.value())) {
       // The caller's node is gone (or garbled its answer): so is the reader.

@@ -1,0 +1,63 @@
+// StreamService: generators on this raylet. It owns the StreamTable (the
+// streams called from this node, their items and credit:
+// scheduler/stream_table.h) and takes items from this node's workers, from
+// callers of actors and from other nodes; an item of a task whose caller is
+// on another node is passed on there. Items are stored as results through
+// HandedResults (the raylet's object requests). Not thread-safe; the
+// raylet's loop.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <boost/asio.hpp>
+
+#include "core/proto/phalanx.pb.h"
+#include "objectstore/object_table.h"
+#include "scheduler/clients.h"
+#include "scheduler/peer_manager.h"
+#include "scheduler/stream_table.h"
+#include "scheduler/task_manager.h"
+
+namespace phalanx::scheduler {
+
+// Where results handed in by whoever brought them go (inline values stored,
+// store values adopted from their holder).
+class HandedResults {
+ public:
+  virtual ~HandedResults() = default;
+  virtual void StoreHandedResults(rpc::TaskDone& m) = 0;
+};
+
+class StreamService {
+ public:
+  // Every collaborator is owned by the raylet and outlives this.
+  StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
+                TaskManager* tasks, PeerManager* peers, Clients* clients, HandedResults* results);
+
+  StreamTable& table() { return table_; }
+  const StreamTable& table() const { return table_; }
+  // Items a worker here made (TASK_DONE with `item`).
+  void HandleWorkerItems(Client& c, rpc::TaskDone m);
+  // Items handed in by a caller or another node (only the task's own are kept).
+  void StoreItems(rpc::TaskDone m);
+  // STREAM_NEXT and STREAM_CREDIT from clients.
+  void HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m);
+  void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
+  // STREAM_ITEMS and STREAM_CREDIT from other nodes.
+  void HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
+
+ private:
+  // Items already checked to be the task's own.
+  void StoreOwnItems(rpc::TaskDone m);
+
+  std::string node_id_;
+  objectstore::ObjectTable* objects_;
+  TaskManager* tasks_;
+  PeerManager* peers_;
+  Clients* clients_;
+  HandedResults* results_;
+  StreamTable table_;
+};
+
+}  // namespace phalanx::scheduler
