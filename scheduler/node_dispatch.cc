@@ -208,13 +208,13 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
           !AllObjectIds(m.out_ids())) {
         return false;
       }
-      nm->HandleReduce(*c, m);
+      nm->collectives_.HandleReduce(*c, m);
       return true;
     });
     on(rpc::RENDEZVOUS, "rendezvous", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::Rendezvous m;
       if (!Parse(&m, b, n)) return false;
-      nm->HandleRendezvous(c, req, m);
+      nm->collectives_.HandleRendezvous(c, req, m);
       return true;
     });
     on(rpc::LOCATE_OBJECTS, "locate", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
@@ -223,13 +223,13 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
           !AllObjectIds(m.object_ids())) {
         return false;
       }
-      nm->HandleLocate(*c, m);
+      nm->collectives_.HandleLocate(*c, m);
       return true;
     });
     on(rpc::REDUCED_INPUTS, "reduced inputs", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::ObjectIds m;
       if (!Parse(&m, b, n) || m.object_ids_size() != 1 || !IsObjectId(m.object_ids(0))) return false;
-      nm->HandleReducedInputs(c, req, m.object_ids(0));
+      nm->collectives_.HandleReducedInputs(c, req, m.object_ids(0));
       return true;
     });
     on(rpc::DIRECT_RESULTS, "direct results", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {

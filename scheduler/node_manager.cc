@@ -129,7 +129,7 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   // PeerEvents
   void OnCollective(rpc::MessageType type, const std::string& body,
                     std::function<void(const Status&)> reply) override {
-    nm_->wire_->Handle(type, body, std::move(reply));
+    nm_->collectives_.HandlePeer(type, body, std::move(reply));
   }
   void OnStream(rpc::MessageType type, const std::string& body, Reply reply) override {
     nm_->streams_.HandlePeer(type, body, std::move(reply));
@@ -211,15 +211,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       tasks_(io, &objects_, &pool_, &ledger_, &actors_, this, &peers_, placement_.groups(), MakeTaskManagerOptions(options_),
              node_id_),
       actors_(&tasks_, &ledger_, &pool_, node_id_, &actor_directory_, &peers_, placement_.groups()),
-      steps_(&objects_, store_, &om_.transfer(), node_id_),
-      collective_peers_(LinksOver(&peers_, &om_)),
-      wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, collective_peers_.get(),
-                                                          om_.transfer().options().chunk_bytes)),
-      reduces_(io, &objects_, store_, options_.inline_threshold, wire_->Hooks(),
-               [this](const std::string& id, uint64_t size) { om_.ListInDirectory(id, size); }),
-      allreduces_(io, &objects_, store_, &reduces_, wire_->Hooks(),
-                  [this](const std::string& id, uint64_t size) { om_.ListInDirectory(id, size); }),
-      rendezvous_(io, &gcs_),
+      collectives_(io, node_id_, &om_, options_.inline_threshold, &peers_, &gcs_),
       streams_(io, node_id_, &objects_, &tasks_, &peers_, &clients_, this),
       acceptor_(io),
       accept_retry_(io),
@@ -228,8 +220,8 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       keeper_(options_.gcs_restart_file, options_.session_dir + "/redis.pid", options_.gcs_restart_tied),
       gcs_check_timer_(io),
       inspection_(node_id_, options_.node_ip, options_.session_dir,
-                  InspectedParts{&tasks_, &om_, &steps_, &reduces_, &allreduces_, &streams_.table(), &pool_,
-                                 &clients_},
+                  InspectedParts{&tasks_, &om_, &collectives_.steps(), &collectives_.reduces(), &collectives_.allreduces(),
+                                 &streams_.table(), &pool_, &clients_},
                   &gcs_, &peers_) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
@@ -239,6 +231,11 @@ void NodeManager::OnTaskRecord(const rpc::TaskRecord& r) {
   pending_records_.push_back(r);
   pending_records_.back().set_node_id(node_id_);
   pending_records_.back().set_finish_time_ms(NowMs());
+}
+
+void NodeManager::OnNodeDead(const std::string& node) {
+  collectives_.OnNodeDead(node);
+  placement_.OnNodeDead(node);
 }
 
 void NodeManager::AnnounceSoon() {
@@ -642,7 +639,7 @@ void NodeManager::StoreHandedResults(rpc::TaskDone& m) {
 void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
   if (!stopped_ && c->registered) placement_.OnClientGone(c->client_id);  // its groups go with it (unless detached)
   if (c->met && !stopped_) {
-    rendezvous_.ClientGone(c->client_id, std::string(c->is_worker ? "worker" : "driver") + " process " +
+    collectives_.OnClientGone(c->client_id, std::string(c->is_worker ? "worker" : "driver") + " process " +
                                              std::to_string(c->pid) + " on node " + ToHex(node_id_).substr(0, 12) +
                                              " exited" + (why.ok() ? "" : " (" + why.message() + ")"));
   }
@@ -696,8 +693,7 @@ void NodeManager::Stop(const std::string& why) {
     if (!c.is_worker) c.conn->Send(rpc::RAYLET_FAILING, 0, 0, s);
   });
   pool_.KillAll(std::chrono::milliseconds(300));
-  allreduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);
-  reduces_.Stop("raylet " + options_.socket_path + " stopped: " + why);
+  collectives_.Stop("raylet " + options_.socket_path + " stopped: " + why);
   peers_.Stop();
   if (redis_.connected()) {
     FlushGcs();

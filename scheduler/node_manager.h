@@ -31,6 +31,7 @@
 #include "objectstore/object_manager.h"
 #include "scheduler/actor_directory.h"
 #include "scheduler/clients.h"
+#include "scheduler/collective_service.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/inspection.h"
 #include "scheduler/heartbeat.h"
@@ -196,17 +197,9 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   // (UNMAP_IDLE), at most every kUnmapIdleEvery.
   void UnmapIdle();
   std::chrono::steady_clock::time_point unmap_idle_at_{};
-  // Collectives (node_collectives.cc).
-  void HandleReduce(Client& c, const rpc::ReduceObjects& m);
-  void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
-  void HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m);
-  void HandleLocate(Client& c, const rpc::LocateObjects& m);
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
-  // The collectives' view of the peers and the object layer (node_collectives.cc).
-  static std::unique_ptr<collectives::CollectivePeers> LinksOver(PeerManager* peers,
-                                                                 objectstore::ObjectManager* objects);
   // A node was declared dead: its reduce steps, rendezvous and bundles here.
   void OnNodeDead(const std::string& node);
   void FlushGcs();
@@ -229,12 +222,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   PlacementService placement_;  // placement groups: this node's and its side of others'
   TaskManager tasks_;
   ActorManager actors_;   // the actors whose home is this node
-  collectives::ReduceSteps steps_;  // links of reduce chains placed on this node
-  std::unique_ptr<collectives::CollectivePeers> collective_peers_;  // the peers as the wire sees them
-  std::unique_ptr<collectives::CollectiveWire> wire_;               // the collectives' messages to and from peers
-  collectives::ReduceManager reduces_;
-  collectives::Allreduces allreduces_;
-  Rendezvous rendezvous_;           // static collective groups meeting through the GCS
+  CollectiveService collectives_;   // reduces, allreduces, rendezvous, located refs; the wire to peers
   StreamService streams_;           // generators called from this node
   bool node_update_posted_ = false;  // a node table update is due at the end of this turn
   boost::asio::local::stream_protocol::acceptor acceptor_;

@@ -322,7 +322,7 @@ void NodeManager::HandleSeal(Client& c, const std::string& id) {
 }
 
 void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
-  reduces_.Forget(id);
+  collectives_.OnObjectFreed(id);
   if (was_copy) return;  // the task that made it is another node's to forget
   if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
   int index = IndexOf(id);

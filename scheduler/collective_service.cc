@@ -1,16 +1,11 @@
-// The raylet's part in collectives (collectives/reduce_manager.h,
-// collectives/allreduce.h, collectives/reduce_step.h): its clients' reduces,
-// allreduces, rendezvous and located refs. The links of reduce chains and
-// allreduce assemblies go to and come from other nodes through the
-// CollectiveWire (collectives/collective_wire.h) over the PeerManager.
+#include "scheduler/collective_service.h"
+
 #include "core/status_proto.h"
-#include "scheduler/node_manager.h"
 
 namespace phalanx::scheduler {
 
-namespace {
 // The collectives' view of the peer layer and the object layer.
-class PeerLinks : public collectives::CollectivePeers {
+class CollectiveService::PeerLinks : public collectives::CollectivePeers {
  public:
   PeerLinks(PeerManager* peers, objectstore::ObjectManager* objects) : peers_(peers), objects_(objects) {}
   void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
@@ -30,35 +25,58 @@ class PeerLinks : public collectives::CollectivePeers {
   PeerManager* peers_;
   objectstore::ObjectManager* objects_;
 };
-}  // namespace
 
-std::unique_ptr<collectives::CollectivePeers> NodeManager::LinksOver(PeerManager* peers,
-                                                                     objectstore::ObjectManager* objects) {
-  return std::make_unique<PeerLinks>(peers, objects);
-}
+CollectiveService::CollectiveService(boost::asio::io_context& io, std::string node_id,
+                                     objectstore::ObjectManager* objects, uint64_t inline_threshold,
+                                     PeerManager* peers, GcsClient* gcs)
+    : node_id_(std::move(node_id)),
+      om_(objects),
+      objects_(objects->table()),
+      steps_(&objects_, &objects->store(), &objects->transfer(), node_id_),
+      links_(std::make_unique<PeerLinks>(peers, objects)),
+      wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, links_.get(),
+                                                          objects->transfer().options().chunk_bytes)),
+      reduces_(io, &objects_, &objects->store(), inline_threshold, wire_->Hooks(),
+               [objects](const std::string& id, uint64_t size) { objects->ListInDirectory(id, size); }),
+      allreduces_(io, &objects_, &objects->store(), &reduces_, wire_->Hooks(),
+                  [objects](const std::string& id, uint64_t size) { objects->ListInDirectory(id, size); }),
+      rendezvous_(io, gcs) {}
 
-void NodeManager::OnNodeDead(const std::string& node) {
+CollectiveService::~CollectiveService() = default;
+
+void CollectiveService::OnNodeDead(const std::string& node) {
   steps_.DropFrom(node);
   rendezvous_.NodeDied(node);
-  placement_.OnNodeDead(node);
 }
 
-void NodeManager::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
+void CollectiveService::Stop(const std::string& why) {
+  allreduces_.Stop(why);
+  reduces_.Stop(why);
+}
+
+namespace {
+// `c` holds `id` (until it lets go: UPDATE_REFS).
+void Hold(Client& c, objectstore::ObjectTable& objects, const std::string& id) {
+  if (c.holds.insert(id).second) objects.AddRef(id);
+}
+}  // namespace
+
+void CollectiveService::HandleReduce(Client& c, const rpc::ReduceObjects& m) {
   if (m.out_ids_size() > 0) {  // allreduce: a result per input
-    for (const auto& id : m.out_ids()) Hold(c, id);
+    for (const auto& id : m.out_ids()) Hold(c, objects_, id);
     Status s = allreduces_.Start(m);
     if (!s.ok()) {
       for (const auto& id : m.out_ids()) objects_.MarkLost(id, s.code(), "allreduce refused: " + s.message());
     }
     return;
   }
-  Hold(c, m.out_id());
+  Hold(c, objects_, m.out_id());
   Status s = reduces_.Start(m);
   // A request the client checked should not fail here: if it does, its get says why.
   if (!s.ok()) objects_.MarkLost(m.out_id(), s.code(), "reduce refused: " + s.message());
 }
 
-void NodeManager::HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m) {
+void CollectiveService::HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m) {
   c->met = true;
   std::weak_ptr<Client> weak = c;
   rendezvous_.Arrive(m, [this, weak, request_id](Result<std::vector<std::string>> r) {
@@ -69,18 +87,18 @@ void NodeManager::HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t re
     if (r.ok()) {
       for (auto& p : r.value()) reply.add_payloads(std::move(p));
     }
-    Reply(*cl, rpc::RENDEZVOUS, request_id, reply);
+    Clients::Reply(*cl, rpc::RENDEZVOUS, request_id, reply);
   });
 }
 
-void NodeManager::HandleLocate(Client& c, const rpc::LocateObjects& m) {
+void CollectiveService::HandleLocate(Client& c, const rpc::LocateObjects& m) {
   for (int i = 0; i < m.object_ids_size(); ++i) {
-    Hold(c, m.object_ids(i));  // until the client lets go (UPDATE_REFS)
+    Hold(c, objects_, m.object_ids(i));  // until the client lets go (UPDATE_REFS)
     if (m.node_ids(i) != node_id_) objects_.SetRemote(m.object_ids(i), m.node_ids(i), m.sizes(i));
   }
 }
 
-void NodeManager::HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id,
+void CollectiveService::HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id,
                                       const std::string& out_id) {
   std::weak_ptr<Client> weak = c;
   reduces_.InputsOf(out_id, [this, weak, request_id](Result<std::vector<std::string>> r) {
@@ -91,7 +109,7 @@ void NodeManager::HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t
     if (r.ok()) {
       for (const auto& id : r.value()) reply.add_input_ids(id);
     }
-    Reply(*cl, rpc::REDUCED_INPUTS, request_id, reply);
+    Clients::Reply(*cl, rpc::REDUCED_INPUTS, request_id, reply);
   });
 }
 
