@@ -15,8 +15,11 @@ It reads the tree only (no build). What it counts:
 - Python import circles: modules of python/phalanx that import each other, directly or around a
   loop, counting imports inside functions too (they hide a circle, they do not break it); limit 0;
   and function-local imports, limit 20;
-- sleeps in tests: `time.sleep(` calls in tests/python (each one a candidate for a wait on a
-  condition; not a limit, a count to bring down).
+- sleeps in tests: `time.sleep(` calls in tests/python made by a test itself (in a `test_*`
+  function, or at module level, not in a loop): each one a candidate for a wait on a condition.
+  Sleeps in the code a test runs as a task or an actor (work that takes time), in helpers and in
+  loops (polling a condition, pacing calls) are not counted.
+  Not a limit, a count to bring down.
 """
 import argparse
 import ast
@@ -171,14 +174,33 @@ def import_cycles(graph):
 
 
 def test_sleeps():
-    """['file:line'] of time.sleep( calls in tests/python."""
+    """['file:line'] of time.sleep( calls in tests/python made by a test itself (see the docstring)."""
     found = []
     for f in sorted(glob.glob(os.path.join(ROOT, "tests", "python", "**", "*.py"), recursive=True)):
         with open(f) as fh:
-            for n, line in enumerate(fh, 1):
-                if "time.sleep(" in line and not line.lstrip().startswith("#"):
-                    found.append(f"{os.path.relpath(f, ROOT)}:{n}")
-    return found
+            try:
+                tree = ast.parse(fh.read())
+            except SyntaxError:
+                continue
+        rel = os.path.relpath(f, ROOT)
+
+        def visit(node, fn, in_loop):
+            for child in ast.iter_child_nodes(node):
+                inner, loop = fn, in_loop
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    inner, loop = getattr(child, "name", "<lambda>"), False
+                elif isinstance(child, ast.ClassDef):
+                    inner, loop = "<class>", False
+                elif isinstance(child, (ast.While, ast.For)):
+                    loop = True
+                if (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                        and child.func.attr == "sleep" and isinstance(child.func.value, ast.Name)
+                        and child.func.value.id == "time" and not in_loop
+                        and (fn is None or fn.startswith("test_"))):
+                    found.append(f"{rel}:{child.lineno}")
+                visit(child, inner, loop)
+        visit(tree, None, False)
+    return sorted(found, key=lambda s: (s.rsplit(":", 1)[0], int(s.rsplit(":", 1)[1])))
 
 
 def measure():

@@ -1,25 +1,39 @@
 """phalanx.cancel: a queued task never runs, a running one gets
 KeyboardInterrupt (or its worker is killed with force=True), an async
 actor's call is cancelled as an asyncio task; get then raises
-TaskCancelledError. Bad input is a clear error."""
+TaskCancelledError. Bad input is a clear error.
+
+A test that cancels something running waits for it to say so: the task
+touches a "started" file (inline: a task cannot call a plain function of a
+test module, which its worker cannot import), and the test waits for that
+file (wait_started) instead of sleeping a guess."""
 import asyncio
+import os
 import time
 
 import pytest
 
 import phalanx
-from conftest import loopback_nodes
+from conftest import loopback_nodes, wait_until
 from phalanx.exceptions import InvalidArgumentError, TaskCancelledError
 
 
+def wait_started(path, timeout=30.0):
+    wait_until(lambda: os.path.exists(path), timeout, what=f"the task's started file {path}")
+
+
 @phalanx.remote(max_retries=3)
-def sleeper(seconds):
+def sleeper(seconds, started=None):
+    if started:  # (says that it runs)
+        open(started, "w").close()
     time.sleep(seconds)
     return "finished"
 
 
 @phalanx.remote
-def catches_interrupt():
+def catches_interrupt(started):
+    if started:  # (says that it runs)
+        open(started, "w").close()
     try:
         time.sleep(60)
     except KeyboardInterrupt:
@@ -28,7 +42,9 @@ def catches_interrupt():
 
 @phalanx.remote
 class Slow:
-    async def wait(self, seconds):
+    async def wait(self, seconds, started=None):
+        if started:  # (says that it runs)
+            open(started, "w").close()
         await asyncio.sleep(seconds)
         return "finished"
 
@@ -38,14 +54,17 @@ class Slow:
 
 @phalanx.remote
 class SyncSlow:
-    def work(self, seconds):
+    def work(self, seconds, started=None):
+        if started:  # (says that it runs)
+            open(started, "w").close()
         time.sleep(seconds)
         return "finished"
 
 
-def test_a_running_task_is_interrupted(cluster):
-    ref = sleeper.remote(60)
-    time.sleep(1.0)  # running
+def test_a_running_task_is_interrupted(cluster, tmp_path):
+    started = str(tmp_path / "started")
+    ref = sleeper.remote(60, started)
+    wait_started(started)
     t0 = time.monotonic()
     phalanx.cancel(ref)
     with pytest.raises(TaskCancelledError, match="cancelled while it ran"):
@@ -63,37 +82,41 @@ def test_a_queued_task_never_runs(cluster):
     assert phalanx.get(busy, timeout=30) == ["finished"] * 2
 
 
-def test_force_kills_the_worker_and_does_not_retry(cluster):
-    ref = catches_interrupt.remote()
-    time.sleep(1.0)
+def test_force_kills_the_worker_and_does_not_retry(cluster, tmp_path):
+    started = str(tmp_path / "started")
+    ref = catches_interrupt.remote(started)
+    wait_started(started)
     phalanx.cancel(ref, force=True)
     with pytest.raises(TaskCancelledError, match="force=True"):
         phalanx.get(ref, timeout=20)
 
 
-def test_a_task_catching_the_interrupt_is_still_cancelled(cluster):
-    ref = catches_interrupt.remote()
-    time.sleep(1.0)
+def test_a_task_catching_the_interrupt_is_still_cancelled(cluster, tmp_path):
+    started = str(tmp_path / "started")
+    ref = catches_interrupt.remote(started)
+    wait_started(started)
     phalanx.cancel(ref)
     with pytest.raises(TaskCancelledError):
         phalanx.get(ref, timeout=20)
 
 
-def test_an_async_actor_call_is_cancelled_as_an_asyncio_task(cluster):
+def test_an_async_actor_call_is_cancelled_as_an_asyncio_task(cluster, tmp_path):
+    started = str(tmp_path / "started")
     a = Slow.remote()
-    running = a.wait.remote(60)
-    time.sleep(0.5)
+    running = a.wait.remote(60, started)
+    wait_started(started)
     phalanx.cancel(running)
     with pytest.raises(TaskCancelledError, match="asyncio"):
         phalanx.get(running, timeout=20)
     assert phalanx.get(a.ping.remote(), timeout=20) == "pong"  # the actor lives on
 
 
-def test_a_queued_sync_actor_call_never_runs(cluster):
+def test_a_queued_sync_actor_call_never_runs(cluster, tmp_path):
+    started = str(tmp_path / "started")
     a = SyncSlow.remote()
-    first = a.work.remote(1.5)
+    first = a.work.remote(1.5, started)
     second = a.work.remote(0)
-    time.sleep(0.3)
+    wait_started(started)  # the first runs; the second waits behind it
     phalanx.cancel(second)
     assert phalanx.get(first, timeout=20) == "finished"  # running: goes on, as in Ray
     with pytest.raises(TaskCancelledError):
@@ -102,7 +125,9 @@ def test_a_queued_sync_actor_call_never_runs(cluster):
 
 @phalanx.remote
 class Stoppable:
-    def work(self):
+    def work(self, started):
+        if started:  # (says that it runs)
+            open(started, "w").close()
         for _ in range(400):
             if phalanx.get_runtime_context().is_canceled():
                 return "saw the cancel"
@@ -110,10 +135,11 @@ class Stoppable:
         return "never saw it"
 
 
-def test_a_running_sync_actor_call_can_see_its_cancel(cluster):
+def test_a_running_sync_actor_call_can_see_its_cancel(cluster, tmp_path):
+    started = str(tmp_path / "started")
     a = Stoppable.remote()
-    ref = a.work.remote()
-    time.sleep(0.5)
+    ref = a.work.remote(started)
+    wait_started(started)
     phalanx.cancel(ref)
     # As in Ray: the call is not interrupted; it sees is_canceled() and stops (its value is the cancel).
     with pytest.raises(TaskCancelledError):
@@ -121,7 +147,9 @@ def test_a_running_sync_actor_call_can_see_its_cancel(cluster):
 
 
 @phalanx.remote
-def touch_after(path, seconds):
+def touch_after(path, seconds, started=None):
+    if started:  # (says that it runs)
+        open(started, "w").close()
     time.sleep(seconds)
     with open(path, "w") as f:
         f.write("the child ran to its end")
@@ -129,28 +157,32 @@ def touch_after(path, seconds):
 
 
 @phalanx.remote
-def parent_of(path, seconds):
-    return phalanx.get(touch_after.remote(path, seconds))
+def parent_of(path, seconds, child_started):
+    return phalanx.get(touch_after.remote(path, seconds, child_started))
 
 
 @pytest.mark.parametrize("recursive", [True, False])
 def test_recursive_decides_whether_the_children_are_cancelled(cluster, tmp_path, recursive):
-    marker = tmp_path / "child-finished"
-    parent = parent_of.remote(str(marker), 3.0)
-    time.sleep(1.5)  # the parent waits in get for its child, which sleeps
+    marker, child_started = tmp_path / "child-finished", str(tmp_path / "child-started")
+    parent = parent_of.remote(str(marker), 3.0, child_started)
+    wait_started(child_started)  # the parent waits in get for its child, which sleeps
     t0 = time.monotonic()
     phalanx.cancel(parent, recursive=recursive)
     with pytest.raises(TaskCancelledError):
         phalanx.get(parent, timeout=20)
     assert time.monotonic() - t0 < 1.5  # the parent is interrupted in its get either way
-    time.sleep(3.0)
-    assert marker.exists() == (not recursive)  # the child was cancelled with it, or ran on
+    if not recursive:
+        wait_until(marker.exists, 20, what="the child, not cancelled, to run to its end")
+    else:
+        # The child would have ended 3 s after it started: a second past that, it was cancelled with its parent.
+        time.sleep(max(0.0, os.path.getmtime(child_started) + 3.0 + 1.0 - time.time()))
+        assert not marker.exists()
 
 
 @phalanx.remote
 class AsyncParent:
-    async def spawn(self, path, seconds):
-        return await touch_after.remote(path, seconds)
+    async def spawn(self, path, seconds, child_started):
+        return await touch_after.remote(path, seconds, child_started)
 
 
 def test_recursive_reaches_the_children_of_one_async_actor_call(cluster, tmp_path):
@@ -158,14 +190,16 @@ def test_recursive_reaches_the_children_of_one_async_actor_call(cluster, tmp_pat
     # its child only.
     a = AsyncParent.remote()
     one, two = tmp_path / "one", tmp_path / "two"
-    first = a.spawn.remote(str(one), 2.0)
-    second = a.spawn.remote(str(two), 2.0)
-    time.sleep(1.0)  # both children sleep
+    first = a.spawn.remote(str(one), 2.0, str(tmp_path / "one-started"))
+    second = a.spawn.remote(str(two), 2.0, str(tmp_path / "two-started"))
+    wait_started(str(tmp_path / "one-started"))  # both children sleep
+    wait_started(str(tmp_path / "two-started"))
     phalanx.cancel(first)
     with pytest.raises(TaskCancelledError):
         phalanx.get(first, timeout=20)
     assert phalanx.get(second, timeout=20) == "touched"
-    time.sleep(1.5)
+    # The first child would have ended 2 s after it started: half a second past that, it was cancelled.
+    time.sleep(max(0.0, os.path.getmtime(tmp_path / "one-started") + 2.0 + 0.5 - time.time()))
     assert not one.exists() and two.exists()
 
 
@@ -190,27 +224,32 @@ def test_bad_cancels_are_clear_errors(cluster):
 
 
 @phalanx.remote(resources={"far": 1})
-def far_sleeper(seconds):
+def far_sleeper(seconds, started):
+    if started:  # (says that it runs)
+        open(started, "w").close()
     time.sleep(seconds)
     return "finished"
 
 
-def test_a_task_spilled_to_another_node_is_cancelled_there():
+def test_a_task_spilled_to_another_node_is_cancelled_there(tmp_path):
+    started = str(tmp_path / "started")
     with loopback_nodes([None, {"far": 1}]):
-        ref = far_sleeper.remote(60)
-        time.sleep(1.5)
+        ref = far_sleeper.remote(60, started)
+        wait_started(started)
         phalanx.cancel(ref)
         with pytest.raises(TaskCancelledError):
             phalanx.get(ref, timeout=20)
 
 
-def test_a_call_sent_to_an_actor_on_another_node_is_cancelled_there():
+def test_a_call_sent_to_an_actor_on_another_node_is_cancelled_there(tmp_path):
     @phalanx.remote(resources={"far": 1})
     class Far:
         def __init__(self):
             self.ran = []
 
-        def slow(self, t):
+        def slow(self, t, started):
+            if started:  # (says that it runs)
+                open(started, "w").close()
             time.sleep(t)
             self.ran.append("slow")
 
@@ -221,10 +260,11 @@ def test_a_call_sent_to_an_actor_on_another_node_is_cancelled_there():
             return self.ran
 
     with loopback_nodes([None, {"far": 1}]):
+        started = str(tmp_path / "started")
         a = Far.remote()
-        first = a.slow.remote(2.0)  # (made while the actor starts: these go through the raylets)
+        first = a.slow.remote(2.0, started)  # (made while the actor starts: these go through the raylets)
         second = a.mark.remote()
-        time.sleep(1.0)  # both were sent to the far node; the first runs, the second waits there
+        wait_started(started)  # both were sent to the far node; the first runs, the second waits there
         phalanx.cancel(second)
         with pytest.raises(TaskCancelledError):
             phalanx.get(second, timeout=20)

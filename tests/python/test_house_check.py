@@ -33,7 +33,11 @@ def test_it_finds_each_kind_of_defect(tmp_path, monkeypatch):
     _write(tmp_path, "python/phalanx/a.py", "from phalanx import b\n")
     _write(tmp_path, "python/phalanx/b.py", "def f():\n    from phalanx.a import g\n")
     _write(tmp_path, "python/phalanx/c.py", "try:\n    import phalanx.a\nexcept ImportError:\n    pass\n")
-    _write(tmp_path, "tests/python/test_x.py", "import time\ntime.sleep(1)\n# time.sleep(2)\n")
+    _write(tmp_path, "tests/python/test_x.py",
+           "import time\ntime.sleep(1)\n# time.sleep(2)\n"
+           "def work():\n    time.sleep(3)\n"  # (the work a task does: not counted)
+           "def test_y():\n    work()\n    time.sleep(4)\n"
+           "    while not done():\n        time.sleep(5)\n")  # (polling a condition: not counted)
     monkeypatch.setattr(hc, "ROOT", str(tmp_path))
     m = hc.measure()
     assert m["big_classes"] == {"Big": 904}
@@ -41,7 +45,7 @@ def test_it_finds_each_kind_of_defect(tmp_path, monkeypatch):
     assert m["upward_includes"] == ['core/low.cc:1: #include "scheduler/setters.h"']
     assert m["import_cycles"] == [["phalanx.a", "phalanx.b"]]
     assert m["local_imports"] == ["python/phalanx/b.py:2: phalanx.a"]  # (c.py's guarded import is not one)
-    assert m["test_sleeps"] == ["tests/python/test_x.py:2"]
+    assert m["test_sleeps"] == ["tests/python/test_x.py:2", "tests/python/test_x.py:8"]
     assert len(hc.failures(m)) == 4  # a class, a setter, an include, a circle (1 local import is under 20)
 
 
