@@ -67,25 +67,25 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     on(rpc::GET_OBJECTS, "get", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::GetObjects m;
       if (!Parse(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
-      nm->HandleGet(c, req, m);
+      nm->object_requests_.HandleGet(c, req, m);
       return true;
     });
     on(rpc::WAIT_OBJECTS, "wait", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::WaitObjects m;
       if (!Parse(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
-      nm->HandleWait(c, req, m);
+      nm->object_requests_.HandleWait(c, req, m);
       return true;
     });
     on(rpc::CREATE_OBJECT, "create", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
       rpc::CreateObject m;
       if (!Parse(&m, b, n) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return false;
-      nm->HandleCreate(*c, req, m);
+      nm->object_requests_.HandleCreate(*c, req, m);
       return true;
     });
     on(rpc::SEAL_OBJECT, "seal", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::SealObject m;
       if (!Parse(&m, b, n) || !IsObjectId(m.object_id())) return false;
-      nm->HandleSeal(*c, m.object_id());
+      nm->object_requests_.HandleSeal(*c, m.object_id());
       return true;
     });
     on(rpc::ABORT_CREATE, "abort", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
@@ -97,19 +97,19 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
     on(rpc::PUT_INLINE, "put", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::PutInline m;
       if (!Parse(&m, b, n) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return false;
-      nm->HandlePutInline(*c, std::move(m));
+      nm->object_requests_.HandlePutInline(*c, std::move(m));
       return true;
     });
     on(rpc::RELEASE_OBJECTS, "release", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::ObjectIds m;
       if (!Parse(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
-      nm->HandleRelease(*c, m);
+      nm->object_requests_.HandleRelease(*c, m);
       return true;
     });
     on(rpc::UPDATE_REFS, "reference update", [](NodeManager* nm, C c, uint64_t, const char* b, size_t n) {
       rpc::UpdateRefs m;
       if (!Parse(&m, b, n) || !AllObjectIds(m.add()) || !AllObjectIds(m.remove())) return false;
-      nm->HandleRefs(*c, m);
+      nm->object_requests_.HandleRefs(*c, m);
       return true;
     });
     on(rpc::REGISTER_FUNCTION, "function", [](NodeManager* nm, C, uint64_t, const char* b, size_t n) {
@@ -181,12 +181,12 @@ const NodeManager::ClientRoute* NodeManager::RouteOf(uint16_t type) {
         std::vector<std::string> borrowed(m.borrowed_ids().begin(), m.borrowed_ids().end());
         nm->om_.Borrow(borrowed, m.node_id());
         for (const auto& id : borrowed) {
-          nm->Hold(*c, id);
+          nm->object_requests_.Hold(*c, id);
           nm->objects_.RemoveRef(id);
         }
       }
       std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
-      for (const auto& id : ids) nm->Hold(*c, id);  // until the client lets go (UPDATE_REFS)
+      for (const auto& id : ids) nm->object_requests_.Hold(*c, id);  // until the client lets go (UPDATE_REFS)
       if (m.node_id() != nm->node_id_) nm->om_.Fetch(ids, m.node_id());
       return true;
     });

@@ -117,14 +117,14 @@ class NodeManager::Links : public objectstore::ObjectPeers,
   }
   // objectstore::ObjectEvents
   void OnObjectFreed(const std::string& id, bool, bool was_copy) override { nm_->OnObjectFreed(id, was_copy); }
-  void OnStoreFull() override { nm_->UnmapIdle(); }
+  void OnStoreFull() override { nm_->object_requests_.UnmapIdle(); }
   bool OnCopiesLost(const std::string& id, const std::string&, std::string* reason) override {
-    return nm_->OnCopiesLost(id, reason);
+    return nm_->object_requests_.OnCopiesLost(id, reason);
   }
   void OnEntryGone(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
   void OnCopiedHere(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
   void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) override {
-    nm_->OnAdopted(holder, ids);
+    nm_->object_requests_.OnAdopted(holder, ids);
   }
   // PeerEvents
   void OnCollective(rpc::MessageType type, const std::string& body,
@@ -216,13 +216,13 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       acceptor_(io),
       accept_retry_(io),
       heartbeat_timer_(io),
-      get_deadline_timer_(io),
       keeper_(options_.gcs_restart_file, options_.session_dir + "/redis.pid", options_.gcs_restart_tied),
       gcs_check_timer_(io),
       inspection_(node_id_, options_.node_ip, options_.session_dir,
                   InspectedParts{&tasks_, &om_, &collectives_.steps(), &collectives_.reduces(), &collectives_.allreduces(),
                                  &streams_.table(), &pool_, &clients_},
-                  &gcs_, &peers_) {}
+                  &gcs_, &peers_),
+      object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms) {}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
@@ -231,6 +231,15 @@ void NodeManager::OnTaskRecord(const rpc::TaskRecord& r) {
   pending_records_.push_back(r);
   pending_records_.back().set_node_id(node_id_);
   pending_records_.back().set_finish_time_ms(NowMs());
+}
+
+void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
+  collectives_.OnObjectFreed(id);
+  if (was_copy) return;  // the task that made it is another node's to forget
+  if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
+  int index = IndexOf(id);
+  if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
+  if (index == 1) actors_.OnHandlesGone(TaskIdOf(id));  // (an actor's handles carry its creation's return)
 }
 
 void NodeManager::OnNodeDead(const std::string& node) {
@@ -331,7 +340,7 @@ void NodeManager::Heartbeat() {
     auto owners = actors_.Owners();
     pool_.TrimIdle(keep_idle, std::chrono::seconds(10), [&](const Worker& w) { return owners.count(w.client_id) > 0; });
   }
-  ReportSlowCopies();
+  object_requests_.ReportSlowCopies();
   auto now = std::chrono::steady_clock::now();
   if (now - rings_pruned_at_ > std::chrono::seconds(30)) {  // the trace rings of exited workers: the newest 32 stay
     rings_pruned_at_ = now;
@@ -476,8 +485,7 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
   r.set_cluster_token(options_.cluster_token);
   r.set_tls(options_.tls != nullptr);
   clients_.Registered(c.get());
-  own_creators_.insert(CreatorKey(c->client_id));
-  if (creators_.insert(CreatorKey(c->client_id)).second) gcs_.RegisterClient(c->client_id, node_id_);
+  if (object_requests_.CreatorRegistered(c->client_id)) gcs_.RegisterClient(c->client_id, node_id_);
   Status st = c->conn->SendWithFd(EncodeFrame(rpc::REGISTER_CLIENT, kReplyFlag, req, r), store_->region().fd());
   if (!st.ok()) {
     PHALANX_LOG(Warning) << st.ToString();
@@ -485,10 +493,6 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
     return;
   }
   if (c->worker) tasks_.OnWorkerRegistered(c->worker);
-}
-
-void NodeManager::Hold(Client& c, const std::string& id) {
-  if (c.holds.insert(id).second) objects_.AddRef(id);
 }
 
 void NodeManager::LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
@@ -526,7 +530,7 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
     if (spec.num_returns() < 0 || spec.num_returns() > kMaxReturns) return;
     for (int i = 1; i <= spec.num_returns(); ++i) {
       std::string id = MakeObjectId(spec.task_id(), static_cast<uint32_t>(i));
-      if (!spec.returns_held()) Hold(c, id);
+      if (!spec.returns_held()) object_requests_.Hold(c, id);
       objects_.MarkLost(id, valid.code(), valid.message());
     }
     return;
@@ -538,7 +542,7 @@ void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
     if (spec.returns_held()) {
       c.expected.erase(id);
     } else {
-      Hold(c, id);
+      object_requests_.Hold(c, id);
     }
   }
   if (spec.generator() != rpc::GENERATOR_NONE && !spec.returns_held()) {
@@ -584,7 +588,7 @@ void NodeManager::HandleExpectReturns(Client& c, const rpc::ExpectReturns& m) {
   for (int i = 0; i < m.task_ids_size(); ++i) {
     for (int k = 1; k <= m.num_returns(i); ++k) {
       std::string id = MakeObjectId(m.task_ids(i), static_cast<uint32_t>(k));
-      Hold(c, id);
+      object_requests_.Hold(c, id);
       c.expected.insert(id);
     }
   }
@@ -685,7 +689,7 @@ void NodeManager::Stop(const std::string& why) {
   boost::system::error_code ec;
   acceptor_.close(ec);
   heartbeat_timer_.cancel();
-  get_deadline_timer_.cancel();
+  object_requests_.Stop();
   gcs_check_timer_.cancel();
   if (beat_) beat_->Stop();
   rpc::Status s = ToProto(Status::Unavailable("raylet " + options_.socket_path + " stopped: " + why));

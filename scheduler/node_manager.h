@@ -34,6 +34,7 @@
 #include "scheduler/collective_service.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/inspection.h"
+#include "scheduler/object_requests.h"
 #include "scheduler/heartbeat.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_service.h"
@@ -121,13 +122,6 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
                          size_t len);
 
  private:
-  struct PendingGet;
-  struct PendingWait;
-  using GetClock = std::chrono::steady_clock;
-  using GetDeadlines = std::multimap<GetClock::time_point, std::weak_ptr<PendingGet>>;
-  GetDeadlines get_deadlines_;  // pending gets by deadline
-  GetClock::time_point get_timer_at_ = GetClock::time_point::max();
-  void ArmGetDeadlines(GetClock::time_point at);
   struct Function {
     std::string name;
     std::string pickled;
@@ -166,37 +160,10 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
   void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
                       std::chrono::steady_clock::time_point give_up);
-  void Hold(Client& c, const std::string& id);
-  // Object requests (node_objects.cc).
-  void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
-  void CompleteGet(const std::shared_ptr<PendingGet>& g);
-  // Pending ids whose creator no process of the cluster ever was (a made-up
-  // or stale ref) fail at once with NotFound instead of waiting forever.
-  void CheckCreators(const std::vector<std::string>& ids);
-  // Tells the processes whose gets wait on a long copy how far it is (each heartbeat).
-  void ReportSlowCopies();
   std::chrono::steady_clock::time_point rings_pruned_at_{};
-  // Every copy of pending `id` is gone (objectstore::ObjectEvents): true when
-  // it is being made again, here (this node's lineage) or by the node whose
-  // client made the ref (asked through a copy from it: AskOwner); else false
-  // with *reason.
-  bool OnCopiesLost(const std::string& id, std::string* reason);
-  void AskOwner(const std::string& id, const Result<std::string>& owner);
-  void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
-  void CompleteWait(const std::shared_ptr<PendingWait>& w);
-  void HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m);
-  void HandleSeal(Client& c, const std::string& id);
-  void HandlePutInline(Client& c, rpc::PutInline m);
-  void HandleRefs(Client& c, const rpc::UpdateRefs& m);
-  void HandleRelease(Client& c, const rpc::ObjectIds& m);
-  // An object freed here (objectstore::ObjectEvents): its reduce record and task record go.
+  // An object freed here (objectstore::ObjectEvents): its reduce record, its
+  // task record and, for an actor's creation, the actor's handles go.
   void OnObjectFreed(const std::string& id, bool was_copy);
-  // Another node adopted what `holder` (a client here) made: its holds go.
-  void OnAdopted(const std::string& holder, const std::vector<std::string>& ids);
-  // Asks every client that maps objects to let go of the ones nothing reads
-  // (UNMAP_IDLE), at most every kUnmapIdleEvery.
-  void UnmapIdle();
-  std::chrono::steady_clock::time_point unmap_idle_at_{};
 
   rpc::NodeInfo NodeInfoNow() const;
   void Heartbeat();
@@ -227,24 +194,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   bool node_update_posted_ = false;  // a node table update is due at the end of this turn
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
-  // Client ids known to have registered with a raylet of this cluster (the
-  // creators of objects), and the pending ids of creators being looked up.
-  std::unordered_set<uint64_t> creators_;  // CreatorKey of each
-  std::unordered_map<std::string, std::vector<std::string>> unknown_creators_;
-  std::unordered_set<uint64_t> own_creators_;  // CreatorKey of the clients that registered here
-  // Lost objects whose owner node (the one that submitted their task) is
-  // asked to make them again: that node ("" while the GCS is asked), and the
-  // holds the object had at the node that lent it here, kept until the
-  // owner answers (so that a lender that is the owner keeps it meanwhile).
-  struct AskedOwner {
-    std::string owner;
-    std::string lender;
-    uint32_t holds = 0;
-  };
-  std::unordered_map<std::string, AskedOwner> asked_owner_;
-  void AnsweredByOwner(const std::string& id);  // the ask ended: the lender's holds go
   boost::asio::steady_timer heartbeat_timer_;
-  boost::asio::steady_timer get_deadline_timer_;  // for get_deadlines_' earliest
   std::unique_ptr<HeartbeatThread> beat_;  // liveness, on its own thread (null when offline)
   GcsKeeper keeper_;                        // restarts the head's redis-server
   boost::asio::steady_timer gcs_check_timer_;
@@ -253,6 +203,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   void OnGcsBack();
   Clients clients_;  // the drivers and workers connected here
   Inspection inspection_;  // counters, the timeline, `phalanx memory`
+  ObjectRequests object_requests_;  // gets, waits, create/seal/put, holds and releases
   std::unordered_map<std::string, Function> functions_;
   std::vector<rpc::TaskRecord> pending_records_;
   std::vector<std::string> pending_task_deletes_;

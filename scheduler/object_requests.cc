@@ -1,7 +1,5 @@
-// The raylet's object requests from its clients: get, wait, create, seal,
-// put inline, holds and releases. A get or wait waits for objects made here,
-// copied here from another node (a get or a fetching wait asks for the copy),
-// or, for a wait with fetch_local off, known to be ready on another node.
+#include "scheduler/object_requests.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,13 +9,12 @@
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/status_proto.h"
-#include "scheduler/node_manager.h"
 
 namespace phalanx::scheduler {
 
 namespace asio = boost::asio;
 
-struct NodeManager::PendingGet {
+struct ObjectRequests::PendingGet {
   std::weak_ptr<Client> client;
   uint64_t request_id = 0;
   std::vector<std::string> ids;
@@ -29,7 +26,7 @@ struct NodeManager::PendingGet {
   GetDeadlines::iterator deadline;  // its entry in get_deadlines_, when has_deadline
 };
 
-struct NodeManager::PendingWait {
+struct ObjectRequests::PendingWait {
   std::weak_ptr<Client> client;
   uint64_t request_id = 0;
   std::vector<std::string> ids;
@@ -57,7 +54,30 @@ void WhenCounts(objectstore::ObjectTable& objects, bool fetch, const std::string
 }
 }  // namespace
 
-void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {
+ObjectRequests::ObjectRequests(boost::asio::io_context& io, std::string node_id, objectstore::ObjectManager* objects,
+                               TaskManager* tasks, PeerManager* peers, GcsClient* gcs, Clients* clients,
+                               int64_t copy_progress_ms)
+    : io_(io),
+      node_id_(std::move(node_id)),
+      om_(objects),
+      objects_(objects->table()),
+      tasks_(tasks),
+      peers_(peers),
+      gcs_(gcs),
+      clients_(clients),
+      copy_progress_ms_(copy_progress_ms),
+      deadline_timer_(io) {}
+
+void ObjectRequests::Hold(Client& c, const std::string& id) {
+  if (c.holds.insert(id).second) objects_.AddRef(id);
+}
+
+bool ObjectRequests::CreatorRegistered(const std::string& client_id) {
+  own_creators_.insert(CreatorKey(client_id));
+  return creators_.insert(CreatorKey(client_id)).second;
+}
+
+void ObjectRequests::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {
   auto g = std::make_shared<PendingGet>();
   g->client = c;
   g->request_id = req;
@@ -79,7 +99,7 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   if (c->worker != nullptr) {
     g->blocked_worker = true;
     g->lease_seq = c->worker->lease_seq;
-    tasks_.OnWorkerBlocked(c->worker);
+    tasks_->OnWorkerBlocked(c->worker);
   }
   if (m.timeout_ms() >= 0) {
     // One timer for every get's deadline, armed for the earliest: a get
@@ -91,10 +111,10 @@ void NodeManager::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, cons
   }
 }
 
-void NodeManager::ArmGetDeadlines(GetClock::time_point at) {
+void ObjectRequests::ArmGetDeadlines(GetClock::time_point at) {
   get_timer_at_ = at;
-  get_deadline_timer_.expires_at(at);
-  get_deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
+  deadline_timer_.expires_at(at);
+  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;  // (armed again for an earlier one, or stopped)
     get_timer_at_ = GetClock::time_point::max();
     auto now = GetClock::now();
@@ -110,7 +130,7 @@ void NodeManager::ArmGetDeadlines(GetClock::time_point at) {
   });
 }
 
-void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
+void ObjectRequests::CheckCreators(const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
     if (id.size() != kObjectIdSize) continue;
     if (creators_.count(CreatorKey(id)) || objects_.IsReady(id) || !objects_.RemoteNode(id).empty()) continue;
@@ -118,7 +138,7 @@ void NodeManager::CheckCreators(const std::vector<std::string>& ids) {
     auto [it, first] = unknown_creators_.try_emplace(creator);
     it->second.push_back(id);
     if (!first) continue;  // asked already
-    gcs_.ClientExists(creator, [this, creator](Result<bool> known) {
+    gcs_->ClientExists(creator, [this, creator](Result<bool> known) {
       auto waiting = unknown_creators_.find(creator);
       if (waiting == unknown_creators_.end()) return;
       std::vector<std::string> ids = std::move(waiting->second);
@@ -151,11 +171,11 @@ std::string Bytes(uint64_t n) {
 }
 }  // namespace
 
-void NodeManager::ReportSlowCopies() {
+void ObjectRequests::ReportSlowCopies() {
   // A copy a get waits on that takes more than a few seconds: the waiting
   // processes are told how far it is, every few seconds (and the log says it).
-  std::chrono::milliseconds every(options_.copy_progress_ms);
-  om_.transfer().ForEachSlowCopy(
+  std::chrono::milliseconds every(copy_progress_ms_);
+  om_->transfer().ForEachSlowCopy(
       std::chrono::steady_clock::now(), every, every,
       [this](const std::string& id, uint64_t have, uint64_t size, double seconds, const std::string& source) {
         double rate = static_cast<double>(have) / std::max(seconds, 1e-3);
@@ -178,8 +198,8 @@ void NodeManager::ReportSlowCopies() {
       });
 }
 
-bool NodeManager::OnCopiesLost(const std::string& id, std::string* reason) {
-  if (tasks_.Rebuild(id, reason)) return true;
+bool ObjectRequests::OnCopiesLost(const std::string& id, std::string* reason) {
+  if (tasks_->Rebuild(id, reason)) return true;
   // Not this node's to make again: a put, or made through this node (its
   // lineage said why not), or the node that submitted its task was asked
   // already and could not.
@@ -198,11 +218,11 @@ bool NodeManager::OnCopiesLost(const std::string& id, std::string* reason) {
                     << " is gone and this node keeps no lineage of it: looking up the node that submitted its task";
   auto [lender, holds] = objects_.TakeRemoteHolds(id);
   asked_owner_.emplace(id, AskedOwner{std::string(), std::move(lender), holds});
-  gcs_.ClientNode(id.substr(0, kClientIdSize), [this, id](Result<std::string> owner) { AskOwner(id, owner); });
+  gcs_->ClientNode(id.substr(0, kClientIdSize), [this, id](Result<std::string> owner) { AskOwner(id, owner); });
   return true;
 }
 
-void NodeManager::AskOwner(const std::string& id, const Result<std::string>& owner) {
+void ObjectRequests::AskOwner(const std::string& id, const Result<std::string>& owner) {
   auto asked = asked_owner_.find(id);
   if (asked == asked_owner_.end()) return;
   if (!objects_.Contains(id) || objects_.IsReady(id)) {
@@ -215,7 +235,7 @@ void NodeManager::AskOwner(const std::string& id, const Result<std::string>& own
     cant = "the GCS could not say which node submitted its task: " + owner.status().message();
   } else if (owner.value() == node_id_) {
     cant = "no spec of the task that made it is kept here";
-  } else if (!peers_.IsAlive(owner.value())) {
+  } else if (!peers_->IsAlive(owner.value())) {
     cant = "the node that submitted its task (" + ToHex(owner.value()).substr(0, 12) +
            ") is gone too, and its lineage with it";
   }
@@ -228,18 +248,18 @@ void NodeManager::AskOwner(const std::string& id, const Result<std::string>& own
   asked->second.owner = owner.value();
   PHALANX_LOG(Info) << "every copy of object " << ToHex(id) << " is gone: asking node "
                     << ToHex(owner.value()).substr(0, 12) << ", which submitted its task, for it";
-  om_.transfer().CopyFrom(id, owner.value(), /*wait_ms=*/0);
+  om_->transfer().CopyFrom(id, owner.value(), /*wait_ms=*/0);
   objects_.OnReady(id, [this, id] { AnsweredByOwner(id); });
 }
 
-void NodeManager::AnsweredByOwner(const std::string& id) {
+void ObjectRequests::AnsweredByOwner(const std::string& id) {
   auto asked = asked_owner_.find(id);
   if (asked == asked_owner_.end()) return;
-  if (asked->second.holds > 0) om_.Release(asked->second.lender, {id}, {asked->second.holds});
+  if (asked->second.holds > 0) om_->Release(asked->second.lender, {id}, {asked->second.holds});
   asked_owner_.erase(asked);
 }
 
-void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
+void ObjectRequests::CompleteGet(const std::shared_ptr<PendingGet>& g) {
   if (g->done) return;
   g->done = true;
   if (g->has_deadline) {
@@ -249,17 +269,17 @@ void NodeManager::CompleteGet(const std::shared_ptr<PendingGet>& g) {
   auto c = g->client.lock();
   if (!c || c->conn->closed()) return;
   // (A get left behind by a task that ended inside it must not unblock the worker's next lease.)
-  if (g->blocked_worker && c->worker && c->worker->lease_seq == g->lease_seq) tasks_.OnWorkerUnblocked(c->worker);
+  if (g->blocked_worker && c->worker && c->worker->lease_seq == g->lease_seq) tasks_->OnWorkerUnblocked(c->worker);
   rpc::GetObjectsReply r;
   for (const auto& id : g->ids) {
     rpc::ObjectValue* v = r.add_objects();
     objects_.Describe(id, v, /*pin=*/true);
     if (v->state() == rpc::OBJ_IN_STORE) ++c->pins[id];
   }
-  Reply(*c, rpc::GET_OBJECTS, g->request_id, r);
+  Clients::Reply(*c, rpc::GET_OBJECTS, g->request_id, r);
 }
 
-void NodeManager::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m) {
+void ObjectRequests::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m) {
   auto w = std::make_shared<PendingWait>();
   w->client = c;
   w->request_id = req;
@@ -283,7 +303,7 @@ void NodeManager::HandleWait(const std::shared_ptr<Client>& c, uint64_t req, con
   }
 }
 
-void NodeManager::CompleteWait(const std::shared_ptr<PendingWait>& w) {
+void ObjectRequests::CompleteWait(const std::shared_ptr<PendingWait>& w) {
   if (w->done) return;
   w->done = true;
   if (w->timer) w->timer->cancel();
@@ -293,10 +313,10 @@ void NodeManager::CompleteWait(const std::shared_ptr<PendingWait>& w) {
   for (const auto& id : w->ids) {
     if (Counts(objects_, w->fetch, id)) r.add_ready_ids(id);
   }
-  Reply(*c, rpc::WAIT_OBJECTS, w->request_id, r);
+  Clients::Reply(*c, rpc::WAIT_OBJECTS, w->request_id, r);
 }
 
-void NodeManager::HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m) {
+void ObjectRequests::HandleCreate(Client& c, uint64_t req, const rpc::CreateObject& m) {
   rpc::CreateObjectReply r;
   std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
   auto off = objects_.CreateInStore(m.object_id(), m.size(), std::move(contained));
@@ -307,62 +327,53 @@ void NodeManager::HandleCreate(Client& c, uint64_t req, const rpc::CreateObject&
     c.creating.insert(m.object_id());
     if (m.hold()) Hold(c, m.object_id());
   }
-  Reply(c, rpc::CREATE_OBJECT, req, r);
+  Clients::Reply(c, rpc::CREATE_OBJECT, req, r);
 }
 
-void NodeManager::HandleSeal(Client& c, const std::string& id) {
+void ObjectRequests::HandleSeal(Client& c, const std::string& id) {
   if (!c.creating.erase(id)) return;
   Status st = objects_.SealInStore(id);
   if (!st.ok()) {
     PHALANX_LOG(Warning) << st.ToString();
     return;
   }
-  const auto* e = store_->Find(id);
-  if (e != nullptr) om_.ListInDirectory(id, e->size);  // else freed at once: nobody held it
+  const auto* e = om_->store().Find(id);
+  if (e != nullptr) om_->ListInDirectory(id, e->size);  // else freed at once: nobody held it
 }
 
-void NodeManager::OnObjectFreed(const std::string& id, bool was_copy) {
-  collectives_.OnObjectFreed(id);
-  if (was_copy) return;  // the task that made it is another node's to forget
-  if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
-  int index = IndexOf(id);
-  if (index > 0) pending_task_deletes_.push_back(TaskIdOf(id));
-  if (index == 1) actors_.OnHandlesGone(TaskIdOf(id));  // (an actor's handles carry its creation's return)
-}
-
-void NodeManager::UnmapIdle() {
+void ObjectRequests::UnmapIdle() {
   constexpr auto kUnmapIdleEvery = std::chrono::milliseconds(20);
   auto now = std::chrono::steady_clock::now();
   if (now - unmap_idle_at_ < kUnmapIdleEvery) return;
   unmap_idle_at_ = now;
-  clients_.ForEach([](Client& c) {
+  clients_->ForEach([](Client& c) {
     bool maps = !c.pins.empty() || (c.worker != nullptr && !c.worker->pins.empty());
     if (maps && !c.conn->closed()) c.conn->Send(rpc::UNMAP_IDLE, 0, 0, rpc::Empty());
   });
 }
 
-void NodeManager::OnAdopted(const std::string& holder, const std::vector<std::string>& ids) {
-  Client* h = clients_.Find(holder);
+void ObjectRequests::OnAdopted(const std::string& holder, const std::vector<std::string>& ids) {
+  Client* h = clients_->Find(holder);
   if (h == nullptr) return;  // it exited: its holds went with it
   for (const auto& id : ids) {
     if (h->holds.erase(id)) objects_.RemoveRef(id);
   }
 }
 
-void NodeManager::HandlePutInline(Client& c, rpc::PutInline m) {
+void ObjectRequests::HandlePutInline(Client& c, rpc::PutInline m) {
   if (m.hold()) Hold(c, m.object_id());
   std::vector<std::string> contained(m.contained_ids().begin(), m.contained_ids().end());
   objects_.PutInline(m.object_id(), std::move(*m.mutable_data()), std::move(contained));
 }
 
-void NodeManager::HandleRefs(Client& c, const rpc::UpdateRefs& m) {
+void ObjectRequests::HandleRefs(Client& c, const rpc::UpdateRefs& m) {
   for (const auto& id : m.add()) Hold(c, id);
   for (const auto& id : m.remove()) {
     if (c.holds.erase(id)) objects_.RemoveRef(id);
   }
 }
 
-void NodeManager::HandleRelease(Client& c, const rpc::ObjectIds& m) {
+void ObjectRequests::HandleRelease(Client& c, const rpc::ObjectIds& m) {
   for (const auto& id : m.object_ids()) {
     auto* pins = &c.pins;
     auto it = pins->find(id);
