@@ -67,7 +67,9 @@ def test_passing_around_actor_handles(cluster):
 
 def test_named_actors(cluster):
     # Create an actor with a name
-    counter = Counter.options(name="some_name").remote()
+    # (kept: as in Ray 2.60, a named actor that is not detached ends with its creator's handles,
+    # and a handle got by name does not count)
+    creator = Counter.options(name="some_name").remote()
     # Retrieve the actor later somewhere
     counter = ray.get_actor("some_name")
     assert ray.get(counter.increment.remote()) == 1
@@ -86,6 +88,7 @@ def test_named_actors(cluster):
         ray.get_actor("orange")
     ray.kill(ray.get_actor("orange", namespace="colors"))
     ray.kill(counter)
+    del creator
 
 
 def test_async_actor_page(cluster):
