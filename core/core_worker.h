@@ -1,23 +1,32 @@
-// CoreWorker: the library inside every driver and worker process. It talks
-// to the node's raylet over one BlockingConnection, maps the node's object
-// store once, and implements task submission, put/get/wait, functions, and
-// the process's side of reference counting: it counts ObjectRefs per id and
-// tells the raylet only when a count crosses zero, in batches that always go
-// out before the next message that could depend on them.
+// CoreWorker: the library inside every driver and worker process, and the
+// face its users (the Python bindings, the C++ API) see. It connects to the
+// node's raylet, maps the node's object store once, and implements task
+// submission, put/get/wait, functions, cancels, placement groups, generators
+// and collectives' requests. It is composed of parts, each in its own file:
 //
-// Actor method calls go straight to the actor's worker once it is placed
-// (DirectIo), not through the raylet: the caller asks its raylet once where
-// the actor lives (ACTOR_ROUTE), connects, and from then on writes calls to
-// the worker and reads the results back itself. The raylet still keeps the
-// books: it is told which results to expect (EXPECT_RETURNS, so a ref may
-// leave this process at any time) and is handed each result as it arrives
-// (DIRECT_RESULTS). When the connection breaks (the actor died), the calls
-// in flight go to the raylet, which applies max_task_retries and restarts;
-// the caller switches back to the direct path once the actor is alive again
-// and the calls it made through the raylet have finished, so calls from one
-// caller keep their order. On the actor's side a call whose ref arguments
-// are not ready waits in HeldCalls (with its caller's later calls, unless the
-// actor runs calls concurrently), not in NextTask.
+//   RayletChannel  the connection to the raylet: batched one-way messages,
+//                  requests with a deadline (core/raylet_channel.h)
+//   RefCounter     the process's refs, told to the raylet only when a count
+//                  crosses zero, in batches that always go out before the
+//                  next message that could depend on them; values a get can
+//                  answer without a round trip (core/ref_counter.h)
+//   DirectCaller   actor method calls straight to the actor's worker
+//                  (core/direct_caller.h)
+//   TaskServer     the worker side: the next task, its result, cancels,
+//                  generators' items (core/task_server.h)
+//   DirectIo       the sockets between callers and actors (core/direct_io.h)
+//
+// Actor method calls go straight to the actor's worker once it is placed,
+// not through the raylet: the caller asks its raylet once where the actor
+// lives (ACTOR_ROUTE), connects, and from then on writes calls to the worker
+// and reads the results back itself. The raylet still keeps the books: it is
+// told which results to expect (EXPECT_RETURNS, so a ref may leave this
+// process at any time) and is handed each result as it arrives
+// (DIRECT_RESULTS). When the connection breaks (the actor died), the calls in
+// flight go to the raylet, which applies max_task_retries and restarts; the
+// caller switches back to the direct path once the actor is alive again and
+// the calls it made through the raylet have finished, so calls from one
+// caller keep their order.
 // Thread-safe: any thread may call any method; calls that wait release no
 // lock while waiting and honour a deadline and an interrupt check.
 #pragma once
@@ -34,10 +43,14 @@
 #include <vector>
 
 #include "core/blocking_connection.h"
+#include "core/direct_caller.h"
 #include "core/direct_io.h"
-#include "core/held_calls.h"
 #include "core/proto/phalanx.pb.h"
+#include "core/raylet_channel.h"
+#include "core/ref_counter.h"
 #include "core/status.h"
+#include "core/task_server.h"
+#include "core/worker_objects.h"
 
 namespace phalanx {
 
@@ -55,7 +68,7 @@ struct CoreWorkerOptions {
   bool direct_actor_calls = true;
 };
 
-class CoreWorker {
+class CoreWorker : public WorkerObjects {
  public:
   // Returns a non-OK status (e.g. KeyboardInterrupt pending) to abandon a wait.
   using InterruptCheck = std::function<Status()>;
@@ -66,17 +79,17 @@ class CoreWorker {
   // A new task id; `actor_call`: for an actor's method call (IsActorCallId says so later).
   std::string NextTaskId(bool actor_call = false);
   std::string NextPutId();
-  const std::string& client_id() const { return client_id_; }
-  const std::string& node_id() const { return node_id_; }
-  const std::string& session_dir() const { return session_dir_; }
+  const std::string& client_id() const { return me_.client_id; }
+  const std::string& node_id() const { return me_.node_id; }
+  const std::string& session_dir() const { return me_.session_dir; }
   const std::string& gcs_address() const { return gcs_address_; }
   uint8_t* store_base() const { return store_base_; }
   uint64_t store_capacity() const { return store_capacity_; }
   // The store's shared-memory descriptor (owned by this CoreWorker): another
   // mapping of it sees the same objects at the same offsets.
   int store_fd() const { return store_fd_; }
-  uint64_t inline_threshold() const { return inline_threshold_; }
-  void SetInterruptCheck(InterruptCheck check) { interrupt_ = std::move(check); }
+  uint64_t inline_threshold() const { return me_.inline_threshold; }
+  void SetInterruptCheck(InterruptCheck check) { channel_.SetInterruptCheck(std::move(check)); }
 
   // Functions are registered once per process per id.
   Status RegisterFunction(const std::string& id, const std::string& name, const std::string& pickled);
@@ -87,7 +100,7 @@ class CoreWorker {
   // Actor method calls go straight to the actor's worker when they can.
   Status SubmitTask(const rpc::TaskSpec& spec);
   // How many method calls went straight to an actor's worker (for tests and stats).
-  uint64_t direct_calls_sent() const { return direct_calls_sent_.load(); }
+  uint64_t direct_calls_sent() const { return caller_.CallsSent(); }
   // Calls to `actor_id` this process made and has no result of yet
   // (max_pending_calls): those sent straight to its worker, and those sent
   // through the raylet (counted from the first time this is asked for the
@@ -117,18 +130,18 @@ class CoreWorker {
   // `locate_only`: objects held on another node for this one are not copied
   // here; they come back PENDING (see rpc::GetObjects).
   Result<std::vector<rpc::ObjectValue>> Get(const std::vector<std::string>& ids, int64_t timeout_ms,
-                                            bool locate_only = false);
+                                            bool locate_only = false) override;
   // Ids of `ids` that are ready once `num_returns` are, or at the deadline.
   // `fetch_local`: ready means here, and objects on other nodes are copied
   // here; without it, ready on any node (nothing is copied).
   Result<std::vector<std::string>> Wait(const std::vector<std::string>& ids, int num_returns, int64_t timeout_ms,
-                                        bool fetch_local = true);
-  void Release(const std::string& id);
+                                        bool fetch_local = true) override;
+  void Release(const std::string& id) override;
 
   // Reference counting of this process's ObjectRefs.
-  void AddLocalRef(const std::string& id);
+  void AddLocalRef(const std::string& id) override;
   void AdoptLocalRef(const std::string& id);  // the raylet already counts this hold
-  void RemoveLocalRef(const std::string& id);
+  void RemoveLocalRef(const std::string& id) override;
   int64_t LocalRefCount(const std::string& id);
   // Sends pending reference changes and releases now.
   Status Flush();
@@ -203,145 +216,36 @@ class CoreWorker {
   void Shutdown();
 
  private:
-  explicit CoreWorker(std::unique_ptr<BlockingConnection> conn);
-  // One-way messages are batched: Send queues (written within ~200 us, at
-  // 64 KiB, or before the next request); SendNow writes the queue at once.
-  Status Send(uint16_t type, const google::protobuf::MessageLite& m);
-  Status SendNow(uint16_t type, const google::protobuf::MessageLite& m);
-  Status WriteOutLocked();
-  Result<Frame> Call(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms);
-  Status FlushLocked();
-  void FlushLoop();
-  // Releases every mapping with no view (REQUIRES refs_mu_).
-  void UnmapIdleLocked();
-  // Call, with the reply parsed as `Reply` ("malformed <what> reply" if it is not one).
-  template <typename Reply>
-  Result<Reply> CallFor(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms, const char* what) {
-    PHALANX_ASSIGN_OR_RETURN(Frame f, Call(type, m, timeout_ms));
-    Reply r;
-    if (!r.ParseFromString(f.body)) return Status::Internal(std::string("malformed ") + what + " reply");
-    return r;
-  }
-
-  // ---- direct actor calls ----
-  struct ActorRoute {
-    uint64_t conn = 0;          // the connection to the actor's worker; 0: calls go through the raylet
-    bool remote = false;        // the actor's worker is on another node
-    std::string node_id;        // the actor's node
-    int32_t incarnation = 0;    // the actor's restarts when we connected
-    // The last call sent through the raylet, not known to be finished. The
-    // actor runs one caller's calls in order, so when it is done, so are the
-    // ones before it.
-    std::string last_raylet_call;
-    Clock::time_point next_lookup{};
-    std::chrono::milliseconds backoff{1};
-    std::deque<std::string> inflight;       // task ids sent straight to the worker, oldest first
-    // max_pending_calls: the first return of each call sent through the
-    // raylet that may not be done yet (kept once ActorCallsInFlight is asked).
-    bool count_raylet_calls = false;
-    std::vector<std::string> raylet_calls;
-  };
-  struct DirectCall {
-    rpc::TaskSpec spec;
-    std::vector<std::string> arg_refs;  // ref arguments kept alive until the result comes
-  };
-  struct RunningDirect {
-    uint64_t conn = 0;
-    std::vector<std::string> fetched;  // ref arguments copied from the caller's node, held till done
-    std::vector<std::string> borrowed;  // refs nested in the arguments, from the caller's node (local refs till done)
-  };
-  void NoteCancel(const std::string& task_id, bool from_raylet);
-  // For in-store returns: their sizes (recorded at create) go with them.
-  void FillReturnSizesLocked(rpc::TaskDone* done);
-  Status SubmitActorCall(rpc::TaskSpec spec);
-  // Under routes_mu_: asks the raylet whether calls may go direct, and connects.
-  void MaybeGoDirect(const std::string& actor_id, ActorRoute& r);
-  Status SendActorCallLocked(ActorRoute& r, rpc::TaskSpec spec);
-  // For an actor on another node (`actor_node`): small ref arguments become
-  // inline values, and refs nested in the arguments are lent to that node.
-  Status InlineRefArgs(rpc::TaskSpec* spec, const std::string& actor_node);
-  DirectIo* Io();
-  void FlushDirect();  // writes queued direct calls now
+  CoreWorker(std::unique_ptr<BlockingConnection> conn, const CoreWorkerOptions& options, WorkerIdentity me,
+             const std::string& cluster_token, std::shared_ptr<const TlsContext> tls);
+  // Pushes from the raylet that are handled as they are read (see BlockingConnection::SetPushFilter).
+  bool FilterPush(const Frame& f, std::deque<Frame>* queued);
+  // What a reference change asks of the channel.
+  void Apply(RefCounter::Flush flush);
+  // DirectIo's frames and closes, to the caller's side or the actor's.
   void OnDirectFrames(uint64_t conn, std::vector<Frame>& frames);
   void OnDirectClose(uint64_t conn, const Status& why);
-  void OnDirectDone(std::vector<rpc::TaskDone>& done);
-  Status StartDirectServer(rpc::TaskDone* done);
-  Status ReleaseHeldReturns(const rpc::TaskDone& done);
-  // Actor side: a direct call about to run (its arguments read); its result goes back to its caller.
-  rpc::PushTask StartDirectCall(HeldCalls::Call call);
-  // Lets go of what a direct call that will not run holds (its caller went away).
-  void ReleaseDirectArgs(const std::vector<std::string>& fetched, const std::vector<std::string>& borrowed);
-  class HeldArgs;  // HeldCalls::Objects over this CoreWorker
+  template <typename Reply>
+  Result<Reply> CallFor(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms, const char* what) {
+    return channel_.CallFor<Reply>(type, m, timeout_ms, what);
+  }
 
-  std::unique_ptr<BlockingConnection> conn_;
-  CoreWorkerOptions options_;
-  std::string node_address_;
-  std::string cluster_token_;
-  std::shared_ptr<const TlsContext> tls_;  // the cluster runs with --tls
-  std::string client_id_;
-  std::string node_id_;
-  std::string session_dir_;
+  const CoreWorkerOptions options_;
+  const WorkerIdentity me_;
   std::string gcs_address_;
   uint8_t* store_base_ = nullptr;
   uint64_t store_capacity_ = 0;
-  uint64_t inline_threshold_ = 100 * 1024;
   int store_fd_ = -1;
   std::atomic<uint64_t> task_counter_{1};
   std::atomic<uint64_t> put_counter_{1};
-  InterruptCheck interrupt_;
-
   std::mutex fn_mu_;
   std::unordered_map<std::string, bool> registered_functions_;  // guarded by fn_mu_
-
-  std::mutex refs_mu_;
-  std::condition_variable refs_cv_;
-  std::unordered_map<std::string, int64_t> local_refs_;  // guarded by refs_mu_
-  std::unordered_map<std::string, bool> dirty_;          // id -> held at last flush; guarded by refs_mu_
-  std::vector<std::string> releases_;                    // guarded by refs_mu_
-  // Small values this process put or got, kept while it holds a ref to them:
-  // a get of those needs no round trip to the raylet. guarded by refs_mu_.
-  std::unordered_map<std::string, std::string> local_values_;
-  // Store objects this process holds a ref to and has mapped: one raylet pin
-  // each, shared by all of this process's views. guarded by refs_mu_.
-  struct MappedObject {
-    uint64_t offset = 0;
-    uint64_t size = 0;
-    int64_t views = 0;
-  };
-  std::unordered_map<std::string, MappedObject> mapped_;
-  // The raylet asked for the pins of mappings nothing reads now (UNMAP_IDLE):
-  // set by the reading thread, handled by the flush thread.
-  std::atomic<bool> unmap_idle_{false};
-  // Return ids of direct calls whose results have not come yet; guarded by refs_mu_.
-  std::unordered_set<std::string> direct_pending_;
-  std::condition_variable direct_cv_;                    // with refs_mu_: a direct result came
-  bool stopping_ = false;                                // guarded by refs_mu_
-  std::string out_buf_;                                  // encoded frames to write; guarded by refs_mu_
-  std::thread flusher_;
-
-  std::mutex io_mu_;
-  std::unique_ptr<DirectIo> io_;  // started on first use; guarded by io_mu_ until then
-  // Lock order: routes_mu_ before refs_mu_.
-  std::mutex routes_mu_;
-  std::unordered_map<std::string, ActorRoute> routes_;        // actor id -> route; guarded by routes_mu_
-  std::unordered_map<uint64_t, std::string> conn_actor_;      // caller's connections; guarded by routes_mu_
-  std::unordered_map<std::string, DirectCall> direct_calls_;  // task id -> call; guarded by routes_mu_
-  std::atomic<uint64_t> direct_calls_sent_{0};
-  // Worker side (an actor's process).
-  std::mutex server_mu_;
-  std::unordered_map<uint64_t, std::string> callers_;         // connections that said hello -> the caller's node; guarded by server_mu_
-  std::unordered_map<std::string, std::string> stream_owners_;  // running generators -> the caller's node; guarded by server_mu_
-  std::unordered_set<std::string> cancelled_;                 // tasks cancelled before they were done; guarded by server_mu_
-  uint64_t raylet_cancels_ = 0;                               // CANCEL_TASKs from the raylet; guarded by server_mu_
-  uint64_t cancel_signals_ = 0;                               // the raylet's SIGUSR2s handled; guarded by server_mu_
-  std::unordered_map<std::string, RunningDirect> running_direct_;  // guarded by server_mu_
-  std::unordered_set<std::string> creations_;                 // creation tasks pushed; guarded by server_mu_
-  std::unordered_set<std::string> running_tasks_;             // tasks taken and not done; guarded by server_mu_
-  std::unordered_map<std::string, uint64_t> return_sizes_;    // store returns of running tasks; guarded by server_mu_
-  bool serving_ = false;                                      // guarded by server_mu_
-  // Direct calls whose arguments are not ready, or that wait behind their caller's first such call.
-  std::unique_ptr<HeldArgs> held_args_;
-  std::unique_ptr<HeldCalls> held_;
+  // The parts, in the order they are built (each is given those before it).
+  RefCounter refs_;
+  RayletChannel channel_;
+  DirectIo io_;
+  DirectCaller caller_;
+  TaskServer server_;
 };
 
 }  // namespace phalanx

@@ -45,7 +45,6 @@ DirectIo::DirectIo(std::string token, std::shared_ptr<const TlsContext> tls, Fra
                    CloseHandler on_close)
     : token_(std::move(token)), tls_(std::move(tls)), on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  thread_ = std::thread([this] { Loop(); });
 }
 
 DirectIo::~DirectIo() {
@@ -56,7 +55,12 @@ DirectIo::~DirectIo() {
 void DirectIo::Stop() {
   if (stopping_.exchange(true)) return;
   Wake();
-  if (thread_.joinable()) thread_.join();
+  std::thread poller;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    poller = std::move(thread_);
+  }
+  if (poller.joinable()) poller.join();
   std::lock_guard<std::mutex> l(mu_);
   for (auto& [id, c] : conns_) {
     std::lock_guard<std::mutex> w(c->write_mu);
@@ -97,6 +101,8 @@ uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool a
     std::lock_guard<std::mutex> l(mu_);
     id = next_id_++;
     conns_[id] = std::move(c);
+    // The poll thread starts with the first socket (most processes never make one).
+    if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { Loop(); });
   }
   Wake();
   return id;

@@ -17,7 +17,7 @@
 // this process's user. With a TLS context (--tls), TCP sockets are TLS
 // under the handshake (core/tls.h); Unix sockets never leave the machine.
 // Memory follows the bytes that arrived (FrameReader).
-// Idle, the thread sleeps in poll(): no CPU.
+// The thread starts with the first socket; idle, it sleeps in poll(): no CPU.
 // Thread-safe.
 #pragma once
 
@@ -123,7 +123,7 @@ class DirectIo {
   Clock::time_point queued_since_;                             // guarded by mu_
   std::vector<char> raw_;  // TLS: bytes just read from a socket; poll thread only
   std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  std::thread thread_;  // guarded by mu_
 };
 
 }  // namespace phalanx
