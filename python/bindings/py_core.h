@@ -38,6 +38,14 @@ auto WithoutGil(F&& f) {
   return f();
 }
 void RegisterExceptionTranslator();
+// A Status with this message is a pending KeyboardInterrupt (CheckInterrupt, cluster.cc).
+inline constexpr char kInterrupted[] = "__interrupted__";
+
+// An ObjectRef for `id` whose hold the raylet counts already (objects.cc).
+pyb::object AdoptRef(const std::string& id);
+// (kind, payload) for a resolved object: 0 inline bytes, 1 StoreBuffer,
+// 2 lost (code, message), 3 still pending (objects.cc).
+pyb::tuple ValueToPython(const std::shared_ptr<CoreWorker>& core, rpc::ObjectValue& v);
 
 // A read-only view of one object in the store, pinned while this lives.
 struct StoreBuffer {
@@ -52,6 +60,12 @@ struct StoreBuffer {
   uint64_t size;
 };
 
+// The functions of phalanx._core, by area, each in the file named after it.
+void BindCluster(pyb::module_& m);
+void BindTasks(pyb::module_& m);
+void BindObjects(pyb::module_& m);
+void BindCollectives(pyb::module_& m);
+void BindGcs(pyb::module_& m);
 void BindObjectRef(pyb::module_& m);
 void BindSerialization(pyb::module_& m);
 void BindActors(pyb::module_& m);

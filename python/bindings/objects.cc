@@ -1,0 +1,73 @@
+// The objects of phalanx._core: the pinned store view, ids, get, wait, refs.
+// (Puts and values are serialization.cc's, ObjectRef object_ref.cc's.)
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "python/bindings/py_core.h"
+
+namespace phalanx::py {
+
+pyb::object AdoptRef(const std::string& id) {
+  // Leaked on purpose: a static py::object would be released after the interpreter is gone.
+  static pyb::object* adopt = new pyb::object(pyb::module_::import("phalanx._core").attr("ObjectRef").attr("_adopt"));
+  return (*adopt)(pyb::bytes(id));
+}
+
+// (kind, payload) for a resolved object: 0 inline bytes, 1 StoreBuffer,
+// 2 lost (code, message), 3 still pending.
+pyb::tuple ValueToPython(const std::shared_ptr<CoreWorker>& core, rpc::ObjectValue& v) {
+  switch (v.state()) {
+    case rpc::OBJ_INLINE: return pyb::make_tuple(0, pyb::bytes(v.data()));
+    case rpc::OBJ_IN_STORE: {
+      auto buf = std::make_shared<StoreBuffer>(core, v.object_id(), core->store_base() + v.offset(), v.size());
+      return pyb::make_tuple(1, pyb::cast(buf));
+    }
+    case rpc::OBJ_LOST: return pyb::make_tuple(2, pyb::make_tuple(v.error_code(), v.error()));
+    default: return pyb::make_tuple(3, pyb::none());
+  }
+}
+
+void BindObjects(pyb::module_& m) {
+  pyb::class_<StoreBuffer, std::shared_ptr<StoreBuffer>>(m, "StoreBuffer", pyb::buffer_protocol())
+      .def_buffer([](StoreBuffer& b) {
+        return pyb::buffer_info(const_cast<uint8_t*>(b.data), 1, pyb::format_descriptor<uint8_t>::format(), 1,
+                                {static_cast<pyb::ssize_t>(b.size)}, {1}, /*readonly=*/true);
+      })
+      .def("__len__", [](const StoreBuffer& b) { return b.size; });
+
+  m.def("next_put_id", [] { return pyb::bytes(RequireCore()->NextPutId()); });
+  m.def("object_id", [](pyb::bytes task_id, uint32_t index) { return pyb::bytes(MakeObjectId(task_id, index)); });
+  m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
+  m.def("get", [](std::vector<std::string> ids, int64_t timeout_ms) {
+    auto core = RequireCore();
+    auto r = WithoutGil([&] { return core->Get(ids, timeout_ms); });
+    ThrowIfError(r.status());
+    pyb::list out;
+    for (auto& v : r.value()) out.append(ValueToPython(core, v));
+    return out;
+  });
+
+  m.def("wait", [](std::vector<std::string> ids, int num_returns, int64_t timeout_ms, bool fetch_local) {
+    auto core = RequireCore();
+    auto r = WithoutGil([&] { return core->Wait(ids, num_returns, timeout_ms, fetch_local); });
+    ThrowIfError(r.status());
+    pyb::list out;
+    for (auto& id : r.value()) out.append(pyb::bytes(id));
+    return out;
+  });
+
+  m.def("flush", [] {
+    auto core = Core();
+    if (core) ThrowIfError(core->Flush());
+  });
+  m.def("local_ref_count", [](pyb::bytes id) {
+    auto core = Core();
+    return core ? core->LocalRefCount(id) : 0;
+  });
+}
+
+}  // namespace phalanx::py

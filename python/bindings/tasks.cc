@@ -1,0 +1,353 @@
+// The tasks of phalanx._core: functions, submission (the job context a task
+// inherits), the worker's next task and its results, generators' items and
+// reads, cancels.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/trace.h"
+#include "python/bindings/py_core.h"
+
+namespace phalanx::py {
+
+namespace {
+
+// submit_task's strategy with this bit: PlacementGroupSchedulingStrategy(...,
+// placement_group_capture_child_tasks=True) (remote_function.strategy_args).
+constexpr int kCaptureFlag = 256;
+
+// The job and namespace that tasks submitted from here belong to: the
+// driver's for the process, or, in a worker, those of the task this thread
+// runs (next_task sets them; set_job_context for another thread), which is
+// then their parent (phalanx.cancel's recursive=True reaches them).
+struct JobContext {
+  std::string job_id;
+  std::string ns;
+  std::string parent_task;
+  std::string capture_pg;  // a placement group that captures what this task submits
+  std::string pg;          // the placement group the running task was placed in (Ray's get_placement_group_id)
+};
+std::string g_actor_pg;  // the placement group this process's actor was created in; guarded by g_job_mu
+// The placement group an actor of this process was created in with
+// placement_group_capture_child_tasks: what its calls submit goes there too.
+std::string g_actor_capture_pg;  // guarded by g_job_mu
+std::atomic<bool> g_actor_captures{false};  // g_actor_capture_pg is set (no lock per submit otherwise)
+std::mutex g_job_mu;
+JobContext g_job;  // guarded by g_job_mu
+std::atomic<uint64_t> g_job_generation{1};
+thread_local JobContext tl_job;
+thread_local bool tl_job_set = false;        // set for this thread (a task's)
+// This thread runs an async actor's event loop: its calls interleave, so the
+// parent of what it submits is the asyncio task's own (state.current_task).
+thread_local bool tl_job_async = false;
+thread_local uint64_t tl_job_generation = 0;  // else: the copy of g_job it holds
+
+const JobContext& CurrentJob() {
+  if (tl_job_set) return tl_job;
+  uint64_t gen = g_job_generation.load(std::memory_order_acquire);
+  if (tl_job_generation != gen) {  // copied once per thread and init()
+    std::lock_guard<std::mutex> l(g_job_mu);
+    tl_job = g_job;
+    tl_job_generation = gen;
+  }
+  return tl_job;
+}
+
+// A return value as the worker hands it in: (object_id, bytes or None (in store), contained ids).
+void AddReturn(rpc::TaskDone* d, const pyb::tuple& t) {
+  rpc::ReturnValue* rv = d->add_returns();
+  rv->set_object_id(t[0].cast<std::string>());
+  if (t[1].is_none()) {
+    rv->set_in_store(true);
+  } else {
+    char* p;
+    Py_ssize_t n;
+    PyBytes_AsStringAndSize(t[1].ptr(), &p, &n);
+    rv->set_data(p, n);
+  }
+  for (auto c : t[2].cast<pyb::list>()) rv->add_contained_ids(c.cast<std::string>());
+}
+
+}  // namespace
+
+void BindTasks(pyb::module_& m) {
+  m.def("next_task_id", [] { return pyb::bytes(RequireCore()->NextTaskId()); });
+
+  m.def("register_function", [](pyb::bytes id, const std::string& name, pyb::bytes pickled) {
+    ThrowIfError(RequireCore()->RegisterFunction(id, name, pickled));
+  });
+  m.def("get_function", [](pyb::bytes id, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string sid = id;
+    auto r = WithoutGil([&] { return core->GetFunction(sid, timeout_ms); });
+    ThrowIfError(r.status());
+    return pyb::make_tuple(r.value().name(), pyb::bytes(r.value().pickled()));
+  });
+
+  // args: list of (keyword, object_id or None, inline bytes or None).
+  m.def(
+      "submit_task",
+      [](pyb::bytes function_id, const std::string& name, pyb::list args, int num_returns, double num_cpus,
+         int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
+         int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
+         const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
+         bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered) {
+        auto core = RequireCore();
+        rpc::TaskSpec spec;
+        spec.set_task_id(core->NextTaskId(kind == rpc::TASK_ACTOR_METHOD));
+        spec.set_function_id(function_id);
+        spec.set_function_name(name);
+        spec.set_num_returns(num_returns);
+        spec.set_num_cpus(num_cpus);
+        spec.set_max_retries(max_retries);
+        spec.set_caller_id(core->client_id());
+        const JobContext& job = CurrentJob();
+        if (!job.job_id.empty()) spec.set_job_id(job.job_id);
+        if (!job.ns.empty()) spec.set_namespace_name(job.ns);
+        if (!job.parent_task.empty()) {
+          spec.set_parent_task_id(job.parent_task);
+        } else if (tl_job_async) {  // the asyncio task's own (phalanx._private.state.current_task)
+          static auto* current = new pyb::object(pyb::module_::import("phalanx._private.state").attr("current_task"));
+          pyb::object t = current->attr("get")();
+          if (!t.is_none()) spec.set_parent_task_id(t.cast<pyb::tuple>()[0].cast<std::string>());
+        }
+        spec.set_kind(static_cast<rpc::TaskKind>(kind));
+        spec.set_calls_unordered(calls_unordered);
+        for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
+        // (strategy | kCaptureFlag: a placement group that captures its children)
+        bool capture = (strategy & kCaptureFlag) != 0;
+        strategy &= ~kCaptureFlag;
+        std::string capture_pg = job.capture_pg;
+        if (capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD && g_actor_captures.load(std::memory_order_acquire)) {
+          std::lock_guard<std::mutex> l(g_job_mu);
+          capture_pg = g_actor_capture_pg;
+        }
+        if (strategy == rpc::STRATEGY_DEFAULT && !capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD) {
+          // Submitted from a task or actor that captures its children: into its group, any bundle.
+          strategy = rpc::STRATEGY_PLACEMENT_GROUP;
+          affinity_node = pyb::bytes(capture_pg);
+          bundle_index = -1;
+          capture = true;
+        }
+        spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
+        if (strategy == rpc::STRATEGY_PLACEMENT_GROUP) {  // (affinity_node carries the group's id)
+          spec.set_placement_group_id(affinity_node);
+          spec.set_bundle_index(bundle_index);
+          spec.set_capture_child_tasks(capture);
+        } else {
+          spec.set_affinity_node(affinity_node);
+          spec.set_affinity_soft(affinity_soft);
+        }
+        if (generator != 0) {
+          spec.set_generator(static_cast<rpc::GeneratorMode>(generator));
+          spec.set_generator_backpressure(backpressure);
+        }
+        if (kind == rpc::TASK_ACTOR_CREATION) {
+          spec.set_actor_id(spec.task_id());
+          spec.set_max_restarts(max_restarts);
+          spec.set_max_task_retries(max_task_retries);
+          spec.set_actor_name(actor_name);
+          spec.set_detached(detached);
+        } else if (kind == rpc::TASK_ACTOR_METHOD) {
+          spec.set_actor_id(actor_id);
+          spec.set_method_name(method_name);
+        }
+        for (auto a : args) {
+          auto t = a.cast<pyb::tuple>();
+          rpc::TaskArg* arg = spec.add_args();
+          arg->set_keyword(t[0].cast<std::string>());
+          if (!t[1].is_none()) {
+            arg->set_object_id(t[1].cast<std::string>());
+          } else {
+            char* p;
+            Py_ssize_t n;
+            PyBytes_AsStringAndSize(t[2].ptr(), &p, &n);
+            arg->set_data(p, n);
+          }
+        }
+        for (auto c : contained) spec.add_contained_ids(c.cast<std::string>());
+        ThrowIfError(core->SubmitTask(spec));
+        pyb::list refs;
+        for (int i = 1; i <= num_returns; ++i) refs.append(AdoptRef(MakeObjectId(spec.task_id(), i)));
+        return refs;
+      },
+      pyb::arg("function_id"), pyb::arg("name"), pyb::arg("args"), pyb::arg("num_returns"), pyb::arg("num_cpus"),
+      pyb::arg("max_retries"), pyb::arg("contained"), pyb::arg("kind") = 0, pyb::arg("actor_id") = pyb::bytes(),
+      pyb::arg("method_name") = "", pyb::arg("max_restarts") = 0, pyb::arg("max_task_retries") = 0,
+      pyb::arg("actor_name") = "", pyb::arg("detached") = false,
+      pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
+      pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
+      pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1,
+      pyb::arg("calls_unordered") = false);
+
+  // The placement group of the running task or of this process's actor; empty bytes if none.
+  m.def("current_placement_group", [] {
+    std::string pg = CurrentJob().pg;
+    if (pg.empty()) {
+      std::lock_guard<std::mutex> l(g_job_mu);
+      pg = g_actor_pg;
+    }
+    return pyb::bytes(pg);
+  });
+
+  // this_thread: only for the calling thread (a worker thread running a
+  // task); else the process's default (a driver at init).
+  m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread, pyb::bytes parent_task) {
+    JobContext j;
+    j.job_id = job_id;
+    j.ns = ns;
+    j.parent_task = parent_task;
+    if (this_thread) {
+      tl_job_async = j.parent_task.empty();  // (an event loop's thread: see tl_job_async)
+      tl_job = std::move(j);
+      tl_job_set = true;
+      return;
+    }
+    std::lock_guard<std::mutex> l(g_job_mu);
+    g_job = std::move(j);
+    g_job_generation.fetch_add(1, std::memory_order_release);
+  });
+
+  m.def("direct_calls_sent", [] {
+    auto core = Core();
+    return core ? core->direct_calls_sent() : 0;
+  }, "How many actor method calls this process sent straight to an actor's worker.");
+  // Worker side. Returns a TaskCall (task_call.cc), its args as (keyword, kind,
+  // payload) where kind/payload are as in get(); or a notice: ("cancel", task id),
+  // ("cancelled", TaskCall) for one cancelled before it started.
+  m.def("next_task", [](int64_t timeout_ms) -> pyb::object {
+    auto core = RequireCore();
+    auto r = WithoutGil([&] { return core->NextTask(timeout_ms); });
+    ThrowIfError(r.status());
+    rpc::PushTask& t = r.value();
+    if (t.cancel()) return pyb::make_tuple("cancel", pyb::bytes(t.spec().task_id()));  // a notice, not a task
+    const rpc::TaskSpec& s = t.spec();
+    pyb::list args;
+    int ref_index = 0;
+    for (const auto& a : s.args()) {
+      if (a.object_id().empty()) {
+        args.append(pyb::make_tuple(a.keyword(), 0, pyb::bytes(a.data())));
+      } else {
+        pyb::tuple v = ValueToPython(core, *t.mutable_ref_args(ref_index++));
+        args.append(pyb::make_tuple(a.keyword(), v[0], v[1]));
+      }
+    }
+    // Tasks this one submits from this thread belong to its job (a thread
+    // that runs it elsewhere sets the same with set_job_context).
+    tl_job.job_id = s.job_id();
+    tl_job.ns = s.namespace_name();
+    tl_job.parent_task = s.task_id();
+    tl_job.capture_pg = s.capture_child_tasks() ? s.placement_group_id() : std::string();
+    tl_job.pg = s.placement_group_id();
+    tl_job_async = false;
+    if (s.kind() == rpc::TASK_ACTOR_CREATION) {  // (its calls' threads submit into its group too)
+      std::lock_guard<std::mutex> l(g_job_mu);
+      g_actor_capture_pg = tl_job.capture_pg;
+      g_actor_pg = tl_job.pg;
+      g_actor_captures.store(!g_actor_capture_pg.empty(), std::memory_order_release);
+    }
+    tl_job_set = true;  // (a worker's thread: never the driver's context)
+    pyb::object resources = pyb::none();
+    if (s.resources_size() > 0) {
+      pyb::dict d;
+      for (const auto& [k, v] : s.resources()) d[pyb::str(k)] = v;
+      resources = d;
+    }
+    pyb::object task = MakeTaskCall(
+        {pyb::bytes(s.task_id()), pyb::bytes(s.function_id()), pyb::str(s.function_name()), std::move(args),
+         pyb::int_(s.num_returns()), pyb::int_(s.attempt()), pyb::int_(static_cast<int>(s.kind())),
+         pyb::bytes(s.actor_id()), pyb::str(s.method_name()),
+         pyb::cast(std::vector<int>(t.gpu_ids().begin(), t.gpu_ids().end())), pyb::bytes(s.job_id()),
+         pyb::str(s.namespace_name()), pyb::float_(s.num_cpus()), std::move(resources),
+         pyb::int_(static_cast<int>(s.generator())), pyb::int_(s.generator_backpressure())});
+    // Cancelled before it started: the worker reports it so instead of running it.
+    if (t.cancelled()) return pyb::make_tuple("cancelled", task);
+    return task;
+  });
+
+  // returns: list of (object_id, bytes or None (in store), contained ids)
+  m.def("task_done", [](pyb::bytes task_id, pyb::list returns, double exec_seconds, const std::string& error,
+                        bool exiting, const std::string& name) {
+    auto core = RequireCore();
+    rpc::TaskDone d;
+    d.set_task_id(task_id);
+    if (trace::ProcessRing() != nullptr) {  // the timeline: this run, on this thread
+      uint64_t dur = static_cast<uint64_t>(std::max(0.0, exec_seconds) * 1e9);
+      trace::Emit(trace::kExec, trace::NowNs() - dur, dur, d.task_id(), name, 0, 0, std::string(),
+                  error.empty() ? 0 : trace::kFailed);
+    }
+    d.set_exiting(exiting);
+    d.set_exec_seconds(exec_seconds);
+    d.set_error(error);
+    for (auto x : returns) AddReturn(&d, x.cast<pyb::tuple>());
+    pyb::gil_scoped_release nogil;
+    ThrowIfError(core->TaskDone(std::move(d)));
+  }, pyb::arg("task_id"), pyb::arg("returns"), pyb::arg("exec_seconds"), pyb::arg("error"),
+     pyb::arg("exiting") = false, pyb::arg("name") = std::string());
+
+  // Generators. Worker side: one item (a return tuple as in task_done), or
+  // None with end=True and the number of items made.
+  m.def("stream_item", [](pyb::bytes task_id, pyb::object item, bool end, uint64_t count) {
+    auto core = RequireCore();
+    rpc::TaskDone d;
+    d.set_task_id(task_id);
+    if (!item.is_none()) AddReturn(&d, item.cast<pyb::tuple>());
+    d.set_stream_end(end);
+    d.set_stream_items(count);
+    pyb::gil_scoped_release nogil;
+    ThrowIfError(core->StreamItem(std::move(d)));
+  }, pyb::arg("task_id"), pyb::arg("item"), pyb::arg("end") = false, pyb::arg("count") = 0);
+  // -> (consumed, dropped) once the caller has read `need` items, it let go, or at the timeout.
+  m.def("stream_credit", [](pyb::bytes task_id, uint64_t need, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string tid = task_id;
+    auto r = WithoutGil([&] { return core->StreamCredit(tid, need, timeout_ms); });
+    ThrowIfError(r.status());
+    return pyb::make_tuple(r.value().consumed(), r.value().dropped());
+  });
+  // Caller side: -> (available, ended) once more than `consumed` items are there, the end, or the timeout.
+  m.def("stream_next", [](pyb::bytes task_id, uint64_t consumed, int64_t timeout_ms) {
+    auto core = RequireCore();
+    std::string tid = task_id;
+    auto r = WithoutGil([&] { return core->StreamNext(tid, consumed, timeout_ms); });
+    ThrowIfError(r.status());
+    return pyb::make_tuple(r.value().available(), r.value().ended());
+  });
+  // phalanx.cancel (see rpc::CancelTask).
+  m.def("cancel", [](pyb::bytes task_id, bool force, bool recursive) {
+    auto core = RequireCore();
+    std::string tid = task_id;
+    pyb::gil_scoped_release nogil;
+    ThrowIfError(core->Cancel(tid, force, recursive));
+  });
+  m.def("cancel_requested", [](pyb::bytes task_id, bool read) {
+    auto core = Core();
+    if (!core) return false;
+    std::string tid = task_id;
+    pyb::gil_scoped_release nogil;
+    return core->CancelRequested(tid, read);
+  });
+  m.def("cancel_signalled", [](pyb::bytes task_id) {
+    auto core = Core();
+    if (!core) return false;
+    std::string tid = task_id;
+    pyb::gil_scoped_release nogil;
+    return core->CancelSignalled(tid);
+  });
+  m.def("stream_drop", [](pyb::bytes task_id) {
+    auto core = Core();
+    if (core) (void)core->StreamDrop(task_id);  // (at exit, with the connection gone, there is nothing to drop)
+  });
+  m.def("stream_item_id", [](pyb::bytes task_id, uint64_t k) {
+    return pyb::bytes(MakeObjectId(task_id, static_cast<uint32_t>(2 + k)));
+  });
+}
+
+}  // namespace phalanx::py
