@@ -5,7 +5,7 @@ row is how docs/benchmarks.md compares a change with the build before it.
 
     git clone . /tmp/base && git -C /tmp/base checkout OLD
     (cd /tmp/base && .venv/bin/python -m pip install --no-build-isolation --target /tmp/base_site .)
-    .venv/bin/python bench/ab_microbenchmark.py --base-site /tmp/base_site --pairs 3 --json docs/ab.json
+    .venv/bin/python bench/ab_microbenchmark.py --base-site /tmp/base_site --pairs 3 --json docs/results/ab.json
 
 The same build with and without a setting: leave out --base-site and give
 --base-env (the timeline's cost: --base-env PHALANX_TRACE=0, tracing off
@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+MICROBENCHMARK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "microbenchmark.py")
+
 
 def run_once(site, extra, env_extra=()):
     """One microbenchmark run (--peers none): {metric: value}."""
@@ -36,7 +38,7 @@ def run_once(site, extra, env_extra=()):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     try:
-        subprocess.run([sys.executable, "-m", "phalanx.microbenchmark", "--peers", "none", "--json", out] + extra,
+        subprocess.run([sys.executable, MICROBENCHMARK, "--peers", "none", "--json", out] + extra,
                        env=env, check=True, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL)
         with open(out) as f:
             data = json.load(f)
@@ -58,7 +60,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--base-first", action="store_true", help="each pair starts with the base build")
     ap.add_argument("--json")
-    ap.add_argument("extra", nargs="*", help="arguments for phalanx.microbenchmark (after --)")
+    ap.add_argument("extra", nargs="*", help="arguments for bench/microbenchmark.py (after --)")
     a = ap.parse_args()
     if not a.base_site and not a.base_env:
         ap.error("give --base-site, --base-env or both")

@@ -8,7 +8,7 @@ completion with the right value, a named error (a PhalanxError), a hang (its
 deadline passed: must be 0) or a wrong value (must be 0).
 
     .venv/bin/python bench/chaos.py                          # 30 minutes, a kill every 10 s
-    .venv/bin/python bench/chaos.py --minutes 3 --kill-every 5 --json docs/chaos.json
+    .venv/bin/python bench/chaos.py --minutes 3 --kill-every 5 --json docs/results/chaos.json
 
 Prints a line per kill and a summary: operations, kills by kind,
 completions, named errors, hangs, wrong values, time to detect (a node's

@@ -4,7 +4,7 @@ actor call or actor call through the raylet at a time) and the main
 throughput ones, with tracing on and off (PHALANX_TRACE=0), alternated in
 fresh clusters on one machine.
 
-    .venv/bin/python bench/trace_overhead.py --rounds 8 --json docs/trace_overhead.json
+    .venv/bin/python bench/trace_overhead.py --rounds 8 --json docs/results/trace_overhead.json
     .venv/bin/python bench/trace_overhead.py --pin 0     # every process on CPU 0
     .venv/bin/python bench/trace_overhead.py --rows "single client put calls"
 
@@ -27,13 +27,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from microbenchmark import window_rates  # noqa: E402  (bench/microbenchmark.py)
+
 ROWS = ("single client tasks sync", "1:1 actor calls sync", "1:1 actor calls sync through the raylet",
         "single client tasks async", "single client put calls", "single client get calls", "1:1 actor calls async")
 
 
 def windows(fn, seconds, n, per_call=1):
     """Units per second in each of `n` windows of `seconds`, after 0.3 s of warm-up."""
-    from phalanx.microbenchmark import window_rates
     end = time.perf_counter() + 0.3
     while time.perf_counter() < end:
         fn()

@@ -2,9 +2,12 @@
 distributed measured in the same run on the same machine, and a plain
 memcpy of the same bytes.
 
-    python -m phalanx.microbenchmark                  # phalanx, ray, dask, memcpy
-    python -m phalanx.microbenchmark --peers none     # phalanx and memcpy only
-    python -m phalanx.microbenchmark --json out.json
+    .venv/bin/python bench/microbenchmark.py                  # phalanx, ray, dask, memcpy
+    .venv/bin/python bench/microbenchmark.py --peers none     # phalanx and memcpy only
+    .venv/bin/python bench/microbenchmark.py --json out.json
+
+(The phalanx it measures is the one Python imports: the venv's, or another
+build's with PYTHONPATH, as bench/ab_microbenchmark.py does.)
 
 Ray and Dask are installed with `pip install .[bench]` (scripts/bench.sh does
 it); they are peers to measure against, never dependencies of phalanx. Each
@@ -374,7 +377,7 @@ RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask,
 
 
 def run_in_subprocess(system, duration, reps, timeout):
-    cmd = [sys.executable, "-m", "phalanx.microbenchmark", "--_child", system,
+    cmd = [sys.executable, os.path.abspath(__file__), "--_child", system,
            "--duration", str(duration), "--reps", str(reps)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
