@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 

@@ -16,7 +16,7 @@
 #include "collectives/collective_wire.h"
 #include "collectives/reduce_manager.h"
 #include "collectives/reduce_step.h"
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"

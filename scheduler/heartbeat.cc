@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <deque>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/logging.h"
 
 namespace phalanx::scheduler {

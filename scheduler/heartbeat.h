@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/redis_client.h"
+#include "gcs/redis_client.h"
 #include "core/tls.h"
 
 namespace phalanx::scheduler {

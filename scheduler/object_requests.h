@@ -19,7 +19,7 @@
 
 #include <boost/asio.hpp>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"

@@ -17,7 +17,7 @@
 
 #include <boost/asio.hpp>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/rpc_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/cluster_view.h"

@@ -12,7 +12,7 @@
 
 #include <boost/asio.hpp>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"

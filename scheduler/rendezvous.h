@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "core/ids.h"
-#include "core/redis_client.h"
+#include "gcs/gcs_tables.h"
+#include "gcs/redis_client.h"
 #include "core/tls.h"
 #include "python/bindings/py_core.h"
 
@@ -60,7 +61,7 @@ pyb::object RedisCommand(const std::string& host, int port, const std::vector<st
 void BindGcs(pyb::module_& m) {
   // The node table as dicts (protobuf parsed here, so Python needs no protobuf package).
   m.def("gcs_nodes", [](const std::string& host, int port, double timeout_s) {
-    pyb::list raw = RedisCommand(host, port, {"HGETALL", "nodes"}, timeout_s);
+    pyb::list raw = RedisCommand(host, port, {"HGETALL", gcs_tables::kNodes}, timeout_s);
     pyb::list out;
     for (size_t i = 1; i < raw.size(); i += 2) {
       rpc::NodeInfo n;
@@ -81,7 +82,7 @@ void BindGcs(pyb::module_& m) {
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);
 
   m.def("gcs_actors", [](const std::string& host, int port, double timeout_s) {
-    pyb::list raw = RedisCommand(host, port, {"HGETALL", "actors"}, timeout_s);
+    pyb::list raw = RedisCommand(host, port, {"HGETALL", gcs_tables::kActors}, timeout_s);
     pyb::list out;
     static const char* kStates[] = {"PENDING", "ALIVE", "RESTARTING", "DEAD"};
     for (size_t i = 1; i < raw.size(); i += 2) {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 
 namespace phalanx::py {
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "worker/task_spec_builder.h"
 #include "core/trace.h"
 #include "python/bindings/py_core.h"
 
@@ -100,27 +101,24 @@ void BindTasks(pyb::module_& m) {
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
          bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered) {
         auto core = RequireCore();
-        rpc::TaskSpec spec;
-        spec.set_task_id(core->NextTaskId(kind == rpc::TASK_ACTOR_METHOD));
-        spec.set_function_id(function_id);
-        spec.set_function_name(name);
-        spec.set_num_returns(num_returns);
-        spec.set_num_cpus(num_cpus);
-        spec.set_max_retries(max_retries);
-        spec.set_caller_id(core->client_id());
+        TaskRequest req;
+        req.kind = static_cast<rpc::TaskKind>(kind);
+        req.function_id = function_id;
+        req.function_name = name;
+        req.num_returns = num_returns;
+        req.num_cpus = num_cpus;
+        req.max_retries = max_retries;
+        req.resources = resources;
         const JobContext& job = CurrentJob();
-        if (!job.job_id.empty()) spec.set_job_id(job.job_id);
-        if (!job.ns.empty()) spec.set_namespace_name(job.ns);
-        if (!job.parent_task.empty()) {
-          spec.set_parent_task_id(job.parent_task);
-        } else if (tl_job_async) {  // the asyncio task's own (phalanx._private.state.current_task)
+        req.job_id = job.job_id;
+        req.namespace_name = job.ns;
+        req.parent_task_id = job.parent_task;
+        if (req.parent_task_id.empty() && tl_job_async) {  // the asyncio task's own (phalanx._private.state.current_task)
           static auto* current = new pyb::object(pyb::module_::import("phalanx._private.state").attr("current_task"));
           pyb::object t = current->attr("get")();
-          if (!t.is_none()) spec.set_parent_task_id(t.cast<pyb::tuple>()[0].cast<std::string>());
+          if (!t.is_none()) req.parent_task_id = t.cast<pyb::tuple>()[0].cast<std::string>();
         }
-        spec.set_kind(static_cast<rpc::TaskKind>(kind));
-        spec.set_calls_unordered(calls_unordered);
-        for (const auto& [k, v] : resources) (*spec.mutable_resources())[k] = v;
+        req.calls_unordered = calls_unordered;
         // (strategy | kCaptureFlag: a placement group that captures its children)
         bool capture = (strategy & kCaptureFlag) != 0;
         strategy &= ~kCaptureFlag;
@@ -136,40 +134,33 @@ void BindTasks(pyb::module_& m) {
           bundle_index = -1;
           capture = true;
         }
-        spec.set_strategy(static_cast<rpc::SchedulingStrategy>(strategy));
-        if (strategy == rpc::STRATEGY_PLACEMENT_GROUP) {  // (affinity_node carries the group's id)
-          spec.set_placement_group_id(affinity_node);
-          spec.set_bundle_index(bundle_index);
-          spec.set_capture_child_tasks(capture);
+        req.strategy = static_cast<rpc::SchedulingStrategy>(strategy);
+        if (req.strategy == rpc::STRATEGY_PLACEMENT_GROUP) {  // (affinity_node carries the group's id)
+          req.placement_group_id = affinity_node;
+          req.bundle_index = bundle_index;
+          req.capture_child_tasks = capture;
         } else {
-          spec.set_affinity_node(affinity_node);
-          spec.set_affinity_soft(affinity_soft);
+          req.affinity_node = affinity_node;
+          req.affinity_soft = affinity_soft;
         }
-        if (generator != 0) {
-          spec.set_generator(static_cast<rpc::GeneratorMode>(generator));
-          spec.set_generator_backpressure(backpressure);
-        }
-        if (kind == rpc::TASK_ACTOR_CREATION) {
-          spec.set_actor_id(spec.task_id());
-          spec.set_max_restarts(max_restarts);
-          spec.set_max_task_retries(max_task_retries);
-          spec.set_actor_name(actor_name);
-          spec.set_detached(detached);
-        } else if (kind == rpc::TASK_ACTOR_METHOD) {
-          spec.set_actor_id(actor_id);
-          spec.set_method_name(method_name);
-        }
+        req.generator = static_cast<rpc::GeneratorMode>(generator);
+        req.generator_backpressure = backpressure;
+        req.max_restarts = max_restarts;
+        req.max_task_retries = max_task_retries;
+        req.actor_name = actor_name;
+        req.detached = detached;
+        req.actor_id = actor_id;
+        req.method_name = method_name;
+        rpc::TaskSpec spec = BuildTaskSpec(*core, std::move(req));
         for (auto a : args) {
           auto t = a.cast<pyb::tuple>();
-          rpc::TaskArg* arg = spec.add_args();
-          arg->set_keyword(t[0].cast<std::string>());
           if (!t[1].is_none()) {
-            arg->set_object_id(t[1].cast<std::string>());
+            AddRefArg(&spec, t[0].cast<std::string>(), t[1].cast<std::string>());
           } else {
             char* p;
             Py_ssize_t n;
             PyBytes_AsStringAndSize(t[2].ptr(), &p, &n);
-            arg->set_data(p, n);
+            AddValueArg(&spec, t[0].cast<std::string>(), p, static_cast<size_t>(n));
           }
         }
         for (auto c : contained) spec.add_contained_ids(c.cast<std::string>());

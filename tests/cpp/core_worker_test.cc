@@ -15,7 +15,7 @@
 #include <map>
 #include <thread>
 
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 #include "core/framed_connection.h"
 #include "core/ids.h"
 #include "core/proto/phalanx.pb.h"

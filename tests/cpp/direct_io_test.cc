@@ -1,7 +1,7 @@
-// DirectIo (core/direct_io.h) over TCP on loopback, plain and TLS: frames
+// DirectIo (worker/direct_io.h) over TCP on loopback, plain and TLS: frames
 // both ways, a large one, many small ones in order, and a caller of another
 // cluster refused before anything it sends is handed on.
-#include "core/direct_io.h"
+#include "worker/direct_io.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 #include "core/ids.h"
 
 using namespace phalanx;

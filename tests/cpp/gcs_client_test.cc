@@ -1,5 +1,5 @@
 // GcsClient against a real redis-server started on a free port.
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 
 #include <gtest/gtest.h>
 

@@ -5,9 +5,9 @@
 
 #include <optional>
 
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 #include "core/ids.h"
-#include "core/redis_client.h"
+#include "gcs/redis_client.h"
 #include "scheduler/cluster_view.h"
 #include "tests/cpp/test_util.h"
 

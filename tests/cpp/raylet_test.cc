@@ -5,7 +5,7 @@
 
 #include <signal.h>
 
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 #include "core/ids.h"
 #include "tests/cpp/test_util.h"
 

@@ -23,7 +23,7 @@ PACKAGE = os.path.dirname(phalanx.__file__)
 CORE = glob.glob(os.path.join(PACKAGE, "_core*.so"))
 RAYLET = os.path.join(PACKAGE, "bin", "phalanx-raylet")
 CPP_WORKER = os.path.join(PACKAGE, "bin", "phalanx-cpp-worker")
-# Mangled prefixes of the C++ API that phalanx-cpp-worker exports (core/cpp_worker.map).
+# Mangled prefixes of the C++ API that phalanx-cpp-worker exports (worker/cpp_worker.map).
 CPP_API_PREFIXES = ("_ZN7phalanx", "_ZZN7phalanx", "_ZGVZN7phalanx", "_ZTIN7phalanx", "_ZTSN7phalanx",
                     "_ZTVN7phalanx")
 # Symbols defined only by the C++ runtime's own code: a binary that defines one carries libstdc++ or libsupc++.

@@ -1,4 +1,4 @@
-#include "core/direct_io.h"
+#include "worker/direct_io.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "core/redis_client.h"
+#include "gcs/redis_client.h"
 
 #include <fcntl.h>
 #include <hiredis/hiredis.h>

@@ -1,4 +1,4 @@
-// The non-template half of the C++ API (core/include/phalanx/api.h): the
+// The non-template half of the C++ API (worker/include/phalanx/api.h): the
 // process's core worker, the embedded cluster, and the C++ worker loop.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,10 +19,11 @@
 #include <thread>
 
 #include "core/auth.h"
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 #include "core/ids.h"
 #include "core/process.h"
-#include "core/redis_client.h"
+#include "gcs/redis_client.h"
+#include "worker/task_spec_builder.h"
 #include "core/tls.h"
 #include "phalanx/api.h"
 
@@ -278,35 +279,30 @@ std::vector<std::string> SplitNames(const char* names) {
 std::string Submit(const std::string& name, const std::vector<Arg>& args, const std::map<std::string, double>& res,
                    int kind, const std::string& actor_id) {
   auto core = Core();
-  rpc::TaskSpec spec;
-  spec.set_task_id(core->NextTaskId(kind == rpc::TASK_ACTOR_METHOD));
-  spec.set_function_id("cpp:" + name);
-  spec.set_function_name(name);
-  spec.set_num_returns(1);
-  spec.set_kind(static_cast<rpc::TaskKind>(kind));
-  spec.set_caller_id(core->client_id());
-  spec.set_language(rpc::LANGUAGE_CPP);
-  double cpus = kind == 0 ? 1.0 : 0.0;
+  TaskRequest req;
+  req.kind = static_cast<rpc::TaskKind>(kind);
+  req.language = rpc::LANGUAGE_CPP;
+  req.function_id = "cpp:" + name;
+  req.function_name = name;
+  req.num_cpus = kind == rpc::TASK_NORMAL ? 1.0 : 0.0;
   for (const auto& [k, v] : res) {
     if (k == "CPU") {
-      cpus = v;
+      req.num_cpus = v;
     } else {
-      (*spec.mutable_resources())[k] = v;
+      req.resources[k] = v;
     }
   }
-  spec.set_num_cpus(cpus);
-  spec.set_max_retries(kind == 0 ? 3 : 0);
-  if (kind == 1) spec.set_actor_id(spec.task_id());
-  if (kind == 2) {
-    spec.set_actor_id(actor_id);
-    spec.set_method_name(name);
+  req.max_retries = kind == rpc::TASK_NORMAL ? 3 : 0;
+  if (kind == rpc::TASK_ACTOR_METHOD) {
+    req.actor_id = actor_id;
+    req.method_name = name;
   }
+  rpc::TaskSpec spec = BuildTaskSpec(*core, std::move(req));
   for (const auto& a : args) {
-    auto* arg = spec.add_args();
     if (a.object_id.empty()) {
-      arg->set_data(a.data);
+      AddValueArg(&spec, std::string(), a.data.data(), a.data.size());
     } else {
-      arg->set_object_id(a.object_id);
+      AddRefArg(&spec, std::string(), a.object_id);
     }
   }
   Check(core->SubmitTask(spec));

@@ -1,4 +1,4 @@
-#include "core/task_server.h"
+#include "worker/task_server.h"
 
 #include <algorithm>
 

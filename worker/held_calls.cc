@@ -1,4 +1,4 @@
-#include "core/held_calls.h"
+#include "worker/held_calls.h"
 
 #include <algorithm>
 #include <unordered_set>

@@ -1,16 +1,15 @@
-#include "core/gcs_client.h"
+#include "gcs/gcs_client.h"
 
 #include <algorithm>
 #include <cstdlib>
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "gcs/gcs_tables.h"
 
 namespace phalanx {
 namespace {
 
-const char kNodes[] = "nodes";
-const char kTasks[] = "tasks";
 std::string ObjKey(const std::string& id) { return "objdir:" + ToHex(id); }
 std::string ObjChannel(const std::string& id) { return "objloc:" + ToHex(id); }
 
@@ -65,12 +64,12 @@ void GcsClient::ResyncObjectLocations() {
 
 void GcsClient::RegisterNode(const rpc::NodeInfo& info) {
   std::string v = info.SerializeAsString();
-  redis_->Command({"HSET", kNodes, ToHex(info.node_id()), v});
-  redis_->Command({"PUBLISH", kNodes, v});
+  redis_->Command({"HSET", gcs_tables::kNodes, ToHex(info.node_id()), v});
+  redis_->Command({"PUBLISH", gcs_tables::kNodes, v});
 }
 
 void GcsClient::UpdateNode(const rpc::NodeInfo& info) {
-  redis_->Command({"HSET", kNodes, ToHex(info.node_id()), info.SerializeAsString()});
+  redis_->Command({"HSET", gcs_tables::kNodes, ToHex(info.node_id()), info.SerializeAsString()});
 }
 
 void GcsClient::MarkNodeDead(rpc::NodeInfo info) {
@@ -79,7 +78,7 @@ void GcsClient::MarkNodeDead(rpc::NodeInfo info) {
 }
 
 void GcsClient::GetAllNodes(Callback<std::vector<rpc::NodeInfo>> cb) {
-  redis_->Command({"HGETALL", kNodes}, [cb](Result<RedisReply> r) {
+  redis_->Command({"HGETALL", gcs_tables::kNodes}, [cb](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());
     std::vector<rpc::NodeInfo> out;
     const auto& els = r.value().elements;
@@ -92,7 +91,7 @@ void GcsClient::GetAllNodes(Callback<std::vector<rpc::NodeInfo>> cb) {
 }
 
 void GcsClient::GetHeartbeats(Callback<std::unordered_map<std::string, std::string>> cb) {
-  redis_->Command({"HGETALL", "heartbeats"}, [cb](Result<RedisReply> r) {
+  redis_->Command({"HGETALL", gcs_tables::kHeartbeats}, [cb](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());
     std::unordered_map<std::string, std::string> out;
     const auto& els = r.value().elements;
@@ -102,18 +101,18 @@ void GcsClient::GetHeartbeats(Callback<std::unordered_map<std::string, std::stri
 }
 
 std::vector<std::string> GcsClient::HeartbeatCommand(const std::string& node_id, const std::string& value) {
-  return {"HSET", "heartbeats", ToHex(node_id), value};
+  return {"HSET", gcs_tables::kHeartbeats, ToHex(node_id), value};
 }
 
 void GcsClient::PutCheckpoint(const std::string& actor_id, const std::string& state,
                               std::function<void(Status)> done) {
-  redis_->Command({"HSET", "actor_checkpoints", ToHex(actor_id), state}, [done](Result<RedisReply> r) {
+  redis_->Command({"HSET", gcs_tables::kActorCheckpoints, ToHex(actor_id), state}, [done](Result<RedisReply> r) {
     if (done) done(r.status());
   });
 }
 
 void GcsClient::GetCheckpoint(const std::string& actor_id, Callback<std::string> cb) {
-  redis_->Command({"HGET", "actor_checkpoints", ToHex(actor_id)}, [cb](Result<RedisReply> r) {
+  redis_->Command({"HGET", gcs_tables::kActorCheckpoints, ToHex(actor_id)}, [cb](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());
     if (r.value().type != RedisReply::kString) return cb(Status::NotFound("no checkpoint"));
     cb(std::move(r.value().str));
@@ -121,11 +120,11 @@ void GcsClient::GetCheckpoint(const std::string& actor_id, Callback<std::string>
 }
 
 void GcsClient::DeleteCheckpoint(const std::string& actor_id) {
-  redis_->Command({"HDEL", "actor_checkpoints", ToHex(actor_id)});
+  redis_->Command({"HDEL", gcs_tables::kActorCheckpoints, ToHex(actor_id)});
 }
 
 void GcsClient::SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb) {
-  redis_->Subscribe(kNodes, [cb](const std::string&, const std::string& payload) {
+  redis_->Subscribe(gcs_tables::kNodes, [cb](const std::string&, const std::string& payload) {
     rpc::NodeInfo n;
     if (n.ParseFromString(payload)) cb(n);
   });
@@ -133,12 +132,12 @@ void GcsClient::SubscribeNodes(std::function<void(const rpc::NodeInfo&)> cb) {
 
 void GcsClient::PutActor(const rpc::ActorInfo& info) {
   std::string v = info.SerializeAsString();
-  redis_->Command({"HSET", "actors", ToHex(info.actor_id()), v});
-  redis_->Command({"PUBLISH", "actors", v});
+  redis_->Command({"HSET", gcs_tables::kActors, ToHex(info.actor_id()), v});
+  redis_->Command({"PUBLISH", gcs_tables::kActors, v});
 }
 
 void GcsClient::GetAllActors(Callback<std::vector<rpc::ActorInfo>> cb) {
-  GetAllMessages(redis_, "actors", std::move(cb));
+  GetAllMessages(redis_, gcs_tables::kActors, std::move(cb));
 }
 
 void GcsClient::Claim(const std::string& key, Callback<bool> cb) {
@@ -181,39 +180,39 @@ void GcsClient::ReleaseActorName(const std::string& name, const std::string& act
 }
 
 void GcsClient::PutPlacementGroup(const rpc::PlacementGroupInfo& info) {
-  redis_->Command({"HSET", "placement_groups", ToHex(info.pg_id()), info.SerializeAsString()});
+  redis_->Command({"HSET", gcs_tables::kPlacementGroups, ToHex(info.pg_id()), info.SerializeAsString()});
 }
 
 void GcsClient::DeletePlacementGroup(const std::string& pg_id) {
-  redis_->Command({"HDEL", "placement_groups", ToHex(pg_id)});
+  redis_->Command({"HDEL", gcs_tables::kPlacementGroups, ToHex(pg_id)});
 }
 
 void GcsClient::GetPlacementGroup(const std::string& pg_id, Callback<rpc::PlacementGroupInfo> cb) {
-  GetMessage(redis_, "placement_groups", ToHex(pg_id), "no placement group " + ToHex(pg_id) + " in the GCS",
+  GetMessage(redis_, gcs_tables::kPlacementGroups, ToHex(pg_id), "no placement group " + ToHex(pg_id) + " in the GCS",
              std::move(cb));
 }
 
 void GcsClient::GetAllPlacementGroups(Callback<std::vector<rpc::PlacementGroupInfo>> cb) {
-  GetAllMessages(redis_, "placement_groups", std::move(cb));
+  GetAllMessages(redis_, gcs_tables::kPlacementGroups, std::move(cb));
 }
 
 void GcsClient::GetActor(const std::string& actor_id, Callback<rpc::ActorInfo> cb) {
-  GetMessage(redis_, "actors", ToHex(actor_id), "no actor " + ToHex(actor_id) + " in the GCS", std::move(cb));
+  GetMessage(redis_, gcs_tables::kActors, ToHex(actor_id), "no actor " + ToHex(actor_id) + " in the GCS", std::move(cb));
 }
 
 void GcsClient::RegisterClient(const std::string& client_id, const std::string& node_id) {
-  redis_->Command({"HSET", "clients", ToHex(client_id), ToHex(node_id)});
+  redis_->Command({"HSET", gcs_tables::kClients, ToHex(client_id), ToHex(node_id)});
 }
 
 void GcsClient::ClientExists(const std::string& client_id, Callback<bool> cb) {
-  redis_->Command({"HEXISTS", "clients", ToHex(client_id)}, [cb](Result<RedisReply> r) {
+  redis_->Command({"HEXISTS", gcs_tables::kClients, ToHex(client_id)}, [cb](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());
     cb(r.value().type == RedisReply::kInteger && r.value().integer == 1);
   });
 }
 
 void GcsClient::ClientNode(const std::string& client_id, Callback<std::string> cb) {
-  redis_->Command({"HGET", "clients", ToHex(client_id)}, [cb, client_id](Result<RedisReply> r) {
+  redis_->Command({"HGET", gcs_tables::kClients, ToHex(client_id)}, [cb, client_id](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());
     std::string node = r.value().type == RedisReply::kString ? FromHex(r.value().str) : std::string();
     if (node.empty()) return cb(Status::NotFound("no process of this cluster had client id " + ToHex(client_id)));
@@ -222,17 +221,17 @@ void GcsClient::ClientNode(const std::string& client_id, Callback<std::string> c
 }
 
 void GcsClient::PutFunction(const rpc::RegisterFunction& f) {
-  redis_->Command({"HSET", "functions", ToHex(f.function_id()), f.SerializeAsString()});
+  redis_->Command({"HSET", gcs_tables::kFunctions, ToHex(f.function_id()), f.SerializeAsString()});
 }
 
 void GcsClient::GetFunction(const std::string& function_id, Callback<rpc::RegisterFunction> cb) {
-  GetMessage(redis_, "functions", ToHex(function_id), "function " + ToHex(function_id) + " was never registered",
+  GetMessage(redis_, gcs_tables::kFunctions, ToHex(function_id), "function " + ToHex(function_id) + " was never registered",
              std::move(cb));
 }
 
 void GcsClient::PutTaskRecords(const std::vector<rpc::TaskRecord>& records) {
   if (records.empty()) return;
-  std::vector<std::string> args{"HSET", kTasks};
+  std::vector<std::string> args{"HSET", gcs_tables::kTasks};
   args.reserve(2 + 2 * records.size());
   for (const auto& r : records) {
     args.push_back(ToHex(r.task_id()));
@@ -243,13 +242,13 @@ void GcsClient::PutTaskRecords(const std::vector<rpc::TaskRecord>& records) {
 
 void GcsClient::DeleteTaskRecords(const std::vector<std::string>& task_ids) {
   if (task_ids.empty()) return;
-  std::vector<std::string> args{"HDEL", kTasks};
+  std::vector<std::string> args{"HDEL", gcs_tables::kTasks};
   for (const auto& id : task_ids) args.push_back(ToHex(id));
   redis_->Command(args);
 }
 
 void GcsClient::GetTaskRecord(const std::string& task_id, Callback<rpc::TaskRecord> cb) {
-  GetMessage(redis_, kTasks, ToHex(task_id), "no task record for " + ToHex(task_id), std::move(cb));
+  GetMessage(redis_, gcs_tables::kTasks, ToHex(task_id), "no task record for " + ToHex(task_id), std::move(cb));
 }
 
 // An object's directory entry is one hash: "size"; per node holding a copy,

@@ -9,7 +9,7 @@
 // process put or got while it holds a ref to them, the store objects it
 // holds and has mapped (one raylet pin each, shared by the process's views),
 // and the return ids of direct actor calls whose results have not come yet
-// (a get of those waits here, core/direct_caller.h).
+// (a get of those waits here, worker/direct_caller.h).
 // Thread-safe; it never calls out while holding its lock.
 #pragma once
 

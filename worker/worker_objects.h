@@ -1,5 +1,5 @@
-// WorkerObjects: what the core worker's parts (core/direct_caller.h,
-// core/task_server.h) ask of the process's object side, implemented by the
+// WorkerObjects: what the core worker's parts (worker/direct_caller.h,
+// worker/task_server.h) ask of the process's object side, implemented by the
 // CoreWorker: gets and waits through the raylet, and the process's refs.
 #pragma once
 

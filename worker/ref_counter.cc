@@ -1,4 +1,4 @@
-#include "core/ref_counter.h"
+#include "worker/ref_counter.h"
 
 #include <algorithm>
 #include <thread>

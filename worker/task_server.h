@@ -1,7 +1,7 @@
 // TaskServer: a worker process's side of running tasks. It takes the next
 // task (NextTask): pushed by the raylet, or an actor method call written
 // straight to this actor's worker by its caller (its listener starts when
-// the actor's creation task is done, core/direct_io.h); sends each result
+// the actor's creation task is done, worker/direct_io.h); sends each result
 // back the way its task came; and keeps what runs: cancels noted for it,
 // the sizes of its store returns, the node that keeps a running
 // generator's stream, the arguments a direct call holds until it is done.
@@ -19,10 +19,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/direct_io.h"
-#include "core/held_calls.h"
-#include "core/raylet_channel.h"
-#include "core/worker_objects.h"
+#include "worker/direct_io.h"
+#include "worker/held_calls.h"
+#include "worker/raylet_channel.h"
+#include "worker/worker_objects.h"
 
 namespace phalanx {
 

@@ -1,4 +1,4 @@
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

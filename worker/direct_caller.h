@@ -1,5 +1,5 @@
 // DirectCaller: the caller's side of direct actor calls (see "Actor method
-// calls go straight to the actor's worker" in core/core_worker.h). It keeps
+// calls go straight to the actor's worker" in worker/core_worker.h). It keeps
 // a route per actor: whether calls go through the raylet or over a
 // connection to the actor's worker, the calls in flight on it, and the last
 // call sent through the raylet (the switch to the direct path waits until
@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/direct_io.h"
-#include "core/raylet_channel.h"
-#include "core/ref_counter.h"
-#include "core/worker_objects.h"
+#include "worker/direct_io.h"
+#include "worker/raylet_channel.h"
+#include "worker/ref_counter.h"
+#include "worker/worker_objects.h"
 
 namespace phalanx {
 

@@ -5,16 +5,16 @@
 // and collectives' requests. It is composed of parts, each in its own file:
 //
 //   RayletChannel  the connection to the raylet: batched one-way messages,
-//                  requests with a deadline (core/raylet_channel.h)
+//                  requests with a deadline (worker/raylet_channel.h)
 //   RefCounter     the process's refs, told to the raylet only when a count
 //                  crosses zero, in batches that always go out before the
 //                  next message that could depend on them; values a get can
-//                  answer without a round trip (core/ref_counter.h)
+//                  answer without a round trip (worker/ref_counter.h)
 //   DirectCaller   actor method calls straight to the actor's worker
-//                  (core/direct_caller.h)
+//                  (worker/direct_caller.h)
 //   TaskServer     the worker side: the next task, its result, cancels,
-//                  generators' items (core/task_server.h)
-//   DirectIo       the sockets between callers and actors (core/direct_io.h)
+//                  generators' items (worker/task_server.h)
+//   DirectIo       the sockets between callers and actors (worker/direct_io.h)
 //
 // Actor method calls go straight to the actor's worker once it is placed,
 // not through the raylet: the caller asks its raylet once where the actor
@@ -43,14 +43,14 @@
 #include <vector>
 
 #include "core/blocking_connection.h"
-#include "core/direct_caller.h"
-#include "core/direct_io.h"
+#include "worker/direct_caller.h"
+#include "worker/direct_io.h"
 #include "core/proto/phalanx.pb.h"
-#include "core/raylet_channel.h"
-#include "core/ref_counter.h"
+#include "worker/raylet_channel.h"
+#include "worker/ref_counter.h"
 #include "core/status.h"
-#include "core/task_server.h"
-#include "core/worker_objects.h"
+#include "worker/task_server.h"
+#include "worker/worker_objects.h"
 
 namespace phalanx {
 

@@ -1,4 +1,4 @@
-#include "core/direct_caller.h"
+#include "worker/direct_caller.h"
 
 #include <algorithm>
 #include <unordered_set>

@@ -1,7 +1,7 @@
 // CoreWorker's caller side of generators (docs/architecture.md,
 // "Generators"): a caller reads the items and lets go of the stream. (The
 // generator task's side, items and credit, is the TaskServer's.)
-#include "core/core_worker.h"
+#include "worker/core_worker.h"
 #include "core/ids.h"
 #include "core/status_proto.h"
 

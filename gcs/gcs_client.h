@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/proto/phalanx.pb.h"
-#include "core/redis_client.h"
+#include "gcs/redis_client.h"
 
 namespace phalanx {
 

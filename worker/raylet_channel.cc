@@ -1,4 +1,4 @@
-#include "core/raylet_channel.h"
+#include "worker/raylet_channel.h"
 
 #include <algorithm>
 

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "core/blocking_connection.h"
-#include "core/ref_counter.h"
+#include "worker/ref_counter.h"
 #include "core/status.h"
 
 namespace phalanx {
