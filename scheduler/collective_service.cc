@@ -1,5 +1,7 @@
 #include "scheduler/collective_service.h"
 
+#include "core/message_limits.h"
+#include "core/ids.h"
 #include "core/status_proto.h"
 
 namespace phalanx::scheduler {
@@ -111,6 +113,47 @@ void CollectiveService::HandleReducedInputs(const std::shared_ptr<Client>& c, ui
     }
     Clients::Reply(*cl, rpc::REDUCED_INPUTS, request_id, reply);
   });
+}
+
+void CollectiveService::AddRoutes(Router& router) {
+  using C = const std::shared_ptr<Client>&;
+  router.OnClient(rpc::REDUCE_OBJECTS, "reduce", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::ReduceObjects m;
+    if (!ParseBody(&m, b, n) || (!IsObjectId(m.out_id()) && m.out_ids_size() == 0) || !AllObjectIds(m.input_ids()) ||
+        !AllObjectIds(m.out_ids())) {
+      return false;
+    }
+    HandleReduce(*c, m);
+    return true;
+  });
+  router.OnClient(rpc::RENDEZVOUS, "rendezvous", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::Rendezvous m;
+    if (!ParseBody(&m, b, n)) return false;
+    HandleRendezvous(c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::LOCATE_OBJECTS, "locate", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::LocateObjects m;
+    if (!ParseBody(&m, b, n) || m.node_ids_size() != m.object_ids_size() || m.sizes_size() != m.object_ids_size() ||
+        !AllObjectIds(m.object_ids())) {
+      return false;
+    }
+    HandleLocate(*c, m);
+    return true;
+  });
+  router.OnClient(rpc::REDUCED_INPUTS, "reduced inputs", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::ObjectIds m;
+    if (!ParseBody(&m, b, n) || m.object_ids_size() != 1 || !IsObjectId(m.object_ids(0))) return false;
+    HandleReducedInputs(c, req, m.object_ids(0));
+    return true;
+  });
+  // The collective wire's messages from other raylets, answered with a Status.
+  for (rpc::MessageType type : {rpc::REDUCE_STEP, rpc::DROP_PARTIALS, rpc::ASSEMBLE_SLICES, rpc::LOSE_OBJECTS}) {
+    router.OnPeer(type, "collective step", [this, type](const char* b, size_t n, const PeerReply& reply) {
+      wire_->Handle(type, std::string(b, n), [reply](const Status& st) { reply(ToProto(st)); });
+      return true;
+    });
+  }
 }
 
 }  // namespace phalanx::scheduler

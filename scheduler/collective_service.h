@@ -3,7 +3,7 @@
 // collectives/reduce_step.h, scheduler/rendezvous.h): its clients' reduces,
 // allreduces, rendezvous and located refs. It owns the reduce managers, the
 // reduce steps placed here and the CollectiveWire, whose messages go to and
-// come from other nodes over the PeerManager (HandlePeer). Not thread-safe;
+// come from other nodes through the Router (AddRoutes). Not thread-safe;
 // the raylet's loop.
 #pragma once
 
@@ -22,6 +22,7 @@
 #include "scheduler/clients.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/rendezvous.h"
+#include "scheduler/router.h"
 
 namespace phalanx::scheduler {
 
@@ -34,14 +35,12 @@ class CollectiveService {
   ~CollectiveService();
 
   // Client messages.
+  // Its client messages (reduce, rendezvous, locate, reduced inputs) and peer messages (the wire's).
+  void AddRoutes(Router& router);
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
   void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
   void HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m);
   void HandleLocate(Client& c, const rpc::LocateObjects& m);
-  // The wire's messages from other nodes.
-  void HandlePeer(rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply) {
-    wire_->Handle(type, body, std::move(reply));
-  }
   // A node was declared dead: its reduce steps and rendezvous here.
   void OnNodeDead(const std::string& node);
   // A client that made a rendezvous exited (`why`): the other ranks hear of it.

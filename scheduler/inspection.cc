@@ -250,4 +250,42 @@ void Inspection::HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, co
                                                          LocalMemory(m.max_objects()), ask, nullptr);
 }
 
+void Inspection::AddRoutes(Router& router) {
+  using C = const std::shared_ptr<Client>&;
+  router.OnClient(rpc::GET_STATS, "stats request", [this](C c, uint64_t req, const char*, size_t) {
+    HandleStats(*c, req);
+    return true;
+  });
+  router.OnClient(rpc::TRACE_COLLECT, "timeline request", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::TraceRequest m;
+    if (!ParseBody(&m, b, n)) return false;
+    HandleTrace(c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::MEMORY_SUMMARY, "memory summary", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::MemoryRequest m;
+    if (!ParseBody(&m, b, n)) return false;
+    HandleMemory(c, req, m);
+    return true;
+  });
+  router.OnPeer(rpc::TRACE_COLLECT, "timeline request", [this](const char* b, size_t n, const PeerReply& reply) {
+    rpc::TraceRequest m;
+    if (!ParseBody(&m, b, n)) {
+      reply(rpc::TraceNode());
+    } else {
+      reply(LocalTrace(m.since_ns()));
+    }
+    return true;
+  });
+  router.OnPeer(rpc::MEMORY_SUMMARY, "memory summary", [this](const char* b, size_t n, const PeerReply& reply) {
+    rpc::MemoryRequest m;
+    if (!ParseBody(&m, b, n)) {
+      reply(rpc::NodeMemory());
+    } else {
+      reply(LocalMemory(m.max_objects()));
+    }
+    return true;
+  });
+}
+
 }  // namespace phalanx::scheduler

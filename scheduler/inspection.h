@@ -21,6 +21,7 @@
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
+#include "scheduler/router.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/stream_table.h"
 #include "scheduler/task_manager.h"
@@ -54,6 +55,8 @@ class Inspection {
   rpc::NodeMemory LocalMemory(uint32_t max_objects) const;
 
   // A client's questions.
+  // Its client messages (stats, timeline, memory) and peer messages (this node's timeline and memory).
+  void AddRoutes(Router& router);
   void HandleStats(Client& c, uint64_t req) const { Clients::Reply(c, rpc::GET_STATS, req, Counters()); }
   void HandleTrace(const std::shared_ptr<Client>& c, uint64_t req, const rpc::TraceRequest& m);
   void HandleMemory(const std::shared_ptr<Client>& c, uint64_t req, const rpc::MemoryRequest& m);

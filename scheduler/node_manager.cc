@@ -69,7 +69,7 @@ Result<std::unique_ptr<NodeManager>> NodeManager::CreateOffline(asio::io_context
 
 void NodeManager::HandleClientFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h,
                                     const char* body, size_t len) {
-  OnFrame(clients_.OfConnection(conn), h, body, len);
+  router_.ClientFrame(clients_.OfConnection(conn), h, body, len);
 }
 
 Result<std::unique_ptr<NodeManager>> NodeManager::Make(asio::io_context& io, NodeManagerOptions options,
@@ -104,7 +104,8 @@ Result<std::unique_ptr<NodeManager>> NodeManager::Make(asio::io_context& io, Nod
 }
 
 // The object layer's and the peer layer's view of this raylet: how they
-// reach other nodes and the object directory, and what they tell it.
+// reach other nodes and the object directory, and what they tell it (their
+// messages come through the Router, not through here).
 class NodeManager::Links : public objectstore::ObjectPeers,
                            public objectstore::ObjectEvents,
                            public PeerEvents {
@@ -127,27 +128,7 @@ class NodeManager::Links : public objectstore::ObjectPeers,
     nm_->object_requests_.OnAdopted(holder, ids);
   }
   // PeerEvents
-  void OnCollective(rpc::MessageType type, const std::string& body,
-                    std::function<void(const Status&)> reply) override {
-    nm_->collectives_.HandlePeer(type, body, std::move(reply));
-  }
-  void OnStream(rpc::MessageType type, const std::string& body, Reply reply) override {
-    nm_->streams_.HandlePeer(type, body, std::move(reply));
-  }
-  void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) override {
-    nm_->placement_.HandlePeer(type, body, std::move(reply));
-  }
   void OnNodeDead(const std::string& node) override { nm_->OnNodeDead(node); }
-  void OnTrace(const std::string& body, Reply reply) override {
-    rpc::TraceRequest m;
-    if (!m.ParseFromString(body)) return reply(rpc::TraceNode());
-    reply(nm_->inspection_.LocalTrace(m.since_ns()));
-  }
-  void OnMemory(const std::string& body, Reply reply) override {
-    rpc::MemoryRequest m;
-    if (!m.ParseFromString(body)) return reply(rpc::NodeMemory());
-    reply(nm_->inspection_.LocalMemory(m.max_objects()));
-  }
 
   // The transport of the node's copies: framed TCP over the peers' connections.
   std::unique_ptr<objectstore::Transport> MakeTransport() {
@@ -205,7 +186,7 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
       gcs_(&redis_),
       actor_directory_(&gcs_),
       peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms,
-             &tasks_, &actors_, &om_, &gcs_, links_.get()),
+             &tasks_, &actors_, &om_, &gcs_, &router_, links_.get()),
       ledger_(NodeResources(options_)),
       placement_(io, node_id_, &ledger_, &peers_, &gcs_, &objects_, &tasks_, &actors_, this),
       tasks_(io, &objects_, &pool_, &ledger_, &actors_, this, &peers_, placement_.groups(), MakeTaskManagerOptions(options_),
@@ -222,7 +203,16 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
                   InspectedParts{&tasks_, &om_, &collectives_.steps(), &collectives_.reduces(), &collectives_.allreduces(),
                                  &streams_.table(), &pool_, &clients_},
                   &gcs_, &peers_),
-      object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms) {}
+      object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms) {
+  // Every part lists the messages it owns, from clients and from peers.
+  AddRoutes(router_);
+  peers_.AddRoutes(router_);
+  object_requests_.AddRoutes(router_);
+  collectives_.AddRoutes(router_);
+  streams_.AddRoutes(router_);
+  placement_.AddRoutes(router_);
+  inspection_.AddRoutes(router_);
+}
 
 NodeManager::~NodeManager() { Stop("raylet destroyed"); }
 
@@ -444,7 +434,7 @@ void NodeManager::Accept() {
       std::weak_ptr<Client> weak = c;
       c->conn->Start(
           [this, weak](const FrameHeader& h, const char* body, size_t len) {
-            if (auto cl = weak.lock()) OnFrame(cl, h, body, len);
+            if (auto cl = weak.lock()) router_.ClientFrame(cl, h, body, len);
           },
           [this, weak](const Status& why) {
             if (auto cl = weak.lock()) OnClose(cl, why);

@@ -39,6 +39,7 @@
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_service.h"
 #include "scheduler/rendezvous.h"
+#include "scheduler/router.h"
 #include "scheduler/stream_service.h"
 #include "scheduler/task_manager.h"
 #include "scheduler/worker_pool.h"
@@ -115,7 +116,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   // One frame as if an authenticated peer raylet sent it on `conn` (replies go there).
   void HandlePeerFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h, const char* body,
                        size_t len) {
-    peers_.OnPeerFrame(conn, h, body, len);
+    router_.PeerFrame(conn, h, body, len);
   }
   // One frame as if a local client sent it on `conn` (a client of its own from its first frame on).
   void HandleClientFrame(const std::shared_ptr<FramedConnection>& conn, const FrameHeader& h, const char* body,
@@ -132,10 +133,8 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   static Result<std::unique_ptr<NodeManager>> Make(boost::asio::io_context& io, NodeManagerOptions options,
                                                    bool connect);
   void Accept();
-  // The front door (node_dispatch.cc): a table of handlers by message type.
-  struct ClientRoute;
-  static const ClientRoute* RouteOf(uint16_t type);
-  void OnFrame(const std::shared_ptr<Client>& c, const FrameHeader& h, const char* body, size_t len);
+  // Its own client routes (node_routes.cc): registration, tasks, functions, actors.
+  void AddRoutes(Router& router);
   void OnClose(const std::shared_ptr<Client>& c, const Status& why);
   static void Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m) {
     Clients::Reply(c, type, request_id, m);
@@ -177,6 +176,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   // The object layer's and the peer layer's view of this raylet (node_manager.cc).
   class Links;
   std::unique_ptr<Links> links_;
+  Router router_;  // both front doors: each part adds its routes in the constructor
   objectstore::ObjectManager om_;  // the node's object layer: store, object table, transfers, holds
   objectstore::ObjectTable& objects_;  // om_'s
   objectstore::ObjectStore* store_;    // om_'s

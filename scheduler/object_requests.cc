@@ -8,6 +8,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/message_limits.h"
 #include "core/status_proto.h"
 
 namespace phalanx::scheduler {
@@ -385,6 +386,92 @@ void ObjectRequests::HandleRelease(Client& c, const rpc::ObjectIds& m) {
     if (--it->second == 0) pins->erase(it);
     objects_.ReleasePin(id);
   }
+}
+
+void ObjectRequests::AddRoutes(Router& router) {
+  using C = const std::shared_ptr<Client>&;
+  router.OnClient(rpc::GET_OBJECTS, "get", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::GetObjects m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
+    HandleGet(c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::WAIT_OBJECTS, "wait", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::WaitObjects m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
+    HandleWait(c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::CREATE_OBJECT, "create", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::CreateObject m;
+    if (!ParseBody(&m, b, n) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return false;
+    HandleCreate(*c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::SEAL_OBJECT, "seal", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::SealObject m;
+    if (!ParseBody(&m, b, n) || !IsObjectId(m.object_id())) return false;
+    HandleSeal(*c, m.object_id());
+    return true;
+  });
+  router.OnClient(rpc::ABORT_CREATE, "abort", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::SealObject m;
+    if (!ParseBody(&m, b, n) || !IsObjectId(m.object_id())) return false;
+    if (c->creating.erase(m.object_id())) om_->table().AbortCreate(m.object_id());
+    return true;
+  });
+  router.OnClient(rpc::PUT_INLINE, "put", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::PutInline m;
+    if (!ParseBody(&m, b, n) || !IsObjectId(m.object_id()) || !AllObjectIds(m.contained_ids())) return false;
+    HandlePutInline(*c, std::move(m));
+    return true;
+  });
+  router.OnClient(rpc::RELEASE_OBJECTS, "release", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::ObjectIds m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
+    HandleRelease(*c, m);
+    return true;
+  });
+  router.OnClient(rpc::UPDATE_REFS, "reference update", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::UpdateRefs m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.add()) || !AllObjectIds(m.remove())) return false;
+    HandleRefs(*c, m);
+    return true;
+  });
+  router.OnClient(rpc::FETCH_OBJECTS, "fetch", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::FetchObjects m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids()) || !AllObjectIds(m.borrowed_ids())) return false;
+    HandleFetch(*c, m);
+    return true;
+  });
+  router.OnClient(rpc::LEND_REFS, "lend", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::LendRefs m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids())) return false;
+    Status st;
+    if (m.node_id() == node_id_ || !peers_->IsAlive(m.node_id())) {
+      st = Status::InvalidArgument("refs are lent to other live nodes only");
+    } else {
+      for (const auto& id : m.object_ids()) om_->HoldFor(m.node_id(), id);
+    }
+    Clients::Reply(*c, rpc::LEND_REFS, req, ToProto(st));
+    return true;
+  });
+}
+
+void ObjectRequests::HandleFetch(Client& c, const rpc::FetchObjects& m) {
+  if (m.borrowed_ids_size() > 0 && m.node_id() != node_id_) {
+    // Refs nested in a direct call from that node, held there for this
+    // one: borrowed, then held for the client (which lets go by UPDATE_REFS).
+    std::vector<std::string> borrowed(m.borrowed_ids().begin(), m.borrowed_ids().end());
+    om_->Borrow(borrowed, m.node_id());
+    for (const auto& id : borrowed) {
+      Hold(c, id);
+      om_->table().RemoveRef(id);
+    }
+  }
+  std::vector<std::string> ids(m.object_ids().begin(), m.object_ids().end());
+  for (const auto& id : ids) Hold(c, id);  // until the client lets go (UPDATE_REFS)
+  if (m.node_id() != node_id_) om_->Fetch(ids, m.node_id());
 }
 
 }  // namespace phalanx::scheduler

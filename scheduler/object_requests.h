@@ -24,6 +24,7 @@
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
 #include "scheduler/peer_manager.h"
+#include "scheduler/router.h"
 #include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
@@ -35,6 +36,8 @@ class ObjectRequests {
   ObjectRequests(boost::asio::io_context& io, std::string node_id, objectstore::ObjectManager* objects,
                  TaskManager* tasks, PeerManager* peers, GcsClient* gcs, Clients* clients, int64_t copy_progress_ms);
 
+  // Its client messages: gets, waits, create/seal/put, refs, releases, fetches and lends.
+  void AddRoutes(Router& router);
   // Client messages.
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m);
   void HandleWait(const std::shared_ptr<Client>& c, uint64_t req, const rpc::WaitObjects& m);
@@ -43,6 +46,8 @@ class ObjectRequests {
   void HandlePutInline(Client& c, rpc::PutInline m);
   void HandleRefs(Client& c, const rpc::UpdateRefs& m);
   void HandleRelease(Client& c, const rpc::ObjectIds& m);
+  // A worker runs a direct call whose ref arguments (and refs nested in them) are on another node.
+  void HandleFetch(Client& c, const rpc::FetchObjects& m);
   // `c` holds `id` until it lets go (UPDATE_REFS) or exits.
   void Hold(Client& c, const std::string& id);
 

@@ -12,7 +12,8 @@ namespace asio = boost::asio;
 
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
                          std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
-                         ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events)
+                         ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, const Router* router,
+                         PeerEvents* events)
     : io_(io),
       node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
@@ -22,6 +23,7 @@ PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string 
       actors_(actors),
       objects_(objects),
       gcs_(gcs),
+      router_(router),
       events_(events),
       view_(node_id_, dead_after_ms),
       acceptor_(io),
@@ -99,7 +101,7 @@ void PeerManager::Accept() {
     std::weak_ptr<FramedConnection> weak = conn;
     conn->Start(
         [this, weak](const FrameHeader& h, const char* body, size_t len) {
-          if (auto c = weak.lock()) OnPeerFrame(c, h, body, len);
+          if (auto c = weak.lock()) router_->PeerFrame(c, h, body, len);
         },
         [this, weak](const Status&) {
           auto c = weak.lock();
@@ -109,116 +111,60 @@ void PeerManager::Accept() {
   });
 }
 
-void PeerManager::OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body,
-                              size_t len) {
-  std::weak_ptr<FramedConnection> weak = c;
-  auto malformed = [&](const char* what) {
-    PHALANX_LOG(Warning) << "malformed " << what << " from " << c->peer_name() << "; closing the connection";
-    c->Close();
-  };
-  switch (h.type) {
-    case rpc::PULL_OBJECT: {
-      rpc::PullObject m;
-      if (!m.ParseFromArray(body, static_cast<int>(len)) || !IsObjectId(m.object_id())) return malformed("pull");
-      objects_->ServePull(m, h.request_id, [weak](OutFrame frame) {
-        if (auto cl = weak.lock()) cl->Send(std::move(frame));
-      });
-      return;
+void PeerManager::AddRoutes(Router& router) {
+  router.OnPeer(rpc::PULL_OBJECT, "pull", [this](const char* b, size_t n, const PeerReply& reply) {
+    rpc::PullObject m;
+    if (!ParseBody(&m, b, n) || !IsObjectId(m.object_id())) return false;
+    objects_->ServePull(m, reply.request_id(), [reply](OutFrame frame) { reply.Send(std::move(frame)); });
+    return true;
+  });
+  router.OnPeer(rpc::RELEASE_HELD, "release", [this](const char* b, size_t n, const PeerReply& reply) {
+    rpc::ReleaseHeld m;
+    if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids()) ||
+        (m.counts_size() != 0 && m.counts_size() != m.object_ids_size())) {
+      return false;
     }
-    case rpc::RELEASE_HELD: {
-      rpc::ReleaseHeld m;
-      if (!m.ParseFromArray(body, static_cast<int>(len)) || !AllObjectIds(m.object_ids()) ||
-          (m.counts_size() != 0 && m.counts_size() != m.object_ids_size())) {
-        return malformed("release");
-      }
-      objects_->HandleReleaseHeld(m);
-      c->Send(rpc::RELEASE_HELD, kReplyFlag, h.request_id, rpc::Status());
-      return;
+    objects_->HandleReleaseHeld(m);
+    reply(rpc::Status());
+    return true;
+  });
+  router.OnPeer(rpc::CANCEL_TASK, "cancel", [this](const char* b, size_t n, const PeerReply& reply) {
+    rpc::CancelTask m;
+    if (!ParseBody(&m, b, n) || m.task_id().size() != kTaskIdSize) return false;
+    tasks_->Cancel(m);
+    reply(rpc::Status());
+    return true;
+  });
+  router.OnPeer(rpc::KILL_ACTOR, "kill", [this](const char* b, size_t n, const PeerReply& reply) {
+    auto answer = [reply](const Status& st) {
+      rpc::KillActorReply r;
+      *r.mutable_status() = ToProto(st);
+      reply(r);
+    };
+    rpc::KillActor k;
+    if (!ParseBody(&k, b, n)) {
+      answer(Status::InvalidArgument("malformed kill"));
+    } else {
+      actors_->Kill(k.actor_id(), k.no_restart(), answer);
     }
-    case rpc::REDUCE_STEP:
-    case rpc::DROP_PARTIALS:
-    case rpc::ASSEMBLE_SLICES:
-    case rpc::LOSE_OBJECTS: {
-      uint16_t type = h.type;
-      uint64_t req = h.request_id;
-      auto reply = [weak, type, req](const Status& st) {
-        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, ToProto(st));
-      };
-      events_->OnCollective(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
-      return;
+    return true;
+  });
+  router.OnPeer(rpc::FORWARD_TASK, "forwarded task", [this](const char* b, size_t n, const PeerReply& reply) {
+    rpc::ForwardTask m;
+    if (!ParseBody(&m, b, n)) return false;
+    Status valid = ValidateTaskSpec(m.spec());
+    if (!valid.ok()) {  // told to the sender; nothing of it is kept
+      rpc::ForwardTaskReply r;
+      *r.mutable_status() = ToProto(valid);
+      reply(r);
+      return true;
     }
-    case rpc::STREAM_ITEMS:
-    case rpc::STREAM_CREDIT:
-    case rpc::BUNDLE_PREPARE:
-    case rpc::BUNDLE_COMMIT:
-    case rpc::BUNDLE_RETURN:
-    case rpc::PG_REMOVE: {
-      uint16_t type = h.type;
-      uint64_t req = h.request_id;
-      auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
-        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
-      };
-      if (type == rpc::STREAM_ITEMS || type == rpc::STREAM_CREDIT) {
-        events_->OnStream(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
-      } else {
-        events_->OnPlacement(static_cast<rpc::MessageType>(type), std::string(body, len), reply);
-      }
-      return;
-    }
-    case rpc::TRACE_COLLECT:
-    case rpc::MEMORY_SUMMARY: {
-      uint16_t type = h.type;
-      uint64_t req = h.request_id;
-      auto reply = [weak, type, req](const google::protobuf::MessageLite& m) {
-        if (auto cl = weak.lock()) cl->Send(type, kReplyFlag, req, m);
-      };
-      if (type == rpc::TRACE_COLLECT) {
-        events_->OnTrace(std::string(body, len), reply);
-      } else {
-        events_->OnMemory(std::string(body, len), reply);
-      }
-      return;
-    }
-    case rpc::CANCEL_TASK: {
-      rpc::CancelTask m;
-      if (!m.ParseFromArray(body, static_cast<int>(len)) || m.task_id().size() != kTaskIdSize) {
-        return malformed("cancel");
-      }
-      tasks_->Cancel(m);
-      c->Send(rpc::CANCEL_TASK, kReplyFlag, h.request_id, rpc::Status());
-      return;
-    }
-    case rpc::KILL_ACTOR: {
-      rpc::KillActor k;
-      uint64_t req = h.request_id;
-      auto reply = [weak, req](const Status& st) {
-        rpc::KillActorReply r;
-        *r.mutable_status() = ToProto(st);
-        if (auto cl = weak.lock()) cl->Send(rpc::KILL_ACTOR, kReplyFlag, req, r);
-      };
-      if (!k.ParseFromArray(body, static_cast<int>(len))) return reply(Status::InvalidArgument("malformed kill"));
-      actors_->Kill(k.actor_id(), k.no_restart(), reply);
-      return;
-    }
-    case rpc::FORWARD_TASK: {
-      rpc::ForwardTask m;
-      if (!m.ParseFromArray(body, static_cast<int>(len))) return malformed("forwarded task");
-      Status valid = ValidateTaskSpec(m.spec());
-      if (!valid.ok()) {  // told to the sender; nothing of it is kept
-        rpc::ForwardTaskReply r;
-        *r.mutable_status() = ToProto(valid);
-        c->Send(rpc::FORWARD_TASK, kReplyFlag, h.request_id, r);
-        return;
-      }
-      return HandleForward(c, h.request_id, std::move(m));
-    }
-    default:
-      return malformed("message (not one raylets send each other)");
-  }
+    HandleForward(reply, std::move(m));
+    return true;
+  });
 }
 
-void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id,
-                                rpc::ForwardTask m) {
+void PeerManager::HandleForward(const PeerReply& answer, rpc::ForwardTask m) {
   rpc::TaskSpec spec = std::move(*m.mutable_spec());
   spec.set_forwarded(true);
   spec.set_origin_node(m.from_node());
@@ -230,9 +176,8 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
     objects_->table().AddRef(returns->back());  // held for the node that sent it, until sent back
   }
   auto waiting = std::make_shared<int>(static_cast<int>(returns->size()));
-  std::weak_ptr<FramedConnection> weak = conn;
   std::string from = m.from_node();
-  auto reply = [this, weak, request_id, returns, from] {
+  auto reply = [this, answer, returns, from] {
     rpc::ForwardTaskReply r;
     for (const auto& id : *returns) {
       rpc::ObjectValue v;
@@ -259,9 +204,8 @@ void PeerManager::HandleForward(const std::shared_ptr<FramedConnection>& conn, u
         *r.add_lost() = v;
       }
     }
-    auto c = weak.lock();
-    if (c && !c->closed()) {
-      c->Send(rpc::FORWARD_TASK, kReplyFlag, request_id, r);
+    if (answer.open()) {
+      answer(r);
     } else {  // the sender will not read it: nothing is held for this reply
       for (const auto& rv : r.returns()) {
         if (rv.in_store()) objects_->Unhold(from, rv.object_id(), 1);

@@ -17,11 +17,12 @@
 
 #include <boost/asio.hpp>
 
-#include "gcs/gcs_client.h"
 #include "core/rpc_client.h"
+#include "gcs/gcs_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/cluster_view.h"
 #include "scheduler/remote_nodes.h"
+#include "scheduler/router.h"
 #include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
@@ -32,19 +33,6 @@ namespace phalanx::scheduler {
 class PeerEvents {
  public:
   virtual ~PeerEvents() = default;
-  // REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES and LOSE_OBJECTS from another
-  // node (the body unparsed); `reply` gets the Status to answer with.
-  virtual void OnCollective(rpc::MessageType type, const std::string& body,
-                            std::function<void(const Status&)> reply) = 0;
-  // STREAM_ITEMS and STREAM_CREDIT (generators), and BUNDLE_PREPARE / COMMIT /
-  // RETURN and PG_REMOVE (placement groups): `reply` sends the answer.
-  using Reply = std::function<void(const google::protobuf::MessageLite&)>;
-  virtual void OnStream(rpc::MessageType type, const std::string& body, Reply reply) = 0;
-  virtual void OnPlacement(rpc::MessageType type, const std::string& body, Reply reply) = 0;
-  // TRACE_COLLECT: this node's timeline rings (body: a TraceRequest).
-  virtual void OnTrace(const std::string& body, Reply reply) {}
-  // MEMORY_SUMMARY: this node's objects (body: a MemoryRequest).
-  virtual void OnMemory(const std::string& body, Reply reply) {}
   // Once per node declared dead, after this node settled its actors and holds.
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };
@@ -58,7 +46,10 @@ class PeerManager final : public RemoteNodes {
   // caller, outliving this; neither is used before the first message.
   PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
               std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
-              ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, PeerEvents* events);
+              ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, const Router* router,
+              PeerEvents* events);
+  // Its peer routes: pulls and releases of held objects, cancels, kills, forwarded tasks.
+  void AddRoutes(Router& router);
 
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();
@@ -92,8 +83,6 @@ class PeerManager final : public RemoteNodes {
   // The other live nodes and what each has free, as last heard.
   std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const;
   void Stop();
-  // One frame from an authenticated peer on `c` (replies go there).
-  void OnPeerFrame(const std::shared_ptr<FramedConnection>& c, const FrameHeader& h, const char* body, size_t len);
 
  private:
   void Accept();
@@ -101,7 +90,7 @@ class PeerManager final : public RemoteNodes {
   void SettleDeadNode(const rpc::NodeInfo& n);
   // Detached actors the dead node hosted and owned: one live node restarts each.
   void RestartOrphans(const std::string& dead_node, const std::string& why);
-  void HandleForward(const std::shared_ptr<FramedConnection>& conn, uint64_t request_id, rpc::ForwardTask m);
+  void HandleForward(const PeerReply& reply, rpc::ForwardTask m);
   void Send(const rpc::NodeInfo& node, const rpc::TaskSpec& spec);
   // Runs `fn` with a connection to `node` (connecting first if needed), or with null if it cannot.
   void WithClient(const rpc::NodeInfo& node, std::function<void(std::shared_ptr<RpcClient>, const Status&)> fn);
@@ -117,6 +106,7 @@ class PeerManager final : public RemoteNodes {
   ActorManager* actors_;
   objectstore::ObjectManager* objects_;
   GcsClient* gcs_;
+  const Router* router_;  // where an authenticated peer's frames go
   PeerEvents* events_;
   ClusterView view_;
   boost::asio::ip::tcp::acceptor acceptor_;

@@ -118,7 +118,7 @@ PlacementGroups::Deps PlacementService::Deps() {
   return d;
 }
 
-void PlacementService::HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
+void PlacementService::HandlePeer(rpc::MessageType type, const std::string& body, const PeerReply& reply) {
   if (type == rpc::PG_REMOVE) {
     rpc::PlacementGroupRequest m;
     if (!m.ParseFromString(body)) return reply(ToProto(Status::InvalidArgument("malformed placement group request")));
@@ -225,6 +225,34 @@ void PlacementService::HandleGet(const std::shared_ptr<Client>& c, uint64_t req,
     }
     Clients::Reply(*cl, rpc::PG_GET, req, reply);
   });
+}
+
+void PlacementService::AddRoutes(Router& router) {
+  using C = const std::shared_ptr<Client>&;
+  router.OnClient(rpc::PG_CREATE, "placement group", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::CreatePlacementGroup m;
+    if (!ParseBody(&m, b, n)) return false;
+    HandleCreate(*c, std::move(m));
+    return true;
+  });
+  router.OnClient(rpc::PG_REMOVE, "placement group removal", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::PlacementGroupRequest m;
+    if (!ParseBody(&m, b, n) || m.pg_id().size() != kTaskIdSize) return false;
+    HandleRemove(c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::PG_GET, "placement group lookup", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::PlacementGroupRequest m;
+    if (!ParseBody(&m, b, n) || (!m.pg_id().empty() && m.pg_id().size() != kTaskIdSize)) return false;
+    HandleGet(c, req, m);
+    return true;
+  });
+  for (rpc::MessageType type : {rpc::BUNDLE_PREPARE, rpc::BUNDLE_COMMIT, rpc::BUNDLE_RETURN, rpc::PG_REMOVE}) {
+    router.OnPeer(type, "placement group message", [this, type](const char* b, size_t n, const PeerReply& reply) {
+      HandlePeer(type, std::string(b, n), reply);
+      return true;
+    });
+  }
 }
 
 }  // namespace phalanx::scheduler

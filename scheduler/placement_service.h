@@ -17,6 +17,7 @@
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"
 #include "scheduler/clients.h"
+#include "scheduler/router.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_groups.h"
 #include "scheduler/task_manager.h"
@@ -41,11 +42,13 @@ class PlacementService {
 
   GroupPlacement* groups() { return &pgs_; }
   // Client messages.
+  // Its client messages (create, remove, get) and peer messages (bundle operations, removal).
+  void AddRoutes(Router& router);
   void HandleCreate(Client& c, rpc::CreatePlacementGroup m);
   void HandleRemove(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
   // BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes.
-  void HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
+  void HandlePeer(rpc::MessageType type, const std::string& body, const PeerReply& reply);
   // A client exited: the groups it created (not detached) are removed, as in Ray.
   void OnClientGone(const std::string& client_id) { pgs_.OnClientGone(client_id); }
   // A node died: the bundles it held are placed again.

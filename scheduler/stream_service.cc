@@ -43,7 +43,7 @@ StreamService::StreamService(boost::asio::io_context& io, std::string node_id, o
       results_(results),
       table_(io, objects) {}
 
-void StreamService::HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply) {
+void StreamService::HandlePeer(rpc::MessageType type, const std::string& body, const PeerReply& reply) {
   if (type == rpc::STREAM_ITEMS) {
     rpc::TaskDone m;
     if (!m.ParseFromString(body) || m.task_id().size() != kTaskIdSize || !ResultIdsOk(m) || !m.item()) {
@@ -142,6 +142,34 @@ void StreamService::HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_
     }
     reply(out);
   });
+}
+
+void StreamService::AddRoutes(Router& router) {
+  using C = const std::shared_ptr<Client>&;
+  router.OnClient(rpc::STREAM_NEXT, "stream read", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::StreamNext m;
+    if (!ParseBody(&m, b, n) || m.task_id().size() != kTaskIdSize) return false;
+    HandleStreamNext(c, req, m);
+    return true;
+  });
+  router.OnClient(rpc::STREAM_DROP, "stream drop", [this](C c, uint64_t, const char* b, size_t n) {
+    rpc::TaskIds m;
+    if (!ParseBody(&m, b, n)) return false;
+    for (const auto& tid : m.task_ids()) table_.Drop(tid, c->client_id);
+    return true;
+  });
+  router.OnClient(rpc::STREAM_CREDIT, "stream credit", [this](C c, uint64_t req, const char* b, size_t n) {
+    rpc::StreamCredit m;
+    if (!ParseBody(&m, b, n) || c->worker == nullptr || m.task_id().size() != kTaskIdSize) return false;
+    HandleStreamCredit(c, req, m);
+    return true;
+  });
+  for (rpc::MessageType type : {rpc::STREAM_ITEMS, rpc::STREAM_CREDIT}) {
+    router.OnPeer(type, "stream message", [this, type](const char* b, size_t n, const PeerReply& reply) {
+      HandlePeer(type, std::string(b, n), reply);
+      return true;
+    });
+  }
 }
 
 }  // namespace phalanx::scheduler

@@ -15,6 +15,7 @@
 #include "core/proto/phalanx.pb.h"
 #include "objectstore/object_table.h"
 #include "scheduler/clients.h"
+#include "scheduler/router.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/stream_table.h"
 #include "scheduler/task_manager.h"
@@ -38,6 +39,8 @@ class StreamService {
   StreamTable& table() { return table_; }
   const StreamTable& table() const { return table_; }
   // Items a worker here made (TASK_DONE with `item`).
+  // Its client messages (stream read, drop, credit) and peer messages (items, credit).
+  void AddRoutes(Router& router);
   void HandleWorkerItems(Client& c, rpc::TaskDone m);
   // Items handed in by a caller or another node (only the task's own are kept).
   void StoreItems(rpc::TaskDone m);
@@ -45,7 +48,7 @@ class StreamService {
   void HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m);
   void HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m);
   // STREAM_ITEMS and STREAM_CREDIT from other nodes.
-  void HandlePeer(rpc::MessageType type, const std::string& body, PeerEvents::Reply reply);
+  void HandlePeer(rpc::MessageType type, const std::string& body, const PeerReply& reply);
 
  private:
   // Items already checked to be the task's own.
