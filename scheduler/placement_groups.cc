@@ -67,7 +67,7 @@ Status PlacementGroups::Create(rpc::PlacementGroupInfo info) {
     }
   }
   info.set_state(rpc::PG_PENDING);
-  info.set_coordinator_node(d_.self);
+  info.set_coordinator_node(self_);
   std::string id = info.pg_id();
   groups_[id].info = std::move(info);
   Publish(groups_[id]);
@@ -81,17 +81,17 @@ const rpc::PlacementGroupInfo* PlacementGroups::Find(const std::string& pg_id) c
 }
 
 void PlacementGroups::Publish(const Group& g) {
-  if (d_.publish) d_.publish(g.info);
+  host_->Publish(g.info);
 }
 
 void PlacementGroups::Send(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
                            std::function<void(const Status&)> done) {
-  if (node == d_.self) {
+  if (node == self_) {
     Status st = OnBundleOp(type, op);
     if (done) done(st);
     return;
   }
-  d_.send(node, type, op, std::move(done));
+  host_->SendBundleOp(node, type, op, std::move(done));
 }
 
 bool PlacementGroups::Plan(const Group& g, std::map<int, std::string>* plan, std::string* why) const {
@@ -101,10 +101,8 @@ bool PlacementGroups::Plan(const Group& g, std::map<int, std::string>* plan, std
     int used = 0;  // bundles of this group on it
   };
   std::vector<Cand> cands;
-  cands.push_back({d_.self, d_.ledger->available(), 0});
-  if (d_.others) {
-    for (auto& [id, free] : d_.others()) cands.push_back({id, free, 0});
-  }
+  cands.push_back({self_, ledger_->available(), 0});
+  for (auto& [id, free] : host_->Others()) cands.push_back({id, free, 0});
   auto find = [&](const std::string& id) -> Cand* {
     for (auto& c : cands) {
       if (c.id == id) return &c;
@@ -174,7 +172,7 @@ bool PlacementGroups::Plan(const Group& g, std::map<int, std::string>* plan, std
           if (k.find("_group_") == std::string::npos) plain.Set(k, v);
         }
         free += (free.empty() ? "" : ", ") +
-                (c.id == d_.self ? std::string("this node") : "node " + ToHex(c.id).substr(0, 12)) + " " +
+                (c.id == self_ ? std::string("this node") : "node " + ToHex(c.id).substr(0, 12)) + " " +
                 plain.ToString();
       }
       *why = "bundle " + std::to_string(i) + " " + need.ToString() +
@@ -194,7 +192,7 @@ void PlacementGroups::RetryLater(const std::string& pg_id) {
   auto it = groups_.find(pg_id);
   if (it == groups_.end() || it->second.retry_queued) return;
   it->second.retry_queued = true;
-  d_.after(kRetry, [this, pg_id] {
+  host_->After(kRetry, [this, pg_id] {
     auto g = groups_.find(pg_id);
     if (g == groups_.end()) return;
     g->second.retry_queued = false;
@@ -293,8 +291,8 @@ void PlacementGroups::Prepared(const std::string& pg_id, uint64_t attempt, std::
   g.info.set_state(rpc::PG_CREATED);
   g.info.clear_why_pending();
   Publish(g);
-  if (d_.created) d_.created(g.info);
-  if (d_.changed) d_.changed();
+  host_->Created(g.info);
+  host_->Changed();
 }
 
 Status PlacementGroups::Remove(const std::string& pg_id) {
@@ -316,16 +314,14 @@ Status PlacementGroups::Remove(const std::string& pg_id) {
     Send(node, rpc::BUNDLE_RETURN, op, nullptr);
   }
   Publish(g);
-  if (d_.removed) {
-    d_.removed(g.info, was_created ? "it was removed" : "it was removed before it was placed");
-  }
-  if (d_.changed) d_.changed();
+  host_->Removed(g.info, was_created ? "it was removed" : "it was removed before it was placed");
+  host_->Changed();
   // The record stays (state REMOVED) for lookups, the newest kKeepRemoved of
   // them; the entry here is dropped, so that create+remove in a loop keeps nothing.
   groups_.erase(it);
   removed_.push_back(pg_id);
   if (removed_.size() > kKeepRemoved) {
-    if (d_.forget) d_.forget(removed_.front());
+    host_->Forget(removed_.front());
     removed_.pop_front();
   }
   return Status::OK();
@@ -338,7 +334,7 @@ PlacementGroups::Where PlacementGroups::Locate(const std::string& pg_id, int ind
     if (k != known_.end()) info = &k->second;
   }
   Where w;
-  if (d_.ledger->Removed(pg_id) || (info != nullptr && info->state() == rpc::PG_REMOVED)) {
+  if (ledger_->Removed(pg_id) || (info != nullptr && info->state() == rpc::PG_REMOVED)) {
     w.kind = Where::kGone;
     w.why = "its placement group was removed (" + ToHex(pg_id).substr(0, 12) + ")";
     return w;
@@ -369,16 +365,16 @@ PlacementGroups::Where PlacementGroups::Locate(const std::string& pg_id, int ind
     } else {
       w.node = info->bundles(0).node_id();
       for (const auto& b : info->bundles()) {
-        if (b.node_id() == d_.self) w.node = d_.self;  // any bundle: one here if there is
+        if (b.node_id() == self_) w.node = self_;  // any bundle: one here if there is
       }
     }
     return w;
   }
   if (Find(pg_id) != nullptr) return w;  // placed here when it can be: `changed` runs then
   // Another node's group: look it up (again, while it is pending).
-  if (!looking_up_.count(pg_id) && d_.fetch) {
+  if (!looking_up_.count(pg_id)) {
     looking_up_.insert(pg_id);
-    d_.fetch(pg_id, [this, pg_id](Result<rpc::PlacementGroupInfo> r) {
+    host_->Fetch(pg_id, [this, pg_id](Result<rpc::PlacementGroupInfo> r) {
       looking_up_.erase(pg_id);
       bool ready = false;
       if (r.ok()) {
@@ -386,10 +382,10 @@ PlacementGroups::Where PlacementGroups::Locate(const std::string& pg_id, int ind
         known_[pg_id] = std::move(r.value());
       }
       if (ready) {
-        if (d_.changed) d_.changed();
+        host_->Changed();
       } else {
-        d_.after(kRetry, [this] {
-          if (d_.changed) d_.changed();  // (asks again)
+        host_->After(kRetry, [this] {
+          host_->Changed();  // (asks again)
         });
       }
     });
@@ -435,20 +431,20 @@ Status PlacementGroups::OnBundleOp(rpc::MessageType type, const rpc::BundleOp& o
   switch (type) {
     case rpc::BUNDLE_PREPARE: {
       ResourceSet r(std::map<std::string, double>(op.resources().begin(), op.resources().end()));
-      return d_.ledger->Prepare(op.pg_id(), op.index(), r);
+      return ledger_->Prepare(op.pg_id(), op.index(), r);
     }
     case rpc::BUNDLE_COMMIT: {
-      Status st = d_.ledger->Commit(op.pg_id(), op.index());
-      if (st.ok() && d_.changed) d_.changed();
+      Status st = ledger_->Commit(op.pg_id(), op.index());
+      if (st.ok()) host_->Changed();
       return st;
     }
     case rpc::BUNDLE_RETURN:
       if (op.index() >= 0) {
-        d_.ledger->Abort(op.pg_id(), op.index());
+        ledger_->Abort(op.pg_id(), op.index());
       } else {
-        d_.ledger->ReturnGroup(op.pg_id());
-        if (d_.returned_here) d_.returned_here(op.pg_id());
-        if (d_.changed) d_.changed();
+        ledger_->ReturnGroup(op.pg_id());
+        host_->ReturnedHere(op.pg_id());
+        host_->Changed();
       }
       return Status::OK();
     default:

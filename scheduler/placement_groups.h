@@ -11,8 +11,8 @@
 // it to place a task in one of its bundles. When a node holding bundles
 // dies, those bundles are placed again (RESCHEDULING, then CREATED).
 //
-// Every effect outside this class goes through Deps, so it is unit-tested
-// with fakes (tests/cpp/placement_groups_test.cc). Not thread-safe; lives on
+// Every effect outside this class goes through a GroupHost given at
+// construction, so it is unit-tested with a fake (tests/cpp/placement_groups_test.cc). Not thread-safe; lives on
 // the raylet's loop.
 #pragma once
 
@@ -33,36 +33,38 @@
 
 namespace phalanx::scheduler {
 
+// What the PlacementGroups ask of the rest of the raylet (PlacementService).
+class GroupHost {
+ public:
+  virtual ~GroupHost() = default;
+  // The other live nodes and what they have free, as last heard.
+  virtual std::vector<std::pair<std::string, ResourceSet>> Others() = 0;
+  // Sends BUNDLE_PREPARE / COMMIT / RETURN to another node; `done` gets its answer.
+  virtual void SendBundleOp(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
+                            std::function<void(const Status&)> done) = 0;
+  // Writes the group's record to the GCS.
+  virtual void Publish(const rpc::PlacementGroupInfo& info) = 0;
+  // Deletes the record of a group removed long enough ago.
+  virtual void Forget(const std::string& pg_id) = 0;
+  // Reads a group's record from the GCS.
+  virtual void Fetch(const std::string& pg_id, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) = 0;
+  // The group is placed (its ready object can be sealed; waiting work can go).
+  virtual void Created(const rpc::PlacementGroupInfo& info) = 0;
+  // The group was removed (`why`); its bundles here were given back.
+  virtual void Removed(const rpc::PlacementGroupInfo& info, const std::string& why) = 0;
+  // This node's bundles of a group were returned (kill its actors, fail its tasks here).
+  virtual void ReturnedHere(const std::string& pg_id) = 0;
+  // Runs `fn` after `delay` on the raylet's loop.
+  virtual void After(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
+  // Something placement-related changed here (work held for a group may go now).
+  virtual void Changed() = 0;
+};
+
 class PlacementGroups final : public GroupPlacement {
  public:
-  struct Deps {
-    std::string self;          // this node's id
-    ResourceLedger* ledger;    // this node's resources
-    // The other live nodes and what they have free, as last heard.
-    std::function<std::vector<std::pair<std::string, ResourceSet>>()> others;
-    // Sends BUNDLE_PREPARE / COMMIT / RETURN to another node; `done` gets its answer.
-    std::function<void(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
-                       std::function<void(const Status&)> done)>
-        send;
-    // Writes the group's record to the GCS.
-    std::function<void(const rpc::PlacementGroupInfo& info)> publish;
-    // Deletes the record of a group removed long enough ago.
-    std::function<void(const std::string& pg_id)> forget;
-    // Reads a group's record from the GCS.
-    std::function<void(const std::string& pg_id, std::function<void(Result<rpc::PlacementGroupInfo>)> cb)> fetch;
-    // The group is placed (its ready object can be sealed; waiting work can go).
-    std::function<void(const rpc::PlacementGroupInfo& info)> created;
-    // The group was removed (`why`); its bundles here were given back.
-    std::function<void(const rpc::PlacementGroupInfo& info, const std::string& why)> removed;
-    // This node's bundles of a group were returned (kill its actors, fail its tasks here).
-    std::function<void(const std::string& pg_id)> returned_here;
-    // Runs `fn` after `delay` on the raylet's loop.
-    std::function<void(std::chrono::milliseconds delay, std::function<void()> fn)> after;
-    // Something placement-related changed here (work held for a group may go now).
-    std::function<void()> changed;
-  };
-
-  explicit PlacementGroups(Deps deps) : d_(std::move(deps)) {}
+  // `self`: this node's id; `ledger`: its resources; both, and `host`, outlive this.
+  PlacementGroups(std::string self, ResourceLedger* ledger, GroupHost* host)
+      : self_(std::move(self)), ledger_(ledger), host_(host) {}
 
   // Checks a new group (InvalidArgument says what is wrong) and starts placing it.
   Status Create(rpc::PlacementGroupInfo info);
@@ -110,7 +112,9 @@ class PlacementGroups final : public GroupPlacement {
   void Publish(const Group& g);
   std::string Describe(const rpc::PlacementGroupInfo& info) const;
 
-  Deps d_;
+  std::string self_;
+  ResourceLedger* ledger_;
+  GroupHost* host_;
   std::map<std::string, Group> groups_;                       // coordinated here
   std::map<std::string, rpc::PlacementGroupInfo> known_;      // others', from the GCS
   std::set<std::string> looking_up_;                          // fetches in flight

@@ -42,7 +42,7 @@ PlacementService::PlacementService(boost::asio::io_context& io, std::string node
       tasks_(tasks),
       actors_(actors),
       node_(node),
-      pgs_(Deps()) {}
+      pgs_(node_id_, ledger_, this) {}
 
 void PlacementService::QueueWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info) {
   writes_[pg_id] = info ? std::optional<rpc::PlacementGroupInfo>(*info) : std::nullopt;
@@ -62,60 +62,51 @@ void PlacementService::QueueWrite(const std::string& pg_id, const rpc::Placement
   });
 }
 
-PlacementGroups::Deps PlacementService::Deps() {
-  PlacementGroups::Deps d;
-  d.self = node_id_;
-  d.ledger = ledger_;
-  d.others = [this] { return peers_->FreeElsewhere(); };
-  d.send = [this](const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
-                  std::function<void(const Status&)> done) {
-    peers_->CallNode(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
-      if (!done) return;
-      if (!r.ok()) return done(r.status());
-      rpc::Status st;
-      if (!st.ParseFromString(r.value())) return done(Status::Internal("malformed answer to a bundle operation"));
-      done(FromProto(st));
-    });
-  };
-  // A group changes state several times in one turn of the loop (created,
-  // placed, removed): only its last state of the turn goes to the GCS.
-  d.publish = [this](const rpc::PlacementGroupInfo& info) { QueueWrite(info.pg_id(), &info); };
-  d.forget = [this](const std::string& pg) { QueueWrite(pg, nullptr); };
-  d.fetch = [this](const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) {
-    gcs_->GetPlacementGroup(pg, std::move(cb));
-  };
-  d.created = [this](const rpc::PlacementGroupInfo& info) {
-    auto value = ready_values_.find(info.pg_id());
-    std::string ready = value == ready_values_.end() ? TrueValue() : std::move(value->second);
-    if (value != ready_values_.end()) ready_values_.erase(value);
-    objects_->PutInline(MakeObjectId(info.pg_id(), 1), std::move(ready), {});
-  };
-  d.removed = [this](const rpc::PlacementGroupInfo& info, const std::string& why) {
-    ready_values_.erase(info.pg_id());
-    std::string id = MakeObjectId(info.pg_id(), 1);
-    if (!objects_->IsReady(id)) {
-      objects_->MarkLost(id, StatusCode::kInfeasible, "placement group " + ToHex(info.pg_id()).substr(0, 12) +
-                                                         " will never be ready: " + why);
-    }
-  };
-  d.returned_here = [this](const std::string& pg) {
-    // (Ray's tests match "placement group was removed")
-    std::string why = "its placement group was removed (" + ToHex(pg).substr(0, 12) + ")";
-    actors_->KillGroup(pg, why);
-    tasks_->FailGroup(pg, why);
-  };
-  d.after = [this](std::chrono::milliseconds delay, std::function<void()> fn) {
-    auto t = std::make_shared<boost::asio::steady_timer>(io_, delay);
-    t->async_wait([t, fn = std::move(fn)](const boost::system::error_code& ec) {
-      if (!ec) fn();
-    });
-  };
-  d.changed = [this] {
-    if (stopped_) return;
-    tasks_->Redispatch();
-    node_->AnnounceSoon();  // others see the bundles' resources now, not at the next heartbeat
-  };
-  return d;
+void PlacementService::SendBundleOp(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
+                                    std::function<void(const Status&)> done) {
+  peers_->CallNode(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
+    if (!done) return;
+    if (!r.ok()) return done(r.status());
+    rpc::Status st;
+    if (!st.ParseFromString(r.value())) return done(Status::Internal("malformed answer to a bundle operation"));
+    done(FromProto(st));
+  });
+}
+
+void PlacementService::Created(const rpc::PlacementGroupInfo& info) {
+  auto value = ready_values_.find(info.pg_id());
+  std::string ready = value == ready_values_.end() ? TrueValue() : std::move(value->second);
+  if (value != ready_values_.end()) ready_values_.erase(value);
+  objects_->PutInline(MakeObjectId(info.pg_id(), 1), std::move(ready), {});
+}
+
+void PlacementService::Removed(const rpc::PlacementGroupInfo& info, const std::string& why) {
+  ready_values_.erase(info.pg_id());
+  std::string id = MakeObjectId(info.pg_id(), 1);
+  if (!objects_->IsReady(id)) {
+    objects_->MarkLost(id, StatusCode::kInfeasible,
+                       "placement group " + ToHex(info.pg_id()).substr(0, 12) + " will never be ready: " + why);
+  }
+}
+
+void PlacementService::ReturnedHere(const std::string& pg) {
+  // (Ray's tests match "placement group was removed")
+  std::string why = "its placement group was removed (" + ToHex(pg).substr(0, 12) + ")";
+  actors_->KillGroup(pg, why);
+  tasks_->FailGroup(pg, why);
+}
+
+void PlacementService::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto t = std::make_shared<boost::asio::steady_timer>(io_, delay);
+  t->async_wait([t, fn = std::move(fn)](const boost::system::error_code& ec) {
+    if (!ec) fn();
+  });
+}
+
+void PlacementService::Changed() {
+  if (stopped_) return;
+  tasks_->Redispatch();
+  node_->AnnounceSoon();  // others see the bundles' resources now, not at the next heartbeat
 }
 
 void PlacementService::HandlePeer(rpc::MessageType type, const std::string& body, const PeerReply& reply) {

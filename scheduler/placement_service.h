@@ -33,7 +33,7 @@ class NodeAnnouncer {
   virtual void AnnounceSoon() = 0;
 };
 
-class PlacementService {
+class PlacementService final : private GroupHost {
  public:
   // Every collaborator is owned by the raylet and outlives this; none is used before the first message.
   PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger, PeerManager* peers,
@@ -57,8 +57,22 @@ class PlacementService {
   void Stop() { stopped_ = true; }
 
  private:
-  // What the PlacementGroups do outside themselves.
-  PlacementGroups::Deps Deps();
+  // GroupHost: what the PlacementGroups do outside themselves.
+  std::vector<std::pair<std::string, ResourceSet>> Others() override { return peers_->FreeElsewhere(); }
+  void SendBundleOp(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
+                    std::function<void(const Status&)> done) override;
+  // A group changes state several times in one turn of the loop (created,
+  // placed, removed): only its last state of the turn goes to the GCS.
+  void Publish(const rpc::PlacementGroupInfo& info) override { QueueWrite(info.pg_id(), &info); }
+  void Forget(const std::string& pg_id) override { QueueWrite(pg_id, nullptr); }
+  void Fetch(const std::string& pg_id, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) override {
+    gcs_->GetPlacementGroup(pg_id, std::move(cb));
+  }
+  void Created(const rpc::PlacementGroupInfo& info) override;
+  void Removed(const rpc::PlacementGroupInfo& info, const std::string& why) override;
+  void ReturnedHere(const std::string& pg_id) override;
+  void After(std::chrono::milliseconds delay, std::function<void()> fn) override;
+  void Changed() override;
   // Placement group states for the GCS, the last of each group in this turn
   // of the loop (nullopt: forget it), written at the end of the turn.
   void QueueWrite(const std::string& pg_id, const rpc::PlacementGroupInfo* info);
@@ -76,7 +90,7 @@ class PlacementService {
   bool flush_posted_ = false;
   std::unordered_map<std::string, std::string> ready_values_;  // pg id -> its ready object's value, until placed
   bool stopped_ = false;
-  PlacementGroups pgs_;  // (last: its Deps use the members above)
+  PlacementGroups pgs_;  // (last: it is given this as its GroupHost)
 };
 
 }  // namespace phalanx::scheduler

@@ -17,6 +17,7 @@ class PlacementGroupsTest : public ::testing::Test {
  protected:
   struct Node {
     std::unique_ptr<ResourceLedger> ledger;
+    std::unique_ptr<GroupHost> host;
     std::unique_ptr<PlacementGroups> pgs;
     bool up = true;
     std::vector<std::string> returned;  // groups returned here
@@ -26,39 +27,50 @@ class PlacementGroupsTest : public ::testing::Test {
     for (const char* id : {"A", "B", "C"}) AddNode(id, {{"CPU", 2}});
   }
 
-  void AddNode(const std::string& id, std::map<std::string, double> total) {
-    Node& n = nodes_[id];
-    n.ledger = std::make_unique<ResourceLedger>(ResourceSet(std::move(total)));
-    PlacementGroups::Deps d;
-    d.self = id;
-    d.ledger = n.ledger.get();
-    d.others = [this, id] {
+  // Node `id`'s view of the others and of the GCS: the test's maps.
+  class FakeHost : public GroupHost {
+   public:
+    FakeHost(PlacementGroupsTest* t, std::string id) : t_(t), id_(std::move(id)) {}
+    std::vector<std::pair<std::string, ResourceSet>> Others() override {
       std::vector<std::pair<std::string, ResourceSet>> out;
-      for (auto& [other, node] : nodes_) {
-        if (other != id && node.up) out.emplace_back(other, seen_free_.count(other) ? seen_free_[other] : node.ledger->available());
+      for (auto& [other, node] : t_->nodes_) {
+        if (other != id_ && node.up) {
+          out.emplace_back(other, t_->seen_free_.count(other) ? t_->seen_free_[other] : node.ledger->available());
+        }
       }
       return out;
-    };
-    d.send = [this](const std::string& to, rpc::MessageType type, const rpc::BundleOp& op,
-                    std::function<void(const Status&)> done) {
-      ++sent_[type];
-      Node& target = nodes_[to];
+    }
+    void SendBundleOp(const std::string& to, rpc::MessageType type, const rpc::BundleOp& op,
+                      std::function<void(const Status&)> done) override {
+      ++t_->sent_[type];
+      Node& target = t_->nodes_[to];
       Status st = target.up ? target.pgs->OnBundleOp(type, op) : Status::Unavailable("node " + to + " is down");
       if (done) done(st);
-    };
-    d.publish = [this](const rpc::PlacementGroupInfo& info) { published_.push_back(info); };
-    d.fetch = [this](const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) {
-      for (auto it = published_.rbegin(); it != published_.rend(); ++it) {
+    }
+    void Publish(const rpc::PlacementGroupInfo& info) override { t_->published_.push_back(info); }
+    void Forget(const std::string&) override {}
+    void Fetch(const std::string& pg, std::function<void(Result<rpc::PlacementGroupInfo>)> cb) override {
+      for (auto it = t_->published_.rbegin(); it != t_->published_.rend(); ++it) {
         if (it->pg_id() == pg) return cb(*it);
       }
       cb(Status::NotFound("no such group"));
-    };
-    d.created = [this](const rpc::PlacementGroupInfo& info) { created_.push_back(info.pg_id()); };
-    d.removed = [this](const rpc::PlacementGroupInfo&, const std::string& why) { removed_why_ = why; };
-    d.returned_here = [this, id](const std::string& pg) { nodes_[id].returned.push_back(pg); };
-    d.after = [this](std::chrono::milliseconds, std::function<void()> fn) { timers_.push_back(std::move(fn)); };
-    d.changed = [] {};
-    n.pgs = std::make_unique<PlacementGroups>(std::move(d));
+    }
+    void Created(const rpc::PlacementGroupInfo& info) override { t_->created_.push_back(info.pg_id()); }
+    void Removed(const rpc::PlacementGroupInfo&, const std::string& why) override { t_->removed_why_ = why; }
+    void ReturnedHere(const std::string& pg) override { t_->nodes_[id_].returned.push_back(pg); }
+    void After(std::chrono::milliseconds, std::function<void()> fn) override { t_->timers_.push_back(std::move(fn)); }
+    void Changed() override {}
+
+   private:
+    PlacementGroupsTest* t_;
+    std::string id_;
+  };
+
+  void AddNode(const std::string& id, std::map<std::string, double> total) {
+    Node& n = nodes_[id];
+    n.ledger = std::make_unique<ResourceLedger>(ResourceSet(std::move(total)));
+    n.host = std::make_unique<FakeHost>(this, id);
+    n.pgs = std::make_unique<PlacementGroups>(id, n.ledger.get(), n.host.get());
   }
 
   PlacementGroups& A() { return *nodes_["A"].pgs; }
