@@ -310,9 +310,16 @@ def test_calls_in_flight_when_the_actor_dies(cluster, retries):
 
 @phalanx.remote
 class AwaitingForever:
+    def __init__(self):
+        self.awaiting = 0
+
     async def wait_for(self, ref_list):
+        self.awaiting += 1
         await ref_list[0]  # a ref that never becomes ready while the actor lives
         return "never"
+
+    async def how_many_await(self):
+        return self.awaiting
 
     async def pid(self):
         return os.getpid()
@@ -328,7 +335,7 @@ def test_an_async_actor_killed_mid_await_fails_its_calls(cluster):
     pid = phalanx.get(a.pid.remote(), timeout=20)
     blocker = never_returns.remote()
     calls = [a.wait_for.remote([blocker]) for _ in range(3)]  # all awaiting at once on the actor's loop
-    time.sleep(0.5)
+    wait_until(lambda: phalanx.get(a.how_many_await.remote(), timeout=10) == 3, what="three calls awaiting")
     os.kill(pid, signal.SIGKILL)
     t0 = time.monotonic()
     for c in calls:

@@ -4,7 +4,6 @@ group that cannot be placed (pg.ready() times out naming the bundles),
 rescheduling when a node holding bundles dies, and bad input."""
 import os
 import signal
-import time
 
 import pytest
 
@@ -161,7 +160,9 @@ def test_a_bundle_on_another_node_takes_its_actor_there():
         assert phalanx.get([a.node.remote() for _ in range(20)], timeout=20) == [far_node] * 20
         # The counts of work each node reports stay sane (calls forwarded to the
         # actor's node once drove the caller's "running" count below zero).
-        time.sleep(0.5)  # (a heartbeat)
+        seen = {n["node_id"]: n["heartbeat_ms"] for n in phalanx.nodes() if n["alive"]}
+        wait_until(lambda: all(n["heartbeat_ms"] > seen[n["node_id"]] for n in phalanx.nodes() if n["node_id"] in seen),
+                   what="every node's next record (a heartbeat)")
         for n in phalanx.nodes():
             assert 0 <= n["tasks_running"] < 100 and 0 <= n["tasks_queued"] < 100, n
         del nodes

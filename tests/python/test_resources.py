@@ -7,6 +7,7 @@ import time
 import pytest
 
 import phalanx
+from conftest import wait_until
 
 
 @pytest.fixture
@@ -105,31 +106,36 @@ def test_resource_options_are_validated():
         phalanx.remote(memory=-1)(lambda: 0)
 
 
-def test_gpu_fractions_adding_up_to_a_whole_gpu_do_not_make_one(gpu_node):
+def test_gpu_fractions_adding_up_to_a_whole_gpu_do_not_make_one(gpu_node, tmp_path):
     # A holds 0.4 of GPU 0; B takes 0.7 of GPU 1 and C the last 0.3 of it.
     # When B ends, 1.3 GPUs are free in total but no whole GPU: D (1 GPU)
     # must wait for A or C, and the raylet must not trip over the difference.
+    # Each is submitted once the one before it runs (it writes `started`).
     @phalanx.remote(num_gpus=0.4)
-    def a():
+    def a(started):
+        open(started, "w").close()
         time.sleep(2.5)
         return phalanx.get_gpu_ids()
 
     @phalanx.remote(num_gpus=0.7)
-    def b():
+    def b(started):
+        open(started, "w").close()
         time.sleep(0.5)
         return phalanx.get_gpu_ids()
 
     @phalanx.remote(num_gpus=0.3)
-    def c():
+    def c(started):
+        open(started, "w").close()
         time.sleep(2.5)
         return phalanx.get_gpu_ids()
 
-    ra = a.remote()
-    time.sleep(0.3)
-    rb = b.remote()
-    time.sleep(0.3)
-    rc = c.remote()
-    time.sleep(0.3)
+    marks = [str(tmp_path / name) for name in ("a", "b", "c")]
+    ra = a.remote(marks[0])
+    wait_until(lambda: os.path.exists(marks[0]), what="a to start")
+    rb = b.remote(marks[1])
+    wait_until(lambda: os.path.exists(marks[1]), what="b to start")
+    rc = c.remote(marks[2])
+    wait_until(lambda: os.path.exists(marks[2]), what="c to start")
     rd = visible_gpus.remote()
     assert phalanx.get(rb, timeout=30) == [1]
     assert phalanx.get([ra, rc], timeout=30) == [[0], [1]]
