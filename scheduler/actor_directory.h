@@ -9,9 +9,9 @@
 #include <functional>
 #include <string>
 
-#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "gcs/gcs_client.h"
 
 namespace phalanx::scheduler {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <deque>
 
-#include "gcs/gcs_client.h"
 #include "core/logging.h"
+#include "gcs/gcs_client.h"
 
 namespace phalanx::scheduler {
 

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "gcs/redis_client.h"
 #include "core/tls.h"
+#include "gcs/redis_client.h"
 
 namespace phalanx::scheduler {
 

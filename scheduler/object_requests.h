@@ -19,8 +19,8 @@
 
 #include <boost/asio.hpp>
 
-#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
+#include "gcs/gcs_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
 #include "scheduler/peer_manager.h"

@@ -12,14 +12,14 @@
 
 #include <boost/asio.hpp>
 
-#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
+#include "gcs/gcs_client.h"
 #include "objectstore/object_table.h"
 #include "scheduler/actor_manager.h"
 #include "scheduler/clients.h"
-#include "scheduler/router.h"
 #include "scheduler/peer_manager.h"
 #include "scheduler/placement_groups.h"
+#include "scheduler/router.h"
 #include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {

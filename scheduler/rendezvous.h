@@ -21,9 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gcs/gcs_client.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "gcs/gcs_client.h"
 
 namespace phalanx::scheduler {
 

@@ -43,12 +43,12 @@
 #include <vector>
 
 #include "core/blocking_connection.h"
+#include "core/proto/phalanx.pb.h"
+#include "core/status.h"
 #include "worker/direct_caller.h"
 #include "worker/direct_io.h"
-#include "core/proto/phalanx.pb.h"
 #include "worker/raylet_channel.h"
 #include "worker/ref_counter.h"
-#include "core/status.h"
 #include "worker/task_server.h"
 #include "worker/worker_objects.h"
 

@@ -1,8 +1,8 @@
 // The core worker's requests about actors to its raylet: a named actor's
 // lookup, a kill, and an actor's own checkpoints (docs/fault-tolerance.md).
 // Split from core_worker.cc; the same class (worker/core_worker.h).
-#include "worker/core_worker.h"
 #include "core/status_proto.h"
+#include "worker/core_worker.h"
 
 namespace phalanx {
 

@@ -1,9 +1,9 @@
 // CoreWorker's caller side of generators (docs/architecture.md,
 // "Generators"): a caller reads the items and lets go of the stream. (The
 // generator task's side, items and credit, is the TaskServer's.)
-#include "worker/core_worker.h"
 #include "core/ids.h"
 #include "core/status_proto.h"
+#include "worker/core_worker.h"
 
 namespace phalanx {
 

@@ -19,13 +19,13 @@
 #include <thread>
 
 #include "core/auth.h"
-#include "worker/core_worker.h"
 #include "core/ids.h"
 #include "core/process.h"
-#include "gcs/redis_client.h"
-#include "worker/task_spec_builder.h"
 #include "core/tls.h"
+#include "gcs/redis_client.h"
 #include "phalanx/api.h"
+#include "worker/core_worker.h"
+#include "worker/task_spec_builder.h"
 
 namespace phalanx {
 namespace {

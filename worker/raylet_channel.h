@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "core/blocking_connection.h"
-#include "worker/ref_counter.h"
 #include "core/status.h"
+#include "worker/ref_counter.h"
 
 namespace phalanx {
 

@@ -10,8 +10,8 @@
 #include <map>
 #include <string>
 
-#include "worker/core_worker.h"
 #include "core/proto/phalanx.pb.h"
+#include "worker/core_worker.h"
 
 namespace phalanx {
 

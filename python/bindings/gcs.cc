@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "core/tls.h"
 #include "gcs/gcs_tables.h"
 #include "gcs/redis_client.h"
-#include "core/tls.h"
 #include "python/bindings/py_core.h"
 
 namespace phalanx::py {

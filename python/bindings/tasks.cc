@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/ids.h"
-#include "worker/task_spec_builder.h"
 #include "core/trace.h"
 #include "python/bindings/py_core.h"
+#include "worker/task_spec_builder.h"
 
 namespace phalanx::py {
 

@@ -15,11 +15,11 @@
 #include <map>
 #include <thread>
 
-#include "worker/core_worker.h"
 #include "core/framed_connection.h"
 #include "core/ids.h"
 #include "core/proto/phalanx.pb.h"
 #include "tests/cpp/test_util.h"
+#include "worker/core_worker.h"
 
 namespace phalanx {
 namespace {

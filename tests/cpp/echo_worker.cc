@@ -9,8 +9,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "worker/core_worker.h"
 #include "core/ids.h"
+#include "worker/core_worker.h"
 
 using namespace phalanx;
 

@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "gcs/gcs_client.h"
 #include "core/ids.h"
+#include "gcs/gcs_client.h"
 #include "gcs/redis_client.h"
 #include "scheduler/cluster_view.h"
 #include "tests/cpp/test_util.h"

@@ -5,9 +5,9 @@
 
 #include <signal.h>
 
-#include "worker/core_worker.h"
 #include "core/ids.h"
 #include "tests/cpp/test_util.h"
+#include "worker/core_worker.h"
 
 namespace phalanx {
 
