@@ -203,9 +203,11 @@ NodeManager::NodeManager(asio::io_context& io, NodeManagerOptions options,
                   InspectedParts{&tasks_, &om_, &collectives_.steps(), &collectives_.reduces(), &collectives_.allreduces(),
                                  &streams_.table(), &pool_, &clients_},
                   &gcs_, &peers_),
-      object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms) {
+      object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms),
+      functions_(io, &gcs_) {
   // Every part lists the messages it owns, from clients and from peers.
   AddRoutes(router_);
+  functions_.AddRoutes(router_);
   peers_.AddRoutes(router_);
   object_requests_.AddRoutes(router_);
   collectives_.AddRoutes(router_);
@@ -365,17 +367,11 @@ void NodeManager::OnGcsBack() {
   // a little more: what this node owns goes in again.
   peers_.Forgive();
   gcs_.RegisterNode(NodeInfoNow());
-  for (const auto& [id, f] : functions_) {
-    rpc::RegisterFunction m;
-    m.set_function_id(id);
-    m.set_name(f.name);
-    m.set_pickled(f.pickled);
-    gcs_.PutFunction(m);
-  }
+  size_t functions = functions_.Republish();
   clients_.ForEachId([this](const std::string& id) { gcs_.RegisterClient(id, node_id_); });
   actors_.AnnounceAll();
   size_t objects = om_.ListAllInDirectory();
-  PHALANX_LOG(Info) << "GCS back: re-published this node, " << functions_.size() << " functions, "
+  PHALANX_LOG(Info) << "GCS back: re-published this node, " << functions << " functions, "
                     << clients_.num_registered() << " clients and " << objects << " objects";
 }
 
@@ -483,33 +479,6 @@ void NodeManager::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req,
     return;
   }
   if (c->worker) tasks_.OnWorkerRegistered(c->worker);
-}
-
-void NodeManager::LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
-                                 Clock::time_point give_up) {
-  std::weak_ptr<Client> weak = c;
-  gcs_.GetFunction(function_id, [this, weak, req, function_id, give_up](Result<rpc::RegisterFunction> f) {
-    auto cl = weak.lock();
-    if (!cl) return;
-    // The node that registered it may not have written it to the GCS yet
-    // (its task can arrive here first): ask again for a few seconds.
-    if (!f.ok() && f.status().code() == StatusCode::kNotFound && Clock::now() < give_up && !stopped_) {
-      auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(20));
-      timer->async_wait([this, timer, weak, req, function_id, give_up](auto ec) {
-        if (auto again = weak.lock(); again && !ec) LookUpFunction(again, req, function_id, give_up);
-      });
-      return;
-    }
-    rpc::GetFunctionReply r;
-    if (f.ok()) {
-      functions_[f.value().function_id()] = Function{f.value().name(), f.value().pickled()};
-      r.set_name(f.value().name());
-      r.set_pickled(f.value().pickled());
-    } else {
-      *r.mutable_status() = ToProto(f.status());
-    }
-    Reply(*cl, rpc::GET_FUNCTION, req, r);
-  });
 }
 
 void NodeManager::HandleSubmit(Client& c, rpc::TaskSpec spec) {
@@ -674,6 +643,7 @@ void NodeManager::OnClose(const std::shared_ptr<Client>& c, const Status& why) {
 void NodeManager::Stop(const std::string& why) {
   if (stopped_) return;
   stopped_ = true;
+  functions_.Stop();
   placement_.Stop();
   PHALANX_LOG(Info) << "raylet stopping: " << why;
   boost::system::error_code ec;

@@ -32,6 +32,7 @@
 #include "scheduler/actor_directory.h"
 #include "scheduler/clients.h"
 #include "scheduler/collective_service.h"
+#include "scheduler/function_table.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/heartbeat.h"
 #include "scheduler/inspection.h"
@@ -123,17 +124,12 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
                          size_t len);
 
  private:
-  struct Function {
-    std::string name;
-    std::string pickled;
-  };
-
   NodeManager(boost::asio::io_context& io, NodeManagerOptions options,
               std::unique_ptr<objectstore::ObjectStore> store);
   static Result<std::unique_ptr<NodeManager>> Make(boost::asio::io_context& io, NodeManagerOptions options,
                                                    bool connect);
   void Accept();
-  // Its own client routes (node_routes.cc): registration, tasks, functions, actors.
+  // Its own client routes (node_routes.cc): registration, tasks, actors.
   void AddRoutes(Router& router);
   void OnClose(const std::shared_ptr<Client>& c, const Status& why);
   static void Reply(Client& c, uint16_t type, uint64_t request_id, const google::protobuf::MessageLite& m) {
@@ -157,8 +153,6 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   // NodeAnnouncer: the node's record in the GCS, once at the end of this turn.
   void AnnounceSoon() override;
   void HandleExpectReturns(Client& c, const rpc::ExpectReturns& m);
-  void LookUpFunction(const std::shared_ptr<Client>& c, uint64_t req, const std::string& function_id,
-                      std::chrono::steady_clock::time_point give_up);
   std::chrono::steady_clock::time_point rings_pruned_at_{};
   // An object freed here (objectstore::ObjectEvents): its reduce record, its
   // task record and, for an actor's creation, the actor's handles go.
@@ -204,7 +198,7 @@ class NodeManager final : private TaskEvents, private WorkerDeaths, private Node
   Clients clients_;  // the drivers and workers connected here
   Inspection inspection_;  // counters, the timeline, `phalanx memory`
   ObjectRequests object_requests_;  // gets, waits, create/seal/put, holds and releases
-  std::unordered_map<std::string, Function> functions_;
+  FunctionTable functions_;  // the functions clients registered or asked for
   std::vector<rpc::TaskRecord> pending_records_;
   std::vector<std::string> pending_task_deletes_;
   bool stopped_ = false;

@@ -1,5 +1,5 @@
-// The NodeManager's own routes (scheduler/router.h): registration, tasks,
-// functions and actors, the client messages no service owns yet. Each
+// The NodeManager's own routes (scheduler/router.h): registration, tasks
+// and actors, the client messages no service owns yet. Each
 // parses and checks its message before anything acts on it.
 #include <chrono>
 
@@ -10,11 +10,6 @@
 #include "scheduler/node_manager.h"
 
 namespace phalanx::scheduler {
-
-namespace {
-// How long a function registered on another node may take to reach the GCS.
-constexpr auto kFunctionWait = std::chrono::seconds(5);
-}  // namespace
 
 void NodeManager::AddRoutes(Router& router) {
   using C = const std::shared_ptr<Client>&;
@@ -51,27 +46,6 @@ void NodeManager::AddRoutes(Router& router) {
     rpc::TaskIds m;
     if (!ParseBody(&m, b, n) || c->worker == nullptr) return false;
     nm->tasks_.OnTasksRecalled(c->worker, m);
-    return true;
-  });
-  on(rpc::REGISTER_FUNCTION, "function", [](NodeManager* nm, C, uint64_t, const char* b, size_t n) {
-    rpc::RegisterFunction m;
-    if (!ParseBody(&m, b, n)) return false;
-    if (!nm->functions_.count(m.function_id())) nm->gcs_.PutFunction(m);  // for the other nodes
-    nm->functions_[m.function_id()] = Function{m.name(), std::move(*m.mutable_pickled())};
-    return true;
-  });
-  on(rpc::GET_FUNCTION, "function request", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
-    rpc::GetFunction m;
-    if (!ParseBody(&m, b, n)) return false;
-    auto it = nm->functions_.find(m.function_id());
-    if (it == nm->functions_.end()) {
-      nm->LookUpFunction(c, req, m.function_id(), std::chrono::steady_clock::now() + kFunctionWait);
-      return true;
-    }
-    rpc::GetFunctionReply r;
-    r.set_name(it->second.name);
-    r.set_pickled(it->second.pickled);
-    nm->Reply(*c, rpc::GET_FUNCTION, req, r);
     return true;
   });
   on(rpc::GET_ACTOR, "actor lookup", [](NodeManager* nm, C c, uint64_t req, const char* b, size_t n) {
