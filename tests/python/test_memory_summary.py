@@ -10,7 +10,7 @@ import numpy as np
 import phalanx
 from phalanx._private import memory
 
-from conftest import loopback_nodes
+from conftest import loopback_nodes, wait_until
 
 MIB = 1 << 20
 
@@ -51,7 +51,8 @@ def test_memory_names_each_objects_node_size_and_holders():
         keeper = _Keeper.remote()
         assert phalanx.get(keeper.keep.remote([big]), timeout=60)
         running = _slow_sum.remote(big, 3)
-        time.sleep(1.0)  # (it runs, with big as its argument)
+        wait_until(lambda: sum(n["tasks_running"] for n in phalanx.nodes()) >= 1, timeout=30,
+                   what="the task to run, with big as its argument")
         wrapper = phalanx.put([there])  # a value holding a ref
 
         nodes = memory.summary()
