@@ -111,11 +111,11 @@ void RayletChannel::Loop() {
   while (!stopping_) {
     cv_.wait(l, [&] { return stopping_ || nudged_ || !out_buf_.empty(); });
     if (stopping_) break;
-    nudged_ = false;
     // Let a burst accumulate, then send it in one write: messages soon, reference changes lazily.
     auto delay = out_buf_.empty() ? kChangesDelay : kSendDelay;
     cv_.wait_for(l, delay, [&] { return stopping_; });
     if (stopping_) break;
+    nudged_ = false;  // (this drain takes every change nudged for so far, those of the delay too)
     pending_->DrainInto(&out_buf_);
     (void)WriteOutLocked();
   }
