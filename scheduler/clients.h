@@ -1,9 +1,9 @@
 // The raylet's clients: the drivers and workers connected on the node's Unix
 // socket, and what each holds, pins and creates here (a client's exit lets
-// go of all of it: NodeManager::OnClose). Clients is the table of them, by
-// connection and, once registered, by client id; every service that answers
-// a client or looks one up by id is given it at construction. Not
-// thread-safe; the raylet's loop.
+// go of all of it: each ClientWatcher is told, scheduler/client_service.h).
+// Clients is the table of them, by connection and, once registered, by
+// client id; every service that answers a client or looks one up by id is
+// given it at construction. Not thread-safe; the raylet's loop.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,17 @@ struct Client {
   // Results of this client's direct actor calls, not handed in yet (EXPECT_RETURNS).
   std::unordered_set<std::string> expected;
   bool met = false;  // made a rendezvous (a static group's rank): its exit is news to the other ranks
+};
+
+// A part with something of a client's that must go when the client does
+// (its holds, its groups, its rendezvous, its generators, its actors). The
+// ClientService tells each, in the order given to it, before the record goes.
+class ClientWatcher {
+ public:
+  virtual ~ClientWatcher() = default;
+  // `c` closed its connection; `why` says who it was and how it ended
+  // ("worker process 7 on node 3fa2... exited (...)"). Not called once the raylet stops.
+  virtual void OnClientGone(Client& c, const std::string& why) = 0;
 };
 
 class Clients {

@@ -26,7 +26,7 @@
 
 namespace phalanx::scheduler {
 
-class CollectiveService {
+class CollectiveService final : public ClientWatcher {
  public:
   // `objects`: the node's object layer; `inline_threshold`: results at most this big stay inline.
   // Every collaborator is owned by the raylet and outlives this.
@@ -43,8 +43,10 @@ class CollectiveService {
   void HandleLocate(Client& c, const rpc::LocateObjects& m);
   // A node was declared dead: its reduce steps and rendezvous here.
   void OnNodeDead(const std::string& node);
-  // A client that made a rendezvous exited (`why`): the other ranks hear of it.
-  void OnClientGone(const std::string& client_id, const std::string& why) { rendezvous_.ClientGone(client_id, why); }
+  // ClientWatcher: a client that made a rendezvous exited (`why`): the other ranks hear of it.
+  void OnClientGone(Client& c, const std::string& why) override {
+    if (c.met) rendezvous_.ClientGone(c.client_id, why);
+  }
   // An object freed here: its reduce record goes.
   void OnObjectFreed(const std::string& id) { reduces_.Forget(id); }
   // Fails what is in progress (`why`).

@@ -73,9 +73,28 @@ void ObjectRequests::Hold(Client& c, const std::string& id) {
   if (c.holds.insert(id).second) objects_.AddRef(id);
 }
 
-bool ObjectRequests::CreatorRegistered(const std::string& client_id) {
+void ObjectRequests::ClientRegistered(const std::string& client_id) {
   own_creators_.insert(CreatorKey(client_id));
-  return creators_.insert(CreatorKey(client_id)).second;
+  if (creators_.insert(CreatorKey(client_id)).second) gcs_->RegisterClient(client_id, node_id_);
+}
+
+void ObjectRequests::OnClientGone(Client& c, const std::string&) {
+  for (const auto& [id, n] : c.pins) {
+    for (int64_t i = 0; i < n; ++i) objects_.ReleasePin(id);
+  }
+  c.pins.clear();
+  for (const auto& id : c.creating) objects_.AbortCreate(id);
+  c.creating.clear();
+  for (const auto& id : c.expected) {
+    if (!objects_.IsReady(id)) {
+      objects_.MarkLost(id, StatusCode::kObjectLost,
+                        "the process that called the actor exited before the call's result came back to it");
+    }
+  }
+  c.expected.clear();
+  auto holds = std::move(c.holds);
+  c.holds.clear();
+  for (const auto& id : holds) objects_.RemoveRef(id);
 }
 
 void ObjectRequests::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::GetObjects& m) {

@@ -29,7 +29,7 @@
 
 namespace phalanx::scheduler {
 
-class ObjectRequests {
+class ObjectRequests final : public ClientWatcher {
  public:
   // `copy_progress_ms`: how often a get waiting on a long copy from another
   // node is told how far it is. Every collaborator is owned by the raylet and outlives this.
@@ -51,9 +51,12 @@ class ObjectRequests {
   // `c` holds `id` until it lets go (UPDATE_REFS) or exits.
   void Hold(Client& c, const std::string& id);
 
-  // A client registered here: the objects it makes have a known creator.
-  // True when the cluster did not know it yet (the caller tells the GCS).
-  bool CreatorRegistered(const std::string& client_id);
+  // A client registered here: the objects it makes have a known creator
+  // (the GCS hears of it when the cluster did not know it yet).
+  void ClientRegistered(const std::string& client_id);
+  // ClientWatcher: what it pinned, was creating and held goes; results its
+  // direct actor calls would have brought are lost (nobody else can bring them).
+  void OnClientGone(Client& c, const std::string& why) override;
   // Every copy of pending `id` is gone (objectstore::ObjectEvents): true when
   // it is being made again, here (this node's lineage) or by the node whose
   // client made the ref (asked through a copy from it); else false with *reason.

@@ -33,7 +33,7 @@ class NodeAnnouncer {
   virtual void AnnounceSoon() = 0;
 };
 
-class PlacementService final : private GroupHost {
+class PlacementService final : public ClientWatcher, private GroupHost {
  public:
   // Every collaborator is owned by the raylet and outlives this; none is used before the first message.
   PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger, PeerManager* peers,
@@ -49,8 +49,10 @@ class PlacementService final : private GroupHost {
   void HandleGet(const std::shared_ptr<Client>& c, uint64_t req, const rpc::PlacementGroupRequest& m);
   // BUNDLE_PREPARE / COMMIT / RETURN and PG_REMOVE from other nodes.
   void HandlePeer(rpc::MessageType type, const std::string& body, const PeerReply& reply);
-  // A client exited: the groups it created (not detached) are removed, as in Ray.
-  void OnClientGone(const std::string& client_id) { pgs_.OnClientGone(client_id); }
+  // ClientWatcher: the groups a client created (not detached) are removed when it exits, as in Ray.
+  void OnClientGone(Client& c, const std::string&) override {
+    if (c.registered && !stopped_) pgs_.OnClientGone(c.client_id);
+  }
   // A node died: the bundles it held are placed again.
   void OnNodeDead(const std::string& node_id) { pgs_.OnNodeDead(node_id); }
   // The raylet is stopping: changes no longer reach the task queue or the GCS.

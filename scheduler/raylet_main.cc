@@ -1,4 +1,4 @@
-// phalanx-raylet: one per node. Parses its flags, builds the NodeManager and
+// phalanx-raylet: one per node. Parses its flags, builds the Raylet and
 // runs the node's single io_context until SIGTERM/SIGINT or the loss of the
 // GCS. Exit code 0 after a requested stop, 1 after a failure.
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include <boost/asio.hpp>
 
 #include "core/logging.h"
-#include "scheduler/node_manager.h"
+#include "scheduler/raylet.h"
 
 namespace {
 
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     std::cerr << "phalanx-raylet: " << err << "\n" << kUsage;
     return 2;
   }
-  phalanx::scheduler::NodeManagerOptions o;
+  phalanx::scheduler::RayletOptions o;
   try {
     o.socket_path = f["socket"];
     o.session_dir = f["session-dir"];
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   }
 
   boost::asio::io_context io(1);
-  auto nm = phalanx::scheduler::NodeManager::Create(io, o);
+  auto nm = phalanx::scheduler::Raylet::Create(io, o);
   if (!nm.ok()) {
     PHALANX_LOG(Error) << "cannot start the raylet: " << nm.status().ToString();
     return 1;

@@ -12,7 +12,7 @@
 // they release it.
 //
 // GPU ids come from the GpuAllocator for a request's plain "GPU" and for the
-// GPUs of a bundle it asks for. Owned by the NodeManager beneath both the
+// GPUs of a bundle it asks for. Owned by the Raylet beneath both the
 // TaskManager and the ActorManager; not thread-safe (the raylet's loop).
 #pragma once
 

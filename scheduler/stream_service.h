@@ -30,7 +30,7 @@ class HandedResults {
   virtual void StoreHandedResults(rpc::TaskDone& m) = 0;
 };
 
-class StreamService {
+class StreamService final : public ClientWatcher {
  public:
   // Every collaborator is owned by the raylet and outlives this.
   StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
@@ -42,6 +42,8 @@ class StreamService {
   // Its client messages (stream read, drop, credit) and peer messages (items, credit).
   void AddRoutes(Router& router);
   void HandleWorkerItems(Client& c, rpc::TaskDone m);
+  // ClientWatcher: a client's generators stop; their unread items go.
+  void OnClientGone(Client& c, const std::string&) override { table_.DropAllOf(c.client_id); }
   // Items handed in by a caller or another node (only the task's own are kept).
   void StoreItems(rpc::TaskDone m);
   // STREAM_NEXT and STREAM_CREDIT from clients.

@@ -47,7 +47,7 @@ struct TaskManagerStats {
   uint64_t reconstructed = 0;  // run again to rebuild a lost result
 };
 
-class TaskManager final : public TaskTable {
+class TaskManager final : public TaskTable, public WorkerDeaths {
  public:
   // `ledger`: the node's resources, which the actors (and placement groups)
   // take from too; `actors`: the actors whose home is this node; `events`:
@@ -65,7 +65,8 @@ class TaskManager final : public TaskTable {
   // A worker finished the oldest task it was pushed.
   void OnTaskDone(Worker* w, rpc::TaskDone done);
   void OnWorkerRegistered(Worker* w);
-  void OnWorkerDied(Worker* w, const std::string& why);
+  // WorkerDeaths (the pool's): the worker's tasks are failed or retried, its actor's death handled.
+  void OnWorkerDied(Worker* w, const std::string& why) override;
   void OnWorkerBlocked(Worker* w);
   void OnWorkerUnblocked(Worker* w);
   // The worker gave back pushed tasks it had not started (after a recall).

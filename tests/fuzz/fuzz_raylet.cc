@@ -1,7 +1,7 @@
 // libFuzzer target: every message handler of a raylet, as an authenticated
 // peer raylet and as a local client reach them. Each input is a sequence of
 // frames, each `| u8 to_client | u8 type | u8 flags | u16 length | body |`,
-// handed to a real NodeManager (store, object table, task and actor managers,
+// handed to a real Raylet (store, object table, task and actor managers,
 // transfer, collectives; its GCS offline, as when redis-server is gone) one by
 // one, the event loop run between them. Replies go to socket pairs that are
 // drained. Checks: nothing crashes or aborts (CHECKs, sanitizers), and the
@@ -21,7 +21,7 @@
 #include "core/frame.h"
 #include "core/framed_connection.h"
 #include "core/logging.h"
-#include "scheduler/node_manager.h"
+#include "scheduler/raylet.h"
 
 using namespace phalanx;
 
@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   boost::asio::io_context io(1);
-  scheduler::NodeManagerOptions o;
+  scheduler::RayletOptions o;
   o.socket_path = Dir() + "/raylet.sock";
   o.session_dir = Dir();
   o.cluster_token = "fuzz-token";
@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.store_capacity = 8 << 20;
   o.num_cpus = 2;
   o.num_gpus = 0;
-  auto nm = scheduler::NodeManager::CreateOffline(io, o);
+  auto nm = scheduler::Raylet::CreateOffline(io, o);
   if (!nm.ok() || !nm.value()->Start().ok()) std::abort();
   Pair peer = MakePair(io), client = MakePair(io);
   size_t off = 0;
