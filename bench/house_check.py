@@ -15,6 +15,9 @@ It reads the tree only (no build). What it counts:
 - Python import circles: modules of python/phalanx that import each other, directly or around a
   loop, counting imports inside functions too (they hide a circle, they do not break it); limit 0;
   and function-local imports, limit 20;
+- structs of callbacks: a struct or class in a header with two or more `std::function` data
+  members, the way parts used to be joined before interfaces given at construction. Not a limit
+  yet (one is left: the collectives' ChainHooks), a count to bring down.
 - sleeps in tests: `time.sleep(` calls in tests/python made by a test itself (in a `test_*`
   function, or at module level, not in a loop): each one a candidate for a wait on a condition.
   Sleeps in the code a test runs as a task or an actor (work that takes time), in helpers and in
@@ -77,6 +80,27 @@ def callback_setters():
             m = re.match(r"\s+(?:virtual\s+)?void\s+(Set\w+)\s*\((.*)", line)
             if m and ("std::function" in m.group(2) or any(re.search(rf"\b{a}\b", m.group(2)) for a in aliases)):
                 found.append(f"{rel}:{n}: {line.strip()}")
+    return found
+
+
+def callback_structs():
+    """['file:line: struct Name (n callbacks)'] of structs or classes holding two or more std::function members."""
+    found = []
+    for rel in _sources(*(f"{top}/*.h" for top in LAYERS if top != "python")):
+        with open(os.path.join(ROOT, rel), errors="replace") as f:
+            lines = f.read().split("\n")
+        stack = []  # [name, line, indent, callbacks]
+        for n, line in enumerate(lines, 1):
+            m = re.match(r"(\s*)(?:struct|class)\s+(\w+)\b[^;]*\{\s*$", line)
+            if m:
+                stack.append([m.group(2), n, m.group(1), 0])
+                continue
+            if stack and line.startswith(stack[-1][2] + "  std::function<"):  # a member, maybe over two lines
+                stack[-1][3] += 1
+            elif stack and re.match(rf"{stack[-1][2]}}};", line):
+                name, start, _, count = stack.pop()
+                if count >= 2:
+                    found.append(f"{rel}:{start}: {name} ({count} callbacks)")
     return found
 
 
@@ -211,6 +235,7 @@ def measure():
         "largest_classes": dict(list(sizes.items())[:8]),
         "setters": callback_setters(),
         "upward_includes": upward_includes(),
+        "callback_structs": callback_structs(),
         "import_cycles": import_cycles(graph),
         "local_imports": local,
         "test_sleeps": test_sleeps(),
@@ -237,6 +262,8 @@ def report(m):
     lines += [f"  {c}: {n}" + ("  <- over" if n > LIMITS["class_lines"] else "") for c, n in m["largest_classes"].items()]
     lines.append(f"callback setters in scheduler/ headers: {len(m['setters'])}")
     lines += [f"  {s}" for s in m["setters"]]
+    lines.append(f"structs of callbacks: {len(m['callback_structs'])}")
+    lines += [f"  {s}" for s in m["callback_structs"]]
     lines.append(f"upward includes: {len(m['upward_includes'])}")
     lines += [f"  {s}" for s in m["upward_includes"]]
     lines.append(f"Python import circles: {len(m['import_cycles'])}")

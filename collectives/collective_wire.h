@@ -15,6 +15,7 @@
 
 #include "collectives/reduce_manager.h"
 #include "collectives/reduce_step.h"
+#include "core/peer_channel.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 #include "objectstore/object_table.h"
@@ -22,13 +23,8 @@
 namespace phalanx::collectives {
 
 // What the collectives need from the connections to other raylets.
-class CollectivePeers {
+class CollectivePeers : public PeerChannel {
  public:
-  virtual ~CollectivePeers() = default;
-  // Sends `m` as a `type` request to `node`; `done` (may be null) gets the
-  // reply's body, or why none came within `timeout_ms`.
-  virtual void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m,
-                    int64_t timeout_ms, std::function<void(Result<std::string>)> done) = 0;
   // Lets go of holds `node` has for this node, one of each of `ids`.
   virtual void Release(const std::string& node, const std::vector<std::string>& ids) = 0;
   // Holds `id` here for `node` until it releases it (or dies).

@@ -9,8 +9,8 @@
 namespace phalanx::objectstore {
 
 ObjectManager::ObjectManager(boost::asio::io_context& io, std::string self, std::unique_ptr<ObjectStore> store,
-                             std::unique_ptr<Transport> transport, ObjectPeers* peers, ObjectEvents* events,
-                             TransferOptions options, TransferDirectory directory)
+                             std::unique_ptr<Transport> transport, PeerChannel* peers, ObjectEvents* events,
+                             TransferOptions options, ObjectDirectory* directory)
     : io_(io),
       self_(std::move(self)),
       peers_(peers),
@@ -19,11 +19,7 @@ ObjectManager::ObjectManager(boost::asio::io_context& io, std::string self, std:
       store_(std::move(store)),
       owner_(this),
       table_(store_.get(), &owner_),
-      transfer_(&table_, store_.get(), std::move(transport), options, std::move(directory), self_,
-                TransferRefs{[this](const std::string& node, const std::string& id) { HoldFor(node, id); },
-                             [this](const std::string& node, const std::vector<std::string>& ids) {
-                               Release(node, ids);
-                             }}) {}
+      transfer_(&table_, store_.get(), std::move(transport), options, directory, self_, &owner_) {}
 
 void ObjectManager::TableOwner::Demand(const std::string& id, const std::string& node) {
   m_->Fetch({id}, node);  // (once here, Drop lets the node go)
@@ -37,7 +33,7 @@ void ObjectManager::TableOwner::Freed(const std::string& id, bool was_in_store) 
   // Only this node leaves the directory: the entry goes with its last
   // location, whether the copies or the maker go first.
   bool copy = m_->transfer_.IsCopy(id);
-  if ((was_in_store || copy) && m_->directory_.unlisted) m_->directory_.unlisted(id);
+  if ((was_in_store || copy) && m_->directory_ != nullptr) m_->directory_->Unlisted(id);
   if (copy) m_->transfer_.Forget(id);
   if (m_->events_) m_->events_->OnObjectFreed(id, was_in_store, copy);
 }
@@ -103,7 +99,7 @@ void ObjectManager::Borrow(const std::vector<std::string>& ids, const std::strin
 }
 
 void ObjectManager::ListInDirectory(const std::string& id, uint64_t size) {
-  if (directory_.located) directory_.located(id, size, size, /*complete=*/true);
+  if (directory_ != nullptr) directory_->Located(id, size, size, /*complete=*/true);
 }
 
 size_t ObjectManager::ListAllInDirectory() {
@@ -136,14 +132,14 @@ Status ObjectManager::AddDeviceObject(const std::string& id, Device* device, uin
     s->Read(offset, length, std::move(done));
   });
   device_objects_[id] = std::move(source);
-  if (directory_.device_located) directory_.device_located(id, size, device->name());
+  if (directory_ != nullptr) directory_->DeviceLocated(id, size, device->name());
   return Status::OK();
 }
 
 void ObjectManager::RemoveDeviceObject(const std::string& id) {
   if (!device_objects_.erase(id)) return;
   transfer_.Unserve(id);
-  if (directory_.unlisted) directory_.unlisted(id);
+  if (directory_ != nullptr) directory_->Unlisted(id);
 }
 
 void ObjectManager::FetchToDevice(const std::string& id, const std::string& node, Device* device, uint64_t addr,

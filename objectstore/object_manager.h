@@ -4,8 +4,8 @@
 // the holds across nodes: objects kept here for another node that reads
 // them or refers to them, and the holds other nodes keep for this one.
 //
-// The raylet calls it; it reaches other nodes through ObjectPeers and the
-// object directory through TransferDirectory, and tells the raylet what it
+// The raylet calls it; it reaches other nodes through a PeerChannel and the
+// object directory through an ObjectDirectory, and tells the raylet what it
 // must act on through ObjectEvents, all given at construction. Nothing is
 // joined afterwards.
 //
@@ -28,6 +28,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/proto/phalanx.pb.h"
+#include "core/peer_channel.h"
 #include "core/status.h"
 #include "objectstore/object_store.h"
 #include "objectstore/object_table.h"
@@ -40,15 +41,6 @@ namespace phalanx::objectstore {
 
 // How the object layer sends its own messages (RELEASE_HELD) to other nodes:
 // the raylet's peer connections.
-class ObjectPeers {
- public:
-  virtual ~ObjectPeers() = default;
-  // Sends `m` as a `type` request to `node`; `done` (may be null) gets the
-  // reply's body, or why none came within `timeout_ms`.
-  virtual void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m,
-                    int64_t timeout_ms, std::function<void(Result<std::string>)> done) = 0;
-};
-
 // What the raylet acts on.
 class ObjectEvents {
  public:
@@ -82,8 +74,8 @@ class ObjectManager {
   // (null: it only serves). `peers` and `events` are owned by the caller
   // and outlive this; `events` may be null (nobody is told).
   ObjectManager(boost::asio::io_context& io, std::string self, std::unique_ptr<ObjectStore> store, std::unique_ptr<Transport> transport,
-                ObjectPeers* peers, ObjectEvents* events, TransferOptions options = {},
-                TransferDirectory directory = {});
+                PeerChannel* peers, ObjectEvents* events, TransferOptions options = {},
+                ObjectDirectory* directory = nullptr);
   ObjectManager(const ObjectManager&) = delete;
   ObjectManager& operator=(const ObjectManager&) = delete;
 
@@ -158,8 +150,9 @@ class ObjectManager {
   uint32_t holds_for(const std::string& node, const std::string& id) const;
 
  private:
-  // The table's owner: demand copies, drop remote holds, tell the raylet of frees.
-  class TableOwner : public ObjectTable::Owner {
+  // The table's owner (demand copies, drop remote holds, tell the raylet of
+  // frees) and the transfers' lender of nested refs (holds for the reader).
+  class TableOwner : public ObjectTable::Owner, public RefLender {
    public:
     explicit TableOwner(ObjectManager* m) : m_(m) {}
     void Demand(const std::string& id, const std::string& node) override;
@@ -177,6 +170,8 @@ class ObjectManager {
     void CopiedHere(const std::string& id) override {
       if (m_->events_) m_->events_->OnCopiedHere(id);
     }
+    void Lend(const std::string& node, const std::string& id) override { m_->HoldFor(node, id); }
+    void Release(const std::string& node, const std::vector<std::string>& ids) override { m_->Release(node, ids); }
 
    private:
     ObjectManager* m_;
@@ -185,9 +180,9 @@ class ObjectManager {
 
   boost::asio::io_context& io_;
   std::string self_;
-  ObjectPeers* peers_;
+  PeerChannel* peers_;
   ObjectEvents* events_;
-  TransferDirectory directory_;
+  ObjectDirectory* directory_;  // may be null
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<SpillFiles> spill_;  // EnableSpilling
   TableOwner owner_;

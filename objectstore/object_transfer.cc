@@ -66,14 +66,14 @@ bool ObjectTransfer::ParseReply(const char* body, size_t len, rpc::PullObjectRep
 }
 
 ObjectTransfer::ObjectTransfer(ObjectTable* objects, ObjectStore* store, std::unique_ptr<Transport> transport,
-                               TransferOptions options, TransferDirectory directory, std::string self_id,
-                               TransferRefs refs)
+                               TransferOptions options, ObjectDirectory* directory, std::string self_id,
+                               RefLender* refs)
     : objects_(objects),
       store_(store),
       transport_(std::move(transport)),
       options_(options),
-      directory_(std::move(directory)),
-      refs_(std::move(refs)),
+      directory_(directory),
+      refs_(refs),
       self_(std::move(self_id)) {}
 
 void ObjectTransfer::Pull(const std::string& id, const std::string& hint_node) {
@@ -155,7 +155,7 @@ void ObjectTransfer::Cancel(const std::string& key) {
   if (it == pulls_.end() || !it->second.open) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);  // replies still on the way find nothing
-  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  if (directory_ != nullptr && !p.source.empty()) directory_->Serving(p.object, p.source, -1);
 }
 
 void ObjectTransfer::ChooseSource(const std::string& id) {
@@ -172,7 +172,7 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
              (q.last_error.empty() ? "" : "; last: " + q.last_error) + ")",
          /*copies_gone=*/true);
   };
-  if (!directory_.pick || p.fixed) {
+  if (directory_ == nullptr || p.fixed) {
     if (p.hint.empty() || p.hint == self_ || p.tried.count(p.hint)) return give_up();
     PHALANX_LOG(Debug) << "copying " << ToHex(p.object) << " from node " << Short(p.hint);
     return UseSource(id, p.hint, /*counted=*/false);
@@ -183,7 +183,7 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
     auto it = pulls_.find(id);
     if (it == pulls_.end()) {
       // Finished or failed meanwhile: the directory counted us on that node.
-      if (node.ok() && !node.value().empty() && directory_.serving) directory_.serving(object, node.value(), -1);
+      if (node.ok() && !node.value().empty() && directory_ != nullptr) directory_->Serving(object, node.value(), -1);
       return;
     }
     if (!node.ok()) {
@@ -195,7 +195,7 @@ void ObjectTransfer::ChooseSource(const std::string& id) {
     PHALANX_LOG(Debug) << "copying " << ToHex(object) << " from node " << Short(node.value());
     UseSource(id, node.value(), /*counted=*/true);
   };
-  directory_.pick(p.object, hint, resuming, /*list=*/!p.open, exclude, chosen);
+  directory_->Pick(p.object, hint, resuming, /*list=*/!p.open, exclude, chosen);
 }
 
 void ObjectTransfer::UseSource(const std::string& id, const std::string& node, bool counted) {
@@ -207,7 +207,7 @@ void ObjectTransfer::UseSource(const std::string& id, const std::string& node, b
   for (auto& c : p.chunks) {
     if (c == kRequested) c = kMissing;
   }
-  if (directory_.serving && !counted) directory_.serving(p.object, node, +1);
+  if (directory_ != nullptr && !counted) directory_->Serving(p.object, node, +1);
   if (!transport_) return SourceFailed(id, ": this node has no transport to other nodes");
   RequestMore(id);
 }
@@ -269,7 +269,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   }
   auto it = pulls_.find(id);
   if (it == pulls_.end() || it->second.epoch != epoch) {  // finished, or from a source we left
-    if (!refs.empty() && refs_.release) refs_.release(node, refs);
+    if (!refs.empty() && refs_ != nullptr) refs_->Release(node, refs);
     return;
   }
   PullState& p = it->second;
@@ -280,7 +280,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   if (r.state() == rpc::OBJ_LOST) return SourceFailed(id, ": " + r.error());
   // Borrowed here: each counts a reference until the value takes its own.
   std::vector<std::string> release = refs.empty() ? std::vector<std::string>{} : objects_->AddBorrowed(refs, node);
-  if (!release.empty() && refs_.release) refs_.release(node, release);
+  if (!release.empty() && refs_ != nullptr) refs_->Release(node, release);
   struct Unborrow {  // (on every way out)
     ObjectTable* objects;
     const std::vector<std::string>& ids;
@@ -294,7 +294,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
   if (r.state() == rpc::OBJ_INLINE) {
     if (p.open) return Fail(id, "it is a small value kept inline, not a store object");
     objects_->PutInline(id, std::string(data, data_size), refs);
-    if (directory_.unlisted) directory_.unlisted(id);  // small values are not served from here
+    if (directory_ != nullptr) directory_->Unlisted(id);  // small values are not served from here
     return Finish(id);
   }
   if (!p.sized && p.open && !p.writer) {
@@ -322,7 +322,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
     p.started = std::chrono::steady_clock::now();
     // Readers may come to us now (not for a sink: its bytes become another object).
     if (!p.open) TakeExpected(id, p);
-    if (directory_.located && !p.open) directory_.located(id, p.size, 0, false);
+    if (directory_ != nullptr && !p.open) directory_->Located(id, p.size, 0, false);
   } else if (r.size() != p.size) {
     return SourceFailed(id, " has a different size for it");
   }
@@ -355,7 +355,7 @@ void ObjectTransfer::OnReply(const std::string& id, uint64_t epoch, uint64_t chu
       PHALANX_LOG(Warning) << "sealing a copied object: " << st.ToString();
     }
     copies_.insert(id);
-    if (directory_.located) directory_.located(id, p.size, p.size, true);
+    if (directory_ != nullptr) directory_->Located(id, p.size, p.size, true);
     return Finish(id);
   }
   RequestMore(id);
@@ -401,7 +401,7 @@ Result<uint8_t*> ObjectTransfer::Produce(const std::string& id, uint64_t size) {
     early_.erase(early);
   }
   TakeExpected(id, p);
-  if (directory_.located) directory_.located(id, size, 0, false);
+  if (directory_ != nullptr) directory_->Located(id, size, 0, false);
   return store_->base() + off.value();
 }
 
@@ -423,7 +423,7 @@ void ObjectTransfer::Complete(const std::string& id) {
   if (!st.ok()) {
     PHALANX_LOG(Warning) << "sealing a produced object: " << st.ToString();
   }
-  if (directory_.located) directory_.located(id, size, size, true);
+  if (directory_ != nullptr) directory_->Located(id, size, size, true);
   Finish(id);
 }
 
@@ -439,7 +439,7 @@ void ObjectTransfer::Discard(const std::string& id, PullState& p, const rpc::Pul
                              const std::string& why, bool mark_lost, bool copies_gone) {
   TakeExpected(id, p);  // (readers still waiting for it to start learn it will not)
   for (auto& w : p.waiters) w.send(ReplyFrame(w.request_id, reply, nullptr, 0));
-  if (directory_.unlisted) directory_.unlisted(id);
+  if (directory_ != nullptr) directory_->Unlisted(id);
   objects_->AbortCreate(id);
   if (mark_lost && copies_gone) {
     objects_->LoseCopies(id, why);  // (made again when its task can be run again)
@@ -478,7 +478,7 @@ void ObjectTransfer::SourceFailed(const std::string& id, const std::string& what
   if (!p.fixed) {
     PHALANX_LOG(Info) << "copy of " << ToHex(p.object) << " goes on from another node: " << why;
   }
-  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  if (directory_ != nullptr && !p.source.empty()) directory_->Serving(p.object, p.source, -1);
   p.tried.insert(p.source);
   p.last_error = why;
   p.source.clear();
@@ -539,7 +539,7 @@ void ObjectTransfer::Finish(const std::string& id) {
   if (it == pulls_.end()) return;
   PullState p = std::move(it->second);
   pulls_.erase(it);
-  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  if (directory_ != nullptr && !p.source.empty()) directory_->Serving(p.object, p.source, -1);
   TraceCopy(p, 0);
   if (p.open) {
     for (auto& w : p.watchers) w(p.size, p.size, Status::OK());
@@ -564,7 +564,7 @@ void ObjectTransfer::Fail(const std::string& id, const std::string& why, bool co
   std::string msg = "cannot copy object " + ToHex(p.object) + " to this node: " + why;
   PHALANX_LOG(Warning) << msg;
   TraceCopy(p, trace::kFailed);
-  if (directory_.serving && !p.source.empty()) directory_.serving(p.object, p.source, -1);
+  if (directory_ != nullptr && !p.source.empty()) directory_->Serving(p.object, p.source, -1);
   if (p.open) {
     for (auto& w : p.watchers) w(p.size, p.prefix, Status(StatusCode::kObjectLost, msg));
     return;
@@ -682,7 +682,7 @@ void ObjectTransfer::LendRefs(const std::string& id, const Waiter& w, rpc::PullO
   if (w.refs_for.empty()) return;
   for (const auto& c : objects_->Contained(id)) {
     r->add_contained_ids(c);
-    if (refs_.lend) refs_.lend(w.refs_for, c);
+    if (refs_ != nullptr) refs_->Lend(w.refs_for, c);
   }
 }
 

@@ -47,36 +47,39 @@ struct TransferOptions {
   int window = 4;                  // requests in flight per object
 };
 
-// The object directory as the transfer layer needs it (the GCS in a raylet;
-// absent in tests that give a hint node only).
-struct TransferDirectory {
+// The object directory as the transfer layer needs it (the GCS in a raylet:
+// scheduler/gcs_object_directory.h; absent in tests that give a hint node only).
+class ObjectDirectory {
+ public:
+  virtual ~ObjectDirectory() = default;
   // Picks the node to read `id` from, in one atomic step: the copy (complete
   // or partial, not `exclude`d; complete only when `resuming`) with the
   // fewest readers, else `hint`; counts this reader on it and (with `list`)
   // lists this node as a partial copy, so the next reader may pick it. "" if none.
-  std::function<void(const std::string& id, const std::string& hint, bool resuming, bool list,
-                     const std::vector<std::string>& exclude, std::function<void(Result<std::string>)>)>
-      pick;
-  // A reader stops (-1) reading `id` from `node` (or starts, +1, when it chose without `pick`).
-  std::function<void(const std::string& id, const std::string& node, int delta)> serving;
+  virtual void Pick(const std::string& id, const std::string& hint, bool resuming, bool list,
+                    const std::vector<std::string>& exclude, std::function<void(Result<std::string>)> done) = 0;
+  // A reader stops (-1) reading `id` from `node` (or starts, +1, when it chose without Pick).
+  virtual void Serving(const std::string& id, const std::string& node, int delta) = 0;
   // This node holds `bytes` of `id` (of `size`), complete or not.
-  std::function<void(const std::string& id, uint64_t size, uint64_t bytes, bool complete)> located;
+  virtual void Located(const std::string& id, uint64_t size, uint64_t bytes, bool complete) = 0;
   // This node holds no copy after all (the copy failed, or the value was small).
-  std::function<void(const std::string& id)> unlisted;
+  virtual void Unlisted(const std::string& id) = 0;
   // This node holds a complete copy of `id` in the memory of `device`
   // ("cuda:0"), not in its store (ObjectManager::AddDeviceObject).
-  std::function<void(const std::string& id, uint64_t size, const std::string& device)> device_located;
+  virtual void DeviceLocated(const std::string& id, uint64_t size, const std::string& device) = 0;
 };
 
-// Refs nested in values that cross nodes (a raylet's PeerManager; absent in
-// tests). A node that serves a value with refs inside to another node lends
-// it each ref (holds it for that node, one count each time); the reader
-// borrows them (ObjectTable::AddBorrowed) and releases what it does not need.
-struct TransferRefs {
+// Refs nested in values that cross nodes (the ObjectManager's holds; absent
+// in tests). A node that serves a value with refs inside to another node
+// lends it each ref (holds it for that node, one count each time); the
+// reader borrows them (ObjectTable::AddBorrowed) and releases what it does not need.
+class RefLender {
+ public:
+  virtual ~RefLender() = default;
   // Holds `id` once more for `node`, which reads a value that holds it.
-  std::function<void(const std::string& node, const std::string& id)> lend;
+  virtual void Lend(const std::string& node, const std::string& id) = 0;
   // Lets go of one hold of each of `ids` that `node` has for this node.
-  std::function<void(const std::string& node, const std::vector<std::string>& ids)> release;
+  virtual void Release(const std::string& node, const std::vector<std::string>& ids) = 0;
 };
 
 class ObjectTransfer {
@@ -84,8 +87,8 @@ class ObjectTransfer {
   // `transport` carries range requests to other nodes (null: this node only
   // serves). `objects` and `store` are the node's, owned by the caller.
   ObjectTransfer(ObjectTable* objects, ObjectStore* store, std::unique_ptr<Transport> transport,
-                 TransferOptions options = {}, TransferDirectory directory = {}, std::string self_id = "",
-                 TransferRefs refs = {});
+                 TransferOptions options = {}, ObjectDirectory* directory = nullptr, std::string self_id = "",
+                 RefLender* refs = nullptr);
 
   void Pull(const std::string& id, const std::string& hint_node);
   // A Pull from `node` only, which may not have `id` yet: it is asked to
@@ -259,8 +262,8 @@ class ObjectTransfer {
   ObjectStore* store_;
   std::unique_ptr<Transport> transport_;
   TransferOptions options_;
-  TransferDirectory directory_;
-  TransferRefs refs_;
+  ObjectDirectory* directory_;  // may be null
+  RefLender* refs_;             // may be null
   std::string self_;
   std::unordered_map<std::string, PullState> pulls_;
   std::unordered_set<std::string> copies_;

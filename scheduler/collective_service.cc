@@ -12,7 +12,7 @@ class CollectiveService::PeerLinks : public collectives::CollectivePeers {
   PeerLinks(PeerManager* peers, objectstore::ObjectManager* objects) : peers_(peers), objects_(objects) {}
   void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
             std::function<void(Result<std::string>)> done) override {
-    peers_->CallNode(node, type, m, timeout_ms, std::move(done));
+    peers_->Call(node, type, m, timeout_ms, std::move(done));
   }
   void Release(const std::string& node, const std::vector<std::string>& ids) override {
     objects_->Release(node, ids);

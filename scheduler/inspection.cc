@@ -82,7 +82,7 @@ void Inspection::AskEveryNode(rpc::MessageType type, const google::protobuf::Mes
     auto waiting = std::make_shared<size_t>(others.size());
     for (const auto& node : others) {
       uint64_t sent = trace::NowNs();
-      peers_->CallNode(node, type, *copy, kAskTimeoutMs, [node, sent, each, done, waiting](Result<std::string> r) {
+      peers_->Call(node, type, *copy, kAskTimeoutMs, [node, sent, each, done, waiting](Result<std::string> r) {
         each(node, r, sent, trace::NowNs());
         if (--*waiting == 0) done(Status::OK());
       });

@@ -38,7 +38,7 @@ void PeerManager::Connect(const std::string& node_id, std::function<void(Result<
   });
 }
 
-void PeerManager::CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
+void PeerManager::Call(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
                            int64_t timeout_ms, std::function<void(Result<std::string>)> done) {
   const rpc::NodeInfo* node = view_.Find(node_id);
   if (node == nullptr) {  // gone (and so is whatever it held for us)
@@ -305,7 +305,7 @@ void PeerManager::KillActor(const std::string& node_id, const std::string& actor
   rpc::KillActor m;
   m.set_actor_id(actor_id);
   m.set_no_restart(no_restart);
-  CallNode(node_id, rpc::KILL_ACTOR, m, 5000, [done = std::move(done)](Result<std::string> r) {
+  Call(node_id, rpc::KILL_ACTOR, m, 5000, [done = std::move(done)](Result<std::string> r) {
     if (!done) return;
     rpc::KillActorReply reply;
     if (!r.ok() || !reply.ParseFromString(r.value())) return done(Status::OK());  // (that node is gone, so is the actor)

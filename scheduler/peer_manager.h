@@ -17,6 +17,7 @@
 
 #include <boost/asio.hpp>
 
+#include "core/peer_channel.h"
 #include "core/rpc_client.h"
 #include "gcs/gcs_client.h"
 #include "objectstore/object_manager.h"
@@ -37,7 +38,7 @@ class PeerEvents {
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };
 
-class PeerManager final : public RemoteNodes {
+class PeerManager final : public RemoteNodes, public PeerChannel {
  public:
   // `token`: the cluster token every peer must prove (non-empty); `tls`:
   // every peer connection is TLS under the handshake (null: plain TCP).
@@ -70,11 +71,11 @@ class PeerManager final : public RemoteNodes {
   void KillActor(const std::string& node_id, const std::string& actor_id, bool no_restart,
                  std::function<void(const Status&)> done) override;
   void CancelTask(const std::string& node_id, const rpc::CancelTask& m) override {
-    CallNode(node_id, rpc::CANCEL_TASK, m, 10000, nullptr);
+    Call(node_id, rpc::CANCEL_TASK, m, 10000, nullptr);
   }
-  // Sends a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
-  void CallNode(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
-                int64_t timeout_ms, std::function<void(Result<std::string>)> done);
+  // PeerChannel: a one-way or request message to `node_id`; `done` (may be null) gets the reply or the error.
+  void Call(const std::string& node_id, rpc::MessageType type, const google::protobuf::Message& m,
+            int64_t timeout_ms, std::function<void(Result<std::string>)> done) override;
   // A connection to `node_id` (made if needed), or why there is none: the
   // object layer's TcpTransport reads ranges over it.
   void Connect(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done);

@@ -64,7 +64,7 @@ void PlacementService::QueueWrite(const std::string& pg_id, const rpc::Placement
 
 void PlacementService::SendBundleOp(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
                                     std::function<void(const Status&)> done) {
-  peers_->CallNode(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
+  peers_->Call(node, type, op, kRemoteTimeoutMs, [done](Result<std::string> r) {
     if (!done) return;
     if (!r.ok()) return done(r.status());
     rpc::Status st;
@@ -164,7 +164,7 @@ void PlacementService::HandleRemove(const std::shared_ptr<Client>& c, uint64_t r
     };
     if (!r.ok()) return answer(r.status());
     if (r.value().state() == rpc::PG_REMOVED) return answer(Status::OK());
-    peers_->CallNode(r.value().coordinator_node(), rpc::PG_REMOVE, m, kRemoteTimeoutMs,
+    peers_->Call(r.value().coordinator_node(), rpc::PG_REMOVE, m, kRemoteTimeoutMs,
                     [answer](Result<std::string> rr) {
                       if (!rr.ok()) return answer(rr.status());
                       rpc::Status st;

@@ -70,19 +70,12 @@ Result<std::unique_ptr<Raylet>> Raylet::Make(asio::io_context& io, RayletOptions
   return r;
 }
 
-// The object layer's and the peer layer's view of this raylet: how they
-// reach other nodes and the object directory, and what they tell it (their
-// messages come through the Router, not through here).
-class Raylet::Links : public objectstore::ObjectPeers,
-                           public objectstore::ObjectEvents,
-                           public PeerEvents {
+// What the object layer and the peers tell the node, passed on to the
+// parts that care (their messages come through the Router, not through
+// here), and the transport of the node's copies.
+class Raylet::Links : public objectstore::ObjectEvents, public PeerEvents {
  public:
-  explicit Links(Raylet* nm) : nm_(nm) {}
-  // objectstore::ObjectPeers
-  void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
-            std::function<void(Result<std::string>)> done) override {
-    nm_->peers_.CallNode(node, type, m, timeout_ms, std::move(done));
-  }
+  explicit Links(Raylet* r) : nm_(r) {}
   // objectstore::ObjectEvents
   // An object freed here: its reduce record, its task record and, for an
   // actor's creation, the actor's handles go.
@@ -117,32 +110,6 @@ class Raylet::Links : public objectstore::ObjectPeers,
           nm->peers_.Connect(node, std::move(done));
         });
   }
-  // The GCS object directory as the transfers see it.
-  objectstore::TransferDirectory Directory() {
-    Raylet* nm = nm_;
-    return objectstore::TransferDirectory{
-        [nm](const std::string& id, const std::string& hint, bool resuming, bool list,
-             const std::vector<std::string>& exclude, std::function<void(Result<std::string>)> cb) {
-          nm->gcs_.PickSource(id, nm->node_id_, hint, resuming, list, exclude, std::move(cb));
-        },
-        [nm](const std::string& id, const std::string& node, int delta) { nm->gcs_.AdjustServing(id, node, delta); },
-        [nm](const std::string& id, uint64_t size, uint64_t bytes, bool complete) {
-          rpc::ObjectLocation loc;
-          loc.set_node_id(nm->node_id_);
-          loc.set_complete(complete);
-          loc.set_bytes_present(bytes);
-          nm->gcs_.AddObjectLocation(id, size, loc);
-        },
-        [nm](const std::string& id) { nm->gcs_.RemoveObjectLocation(id, nm->node_id_); },
-        [nm](const std::string& id, uint64_t size, const std::string& device) {
-          rpc::ObjectLocation loc;
-          loc.set_node_id(nm->node_id_);
-          loc.set_complete(true);
-          loc.set_bytes_present(size);
-          loc.set_device(device);
-          nm->gcs_.AddObjectLocation(id, size, loc);
-        }};
-  }
 
  private:
   Raylet* nm_;
@@ -153,8 +120,9 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
       options_(std::move(options)),
       node_id_(RandomBytes(16)),
       links_(std::make_unique<Links>(this)),
-      om_(io, node_id_, std::move(store), links_->MakeTransport(), links_.get(), links_.get(), options_.transfer,
-          links_->Directory()),
+      directory_(&gcs_, node_id_),
+      om_(io, node_id_, std::move(store), links_->MakeTransport(), &peers_, links_.get(), options_.transfer,
+          &directory_),
       pool_(io,
             WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
                               options_.session_dir, options_.session_dir + "/logs", {}},

@@ -26,6 +26,7 @@
 #include "scheduler/clients.h"
 #include "scheduler/collective_service.h"
 #include "scheduler/function_table.h"
+#include "scheduler/gcs_object_directory.h"
 #include "scheduler/gcs_session.h"
 #include "scheduler/inspection.h"
 #include "scheduler/object_requests.h"
@@ -84,6 +85,7 @@ class Raylet final {
   class Links;
   std::unique_ptr<Links> links_;
   Router router_;  // both front doors: each service adds its routes in the constructor
+  GcsObjectDirectory directory_;   // the object directory in the GCS, as the transfers see it
   objectstore::ObjectManager om_;  // the node's object layer: store, object table, transfers, holds
   WorkerPool pool_;
   RedisClient redis_;

@@ -86,7 +86,7 @@ void StreamService::HandleWorkerItems(Client& c, rpc::TaskDone m) {
       if (r.in_store()) held.push_back(r.object_id());
     }
     std::string holder = c.client_id;
-    peers_->CallNode(spec->origin_node(), rpc::STREAM_ITEMS, m, kRelayTimeoutMs,
+    peers_->Call(spec->origin_node(), rpc::STREAM_ITEMS, m, kRelayTimeoutMs,
                     [this, holder, held](Result<std::string> r) {
                       if (r.ok()) return;
                       PHALANX_LOG(Warning) << "items of a generator could not reach its caller's node: "
@@ -133,7 +133,7 @@ void StreamService::HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_
   rpc::StreamCredit ask = m;
   ask.clear_owner_node();
   ask.set_timeout_ms(timeout);
-  peers_->CallNode(m.owner_node(), rpc::STREAM_CREDIT, ask, timeout + 5000, [reply](Result<std::string> r) {
+  peers_->Call(m.owner_node(), rpc::STREAM_CREDIT, ask, timeout + 5000, [reply](Result<std::string> r) {
     rpc::StreamCreditReply out;
     if (!r.ok() || !out.ParseFromString(r.value())) {
       // The caller's node is gone (or garbled its answer): so is the reader.

@@ -23,7 +23,7 @@ namespace {
 
 #ifdef PHALANX_HAVE_CUDA
 
-class NoPeers : public ObjectPeers {
+class NoPeers : public PeerChannel {
  public:
   void Call(const std::string&, rpc::MessageType, const google::protobuf::Message&, int64_t,
             std::function<void(Result<std::string>)> done) override {

@@ -1,7 +1,7 @@
 // The object layer as one component (objectstore/object_manager.h): object
 // managers of three nodes in one process, their copies over an in-memory
 // transport (memory_network.h), their RELEASE_HELD messages over a fake
-// ObjectPeers that delivers them on the next turn of the loop, and the GCS
+// PeerChannel that delivers them on the next turn of the loop, and the GCS
 // directory and the raylet replaced by recorders. What is checked is what
 // the raylet and the other nodes see: bytes copied, holds taken and let go,
 // frees and adoptions told, directory entries made and removed.
@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "memory_network.h"
+#include "fake_directory.h"
 
 namespace phalanx::objectstore {
 namespace {
@@ -24,7 +25,7 @@ namespace asio = boost::asio;
 class ObjectManagerTest : public ::testing::Test {
  protected:
   // One node: its object manager, what it was told, what it listed.
-  struct Node : ObjectPeers, ObjectEvents {
+  struct Node : PeerChannel, ObjectEvents {
     ObjectManagerTest* test = nullptr;
     std::string name;
     std::unique_ptr<ObjectManager> om;
@@ -32,6 +33,7 @@ class ObjectManagerTest : public ::testing::Test {
     std::vector<std::pair<std::string, std::vector<std::string>>> adopted;     // (holder, ids)
     std::vector<std::pair<std::string, rpc::ReleaseHeld>> sent;                // (to node, message)
     std::set<std::string> listed;                                              // ids listed complete here
+    FakeDirectory dir;
 
     void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t,
               std::function<void(Result<std::string>)> done) override {
@@ -57,14 +59,13 @@ class ObjectManagerTest : public ::testing::Test {
     EXPECT_TRUE(region.ok());
     TransferOptions o;
     o.chunk_bytes = 256 << 10;
-    TransferDirectory dir;
     Node* raw = n.get();
-    dir.located = [raw](const std::string& id, uint64_t, uint64_t, bool complete) {
+    raw->dir.located = [raw](const std::string& id, uint64_t, uint64_t, bool complete) {
       if (complete) raw->listed.insert(id);
     };
-    dir.unlisted = [raw](const std::string& id) { raw->listed.erase(id); };
+    raw->dir.unlisted = [raw](const std::string& id) { raw->listed.erase(id); };
     n->om = std::make_unique<ObjectManager>(io_, name, std::make_unique<ObjectStore>(std::move(region).value()),
-                                            std::make_unique<MemoryNetwork::Endpoint>(&net_), raw, raw, o, dir);
+                                            std::make_unique<MemoryNetwork::Endpoint>(&net_), raw, raw, o, &raw->dir);
     net_.Join(name, &n->om->transfer());
     Node& ref = *n;
     nodes_[name] = std::move(n);

@@ -17,6 +17,7 @@
 #include "core/trace.h"
 #include "memory_network.h"
 #include "objectstore/object_transfer.h"
+#include "fake_directory.h"
 
 namespace phalanx::objectstore {
 namespace {
@@ -37,14 +38,14 @@ class MemoryTransferTest : public ::testing::Test {
     std::unique_ptr<ObjectTransfer> transfer;
   };
 
-  Node& Add(const std::string& name, TransferDirectory dir = {}) {
+  Node& Add(const std::string& name, ObjectDirectory* dir = nullptr) {
     auto n = std::make_unique<Node>(name);
     TransferOptions o;
     o.chunk_bytes = 256 << 10;
     o.window = 3;
     n->transfer = std::make_unique<ObjectTransfer>(n->table.get(), n->store.get(),
                                                    std::make_unique<MemoryNetwork::Endpoint>(&net_), o,
-                                                   std::move(dir), name);
+                                                   dir, name);
     net_.Join(name, n->transfer.get());
     Node& ref = *n;
     nodes_[name] = std::move(n);
@@ -150,12 +151,12 @@ TEST_F(MemoryTransferTest, ACopyInFlightIsInTheTimelineWithTheBytesHereSoFar) {
 }
 
 TEST_F(MemoryTransferTest, ALostNodeIsReplacedByTheDirectorysNextCopy) {
-  TransferDirectory dir;
+  FakeDirectory dir;
   dir.pick = [](const std::string&, const std::string&, bool, bool, const std::vector<std::string>& exclude,
                 std::function<void(Result<std::string>)> cb) { cb(std::string(exclude.empty() ? "b" : "d")); };
   Node& b = Add("b");
   Node& d = Add("d");
-  Node& a = Add("a", dir);
+  Node& a = Add("a", &dir);
   const uint64_t size = 2 << 20;
   Put(b, id_, size);
   Put(d, id_, size);

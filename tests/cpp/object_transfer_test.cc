@@ -11,6 +11,7 @@
 #include "core/ids.h"
 #include "objectstore/tcp_transport.h"
 #include "table_owner.h"
+#include "fake_directory.h"
 
 namespace phalanx::objectstore {
 
@@ -220,7 +221,7 @@ class TransferChainTest : public ::testing::Test {
     std::unique_ptr<ObjectTransfer> transfer;
     std::unique_ptr<PullServer> server;
   };
-  Peer& Add(const std::string& name, TransferDirectory dir = {}, TransferRefs refs = {}) {
+  Peer& Add(const std::string& name, ObjectDirectory* dir = nullptr, RefLender* refs = nullptr) {
     auto p = std::make_unique<Peer>("chain-" + name);
     TransferOptions o;
     o.chunk_bytes = 1 << 20;
@@ -233,7 +234,7 @@ class TransferChainTest : public ::testing::Test {
                                                                                   ? 0
                                                                                   : it->second->server->port();
                                                                      }),
-                                                   o, std::move(dir), name, std::move(refs));
+                                                   o, dir, name, refs);
     p->server = std::make_unique<PullServer>(io_, p->transfer.get());
     Peer& ref = *p;
     peers_[name] = std::move(p);
@@ -291,7 +292,7 @@ TEST_F(TransferChainTest, ACopyGoesOnFromAnotherSourceWhenItsSourceDies) {
   Peer& d = Add("d");
   // The directory offers b first, then (b excluded) d, as a resumed copy
   // asks for complete copies only.
-  TransferDirectory dir;
+  FakeDirectory dir;
   std::vector<std::string> asked;
   dir.pick = [&](const std::string&, const std::string&, bool resuming, bool, const std::vector<std::string>& exclude,
                  std::function<void(Result<std::string>)> cb) {
@@ -302,7 +303,7 @@ TEST_F(TransferChainTest, ACopyGoesOnFromAnotherSourceWhenItsSourceDies) {
   dir.serving = [&](const std::string&, const std::string& node, int delta) {
     serving.push_back(node + (delta > 0 ? "+" : "-"));
   };
-  Peer& a = Add("a", dir);
+  Peer& a = Add("a", &dir);
   Put(b, id, size);
   Put(d, id, size);
   b.server->close_after = 2;  // b dies after two ranges
@@ -389,8 +390,9 @@ namespace phalanx::objectstore {
 TEST_F(TransferChainTest, RefsInsideAValueComeWithItLentOncePerCopy) {
   std::vector<std::pair<std::string, std::string>> lent;  // (reader, id) on b
   Peer& a = Add("a");
-  Peer& b = Add("b", {}, TransferRefs{[&](const std::string& node, const std::string& id) { lent.emplace_back(node, id); },
-                                      nullptr});
+  RecordingLender lender;
+  lender.lend = [&](const std::string& node, const std::string& id) { lent.emplace_back(node, id); };
+  Peer& b = Add("b", nullptr, &lender);
   const std::string inner(20, 'i'), small(20, 'o'), large(20, 's');
   Put(b, inner, 1000);
   b.node.table->AddRef(small);

@@ -17,13 +17,14 @@
 
 #include "memory_network.h"
 #include "objectstore/object_manager.h"
+#include "fake_directory.h"
 
 namespace phalanx::objectstore {
 namespace {
 
 namespace asio = boost::asio;
 
-class NoPeers : public ObjectPeers {
+class NoPeers : public PeerChannel {
  public:
   void Call(const std::string&, rpc::MessageType, const google::protobuf::Message&, int64_t,
             std::function<void(Result<std::string>)> done) override {
@@ -41,14 +42,14 @@ class StagedDeviceTest : public ::testing::Test {
     TransferOptions o;
     o.chunk_bytes = kChunk;
     o.window = window;
-    TransferDirectory dir;
+    auto& dir = *directories_.emplace_back(std::make_unique<FakeDirectory>());
     dir.device_located = [this, name](const std::string& id, uint64_t size, const std::string& device) {
       listed_[name] = {id, size, device};
     };
     dir.unlisted = [this, name](const std::string&) { listed_.erase(name); };
     auto om = std::make_unique<ObjectManager>(io_, name, std::make_unique<ObjectStore>(std::move(region).value()),
                                               std::make_unique<MemoryNetwork::Endpoint>(&net_), &peers_, nullptr, o,
-                                              dir);
+                                              &dir);
     net_.Join(name, &om->transfer());
     ObjectManager& ref = *om;
     managers_[name] = std::move(om);
@@ -82,6 +83,7 @@ class StagedDeviceTest : public ::testing::Test {
   NoPeers peers_;
   std::deque<HostDevice> devices_;
   std::deque<std::vector<char>> buffers_;
+  std::vector<std::unique_ptr<FakeDirectory>> directories_;  // (outlive the managers)
   std::map<std::string, std::unique_ptr<ObjectManager>> managers_;
   struct Listed {
     std::string id;

@@ -52,5 +52,5 @@ def test_it_finds_each_kind_of_defect(tmp_path, monkeypatch):
 def test_the_tree_of_this_repository_is_measured():
     hc = _load()
     m = hc.measure()
-    assert "NodeManager" in m["largest_classes"]  # (the parser reads this tree's classes)
+    assert "TaskManager" in m["largest_classes"]  # (the parser reads this tree's classes)
     assert isinstance(m["import_cycles"], list) and m["test_sleeps"]
