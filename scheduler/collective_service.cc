@@ -9,7 +9,7 @@ namespace phalanx::scheduler {
 // The collectives' view of the peer layer and the object layer.
 class CollectiveService::PeerLinks : public collectives::CollectivePeers {
  public:
-  PeerLinks(PeerManager* peers, objectstore::ObjectManager* objects) : peers_(peers), objects_(objects) {}
+  PeerLinks(PeerChannel* peers, objectstore::ObjectManager* objects) : peers_(peers), objects_(objects) {}
   void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
             std::function<void(Result<std::string>)> done) override {
     peers_->Call(node, type, m, timeout_ms, std::move(done));
@@ -24,13 +24,13 @@ class CollectiveService::PeerLinks : public collectives::CollectivePeers {
   }
 
  private:
-  PeerManager* peers_;
+  PeerChannel* peers_;
   objectstore::ObjectManager* objects_;
 };
 
 CollectiveService::CollectiveService(boost::asio::io_context& io, std::string node_id,
                                      objectstore::ObjectManager* objects, uint64_t inline_threshold,
-                                     PeerManager* peers, GcsClient* gcs)
+                                     PeerChannel* peers, GcsClient* gcs)
     : node_id_(std::move(node_id)),
       om_(objects),
       objects_(objects->table()),

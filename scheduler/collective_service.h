@@ -20,7 +20,7 @@
 #include "gcs/gcs_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
-#include "scheduler/peer_manager.h"
+#include "core/peer_channel.h"
 #include "scheduler/rendezvous.h"
 #include "scheduler/router.h"
 
@@ -31,7 +31,7 @@ class CollectiveService final : public ClientWatcher {
   // `objects`: the node's object layer; `inline_threshold`: results at most this big stay inline.
   // Every collaborator is owned by the raylet and outlives this.
   CollectiveService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectManager* objects,
-                    uint64_t inline_threshold, PeerManager* peers, GcsClient* gcs);
+                    uint64_t inline_threshold, PeerChannel* peers, GcsClient* gcs);
   ~CollectiveService();
 
   // Client messages.

@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "core/message_limits.h"
 #include "core/status_proto.h"
+#include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
 
@@ -56,7 +57,7 @@ void WhenCounts(objectstore::ObjectTable& objects, bool fetch, const std::string
 }  // namespace
 
 ObjectRequests::ObjectRequests(boost::asio::io_context& io, std::string node_id, objectstore::ObjectManager* objects,
-                               TaskManager* tasks, PeerManager* peers, GcsClient* gcs, Clients* clients,
+                               ObjectTasks* tasks, NodeLiveness* peers, GcsClient* gcs, Clients* clients,
                                int64_t copy_progress_ms)
     : io_(io),
       node_id_(std::move(node_id)),

@@ -23,9 +23,9 @@
 #include "gcs/gcs_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
-#include "scheduler/peer_manager.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/router.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/task_table.h"
 
 namespace phalanx::scheduler {
 
@@ -34,7 +34,7 @@ class ObjectRequests final : public ClientWatcher {
   // `copy_progress_ms`: how often a get waiting on a long copy from another
   // node is told how far it is. Every collaborator is owned by the raylet and outlives this.
   ObjectRequests(boost::asio::io_context& io, std::string node_id, objectstore::ObjectManager* objects,
-                 TaskManager* tasks, PeerManager* peers, GcsClient* gcs, Clients* clients, int64_t copy_progress_ms);
+                 ObjectTasks* tasks, NodeLiveness* peers, GcsClient* gcs, Clients* clients, int64_t copy_progress_ms);
 
   // Its client messages: gets, waits, create/seal/put, refs, releases, fetches and lends.
   void AddRoutes(Router& router);
@@ -90,8 +90,8 @@ class ObjectRequests final : public ClientWatcher {
   std::string node_id_;
   objectstore::ObjectManager* om_;
   objectstore::ObjectTable& objects_;  // om_'s
-  TaskManager* tasks_;
-  PeerManager* peers_;
+  ObjectTasks* tasks_;
+  NodeLiveness* peers_;
   GcsClient* gcs_;
   Clients* clients_;
   int64_t copy_progress_ms_;

@@ -38,7 +38,7 @@ class PeerEvents {
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };
 
-class PeerManager final : public RemoteNodes, public PeerChannel {
+class PeerManager final : public RemoteNodes, public NodeLiveness, public PeerChannel {
  public:
   // `token`: the cluster token every peer must prove (non-empty); `tls`:
   // every peer connection is TLS under the handshake (null: plain TCP).
@@ -62,7 +62,7 @@ class PeerManager final : public RemoteNodes, public PeerChannel {
   // RemoteNodes (for the TaskManager and the ActorManager).
   std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need) override;
   // Whether `node_id` is another node, alive as last heard.
-  bool IsAlive(const std::string& node_id) const { return view_.Find(node_id) != nullptr; }
+  bool IsAlive(const std::string& node_id) const override { return view_.Find(node_id) != nullptr; }
   bool FitsSomewhere(const ResourceSet& need) const override { return view_.FitsSomewhere(need, tasks_->total()); }
   // Sends the task to one node by id; false if that node is not alive.
   bool SpillTo(const std::string& node_id, const rpc::TaskSpec& forward) override;

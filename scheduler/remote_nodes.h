@@ -43,6 +43,13 @@ struct BundleWhere {
   std::string why;   // kGone: why it can never be placed
 };
 
+// Whether another node is alive, as last heard (the PeerManager's view).
+class NodeLiveness {
+ public:
+  virtual ~NodeLiveness() = default;
+  virtual bool IsAlive(const std::string& node_id) const = 0;
+};
+
 class GroupPlacement {
  public:
   virtual ~GroupPlacement() = default;

@@ -34,7 +34,7 @@ void KeepOwnItems(rpc::TaskDone* m, std::vector<std::string>* others) {
 }  // namespace
 
 StreamService::StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
-                             TaskManager* tasks, PeerManager* peers, Clients* clients, HandedResults* results)
+                             TaskTable* tasks, PeerChannel* peers, Clients* clients, HandedResults* results)
     : node_id_(std::move(node_id)),
       objects_(objects),
       tasks_(tasks),

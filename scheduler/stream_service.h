@@ -16,9 +16,9 @@
 #include "objectstore/object_table.h"
 #include "scheduler/clients.h"
 #include "scheduler/router.h"
-#include "scheduler/peer_manager.h"
+#include "core/peer_channel.h"
 #include "scheduler/stream_table.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/task_table.h"
 
 namespace phalanx::scheduler {
 
@@ -34,7 +34,7 @@ class StreamService final : public ClientWatcher {
  public:
   // Every collaborator is owned by the raylet and outlives this.
   StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
-                TaskManager* tasks, PeerManager* peers, Clients* clients, HandedResults* results);
+                TaskTable* tasks, PeerChannel* peers, Clients* clients, HandedResults* results);
 
   StreamTable& table() { return table_; }
   const StreamTable& table() const { return table_; }
@@ -58,8 +58,8 @@ class StreamService final : public ClientWatcher {
 
   std::string node_id_;
   objectstore::ObjectTable* objects_;
-  TaskManager* tasks_;
-  PeerManager* peers_;
+  TaskTable* tasks_;
+  PeerChannel* peers_;
   Clients* clients_;
   HandedResults* results_;
   StreamTable table_;

@@ -47,7 +47,7 @@ struct TaskManagerStats {
   uint64_t reconstructed = 0;  // run again to rebuild a lost result
 };
 
-class TaskManager final : public TaskTable, public WorkerDeaths {
+class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTasks {
  public:
   // `ledger`: the node's resources, which the actors (and placement groups)
   // take from too; `actors`: the actors whose home is this node; `events`:
@@ -67,8 +67,8 @@ class TaskManager final : public TaskTable, public WorkerDeaths {
   void OnWorkerRegistered(Worker* w);
   // WorkerDeaths (the pool's): the worker's tasks are failed or retried, its actor's death handled.
   void OnWorkerDied(Worker* w, const std::string& why) override;
-  void OnWorkerBlocked(Worker* w);
-  void OnWorkerUnblocked(Worker* w);
+  void OnWorkerBlocked(Worker* w) override;
+  void OnWorkerUnblocked(Worker* w) override;
   // The worker gave back pushed tasks it had not started (after a recall).
   void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids);
 
@@ -79,7 +79,7 @@ class TaskManager final : public TaskTable, public WorkerDeaths {
   // its spec is kept here and it has retries left (its arguments are waited
   // for as usual, so lost ones are rebuilt in turn). True when the object is
   // on its way again (or already was); false with *why saying why not.
-  bool Rebuild(const std::string& object_id, std::string* why);
+  bool Rebuild(const std::string& object_id, std::string* why) override;
   // `phalanx memory`: fn(object id, task name, running) for each ref argument
   // of a task here (queued or running), then fn(id, task name, false) with
   // lineage = true for each reference a kept spec holds.

@@ -39,6 +39,19 @@ class TaskTable {
   virtual void Redispatch() = 0;
 };
 
+// What the object requests ask of the task queue (the TaskManager implements
+// it; tests/cpp/object_requests_test.cc fakes it): a worker blocked in a get
+// lends its resources back and takes them again, and an object whose every
+// copy is gone is made again from its lineage.
+class ObjectTasks {
+ public:
+  virtual ~ObjectTasks() = default;
+  virtual void OnWorkerBlocked(Worker* w) = 0;
+  virtual void OnWorkerUnblocked(Worker* w) = 0;
+  // True when `object_id` is on its way again (or already was); false with *why saying why not.
+  virtual bool Rebuild(const std::string& object_id, std::string* why) = 0;
+};
+
 class WorkerSource {
  public:
   virtual ~WorkerSource() = default;
