@@ -33,7 +33,7 @@
 
 namespace phalanx::scheduler {
 
-class ActorManager {
+class ActorManager final : public NodeActors {
  public:
   // `directory`: names, where actors created elsewhere live, and each actor's
   // state (null: names are this node's only, nothing is published);
@@ -64,7 +64,7 @@ class ActorManager {
   Status Kill(const std::string& actor_id, bool no_restart);
   // The same; `done` runs once the kill is done: at once here, or once the
   // node hosting the actor answered (so that a call made after it fails).
-  void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done);
+  void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) override;
   // Its placement group was removed: the group's actors here die (no restart).
   void KillGroup(const std::string& pg_id, const std::string& why);
   // No node can hold the actor's resources: it dies with `why`.
@@ -79,10 +79,10 @@ class ActorManager {
   void OnHandlesGone(const std::string& actor_id);
   // Another node died. Actors it created and placed here die with it (they
   // share their creator's fate), unless detached: those this node adopts.
-  void OnNodeDead(const std::string& node_id, const std::string& why);
+  void OnNodeDead(const std::string& node_id, const std::string& why) override;
   // A detached actor whose host and owner are both gone (`info` from the GCS):
   // re-created from this node, per max_restarts. The caller has claimed it.
-  void RestartOrphan(const rpc::ActorInfo& info, const std::string& why);
+  void RestartOrphan(const rpc::ActorInfo& info, const std::string& why) override;
   // NotFound when no live actor has that name.
   Result<rpc::GetActorReply> Lookup(const std::string& name) const;
   // Runs `then` once a named actor created here is known to have its name

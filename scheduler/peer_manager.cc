@@ -11,8 +11,8 @@ namespace phalanx::scheduler {
 namespace asio = boost::asio;
 
 PeerManager::PeerManager(asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
-                         std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
-                         ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, const Router* router,
+                         std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, ForwardedTasks* tasks,
+                         NodeActors* actors, objectstore::ObjectManager* objects, GcsClient* gcs, const Router* router,
                          PeerEvents* events)
     : io_(io),
       node_id_(std::move(node_id)),
@@ -324,17 +324,17 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
   std::vector<std::string> lent(spec.contained_ids().begin(), spec.contained_ids().end());
   client->Call(rpc::FORWARD_TASK, m, -1, [this, tid, node_id, node_desc, lent](Result<std::string> r) {
     if (!r.ok()) {
-      tasks_->OnForwardFailed(tid, node_desc + " went away (" + r.status().message() + ")");
+      tasks_->OnForwardFailed(tid, node_desc + " went away (" + r.status().message() + ")", /*reached=*/true);
       return;
     }
     rpc::ForwardTaskReply reply;
     if (!reply.ParseFromString(r.value())) {
-      tasks_->OnForwardFailed(tid, node_desc + " sent a malformed result");
+      tasks_->OnForwardFailed(tid, node_desc + " sent a malformed result", /*reached=*/true);
       return;
     }
     if (reply.status().code() != 0) {
       for (const auto& id : lent) objects_->Unhold(node_id, id, 1);  // (it kept nothing)
-      tasks_->OnForwardFailed(tid, node_desc + " refused it: " + reply.status().message());
+      tasks_->OnForwardFailed(tid, node_desc + " refused it: " + reply.status().message(), /*reached=*/true);
       return;
     }
     // Results in that node's store stay there, held for this node, and are

@@ -24,7 +24,7 @@
 #include "scheduler/cluster_view.h"
 #include "scheduler/remote_nodes.h"
 #include "scheduler/router.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/task_table.h"
 
 namespace phalanx::scheduler {
 
@@ -46,8 +46,8 @@ class PeerManager final : public RemoteNodes, public NodeLiveness, public PeerCh
   // results); `events`: the rest of the raylet, told what concerns it. Both owned by the
   // caller, outliving this; neither is used before the first message.
   PeerManager(boost::asio::io_context& io, std::string node_id, std::string node_ip, std::string token,
-              std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, TaskManager* tasks,
-              ActorManager* actors, objectstore::ObjectManager* objects, GcsClient* gcs, const Router* router,
+              std::shared_ptr<const TlsContext> tls, int64_t dead_after_ms, ForwardedTasks* tasks,
+              NodeActors* actors, objectstore::ObjectManager* objects, GcsClient* gcs, const Router* router,
               PeerEvents* events);
   // Its peer routes: pulls and releases of held objects, cancels, kills, forwarded tasks.
   void AddRoutes(Router& router);
@@ -103,8 +103,8 @@ class PeerManager final : public RemoteNodes, public NodeLiveness, public PeerCh
   std::string node_ip_;
   std::string token_;
   std::shared_ptr<const TlsContext> tls_;
-  TaskManager* tasks_;
-  ActorManager* actors_;
+  ForwardedTasks* tasks_;
+  NodeActors* actors_;
   objectstore::ObjectManager* objects_;
   GcsClient* gcs_;
   const Router* router_;  // where an authenticated peer's frames go

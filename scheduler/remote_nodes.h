@@ -2,7 +2,10 @@
 // interfaces given at construction: RemoteNodes (the other raylets: spilling,
 // feasibility, SPREAD, remote cancel and kill; the PeerManager implements
 // it) and GroupPlacement (where a placement group's bundle is; the
-// PlacementGroups implement it). Each manager is unit-tested with fakes of
+// PlacementGroups implement it); and what the PeerManager asks of this
+// node's tasks and actors when other nodes send or settle work
+// (ForwardedTasks, NodeActors), so that it too is tested alone
+// (tests/cpp/peer_manager_test.cc). Each manager is unit-tested with fakes of
 // these (tests/cpp/task_manager_test.cc, actor_manager_test.cc). Not
 // thread-safe; the raylet's loop.
 #pragma once
@@ -48,6 +51,36 @@ class NodeLiveness {
  public:
   virtual ~NodeLiveness() = default;
   virtual bool IsAlive(const std::string& node_id) const = 0;
+};
+
+// What the PeerManager asks of this node's task queue (the TaskManager implements it).
+class ForwardedTasks {
+ public:
+  virtual ~ForwardedTasks() = default;
+  // A task another node spilled here.
+  virtual void Submit(rpc::TaskSpec spec) = 0;
+  // Another node cancels a task it spilled here.
+  virtual void Cancel(const rpc::CancelTask& m) = 0;
+  // A task this node spilled finished there; its results are in `reply`.
+  virtual void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply) = 0;
+  // The node running a task spilled from here went away (`reached` false: it was never connected to).
+  virtual void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached) = 0;
+  // The cluster changed: queued tasks may fit somewhere now.
+  virtual void Redispatch() = 0;
+  // What this node has in all.
+  virtual const ResourceSet& total() const = 0;
+};
+
+// What the PeerManager asks of the actors whose home is this node (the ActorManager implements it).
+class NodeActors {
+ public:
+  virtual ~NodeActors() = default;
+  // Another node asks to kill an actor here; `done` gets the outcome.
+  virtual void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) = 0;
+  // Another node died (`why`): the actors it created and placed here share its fate, unless detached.
+  virtual void OnNodeDead(const std::string& node_id, const std::string& why) = 0;
+  // A detached actor whose host and owner are both gone: re-created from this node.
+  virtual void RestartOrphan(const rpc::ActorInfo& info, const std::string& why) = 0;
 };
 
 class GroupPlacement {

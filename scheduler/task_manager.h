@@ -47,7 +47,7 @@ struct TaskManagerStats {
   uint64_t reconstructed = 0;  // run again to rebuild a lost result
 };
 
-class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTasks {
+class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTasks, public ForwardedTasks {
  public:
   // `ledger`: the node's resources, which the actors (and placement groups)
   // take from too; `actors`: the actors whose home is this node; `events`:
@@ -88,13 +88,13 @@ class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTa
   const Lineage& lineage() const { return lineage_; }
 
   // A spilled task finished on another node; its results are in `reply`.
-  void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply);
+  void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply) override;
   // The node running a spilled task went away: retry it (max_retries) or fail it.
   // `reached` false: the node could not be connected to, so the task never
   // ran there; it is placed again without spending a retry (up to
   // kFreeReplacements times: the node is suspected meanwhile, so it is not
   // picked again until it heartbeats).
-  void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached = true);
+  void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached) override;
   static constexpr int kFreeReplacements = 8;
   // phalanx.cancel: a task queued here never runs; one running here gets
   // KeyboardInterrupt (CANCEL_TASK to its worker, and SIGUSR2 to a task's
@@ -104,7 +104,7 @@ class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTa
   // not retried. A task that is over, or unknown here, is left alone.
   // With `recursive`, the tasks here whose parent it is are cancelled too
   // (and theirs), whether or not it still runs.
-  void Cancel(const rpc::CancelTask& m);
+  void Cancel(const rpc::CancelTask& m) override;
 
   // TaskTable (what the ActorManager asks of it).
   bool PushTo(Worker* w, const std::string& task_id) override { return Push(w, task_id); }
@@ -120,7 +120,7 @@ class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTa
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) override;
   void Redispatch() override { Dispatch(); }
   const ResourceSet& available() const { return ledger_->available(); }
-  const ResourceSet& total() const { return ledger_->total(); }
+  const ResourceSet& total() const override { return ledger_->total(); }
   TaskManagerStats Stats() const;
 
  private:

@@ -393,7 +393,7 @@ TEST_F(TaskManagerTest, ANodeThatCannotBeReachedSpendsNoRetryButOneThatWentAwayD
   EXPECT_EQ(v.state(), rpc::OBJ_LOST);
   EXPECT_NE(v.error().find("unreachable"), std::string::npos) << v.error();
   std::string u = Submit(Spec("moved2", 1, {}, /*max_retries=*/0));
-  tasks_.OnForwardFailed(u, "node node-b went away (connection reset)");
+  tasks_.OnForwardFailed(u, "node node-b went away (connection reset)", /*reached=*/true);
   EXPECT_EQ(Value(Ret(u)).state(), rpc::OBJ_LOST);
 }
 
