@@ -33,7 +33,7 @@
 
 namespace phalanx::scheduler {
 
-class ActorManager final : public NodeActors {
+class ActorManager final : public NodeActors, public ActorRegistry {
  public:
   // `directory`: names, where actors created elsewhere live, and each actor's
   // state (null: names are this node's only, nothing is published);
@@ -58,7 +58,7 @@ class ActorManager final : public NodeActors {
   // Where callers may send the actor's method calls directly (state, node,
   // worker address), from this node's record or else the GCS. `reply` runs
   // once, maybe later.
-  void Route(const std::string& actor_id, std::function<void(rpc::ActorRouteReply)> reply);
+  void Route(const std::string& actor_id, std::function<void(rpc::ActorRouteReply)> reply) override;
   // `lost` are the task ids the worker had been pushed, oldest first.
   void OnWorkerDied(Worker* w, const std::deque<std::string>& lost, const std::string& why);
   Status Kill(const std::string& actor_id, bool no_restart);
@@ -69,7 +69,7 @@ class ActorManager final : public NodeActors {
   void KillGroup(const std::string& pg_id, const std::string& why);
   // No node can hold the actor's resources: it dies with `why`.
   void FailInfeasible(const std::string& actor_id, const std::string& why);
-  void OnClientGone(const std::string& client_id);
+  void OnClientGone(const std::string& client_id) override;
   // Every handle of the actor is gone, in every process: the ready object of
   // its creation was freed on this node, where it was created (handles carry
   // that object, so reference counting counts them; each process lets go of
@@ -84,10 +84,10 @@ class ActorManager final : public NodeActors {
   // re-created from this node, per max_restarts. The caller has claimed it.
   void RestartOrphan(const rpc::ActorInfo& info, const std::string& why) override;
   // NotFound when no live actor has that name.
-  Result<rpc::GetActorReply> Lookup(const std::string& name) const;
+  Result<rpc::GetActorReply> Lookup(const std::string& name) const override;
   // Runs `then` once a named actor created here is known to have its name
   // cluster-wide (or has lost it), at once if none is still claiming it.
-  void WhenNamed(const std::string& name, std::function<void()> then);
+  void WhenNamed(const std::string& name, std::function<void()> then) override;
 
   // Names are unique across the cluster: a named actor created here claims
   // its name in the directory before it is placed, and frees it when it dies.

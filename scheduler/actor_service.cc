@@ -4,7 +4,7 @@
 
 namespace phalanx::scheduler {
 
-ActorService::ActorService(ActorManager* actors, TaskManager* tasks, GcsClient* gcs, uint64_t checkpoint_max_bytes)
+ActorService::ActorService(ActorRegistry* actors, TaskTable* tasks, GcsClient* gcs, uint64_t checkpoint_max_bytes)
     : actors_(actors), tasks_(tasks), gcs_(gcs), checkpoint_max_bytes_(checkpoint_max_bytes) {}
 
 void ActorService::AddRoutes(Router& router) {

@@ -3,7 +3,7 @@
 // kills (on another node: answered once that node did it), and an actor's
 // checkpoint kept in the GCS (read or written by the actor's own worker
 // only). The actors themselves are the ActorManager's; this is their door.
-// As a ClientWatcher it tells the ActorManager of a client's exit (the
+// As a ClientWatcher it tells the actors (ActorRegistry) of a client's exit (the
 // actors it owns end with it). Not thread-safe; the raylet's loop.
 #pragma once
 
@@ -12,10 +12,11 @@
 #include <string>
 
 #include "gcs/gcs_client.h"
-#include "scheduler/actor_manager.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/clients.h"
 #include "scheduler/router.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/task_table.h"
+#include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
 
@@ -23,7 +24,7 @@ class ActorService final : public ClientWatcher {
  public:
   // `checkpoint_max_bytes`: the largest checkpoint kept.
   // Every collaborator is owned by the raylet and outlives this; none is used before the first message.
-  ActorService(ActorManager* actors, TaskManager* tasks, GcsClient* gcs, uint64_t checkpoint_max_bytes);
+  ActorService(ActorRegistry* actors, TaskTable* tasks, GcsClient* gcs, uint64_t checkpoint_max_bytes);
 
   // Its client messages: actor lookup, actor route, kill, checkpoint.
   void AddRoutes(Router& router);
@@ -37,8 +38,8 @@ class ActorService final : public ClientWatcher {
  private:
   void LookUpActor(const std::shared_ptr<Client>& c, uint64_t req, const std::string& name);
 
-  ActorManager* actors_;
-  TaskManager* tasks_;
+  ActorRegistry* actors_;
+  TaskTable* tasks_;
   GcsClient* gcs_;
   uint64_t checkpoint_max_bytes_;
 };

@@ -15,7 +15,7 @@ using asio::local::stream_protocol;
 
 ClientService::ClientService(asio::io_context& io, std::string node_id, const RayletOptions& options, Router* router,
                              Clients* clients, WorkerPool* pool, objectstore::ObjectManager* objects,
-                             const RedisClient* redis, ObjectRequests* requests, TaskManager* tasks,
+                             const RedisClient* redis, ObjectRequests* requests, TaskQueue* tasks,
                              std::vector<ClientWatcher*> watchers)
     : io_(io),
       node_id_(std::move(node_id)),
@@ -96,9 +96,10 @@ void ClientService::Accept() {
 void ClientService::HandleRegister(const std::shared_ptr<Client>& c, uint64_t req, const rpc::RegisterClient& m) {
   rpc::RegisterClientReply r;
   if (m.client_id().size() != kClientIdSize) {
-    *r.mutable_status() = ToProto(Status::InvalidArgument("malformed client id"));
+    // (Said, not closed: a close now would drop the reply, and the client would only see its connection go.)
+    *r.mutable_status() = ToProto(Status::InvalidArgument("malformed client id: " + std::to_string(m.client_id().size()) +
+                                                          " bytes, not " + std::to_string(kClientIdSize)));
     Clients::Reply(*c, rpc::REGISTER_CLIENT, req, r);
-    c->conn->Close();
     return;
   }
   c->pid = m.pid();

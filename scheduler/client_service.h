@@ -20,7 +20,7 @@
 #include "scheduler/object_requests.h"
 #include "scheduler/raylet_options.h"
 #include "scheduler/router.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/task_table.h"
 #include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
@@ -31,7 +31,7 @@ class ClientService {
   // Every collaborator is owned by the raylet and outlives this; none is used before Listen.
   ClientService(boost::asio::io_context& io, std::string node_id, const RayletOptions& options, Router* router,
                 Clients* clients, WorkerPool* pool, objectstore::ObjectManager* objects, const RedisClient* redis,
-                ObjectRequests* requests, TaskManager* tasks, std::vector<ClientWatcher*> watchers);
+                ObjectRequests* requests, TaskQueue* tasks, std::vector<ClientWatcher*> watchers);
 
   // Its client message: registration.
   void AddRoutes(Router& router);
@@ -54,7 +54,7 @@ class ClientService {
   objectstore::ObjectManager* objects_;
   const RedisClient* redis_;
   ObjectRequests* requests_;
-  TaskManager* tasks_;
+  TaskQueue* tasks_;
   std::vector<ClientWatcher*> watchers_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;

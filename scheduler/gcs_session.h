@@ -48,7 +48,7 @@ struct SessionParts {
   Clients* clients;
 };
 
-class GcsSession final : public NodeAnnouncer {
+class GcsSession final : public NodeAnnouncer, public TaskRecords {
  public:
   // `options`: the raylet's (outlive this).
   GcsSession(boost::asio::io_context& io, std::string node_id, const RayletOptions& options, SessionParts parts);
@@ -66,7 +66,7 @@ class GcsSession final : public NodeAnnouncer {
   // NodeAnnouncer: the node's record, once at the end of this turn.
   void AnnounceSoon() override;
   // A task ended (its record goes with the next heartbeat).
-  void RecordTask(const rpc::TaskRecord& r);
+  void RecordTask(const rpc::TaskRecord& r) override;
   // The results of task `task_id` are gone: its record goes with the next heartbeat.
   void ForgetTask(const std::string& task_id) { pending_task_deletes_.push_back(task_id); }
 

@@ -83,6 +83,22 @@ class NodeActors {
   virtual void RestartOrphan(const rpc::ActorInfo& info, const std::string& why) = 0;
 };
 
+// What the ActorService asks of the actors whose home is this node (the ActorManager implements it).
+class ActorRegistry {
+ public:
+  virtual ~ActorRegistry() = default;
+  // Runs `then` once a named actor created here has its name cluster-wide (or lost it); at once if none claims it.
+  virtual void WhenNamed(const std::string& name, std::function<void()> then) = 0;
+  // NotFound when no live actor created here has that name.
+  virtual Result<rpc::GetActorReply> Lookup(const std::string& name) const = 0;
+  // Where callers may send the actor's calls directly; `reply` runs once, maybe later.
+  virtual void Route(const std::string& actor_id, std::function<void(rpc::ActorRouteReply)> reply) = 0;
+  // `done` runs once the kill is done (here, or once the actor's node answered).
+  virtual void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) = 0;
+  // A client exited: the actors it owns (not detached) end with it.
+  virtual void OnClientGone(const std::string& client_id) = 0;
+};
+
 class GroupPlacement {
  public:
   virtual ~GroupPlacement() = default;

@@ -47,7 +47,11 @@ struct TaskManagerStats {
   uint64_t reconstructed = 0;  // run again to rebuild a lost result
 };
 
-class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTasks, public ForwardedTasks {
+class TaskManager final : public TaskTable,
+                          public TaskQueue,
+                          public WorkerDeaths,
+                          public ObjectTasks,
+                          public ForwardedTasks {
  public:
   // `ledger`: the node's resources, which the actors (and placement groups)
   // take from too; `actors`: the actors whose home is this node; `events`:
@@ -63,14 +67,14 @@ class TaskManager final : public TaskTable, public WorkerDeaths, public ObjectTa
   // return ids. Holds references on the arguments until the task ends.
   void Submit(rpc::TaskSpec spec) override;
   // A worker finished the oldest task it was pushed.
-  void OnTaskDone(Worker* w, rpc::TaskDone done);
-  void OnWorkerRegistered(Worker* w);
+  void OnTaskDone(Worker* w, rpc::TaskDone done) override;
+  void OnWorkerRegistered(Worker* w) override;
   // WorkerDeaths (the pool's): the worker's tasks are failed or retried, its actor's death handled.
   void OnWorkerDied(Worker* w, const std::string& why) override;
   void OnWorkerBlocked(Worker* w) override;
   void OnWorkerUnblocked(Worker* w) override;
   // The worker gave back pushed tasks it had not started (after a recall).
-  void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids);
+  void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) override;
 
   // Lineage (scheduler/lineage.h): a result of a task submitted here was
   // freed here, or copied here: it needs no rebuilding.

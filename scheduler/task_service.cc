@@ -8,8 +8,8 @@
 namespace phalanx::scheduler {
 
 TaskService::TaskService(std::string node_id, uint64_t inline_threshold, objectstore::ObjectManager* objects,
-                         TaskManager* tasks, StreamService* streams, ObjectRequests* requests, Clients* clients,
-                         GcsSession* session)
+                         TaskQueue* tasks, StreamService* streams, ObjectRequests* requests, Clients* clients,
+                         TaskRecords* records)
     : node_id_(std::move(node_id)),
       inline_threshold_(inline_threshold),
       om_(objects),
@@ -18,7 +18,7 @@ TaskService::TaskService(std::string node_id, uint64_t inline_threshold, objects
       streams_(streams),
       requests_(requests),
       clients_(clients),
-      session_(session) {}
+      records_(records) {}
 
 void TaskService::AddRoutes(Router& router) {
   using C = const std::shared_ptr<Client>&;

@@ -52,6 +52,29 @@ class ObjectTasks {
   virtual bool Rebuild(const std::string& object_id, std::string* why) = 0;
 };
 
+// What the services that answer clients ask of the task queue (the
+// TaskManager implements it; tests fake it): tasks submitted, workers
+// registered, results reported, tasks given back, cancels.
+class TaskQueue {
+ public:
+  virtual ~TaskQueue() = default;
+  // Takes a task; the caller has counted the submitter's holds on its returns.
+  virtual void Submit(rpc::TaskSpec spec) = 0;
+  virtual void OnWorkerRegistered(Worker* w) = 0;
+  // A worker finished the oldest task it was pushed.
+  virtual void OnTaskDone(Worker* w, rpc::TaskDone done) = 0;
+  // The worker gave back pushed tasks it had not started (after a recall).
+  virtual void OnTasksRecalled(Worker* w, const rpc::TaskIds& ids) = 0;
+  virtual void Cancel(const rpc::CancelTask& m) = 0;
+};
+
+// Where the records of ended tasks go (the GcsSession: the GCS's task table).
+class TaskRecords {
+ public:
+  virtual ~TaskRecords() = default;
+  virtual void RecordTask(const rpc::TaskRecord& r) = 0;
+};
+
 class WorkerSource {
  public:
   virtual ~WorkerSource() = default;

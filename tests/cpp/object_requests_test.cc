@@ -13,23 +13,6 @@
 namespace phalanx::scheduler {
 namespace {
 
-// The task queue as the object requests see it: who blocked, who came back.
-class RecordingTasks final : public ObjectTasks {
- public:
-  void OnWorkerBlocked(Worker* w) override { events.push_back("blocked " + std::to_string(w->pid)); }
-  void OnWorkerUnblocked(Worker* w) override { events.push_back("unblocked " + std::to_string(w->pid)); }
-  bool Rebuild(const std::string&, std::string* why) override {
-    *why = "no lineage kept in this test";
-    return false;
-  }
-  std::vector<std::string> events;
-};
-
-class AllAlive final : public NodeLiveness {
- public:
-  bool IsAlive(const std::string&) const override { return true; }
-};
-
 class ObjectRequestsTest : public testing::ServiceTest {
  protected:
   void SetUp() override {
@@ -57,8 +40,8 @@ class ObjectRequestsTest : public testing::ServiceTest {
     Send(rpc::PUT_INLINE, 0, m);
   }
 
-  RecordingTasks tasks_;
-  AllAlive alive_;
+  testing::RecordingObjectTasks tasks_;
+  testing::AllAlive alive_;
   std::unique_ptr<ObjectRequests> requests_;
 };
 

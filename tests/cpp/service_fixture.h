@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,7 +28,10 @@
 #include "objectstore/object_manager.h"
 #include "objectstore/shm_region.h"
 #include "scheduler/clients.h"
+#include "scheduler/remote_nodes.h"
 #include "scheduler/router.h"
+#include "scheduler/task_table.h"
+#include "scheduler/worker_pool.h"
 #include "tests/cpp/test_util.h"
 
 namespace phalanx::scheduler::testing {
@@ -48,6 +52,40 @@ class RecordingPeers final : public PeerChannel {
   }
   std::vector<Sent> sent;
   std::function<Result<std::string>(const Sent&)> answer;
+};
+
+// The task queue's specs as the streams and the actors' door see them.
+class SpecTable final : public TaskTable {
+ public:
+  void Submit(rpc::TaskSpec) override {}
+  bool HasTask(const std::string& id) const override { return specs.count(id) > 0; }
+  rpc::TaskSpec* MutableSpec(const std::string& id) override {
+    auto it = specs.find(id);
+    return it == specs.end() ? nullptr : &it->second;
+  }
+  bool BuildForwardSpec(const std::string&, rpc::TaskSpec*) override { return false; }
+  bool PushTo(Worker*, const std::string&) override { return false; }
+  void FailTask(const std::string&, StatusCode, const std::string&) override {}
+  void FinishTask(const std::string&, bool, const std::string&) override {}
+  void Redispatch() override {}
+  std::map<std::string, rpc::TaskSpec> specs;
+};
+
+// The task queue as the object requests see it: who blocked, who came back; no lineage.
+class RecordingObjectTasks final : public ObjectTasks {
+ public:
+  void OnWorkerBlocked(Worker* w) override { events.push_back("blocked " + std::to_string(w->pid)); }
+  void OnWorkerUnblocked(Worker* w) override { events.push_back("unblocked " + std::to_string(w->pid)); }
+  bool Rebuild(const std::string&, std::string* why) override {
+    *why = "no lineage kept in this test";
+    return false;
+  }
+  std::vector<std::string> events;
+};
+
+class AllAlive final : public NodeLiveness {
+ public:
+  bool IsAlive(const std::string&) const override { return true; }
 };
 
 class ServiceTest : public ::testing::Test {

@@ -15,23 +15,6 @@
 namespace phalanx::scheduler {
 namespace {
 
-// The task queue as the streams see it: the specs of running tasks.
-class SpecTable final : public TaskTable {
- public:
-  void Submit(rpc::TaskSpec) override {}
-  bool HasTask(const std::string& id) const override { return specs.count(id) > 0; }
-  rpc::TaskSpec* MutableSpec(const std::string& id) override {
-    auto it = specs.find(id);
-    return it == specs.end() ? nullptr : &it->second;
-  }
-  bool BuildForwardSpec(const std::string&, rpc::TaskSpec*) override { return false; }
-  bool PushTo(Worker*, const std::string&) override { return false; }
-  void FailTask(const std::string&, StatusCode, const std::string&) override {}
-  void FinishTask(const std::string&, bool, const std::string&) override {}
-  void Redispatch() override {}
-  std::map<std::string, rpc::TaskSpec> specs;
-};
-
 // Stores what it is handed, inline, as the TaskService would.
 class InlineResults final : public HandedResults {
  public:
@@ -92,7 +75,7 @@ class StreamServiceTest : public testing::ServiceTest {
     return Reply<rpc::StreamNextReply>(rpc::STREAM_NEXT, req);
   }
 
-  SpecTable tasks_;
+  testing::SpecTable tasks_;
   std::unique_ptr<InlineResults> results_;
   std::unique_ptr<StreamService> streams_;
   std::shared_ptr<Client> worker_client_;
