@@ -33,7 +33,7 @@
 
 namespace phalanx::scheduler {
 
-class ActorManager final : public NodeActors, public ActorRegistry {
+class ActorManager final : public NodeActors, public ActorRegistry, public GroupActors, public ActorCensus {
  public:
   // `directory`: names, where actors created elsewhere live, and each actor's
   // state (null: names are this node's only, nothing is published);
@@ -66,7 +66,7 @@ class ActorManager final : public NodeActors, public ActorRegistry {
   // node hosting the actor answered (so that a call made after it fails).
   void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) override;
   // Its placement group was removed: the group's actors here die (no restart).
-  void KillGroup(const std::string& pg_id, const std::string& why);
+  void KillGroup(const std::string& pg_id, const std::string& why) override;
   // No node can hold the actor's resources: it dies with `why`.
   void FailInfeasible(const std::string& actor_id, const std::string& why);
   void OnClientGone(const std::string& client_id) override;
@@ -93,7 +93,7 @@ class ActorManager final : public NodeActors, public ActorRegistry {
   // its name in the directory before it is placed, and frees it when it dies.
 
   // Publishes every actor this node hosts again (the GCS came back).
-  void AnnounceAll() {
+  void AnnounceAll() override {
     for (const auto& [id, a] : actors_) Announce(a);
   }
 
@@ -108,7 +108,7 @@ class ActorManager final : public NodeActors, public ActorRegistry {
   bool IsRemote(const std::string& actor_id) const;
   // The node a call of `actor_id` was sent to (its host), or "" if it was not sent away.
   std::string ForwardedTo(const std::string& actor_id, const std::string& task_id) const;
-  size_t num_alive() const;
+  size_t num_alive() const override;
   // The client ids of the processes whose death ends actors of this node
   // (creators of live actors that are not detached).
   std::unordered_set<std::string> Owners() const;

@@ -71,7 +71,7 @@ rpc::NodeInfo GcsSession::NodeInfoNow() const {
   n.set_start_time_ms(start_time_ms_);
   n.set_heartbeat_ms(NowMs());
   n.set_alive(!stopped_);
-  const TaskManager& tasks = *parts_.tasks;
+  const TaskInspection& tasks = *parts_.tasks;
   for (const auto& [k, v] : tasks.total().amounts()) (*n.mutable_resources_total())[k] = v;
   for (const auto& [k, v] : tasks.available().amounts()) (*n.mutable_resources_available())[k] = v;
   auto store = parts_.objects->store().Stats();

@@ -21,15 +21,14 @@
 #include "gcs/gcs_client.h"
 #include "gcs/redis_client.h"
 #include "objectstore/object_manager.h"
-#include "scheduler/actor_manager.h"
 #include "scheduler/clients.h"
 #include "scheduler/function_table.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/heartbeat.h"
-#include "scheduler/peer_manager.h"
 #include "scheduler/placement_service.h"
 #include "scheduler/raylet_options.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/remote_nodes.h"
+#include "scheduler/task_table.h"
 #include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
@@ -39,9 +38,9 @@ namespace phalanx::scheduler {
 struct SessionParts {
   RedisClient* redis;
   GcsClient* gcs;
-  PeerManager* peers;
-  TaskManager* tasks;
-  ActorManager* actors;
+  PeerView* peers;
+  const TaskInspection* tasks;
+  ActorCensus* actors;
   WorkerPool* pool;
   objectstore::ObjectManager* objects;
   FunctionTable* functions;

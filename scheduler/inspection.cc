@@ -19,7 +19,7 @@ constexpr size_t kMaxInFlight = 4096;  // records of each kind of work still run
 }  // namespace
 
 Inspection::Inspection(std::string node_id, std::string node_ip, std::string session_dir, InspectedParts parts,
-                       GcsClient* gcs, PeerManager* peers)
+                       GcsClient* gcs, PeerChannel* peers)
     : node_id_(std::move(node_id)),
       node_ip_(std::move(node_ip)),
       session_dir_(std::move(session_dir)),

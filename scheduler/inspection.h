@@ -21,17 +21,18 @@
 #include "gcs/gcs_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
-#include "scheduler/peer_manager.h"
+#include "core/peer_channel.h"
 #include "scheduler/router.h"
 #include "scheduler/stream_table.h"
-#include "scheduler/task_manager.h"
+#include "scheduler/lineage.h"
+#include "scheduler/task_table.h"
 #include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
 
 // What the answers are read from: the raylet's parts, owned by it and outliving the Inspection.
 struct InspectedParts {
-  const TaskManager* tasks;
+  const TaskInspection* tasks;
   objectstore::ObjectManager* objects;
   const collectives::ReduceSteps* steps;
   const collectives::ReduceManager* reduces;
@@ -45,7 +46,7 @@ class Inspection {
  public:
   // `gcs` lists the live nodes; `peers` asks them.
   Inspection(std::string node_id, std::string node_ip, std::string session_dir, InspectedParts parts, GcsClient* gcs,
-             PeerManager* peers);
+             PeerChannel* peers);
 
   // This node's counters (GET_STATS; each node's part of the timeline's answer too).
   rpc::StatsReply Counters() const;
@@ -81,7 +82,7 @@ class Inspection {
   std::string session_dir_;
   InspectedParts parts_;
   GcsClient* gcs_;
-  PeerManager* peers_;
+  PeerChannel* peers_;
 };
 
 }  // namespace phalanx::scheduler

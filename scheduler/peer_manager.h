@@ -38,7 +38,11 @@ class PeerEvents {
   virtual void OnNodeDead(const std::string& node_id) = 0;
 };
 
-class PeerManager final : public RemoteNodes, public NodeLiveness, public PeerChannel {
+class PeerManager final : public RemoteNodes,
+                          public NodeLiveness,
+                          public ClusterResources,
+                          public PeerView,
+                          public PeerChannel {
  public:
   // `token`: the cluster token every peer must prove (non-empty); `tls`:
   // every peer connection is TLS under the handshake (null: plain TCP).
@@ -54,11 +58,11 @@ class PeerManager final : public RemoteNodes, public NodeLiveness, public PeerCh
 
   // Listens for other raylets on node_ip, on a port the kernel picks.
   Status Listen();
-  int port() const { return port_; }
+  int port() const override { return port_; }
   // Reads the node table and heartbeats: updates the view, marks silent nodes dead.
-  void Refresh();
+  void Refresh() override;
   // Every node's silence counts from now again (the GCS was away: nobody could heartbeat).
-  void Forgive();
+  void Forgive() override;
   // RemoteNodes (for the TaskManager and the ActorManager).
   std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need) override;
   // Whether `node_id` is another node, alive as last heard.
@@ -82,7 +86,7 @@ class PeerManager final : public RemoteNodes, public NodeLiveness, public PeerCh
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode() override;
   // The other live nodes and what each has free, as last heard.
-  std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const;
+  std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const override;
   void Stop();
 
  private:

@@ -31,12 +31,14 @@ constexpr int64_t kRemoteTimeoutMs = 10000;
 }  // namespace
 
 PlacementService::PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger,
-                                   PeerManager* peers, GcsClient* gcs, objectstore::ObjectTable* objects,
-                                   TaskManager* tasks, ActorManager* actors, NodeAnnouncer* node)
+                                   PeerChannel* peers, ClusterResources* cluster, GcsClient* gcs,
+                                   objectstore::ObjectTable* objects, GroupTasks* tasks, GroupActors* actors,
+                                   NodeAnnouncer* node)
     : io_(io),
       node_id_(std::move(node_id)),
       ledger_(ledger),
       peers_(peers),
+      cluster_(cluster),
       gcs_(gcs),
       objects_(objects),
       tasks_(tasks),

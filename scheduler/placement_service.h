@@ -12,15 +12,15 @@
 
 #include <boost/asio.hpp>
 
+#include "core/peer_channel.h"
 #include "core/proto/phalanx.pb.h"
 #include "gcs/gcs_client.h"
 #include "objectstore/object_table.h"
-#include "scheduler/actor_manager.h"
 #include "scheduler/clients.h"
-#include "scheduler/peer_manager.h"
 #include "scheduler/placement_groups.h"
+#include "scheduler/remote_nodes.h"
+#include "scheduler/resource_ledger.h"
 #include "scheduler/router.h"
-#include "scheduler/task_manager.h"
 
 namespace phalanx::scheduler {
 
@@ -36,9 +36,10 @@ class NodeAnnouncer {
 class PlacementService final : public ClientWatcher, private GroupHost {
  public:
   // Every collaborator is owned by the raylet and outlives this; none is used before the first message.
-  PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger, PeerManager* peers,
-                   GcsClient* gcs, objectstore::ObjectTable* objects, TaskManager* tasks, ActorManager* actors,
-                   NodeAnnouncer* node);
+  // `peers` and `cluster`: the other raylets (the PeerManager); `tasks`, `actors`: this node's.
+  PlacementService(boost::asio::io_context& io, std::string node_id, ResourceLedger* ledger, PeerChannel* peers,
+                   ClusterResources* cluster, GcsClient* gcs, objectstore::ObjectTable* objects, GroupTasks* tasks,
+                   GroupActors* actors, NodeAnnouncer* node);
 
   GroupPlacement* groups() { return &pgs_; }
   // Client messages.
@@ -60,7 +61,7 @@ class PlacementService final : public ClientWatcher, private GroupHost {
 
  private:
   // GroupHost: what the PlacementGroups do outside themselves.
-  std::vector<std::pair<std::string, ResourceSet>> Others() override { return peers_->FreeElsewhere(); }
+  std::vector<std::pair<std::string, ResourceSet>> Others() override { return cluster_->FreeElsewhere(); }
   void SendBundleOp(const std::string& node, rpc::MessageType type, const rpc::BundleOp& op,
                     std::function<void(const Status&)> done) override;
   // A group changes state several times in one turn of the loop (created,
@@ -82,11 +83,12 @@ class PlacementService final : public ClientWatcher, private GroupHost {
   boost::asio::io_context& io_;
   std::string node_id_;
   ResourceLedger* ledger_;
-  PeerManager* peers_;
+  PeerChannel* peers_;
+  ClusterResources* cluster_;
   GcsClient* gcs_;
   objectstore::ObjectTable* objects_;
-  TaskManager* tasks_;
-  ActorManager* actors_;
+  GroupTasks* tasks_;
+  GroupActors* actors_;
   NodeAnnouncer* node_;
   std::unordered_map<std::string, std::optional<rpc::PlacementGroupInfo>> writes_;
   bool flush_posted_ = false;

@@ -133,7 +133,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
       peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms,
              &tasks_, &actors_, &om_, &gcs_, &router_, links_.get()),
       ledger_(NodeResources(options_)),
-      placement_(io, node_id_, &ledger_, &peers_, &gcs_, &om_.table(), &tasks_, &actors_, &session_),
+      placement_(io, node_id_, &ledger_, &peers_, &peers_, &gcs_, &om_.table(), &tasks_, &actors_, &session_),
       tasks_(io, &om_.table(), &pool_, &ledger_, &actors_, &task_service_, &peers_, placement_.groups(),
              MakeTaskManagerOptions(options_), node_id_),
       actors_(&tasks_, &ledger_, &pool_, node_id_, &actor_directory_, &peers_, placement_.groups()),

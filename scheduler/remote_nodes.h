@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
@@ -97,6 +99,52 @@ class ActorRegistry {
   virtual void Kill(const std::string& actor_id, bool no_restart, std::function<void(const Status&)> done) = 0;
   // A client exited: the actors it owns (not detached) end with it.
   virtual void OnClientGone(const std::string& client_id) = 0;
+};
+
+// What other nodes have free, as last heard (the PeerManager's view; the placement groups ask it).
+class ClusterResources {
+ public:
+  virtual ~ClusterResources() = default;
+  virtual std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const = 0;
+};
+
+// What a placement group's fate means to this node's tasks (the TaskManager implements it).
+class GroupTasks {
+ public:
+  virtual ~GroupTasks() = default;
+  // The group was removed: the tasks here waiting to run in it fail with `why`.
+  virtual void FailGroup(const std::string& pg_id, const std::string& why) = 0;
+  // Bundles were reserved or given back: look at the queues again.
+  virtual void Redispatch() = 0;
+};
+
+// ... and to this node's actors (the ActorManager implements it).
+class GroupActors {
+ public:
+  virtual ~GroupActors() = default;
+  // The group was removed: its actors here die, not restarted.
+  virtual void KillGroup(const std::string& pg_id, const std::string& why) = 0;
+};
+
+// What the node's GCS session asks of the peers (the PeerManager implements it).
+class PeerView {
+ public:
+  virtual ~PeerView() = default;
+  // The port other raylets reach this one on.
+  virtual int port() const = 0;
+  // Reads the node table and heartbeats: updates the view, marks silent nodes dead.
+  virtual void Refresh() = 0;
+  // Every node's silence counts from now again (the GCS was away: nobody could heartbeat).
+  virtual void Forgive() = 0;
+};
+
+// ... and of the actors whose home is this node (the ActorManager implements it).
+class ActorCensus {
+ public:
+  virtual ~ActorCensus() = default;
+  virtual size_t num_alive() const = 0;
+  // Publishes every actor this node hosts again (the GCS came back).
+  virtual void AnnounceAll() = 0;
 };
 
 class GroupPlacement {

@@ -37,21 +37,13 @@ struct TaskManagerOptions {
   uint64_t lineage_max_bytes = 64ull << 20;  // specs kept to rebuild lost results (scheduler/lineage.h)
 };
 
-struct TaskManagerStats {
-  uint64_t queued = 0;     // waiting for arguments or a worker
-  uint64_t running = 0;    // pushed to a worker
-  uint64_t finished = 0;
-  uint64_t failed = 0;
-  uint64_t retried = 0;
-  uint64_t spilled = 0;    // sent to other nodes
-  uint64_t reconstructed = 0;  // run again to rebuild a lost result
-};
-
 class TaskManager final : public TaskTable,
                           public TaskQueue,
                           public WorkerDeaths,
                           public ObjectTasks,
-                          public ForwardedTasks {
+                          public ForwardedTasks,
+                          public GroupTasks,
+                          public TaskInspection {
  public:
   // `ledger`: the node's resources, which the actors (and placement groups)
   // take from too; `actors`: the actors whose home is this node; `events`:
@@ -88,8 +80,8 @@ class TaskManager final : public TaskTable,
   // of a task here (queued or running), then fn(id, task name, false) with
   // lineage = true for each reference a kept spec holds.
   void ForEachArgument(const std::function<void(const std::string&, const std::string&, bool running,
-                                                bool lineage)>& fn) const;
-  const Lineage& lineage() const { return lineage_; }
+                                                bool lineage)>& fn) const override;
+  const Lineage& lineage() const override { return lineage_; }
 
   // A spilled task finished on another node; its results are in `reply`.
   void OnForwardedDone(const std::string& task_id, rpc::ForwardTaskReply reply) override;
@@ -114,18 +106,18 @@ class TaskManager final : public TaskTable,
   bool PushTo(Worker* w, const std::string& task_id) override { return Push(w, task_id); }
   void FailTask(const std::string& task_id, StatusCode code, const std::string& why) override;
   // Fails the tasks here that wait to run in placement group `pg_id` (it was removed).
-  void FailGroup(const std::string& pg_id, const std::string& why);
+  void FailGroup(const std::string& pg_id, const std::string& why) override;
   void FinishTask(const std::string& task_id, bool ok, const std::string& error) override { Finish(task_id, ok, error); }
   rpc::TaskSpec* MutableSpec(const std::string& task_id) override;
   bool HasTask(const std::string& task_id) const override { return tasks_.count(task_id) > 0; }
   // The timeline (core/trace.h): a kInFlight kTask record for each task here
   // not finished (queued, running, or sent on), at most `max`.
-  void TraceInFlight(std::string* out, size_t max) const;
+  void TraceInFlight(std::string* out, size_t max) const override;
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) override;
   void Redispatch() override { Dispatch(); }
-  const ResourceSet& available() const { return ledger_->available(); }
+  const ResourceSet& available() const override { return ledger_->available(); }
   const ResourceSet& total() const override { return ledger_->total(); }
-  TaskManagerStats Stats() const;
+  TaskManagerStats Stats() const override;
 
  private:
   struct Task {

@@ -8,16 +8,19 @@
 // the raylet's loop.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "scheduler/resources.h"
 
 namespace phalanx::scheduler {
 
 struct Worker;
+class Lineage;
 
 class TaskTable {
  public:
@@ -73,6 +76,33 @@ class TaskRecords {
  public:
   virtual ~TaskRecords() = default;
   virtual void RecordTask(const rpc::TaskRecord& r) = 0;
+};
+
+struct TaskManagerStats {
+  uint64_t queued = 0;     // waiting for arguments or a worker
+  uint64_t running = 0;    // pushed to a worker
+  uint64_t finished = 0;
+  uint64_t failed = 0;
+  uint64_t retried = 0;
+  uint64_t spilled = 0;    // sent to other nodes
+  uint64_t reconstructed = 0;  // run again to rebuild a lost result
+};
+
+// What Inspection and the node's record read of the task queue (the TaskManager implements it).
+class TaskInspection {
+ public:
+  virtual ~TaskInspection() = default;
+  virtual TaskManagerStats Stats() const = 0;
+  // The node's resources, in all and free now.
+  virtual const ResourceSet& total() const = 0;
+  virtual const ResourceSet& available() const = 0;
+  // Each reference a task here holds: (object id, task id, running, lineage: a kept spec's).
+  virtual void ForEachArgument(
+      const std::function<void(const std::string&, const std::string&, bool running, bool lineage)>& fn) const = 0;
+  // The timeline: a kInFlight record for each task here not finished, at most `max`.
+  virtual void TraceInFlight(std::string* out, size_t max) const = 0;
+  // The specs kept to rebuild lost results.
+  virtual const Lineage& lineage() const = 0;
 };
 
 class WorkerSource {
