@@ -11,6 +11,11 @@
 namespace phalanx::collectives {
 
 namespace asio = boost::asio;
+
+const std::string& Allreduces::self() const {
+  static const std::string kNoChain;
+  return chain_ != nullptr ? chain_->self() : kNoChain;
+}
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -57,12 +62,12 @@ struct Allreduces::Allreduce {
 };
 
 Allreduces::Allreduces(asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                       ReduceManager* reduces, ChainHooks chain, ReduceManager::StoredHandler on_stored)
+                       ReduceManager* reduces, ReduceChain* chain, ReduceManager::StoredHandler on_stored)
     : io_(io),
       objects_(objects),
       store_(store),
       reduces_(reduces),
-      chain_(std::move(chain)),
+      chain_(chain),
       on_stored_(std::move(on_stored)) {}
 
 std::vector<uint64_t> Allreduces::Cuts(uint64_t size, size_t n) {
@@ -117,10 +122,10 @@ Status Allreduces::Start(const rpc::ReduceObjects& m) {
       Fail(r, StatusCode::kTimedOut, why.str());
     });
   }
-  if (r->on_input_nodes && (chain_.steps == nullptr || !chain_.assemble)) {
+  if (r->on_input_nodes && chain_ == nullptr) {
     return Status::InvalidArgument("this raylet cannot make results on the inputs' nodes (no reduce steps)");
   }
-  if (!r->on_input_nodes && (chain_.steps == nullptr || !chain_.assemble || n < 2)) {
+  if (!r->on_input_nodes && (chain_ == nullptr || n < 2)) {
     GoCheap(r);
     return Status::OK();
   }
@@ -179,7 +184,7 @@ void Allreduces::Located(const std::shared_ptr<Allreduce>& r, int i) {
   if (r->ended || r->mode == Allreduce::Mode::kCheap) return;
   const std::string& id = r->inputs[i];
   rpc::ObjectValue v;
-  auto [node, size] = Where(*objects_, chain_.self, id, &v);
+  auto [node, size] = Where(*objects_, self(), id, &v);
   size_t n = r->inputs.size();
   if (r->mode == Allreduce::Mode::kUndecided) {
     if (!r->on_input_nodes && (node.empty() || size < n * kMinSlice)) return GoCheap(r);
@@ -244,7 +249,7 @@ void Allreduces::Place(const std::shared_ptr<Allreduce>& r, size_t s) {
     m.set_input_id(r->inputs[i]);
     m.set_input_name(InputName(i, r->inputs[i]));
     m.set_op(r->op);
-    m.set_reduce_node(chain_.self);
+    m.set_reduce_node(self());
     m.set_lo(r->cuts[s]);
     m.set_hi(s + 1 < r->cuts.size() ? r->cuts[s + 1] : r->size);
     m.set_total_size(r->size);
@@ -255,7 +260,7 @@ void Allreduces::Place(const std::shared_ptr<Allreduce>& r, size_t s) {
     c.prev_node = node;
     ++r->links_sent;
     std::weak_ptr<Allreduce> weak = r;
-    chain_.send_step(node, m, [this, weak, s, i, node](const Status& st) {
+    chain_->SendStep(node, m, [this, weak, s, i, node](const Status& st) {
       auto r = weak.lock();
       if (!r || r->ended) return;  // (its partial result is dropped with the others)
       if (!st.ok()) {
@@ -280,7 +285,7 @@ void Allreduces::AssembleAll(const std::shared_ptr<Allreduce>& r) {
     base.add_slice_nodes(r->chains[s].prev_node);
     base.add_slice_lo(r->cuts[s]);
   }
-  base.set_reduce_node(chain_.self);
+  base.set_reduce_node(self());
   base.set_wait_ms(kRingWaitMs);
   // The ring: the inputs' nodes in the order the inputs became ready (a
   // node once). Every node copies each slice made elsewhere from the node
@@ -304,10 +309,10 @@ void Allreduces::AssembleAll(const std::shared_ptr<Allreduce>& r) {
     m.set_out_id(r->outs[i]);
     m.set_name("the allreduce result for " + InputName(static_cast<int>(i), r->inputs[i]));
     const std::string node = r->node[i];
-    chain_.assemble(node, m, [this, weak, i, node, out = r->outs[i]](const Status& st) {
+    chain_->Assemble(node, m, [this, weak, i, node, out = r->outs[i]](const Status& st) {
       auto r = weak.lock();
       if (!r || r->ended) {  // failed meanwhile: nobody records it, so let it go
-        if (st.ok() && node != chain_.self && chain_.release) chain_.release(node, {out});
+        if (st.ok() && node != self()) chain_->Release(node, {out});
         return;
       }
       Assembled(r, static_cast<int>(i), st);
@@ -318,7 +323,7 @@ void Allreduces::AssembleAll(const std::shared_ptr<Allreduce>& r) {
 void Allreduces::Assembled(const std::shared_ptr<Allreduce>& r, int i, const Status& st) {
   if (!st.ok()) return Fail(r, Kind(st), "allreduce failed" + OnNode(r->node[i]) + st.message());
   // Made there, held there for this node: its bytes come here when read here.
-  if (r->node[i] != chain_.self) objects_->SetRemote(r->outs[i], r->node[i], r->size);
+  if (r->node[i] != self()) objects_->SetRemote(r->outs[i], r->node[i], r->size);
   r->made[i] = 1;
   PHALANX_LOG(Debug) << "allreduce " << ToHex(r->outs[0]).substr(0, 8) << ": result " << i << " made on node "
                      << ToHex(r->node[i]).substr(0, 8) << ", " << r->left - 1 << " to go";
@@ -333,17 +338,17 @@ void Allreduces::Fail(const std::shared_ptr<Allreduce>& r, StatusCode code, cons
   for (size_t i = 0; i < r->outs.size(); ++i) {
     if (r->assembling && !r->made[i]) drop.emplace_back(r->outs[i], r->node[i]);
   }
-  chain_.DropAll(drop);
+  if (chain_ != nullptr) chain_->DropAll(drop);
   // A result not made is failed here, and on its input's node too, where a
   // static group's rank waits for it (it holds the result's id already).
   std::unordered_map<std::string, std::vector<std::string>> elsewhere;
   for (size_t i = 0; i < r->outs.size(); ++i) {
     if (r->made[i]) continue;
     if (!objects_->IsReady(r->outs[i])) objects_->MarkLost(r->outs[i], code, why);
-    if (!r->node[i].empty() && r->node[i] != chain_.self) elsewhere[r->node[i]].push_back(r->outs[i]);
+    if (!r->node[i].empty() && r->node[i] != self()) elsewhere[r->node[i]].push_back(r->outs[i]);
   }
-  if (chain_.lose) {
-    for (const auto& [node, ids] : elsewhere) chain_.lose(node, ids, code, why);
+  if (chain_ != nullptr) {
+    for (const auto& [node, ids] : elsewhere) chain_->Lose(node, ids, code, why);
   }
   End(r);
 }
@@ -351,7 +356,7 @@ void Allreduces::Fail(const std::shared_ptr<Allreduce>& r, StatusCode code, cons
 void Allreduces::End(const std::shared_ptr<Allreduce>& r) {
   r->ended = true;
   if (r->timer) r->timer->cancel();
-  if (!r->partials.empty()) chain_.DropAll(std::exchange(r->partials, {}));
+  if (!r->partials.empty() && chain_ != nullptr) chain_->DropAll(std::exchange(r->partials, {}));
   active_.erase(r->outs[0]);
   for (const auto& id : r->inputs) objects_->RemoveRef(id);
   for (const auto& id : r->outs) objects_->RemoveRef(id);

@@ -63,12 +63,12 @@ class Allreduces {
   // copying a slice (they start within milliseconds of each other).
   static constexpr uint32_t kRingWaitMs = 30000;
 
-  // `chain`: how the sliced way reaches other nodes (CollectiveWire::Hooks;
-  // without steps and assemble hooks, all go the cheap way). `on_stored`
+  // `chain`: how the sliced way reaches other nodes (the CollectiveWire;
+  // null: all go the cheap way; outlives this). `on_stored`
   // (may be null) is told about each result stored here by the cheap way
   // (for the object directory).
   Allreduces(boost::asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-             ReduceManager* reduces, ChainHooks chain = {}, ReduceManager::StoredHandler on_stored = {});
+             ReduceManager* reduces, ReduceChain* chain = nullptr, ReduceManager::StoredHandler on_stored = {});
   // Starts an allreduce of m.input_ids into m.out_ids (held by the caller
   // already). InvalidArgument for a bad request, before anything starts.
   Status Start(const rpc::ReduceObjects& m);
@@ -96,7 +96,8 @@ class Allreduces {
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;
   ReduceManager* reduces_;
-  ChainHooks chain_;
+  ReduceChain* chain_;  // null: every allreduce the cheap way
+  const std::string& self() const;
   ReduceManager::StoredHandler on_stored_;
   uint64_t num_sliced_ = 0;
   std::unordered_map<std::string, std::shared_ptr<Allreduce>> active_;  // by the first result's id

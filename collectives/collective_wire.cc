@@ -21,46 +21,39 @@ void CollectiveWire::CallForStatus(const std::string& node, rpc::MessageType typ
   });
 }
 
-ChainHooks CollectiveWire::Hooks() {
-  ChainHooks hooks;
-  hooks.steps = steps_;
-  hooks.self = self_;
-  hooks.chunk_bytes = chunk_bytes_;
-  hooks.send_step = [this](const std::string& node, const rpc::ReduceStep& m,
-                           std::function<void(const Status&)> started) {
-    if (node == self_) return steps_->Run(m, started, nullptr);
-    CallForStatus(node, rpc::REDUCE_STEP, m, kStepTimeoutMs, started);
-  };
-  hooks.drop = [this](const std::string& node, const std::vector<std::string>& ids) {
-    if (node == self_) return steps_->Drop(ids);
-    rpc::ObjectIds m;
-    for (const auto& id : ids) m.add_object_ids(id);
-    peers_->Call(node, rpc::DROP_PARTIALS, m, kDropTimeoutMs, nullptr);
-  };
-  hooks.link = [this](const std::string& node) { return peers_->Link(node); };
-  hooks.probe = [this](const std::string& node, std::function<void(bool)> done) {
-    if (node == self_) return done(true);
-    // An empty drop: answered by any live raylet, refused or timed out otherwise.
-    peers_->Call(node, rpc::DROP_PARTIALS, rpc::ObjectIds(), kProbeTimeoutMs,
-                 [done](Result<std::string> r) { done(r.ok()); });
-  };
-  hooks.assemble = [this](const std::string& node, const rpc::AssembleSlices& m,
-                          std::function<void(const Status&)> done) {
-    if (node == self_) return steps_->Assemble(m, done);
-    CallForStatus(node, rpc::ASSEMBLE_SLICES, m, kAssembleTimeoutMs, done);
-  };
-  hooks.lose = [this](const std::string& node, const std::vector<std::string>& ids, StatusCode code,
-                      const std::string& why) {
-    rpc::LostObjects m;
-    for (const auto& id : ids) m.add_object_ids(id);
-    m.set_code(static_cast<int>(code));
-    m.set_why(why);
-    peers_->Call(node, rpc::LOSE_OBJECTS, m, kDropTimeoutMs, nullptr);
-  };
-  hooks.release = [this](const std::string& node, const std::vector<std::string>& ids) {
-    peers_->Release(node, ids);
-  };
-  return hooks;
+void CollectiveWire::SendStep(const std::string& node, const rpc::ReduceStep& m,
+                              std::function<void(const Status&)> started) {
+  if (node == self_) return steps_->Run(m, started, nullptr);
+  CallForStatus(node, rpc::REDUCE_STEP, m, kStepTimeoutMs, started);
+}
+
+void CollectiveWire::Drop(const std::string& node, const std::vector<std::string>& ids) {
+  if (node == self_) return steps_->Drop(ids);
+  rpc::ObjectIds m;
+  for (const auto& id : ids) m.add_object_ids(id);
+  peers_->Call(node, rpc::DROP_PARTIALS, m, kDropTimeoutMs, nullptr);
+}
+
+void CollectiveWire::Probe(const std::string& node, std::function<void(bool)> done) {
+  if (node == self_) return done(true);
+  // An empty drop: answered by any live raylet, refused or timed out otherwise.
+  peers_->Call(node, rpc::DROP_PARTIALS, rpc::ObjectIds(), kProbeTimeoutMs,
+               [done](Result<std::string> r) { done(r.ok()); });
+}
+
+void CollectiveWire::Assemble(const std::string& node, const rpc::AssembleSlices& m,
+                              std::function<void(const Status&)> done) {
+  if (node == self_) return steps_->Assemble(m, done);
+  CallForStatus(node, rpc::ASSEMBLE_SLICES, m, kAssembleTimeoutMs, done);
+}
+
+void CollectiveWire::Lose(const std::string& node, const std::vector<std::string>& ids, StatusCode code,
+                          const std::string& why) {
+  rpc::LostObjects m;
+  for (const auto& id : ids) m.add_object_ids(id);
+  m.set_code(static_cast<int>(code));
+  m.set_why(why);
+  peers_->Call(node, rpc::LOSE_OBJECTS, m, kDropTimeoutMs, nullptr);
 }
 
 void CollectiveWire::Handle(rpc::MessageType type, const std::string& body,

@@ -1,5 +1,5 @@
-// CollectiveWire: the collectives' messages between raylets. It makes the
-// ChainHooks through which this node's reduces and allreduces run steps,
+// CollectiveWire: the collectives' messages between raylets. It is the
+// ReduceChain through which this node's reduces and allreduces run steps,
 // drop partial results, assemble results and fail objects on other nodes
 // (REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES, LOSE_OBJECTS), and it
 // handles those messages when they arrive, checking each before it acts.
@@ -33,7 +33,7 @@ class CollectivePeers : public PeerChannel {
   virtual std::pair<double, double> Link(const std::string& node) = 0;
 };
 
-class CollectiveWire {
+class CollectiveWire final : public ReduceChain {
  public:
   // How long a step on another node may take to start, an assembly to
   // finish (as long as a transfer may take), and a probe or drop to answer.
@@ -46,8 +46,19 @@ class CollectiveWire {
   CollectiveWire(std::string self, ReduceSteps* steps, objectstore::ObjectTable* objects, CollectivePeers* peers,
                  uint64_t chunk_bytes);
 
-  // The hooks that ReduceManager and Allreduces are made with.
-  ChainHooks Hooks();
+  // ReduceChain (what ReduceManager and Allreduces are made with): on this
+  // node, straight to its steps; on another, as a message.
+  ReduceSteps* steps() override { return steps_; }
+  const std::string& self() const override { return self_; }
+  uint64_t chunk_bytes() const override { return chunk_bytes_; }
+  void SendStep(const std::string& node, const rpc::ReduceStep& m, std::function<void(const Status&)> started) override;
+  void Drop(const std::string& node, const std::vector<std::string>& ids) override;
+  std::pair<double, double> Link(const std::string& node) override { return peers_->Link(node); }
+  void Probe(const std::string& node, std::function<void(bool alive)> done) override;
+  void Assemble(const std::string& node, const rpc::AssembleSlices& m, std::function<void(const Status&)> done) override;
+  void Release(const std::string& node, const std::vector<std::string>& ids) override { peers_->Release(node, ids); }
+  void Lose(const std::string& node, const std::vector<std::string>& ids, StatusCode code,
+            const std::string& why) override;
   // One of the four messages from another node; `reply` gets the Status to
   // answer with (InvalidArgument for a malformed one, which does nothing).
   void Handle(rpc::MessageType type, const std::string& body, std::function<void(const Status&)> reply);

@@ -114,13 +114,13 @@ bool ReduceManager::ChainPays(uint64_t size, size_t n, double bytes_per_s, doubl
 }
 
 ReduceManager::ReduceManager(asio::io_context& io, objectstore::ObjectTable* objects,
-                             objectstore::ObjectStore* store, uint64_t inline_threshold, ChainHooks chain,
+                             objectstore::ObjectStore* store, uint64_t inline_threshold, ReduceChain* chain,
                              StoredHandler on_stored)
     : io_(io),
       objects_(objects),
       store_(store),
       inline_threshold_(inline_threshold),
-      chain_(std::move(chain)),
+      chain_(chain),
       on_stored_(std::move(on_stored)) {}
 
 ReduceManager::~ReduceManager() { helper_.join(); }
@@ -171,7 +171,7 @@ Status ReduceManager::Start(const rpc::ReduceObjects& m) {
       Fail(r, StatusCode::kTimedOut, why.str());
     });
   }
-  if (chain_.steps == nullptr) {
+  if (chain_ == nullptr) {
     GoLocal(r);
     return Status::OK();
   }
@@ -201,12 +201,12 @@ void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
   if (r->ended || !r->held[i] || r->mode == Reduce::Mode::kLocal) return;
   const std::string& id = r->inputs[i];
   rpc::ObjectValue v;
-  auto [node, size] = Where(*objects_, chain_.self, id, &v);
+  auto [node, size] = Where(*objects_, self(), id, &v);
   if (r->mode == Reduce::Mode::kUndecided) {
     if (node.empty() || size <= inline_threshold_) return GoLocal(r);
-    if (node != chain_.self) {  // (large, and here: the first input on another node decides)
-      auto [rate, hop] = chain_.link(node);
-      if (!ChainPays(size, r->inputs.size(), rate, hop, chain_.chunk_bytes)) return GoLocal(r);
+    if (node != self()) {  // (large, and here: the first input on another node decides)
+      auto [rate, hop] = chain_->Link(node);
+      if (!ChainPays(size, r->inputs.size(), rate, hop, chain_->chunk_bytes())) return GoLocal(r);
       r->mode = Reduce::Mode::kChain;
       ++num_chains_;
     }
@@ -223,7 +223,7 @@ void ReduceManager::Located(const std::shared_ptr<Reduce>& r, int i) {
     }
     return InputFailed(r, i, v.state() == rpc::OBJ_LOST ? v.error() : "it is not ready");
   }
-  if (node == chain_.self && r->local_last < 0) {
+  if (node == self() && r->local_last < 0) {
     // Its link goes last: the final copy into the result is then a local one,
     // and this node's link carries the object once, not twice (in, then the
     // last partial result in again).
@@ -249,7 +249,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       r->located.pop_front();
     } else if (room == 0 && r->local_last >= 0) {
       i = r->local_last;  // the last link, on this node
-      node = chain_.self;
+      node = self();
       r->local_last = -1;
     } else {
       break;
@@ -278,7 +278,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
     auto started = [this, weak, i, node = node, out = m.out_id()](const Status& st) {
       auto r = weak.lock();
       if (!r || r->ended || r->mode != Reduce::Mode::kChain) {  // over meanwhile: drop what it made
-        if (st.ok()) chain_.drop(node, {out});
+        if (st.ok()) chain_->Drop(node, {out});
         return;
       }
       r->placing = false;
@@ -295,7 +295,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
       }
       PlaceNext(r);
     };
-    chain_.send_step(node, m, started);
+    chain_->SendStep(node, m, started);
     return;
   }
   if (!r->ended && !r->placing && !r->final_running && r->mode == Reduce::Mode::kChain &&
@@ -306,7 +306,7 @@ void ReduceManager::PlaceNext(const std::shared_ptr<Reduce>& r) {
 
 std::string ReduceManager::Relocate(const Reduce& r, int index, const std::string& node) const {
   rpc::ObjectValue v;
-  std::string now = Where(*objects_, chain_.self, r.inputs[index], &v).first;
+  std::string now = Where(*objects_, self(), r.inputs[index], &v).first;
   return now.empty() ? node : now;  // (lost meanwhile: the step says so)
 }
 
@@ -321,14 +321,14 @@ void ReduceManager::RunFinal(const std::shared_ptr<Reduce>& r) {
     if (st.ok()) return End(r, Status::OK());
     ChainFailed(r, st);
   };
-  chain_.steps->Run(m, [finished](const Status& st) {
+  chain_->steps()->Run(m, [finished](const Status& st) {
     if (!st.ok()) finished(st);
   }, finished);
 }
 
 void ReduceManager::ChainFailed(const std::shared_ptr<Reduce>& r, const Status& why) {
   if (r->ended) return;
-  if (!chain_.probe || r->rewinds > 0 || r->partials.empty()) return FallBack(r, why);
+  if (chain_ == nullptr || r->rewinds > 0 || r->partials.empty()) return FallBack(r, why);
   // Which of the chain's nodes still answer decides where it can go on from.
   r->placing = true;  // nothing is placed meanwhile
   std::vector<std::string> nodes = {r->start_node};
@@ -339,7 +339,7 @@ void ReduceManager::ChainFailed(const std::shared_ptr<Reduce>& r, const Status& 
   auto left = std::make_shared<size_t>(nodes.size());
   std::weak_ptr<Reduce> weak = r;
   for (const auto& node : nodes) {
-    chain_.probe(node, [this, weak, why, alive, left, node](bool up) {
+    chain_->Probe(node, [this, weak, why, alive, left, node](bool up) {
       (*alive)[node] = up;
       if (--*left > 0) return;
       if (auto r = weak.lock()) Rewind(r, why, *alive);
@@ -369,7 +369,7 @@ void ReduceManager::Rewind(const std::shared_ptr<Reduce>& r, const Status& why,
   std::vector<std::pair<std::string, std::string>> dropped(r->partials.begin() + static_cast<long>(m),
                                                            r->partials.end());
   r->partials.resize(m);
-  chain_.DropAll(dropped);  // (a drop to a dead node fails quietly)
+  if (chain_ != nullptr) chain_->DropAll(dropped);  // (a drop to a dead node fails quietly)
   std::vector<int> again(r->used.begin() + static_cast<long>(m) + 1, r->used.end());
   r->used.resize(m + 1);
   if (m == 0) {
@@ -413,17 +413,22 @@ void ReduceManager::FallBack(const std::shared_ptr<Reduce>& r, const Status& why
   PHALANX_LOG(Info) << "reduce " << ToHex(r->out).substr(0, 12) << ": the chain failed (" << why.message()
                     << "); reducing on this node instead";
   ++num_fallbacks_;
-  chain_.DropAll(std::exchange(r->partials, {}));
+  if (chain_ != nullptr) chain_->DropAll(std::exchange(r->partials, {}));
   r->located.clear();
   r->used.clear();
   r->placing = false;
   GoLocal(r);
 }
 
-void ChainHooks::DropAll(const std::vector<std::pair<std::string, std::string>>& partials) const {
+void ReduceChain::DropAll(const std::vector<std::pair<std::string, std::string>>& partials) {
   std::unordered_map<std::string, std::vector<std::string>> by_node;
   for (const auto& [id, node] : partials) by_node[node].push_back(id);
-  for (auto& [node, ids] : by_node) drop(node, ids);
+  for (auto& [node, ids] : by_node) Drop(node, ids);
+}
+
+const std::string& ReduceManager::self() const {
+  static const std::string kNoChain;
+  return chain_ != nullptr ? chain_->self() : kNoChain;
 }
 
 rpc::ReduceStep ReduceManager::NextStep(const Reduce& r, const std::string& out) const {
@@ -433,7 +438,7 @@ rpc::ReduceStep ReduceManager::NextStep(const Reduce& r, const std::string& out)
   m.set_prev_node(r.prev_node);
   m.set_prev_name(r.prev_name);
   m.set_op(ReduceOpName(r.op));
-  m.set_reduce_node(chain_.self);
+  m.set_reduce_node(self());
   return m;
 }
 
@@ -576,7 +581,7 @@ void ReduceManager::Fail(const std::shared_ptr<Reduce>& r, StatusCode code, cons
   r->in_store = false;
   if (r->final_running) {  // the chain's last copy into out stops (and drops out's space)
     r->final_running = false;
-    chain_.steps->Drop({r->out});
+    chain_->steps()->Drop({r->out});
   }
   objects_->MarkLost(r->out, code, why);
   End(r, Status(code, why));
@@ -585,7 +590,7 @@ void ReduceManager::Fail(const std::shared_ptr<Reduce>& r, StatusCode code, cons
 void ReduceManager::End(const std::shared_ptr<Reduce>& r, const Status& outcome) {
   r->ended = true;
   if (r->timer) r->timer->cancel();
-  chain_.DropAll(std::exchange(r->partials, {}));
+  if (chain_ != nullptr) chain_->DropAll(std::exchange(r->partials, {}));
   for (size_t i = 0; i < r->inputs.size(); ++i) Release(*r, static_cast<int>(i));
   r->queue.clear();
   std::vector<std::string> used;

@@ -71,34 +71,40 @@ std::string MismatchMessage(const std::string& a, const ArrayLayout& la, const s
 
 class ReduceSteps;
 
-// What the chain needs from the raylet: its peers, its own steps, its links.
-struct ChainHooks {
-  ReduceSteps* steps = nullptr;  // this node's (the final copy into the result runs here)
-  std::string self;
+// What the chain needs from the raylet: its own steps, its links, the other
+// nodes' steps (the CollectiveWire implements it; tests fake it or give none:
+// every reduce is then made on this node).
+class ReduceChain {
+ public:
+  virtual ~ReduceChain() = default;
+  // This node's steps (the final copy into the result runs here) and id.
+  virtual ReduceSteps* steps() = 0;
+  virtual const std::string& self() const = 0;
+  // Bytes per request of a copy between nodes.
+  virtual uint64_t chunk_bytes() const = 0;
   // Runs a ReduceStep on `node` (this one or another); `started` gets its answer.
-  std::function<void(const std::string& node, const rpc::ReduceStep& m, std::function<void(const Status&)> started)>
-      send_step;
+  virtual void SendStep(const std::string& node, const rpc::ReduceStep& m,
+                        std::function<void(const Status&)> started) = 0;
   // Frees partial results on `node` (this one or another; one-way).
-  std::function<void(const std::string& node, const std::vector<std::string>& ids)> drop;
+  virtual void Drop(const std::string& node, const std::vector<std::string>& ids) = 0;
   // Measured bandwidth (bytes/s) and per-hop delay (s) to a node.
-  std::function<std::pair<double, double>(const std::string& node)> link;
+  virtual std::pair<double, double> Link(const std::string& node) = 0;
   // Whether `node`'s raylet answers (within a short timeout).
-  std::function<void(const std::string& node, std::function<void(bool alive)>)> probe;
+  virtual void Probe(const std::string& node, std::function<void(bool alive)> done) = 0;
   // Makes an allreduce's result on `node` (ReduceSteps::Assemble there); `done`
   // once it is whole (then held there for this node) or failed.
-  std::function<void(const std::string& node, const rpc::AssembleSlices& m, std::function<void(const Status&)> done)>
-      assemble;
+  virtual void Assemble(const std::string& node, const rpc::AssembleSlices& m,
+                        std::function<void(const Status&)> done) = 0;
   // Lets go of objects `node` holds for this node.
-  std::function<void(const std::string& node, const std::vector<std::string>& ids)> release;
+  virtual void Release(const std::string& node, const std::vector<std::string>& ids) = 0;
   // Fails objects `node` waits for (an allreduce's results there, held by
-  // whoever will read them) with `why`; may be empty.
-  std::function<void(const std::string& node, const std::vector<std::string>& ids, StatusCode code,
-                     const std::string& why)>
-      lose;
-  uint64_t chunk_bytes = 256 << 10;
-  // Frees partial results, (id, node) each: one drop per node.
-  void DropAll(const std::vector<std::pair<std::string, std::string>>& partials) const;
+  // whoever will read them) with `why`.
+  virtual void Lose(const std::string& node, const std::vector<std::string>& ids, StatusCode code,
+                    const std::string& why) = 0;
+  // Frees partial results, (id, node) each: one Drop per node.
+  void DropAll(const std::vector<std::pair<std::string, std::string>>& partials);
 };
+
 
 // "input 3 (ObjectRef(<hex id>))", as errors name a collective's inputs.
 std::string InputName(int index, const std::string& id);
@@ -121,10 +127,10 @@ class ReduceManager {
   // Told about each result sealed in the store (to list it in the object directory).
   using StoredHandler = std::function<void(const std::string& id, uint64_t size)>;
 
-  // `chain`: how reduces reach other nodes (CollectiveWire::Hooks; empty:
+  // `chain`: how reduces reach other nodes (the CollectiveWire; null:
   // every reduce is local). `on_stored` may be null.
   ReduceManager(boost::asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                uint64_t inline_threshold, ChainHooks chain = {}, StoredHandler on_stored = {});
+                uint64_t inline_threshold, ReduceChain* chain = nullptr, StoredHandler on_stored = {});
   ~ReduceManager();  // waits for a combine in progress
 
   // Starts a reduce whose result is m.out_id (held by the caller already).
@@ -182,7 +188,8 @@ class ReduceManager {
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;
   uint64_t inline_threshold_;
-  ChainHooks chain_;
+  ReduceChain* chain_;  // null: every reduce is made here
+  const std::string& self() const;
   StoredHandler on_stored_;
   uint64_t num_chains_ = 0;
   uint64_t num_fallbacks_ = 0;

@@ -38,9 +38,9 @@ CollectiveService::CollectiveService(boost::asio::io_context& io, std::string no
       links_(std::make_unique<PeerLinks>(peers, objects)),
       wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, links_.get(),
                                                           objects->transfer().options().chunk_bytes)),
-      reduces_(io, &objects_, &objects->store(), inline_threshold, wire_->Hooks(),
+      reduces_(io, &objects_, &objects->store(), inline_threshold, wire_.get(),
                [objects](const std::string& id, uint64_t size) { objects->ListInDirectory(id, size); }),
-      allreduces_(io, &objects_, &objects->store(), &reduces_, wire_->Hooks(),
+      allreduces_(io, &objects_, &objects->store(), &reduces_, wire_.get(),
                   [objects](const std::string& id, uint64_t size) { objects->ListInDirectory(id, size); }),
       rendezvous_(io, gcs) {}
 

@@ -29,8 +29,8 @@ class AllreduceTest : public ::testing::Test {
     table_ = std::make_unique<objectstore::ObjectTable>(store_.get());
     // (The first result is the ReduceManager's own: it lists it.)
     auto stored = [this](const std::string& id, uint64_t) { stored_.push_back(id); };
-    reduces_ = std::make_unique<ReduceManager>(io_, table_.get(), store_.get(), 64 << 10, ChainHooks{}, stored);
-    allreduces_ = std::make_unique<Allreduces>(io_, table_.get(), store_.get(), reduces_.get(), ChainHooks{}, stored);
+    reduces_ = std::make_unique<ReduceManager>(io_, table_.get(), store_.get(), 64 << 10, nullptr, stored);
+    allreduces_ = std::make_unique<Allreduces>(io_, table_.get(), store_.get(), reduces_.get(), nullptr, stored);
   }
 
   static std::string In(int k) { return std::string(19, 'i') + static_cast<char>('0' + k); }

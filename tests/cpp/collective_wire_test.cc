@@ -1,5 +1,5 @@
 // The CollectiveWire alone (collectives/collective_wire.h), with fake peers
-// that record what is sent and answer as told: the chain's hooks send each
+// that record what is sent and answer as told: the ReduceChain sends each
 // message to the right node with its timeout (or run it here, for this
 // node), replies become the Status the chain sees, and messages from peers
 // are checked before anything acts on them.
@@ -117,13 +117,13 @@ TEST_F(CollectiveWireTest, LostObjectsFailOnlyWhatThisNodeStillWaitsFor) {
   EXPECT_EQ(v.error_code(), static_cast<int>(StatusCode::kObjectLost));
 }
 
-TEST_F(CollectiveWireTest, HooksSendToOtherNodesAndRunThisNodesHere) {
-  ChainHooks hooks = wire_->Hooks();
-  EXPECT_EQ(hooks.self, "self");
-  EXPECT_EQ(hooks.chunk_bytes, 1u << 18);
-  hooks.drop("self", {Id('p')});  // this node: its own steps, nothing sent
+TEST_F(CollectiveWireTest, TheChainSendsToOtherNodesAndRunsThisNodesHere) {
+  ReduceChain& chain = *wire_;
+  EXPECT_EQ(chain.self(), "self");
+  EXPECT_EQ(chain.chunk_bytes(), 1u << 18);
+  chain.Drop("self", {Id('p')});  // this node: its own steps, nothing sent
   EXPECT_TRUE(peers_.sent.empty());
-  hooks.drop("b", {Id('p'), Id('q')});
+  chain.Drop("b", {Id('p'), Id('q')});
   ASSERT_EQ(peers_.sent.size(), 1u);
   EXPECT_EQ(peers_.sent[0].node, "b");
   EXPECT_EQ(peers_.sent[0].type, rpc::DROP_PARTIALS);
@@ -131,44 +131,44 @@ TEST_F(CollectiveWireTest, HooksSendToOtherNodesAndRunThisNodesHere) {
   rpc::ObjectIds dropped;
   ASSERT_TRUE(dropped.ParseFromString(peers_.sent[0].body));
   EXPECT_EQ(dropped.object_ids_size(), 2);
-  hooks.lose("c", {Id('r')}, StatusCode::kCollectiveFailed, "ring broke");
+  chain.Lose("c", {Id('r')}, StatusCode::kCollectiveFailed, "ring broke");
   rpc::LostObjects lost;
   ASSERT_TRUE(lost.ParseFromString(peers_.sent.back().body));
   EXPECT_EQ(peers_.sent.back().type, rpc::LOSE_OBJECTS);
   EXPECT_EQ(lost.code(), static_cast<int>(StatusCode::kCollectiveFailed));
   EXPECT_EQ(lost.why(), "ring broke");
-  hooks.release("d", {Id('s')});
+  chain.Release("d", {Id('s')});
   EXPECT_EQ(peers_.released, (std::vector<std::pair<std::string, std::string>>{{"d", Id('s')}}));
-  EXPECT_EQ(hooks.link("b").first, 1e9);
+  EXPECT_EQ(chain.Link("b").first, 1e9);
 }
 
 TEST_F(CollectiveWireTest, ProbesAskWithAnEmptyDropAndSayWhetherTheNodeAnswered) {
-  ChainHooks hooks = wire_->Hooks();
+  ReduceChain& chain = *wire_;
   std::vector<bool> alive;
-  hooks.probe("self", [&](bool a) { alive.push_back(a); });
+  chain.Probe("self", [&](bool a) { alive.push_back(a); });
   EXPECT_TRUE(peers_.sent.empty());
-  hooks.probe("b", [&](bool a) { alive.push_back(a); });
+  chain.Probe("b", [&](bool a) { alive.push_back(a); });
   EXPECT_EQ(peers_.sent.back().type, rpc::DROP_PARTIALS);
   EXPECT_EQ(peers_.sent.back().timeout_ms, CollectiveWire::kProbeTimeoutMs);
   EXPECT_TRUE(peers_.sent.back().body.empty());
   peers_.answer = Status::Unavailable("node b timed out");
-  hooks.probe("b", [&](bool a) { alive.push_back(a); });
+  chain.Probe("b", [&](bool a) { alive.push_back(a); });
   EXPECT_EQ(alive, (std::vector<bool>{true, true, false}));
 }
 
 TEST_F(CollectiveWireTest, AStepsReplyIsTheStatusTheChainSees) {
-  ChainHooks hooks = wire_->Hooks();
+  ReduceChain& chain = *wire_;
   rpc::ReduceStep m;
   m.set_out_id(Id('o'));
   std::vector<Status> started;
   peers_.answer = ToProto(Status(StatusCode::kCollectiveFailed, "input 1 is not in the store")).SerializeAsString();
-  hooks.send_step("b", m, [&](const Status& st) { started.push_back(st); });
+  chain.SendStep("b", m, [&](const Status& st) { started.push_back(st); });
   EXPECT_EQ(peers_.sent.back().type, rpc::REDUCE_STEP);
   EXPECT_EQ(peers_.sent.back().timeout_ms, CollectiveWire::kStepTimeoutMs);
   peers_.answer = std::string("\xff\xff garbage");
-  hooks.send_step("b", m, [&](const Status& st) { started.push_back(st); });
+  chain.SendStep("b", m, [&](const Status& st) { started.push_back(st); });
   peers_.answer = Status::Unavailable("node b is not alive");
-  hooks.send_step("b", m, [&](const Status& st) { started.push_back(st); });
+  chain.SendStep("b", m, [&](const Status& st) { started.push_back(st); });
   ASSERT_EQ(started.size(), 3u);
   EXPECT_EQ(started[0].code(), StatusCode::kCollectiveFailed);
   EXPECT_EQ(started[0].message(), "input 1 is not in the store");
@@ -177,7 +177,7 @@ TEST_F(CollectiveWireTest, AStepsReplyIsTheStatusTheChainSees) {
   rpc::AssembleSlices a;
   a.set_out_id(Id('x'));
   peers_.answer = ToProto(Status::OK()).SerializeAsString();
-  hooks.assemble("c", a, [&](const Status& st) { started.push_back(st); });
+  chain.Assemble("c", a, [&](const Status& st) { started.push_back(st); });
   EXPECT_EQ(peers_.sent.back().type, rpc::ASSEMBLE_SLICES);
   EXPECT_EQ(peers_.sent.back().timeout_ms, CollectiveWire::kAssembleTimeoutMs);
   EXPECT_TRUE(started.back().ok());

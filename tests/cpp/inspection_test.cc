@@ -41,9 +41,9 @@ class InspectionTest : public testing::ServiceTest {
     ServiceTest::SetUp();
     steps_ = std::make_unique<collectives::ReduceSteps>(&table(), &om_->store(), &om_->transfer(), kNode);
     reduces_ = std::make_unique<collectives::ReduceManager>(io_, &table(), &om_->store(), 1024,
-                                                            collectives::ChainHooks{}, nullptr);
+                                                            nullptr, nullptr);
     allreduces_ = std::make_unique<collectives::Allreduces>(io_, &table(), &om_->store(), reduces_.get(),
-                                                            collectives::ChainHooks{}, nullptr);
+                                                            nullptr, nullptr);
     streams_ = std::make_unique<StreamTable>(io_, &table());
     pool_ = std::make_unique<WorkerPool>(io_, WorkerPoolOptions{"/bin/false", "", "/nonexistent", "/tmp", "/tmp", {}},
                                          &deaths_);

@@ -1,6 +1,6 @@
 """bench/house_check.py finds what it claims to, on a small tree made here: a class over the limit
-summed over two files, a callback setter, an include that runs up, an import circle hidden behind a
-function-local import, and sleeps in tests."""
+summed over two files, a callback setter, a struct of callbacks, an include that runs up, an import
+circle hidden behind a function-local import, and sleeps in tests."""
 import importlib.util
 import os
 
@@ -28,6 +28,11 @@ def test_it_finds_each_kind_of_defect(tmp_path, monkeypatch):
     _write(tmp_path, "scheduler/setters.h",
            "class T {\n public:\n  using Handler = std::function<void()>;\n"
            "  void SetHandler(Handler h) { h_ = h; }\n  void SetCount(int n) { n_ = n; }\n};\n")
+    _write(tmp_path, "objectstore/hooks.h",
+           "struct Hooks {\n  std::function<void()> a;\n  std::function<void(int)>\n      b;\n  int n = 0;\n};\n"
+           "struct One {\n  std::function<void()> only;\n};\n"
+           "class Iface {\n public:\n  virtual void F(std::function<void()> done) = 0;\n"
+           "  void G(int x,\n         std::function<void()> done);\n};\n")
     _write(tmp_path, "core/low.cc", '#include "scheduler/setters.h"\n#include "core/low.h"\n')
     _write(tmp_path, "python/phalanx/__init__.py", "")
     _write(tmp_path, "python/phalanx/a.py", "from phalanx import b\n")
@@ -42,11 +47,12 @@ def test_it_finds_each_kind_of_defect(tmp_path, monkeypatch):
     m = hc.measure()
     assert m["big_classes"] == {"Big": 904}
     assert [s.split(": ", 1)[1] for s in m["setters"]] == ["void SetHandler(Handler h) { h_ = h; }"]
+    assert m["callback_structs"] == ["objectstore/hooks.h:1: Hooks (2 callbacks)"]  # (not One, not Iface's parameters)
     assert m["upward_includes"] == ['core/low.cc:1: #include "scheduler/setters.h"']
     assert m["import_cycles"] == [["phalanx.a", "phalanx.b"]]
     assert m["local_imports"] == ["python/phalanx/b.py:2: phalanx.a"]  # (c.py's guarded import is not one)
     assert m["test_sleeps"] == ["tests/python/test_x.py:2", "tests/python/test_x.py:8"]
-    assert len(hc.failures(m)) == 4  # a class, a setter, an include, a circle (1 local import is under 20)
+    assert len(hc.failures(m)) == 5  # a class, a setter, a struct, an include, a circle (1 local import is under 20)
 
 
 def test_the_tree_of_this_repository_is_measured():
