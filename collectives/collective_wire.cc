@@ -7,8 +7,15 @@
 namespace phalanx::collectives {
 
 CollectiveWire::CollectiveWire(std::string self, ReduceSteps* steps, objectstore::ObjectTable* objects,
-                               CollectivePeers* peers, uint64_t chunk_bytes)
-    : self_(std::move(self)), steps_(steps), objects_(objects), peers_(peers), chunk_bytes_(chunk_bytes) {}
+                               PeerChannel* peers, objectstore::RefLender* holds,
+                               const objectstore::ObjectTransfer* links, uint64_t chunk_bytes)
+    : self_(std::move(self)),
+      steps_(steps),
+      objects_(objects),
+      peers_(peers),
+      holds_(holds),
+      links_(links),
+      chunk_bytes_(chunk_bytes) {}
 
 void CollectiveWire::CallForStatus(const std::string& node, rpc::MessageType type,
                                    const google::protobuf::Message& m, int64_t timeout_ms,
@@ -75,7 +82,7 @@ void CollectiveWire::Handle(rpc::MessageType type, const std::string& body,
       }
       std::string out = m.out_id(), caller = m.reduce_node();
       return steps_->Assemble(m, [this, reply, out, caller](const Status& st) {
-        if (st.ok()) peers_->HoldFor(caller, out);  // until the caller releases it
+        if (st.ok()) holds_->Lend(caller, out);  // until the caller releases it
         reply(st);
       });
     }

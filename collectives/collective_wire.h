@@ -3,7 +3,9 @@
 // drop partial results, assemble results and fail objects on other nodes
 // (REDUCE_STEP, DROP_PARTIALS, ASSEMBLE_SLICES, LOSE_OBJECTS), and it
 // handles those messages when they arrive, checking each before it acts.
-// The raylet's peer layer only moves the bytes (CollectivePeers).
+// The raylet's peer layer only moves the bytes (a PeerChannel); the object
+// layer holds results for the nodes that will read them (a RefLender) and
+// knows each link's figures (ObjectTransfer::LinkTo).
 // Not thread-safe; lives on the raylet's main loop.
 #pragma once
 
@@ -19,19 +21,9 @@
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
 #include "objectstore/object_table.h"
+#include "objectstore/object_transfer.h"
 
 namespace phalanx::collectives {
-
-// What the collectives need from the connections to other raylets.
-class CollectivePeers : public PeerChannel {
- public:
-  // Lets go of holds `node` has for this node, one of each of `ids`.
-  virtual void Release(const std::string& node, const std::vector<std::string>& ids) = 0;
-  // Holds `id` here for `node` until it releases it (or dies).
-  virtual void HoldFor(const std::string& node, const std::string& id) = 0;
-  // Measured bandwidth (bytes/s) and one-hop delay (s) of the link to `node`.
-  virtual std::pair<double, double> Link(const std::string& node) = 0;
-};
 
 class CollectiveWire final : public ReduceChain {
  public:
@@ -43,8 +35,11 @@ class CollectiveWire final : public ReduceChain {
   static constexpr int64_t kDropTimeoutMs = 5000;
 
   // All are the raylet's, owned by the caller and outliving this.
-  CollectiveWire(std::string self, ReduceSteps* steps, objectstore::ObjectTable* objects, CollectivePeers* peers,
-                 uint64_t chunk_bytes);
+  // `holds`: holds for other nodes (Lend: an assembled result held for its
+  // reader; Release: what another node held for this one); `links`: the
+  // measured links (the node's transfers).
+  CollectiveWire(std::string self, ReduceSteps* steps, objectstore::ObjectTable* objects, PeerChannel* peers,
+                 objectstore::RefLender* holds, const objectstore::ObjectTransfer* links, uint64_t chunk_bytes);
 
   // ReduceChain (what ReduceManager and Allreduces are made with): on this
   // node, straight to its steps; on another, as a message.
@@ -53,10 +48,13 @@ class CollectiveWire final : public ReduceChain {
   uint64_t chunk_bytes() const override { return chunk_bytes_; }
   void SendStep(const std::string& node, const rpc::ReduceStep& m, std::function<void(const Status&)> started) override;
   void Drop(const std::string& node, const std::vector<std::string>& ids) override;
-  std::pair<double, double> Link(const std::string& node) override { return peers_->Link(node); }
+  std::pair<double, double> Link(const std::string& node) override {
+    auto l = links_->LinkTo(node);
+    return {l.bytes_per_s, l.rtt_s};
+  }
   void Probe(const std::string& node, std::function<void(bool alive)> done) override;
   void Assemble(const std::string& node, const rpc::AssembleSlices& m, std::function<void(const Status&)> done) override;
-  void Release(const std::string& node, const std::vector<std::string>& ids) override { peers_->Release(node, ids); }
+  void Release(const std::string& node, const std::vector<std::string>& ids) override { holds_->Release(node, ids); }
   void Lose(const std::string& node, const std::vector<std::string>& ids, StatusCode code,
             const std::string& why) override;
   // One of the four messages from another node; `reply` gets the Status to
@@ -71,7 +69,9 @@ class CollectiveWire final : public ReduceChain {
   std::string self_;
   ReduceSteps* steps_;
   objectstore::ObjectTable* objects_;
-  CollectivePeers* peers_;
+  PeerChannel* peers_;
+  objectstore::RefLender* holds_;
+  const objectstore::ObjectTransfer* links_;
   uint64_t chunk_bytes_;
 };
 

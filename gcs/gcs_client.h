@@ -95,7 +95,7 @@ class GcsClient {
   // A reader starts (+1) or stops (-1) copying the object from `node_id`.
   void AdjustServing(const std::string& object_id, const std::string& node_id, int delta);
   // Picks the node `self` should copy the object from and counts the reader
-  // on it, in one atomic step (a Lua script): see TransferDirectory::pick.
+  // on it, in one atomic step (a Lua script): see objectstore::ObjectDirectory::Pick.
   // `list_self`: list `self` as a partial copy (not when the bytes go elsewhere).
   void PickSource(const std::string& object_id, const std::string& self, const std::string& hint, bool resuming,
                   bool list_self, const std::vector<std::string>& exclude, Callback<std::string> cb);

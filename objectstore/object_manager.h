@@ -87,6 +87,8 @@ class ObjectManager {
   SpillStats spill_stats() const { return spill_ ? spill_->Stats() : SpillStats{}; }
   ObjectTable& table() { return table_; }
   ObjectTransfer& transfer() { return transfer_; }
+  // Holds for other nodes as a RefLender (Lend: HoldFor; Release), for the collectives' results.
+  RefLender* lender() { return &owner_; }
   const std::string& self() const { return self_; }
 
   // Copies `ids`, which live on `node`, into this node (ObjectTransfer::Pull).

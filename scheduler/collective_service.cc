@@ -6,28 +6,6 @@
 
 namespace phalanx::scheduler {
 
-// The collectives' view of the peer layer and the object layer.
-class CollectiveService::PeerLinks : public collectives::CollectivePeers {
- public:
-  PeerLinks(PeerChannel* peers, objectstore::ObjectManager* objects) : peers_(peers), objects_(objects) {}
-  void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
-            std::function<void(Result<std::string>)> done) override {
-    peers_->Call(node, type, m, timeout_ms, std::move(done));
-  }
-  void Release(const std::string& node, const std::vector<std::string>& ids) override {
-    objects_->Release(node, ids);
-  }
-  void HoldFor(const std::string& node, const std::string& id) override { objects_->HoldFor(node, id); }
-  std::pair<double, double> Link(const std::string& node) override {
-    auto l = objects_->transfer().LinkTo(node);
-    return {l.bytes_per_s, l.rtt_s};
-  }
-
- private:
-  PeerChannel* peers_;
-  objectstore::ObjectManager* objects_;
-};
-
 CollectiveService::CollectiveService(boost::asio::io_context& io, std::string node_id,
                                      objectstore::ObjectManager* objects, uint64_t inline_threshold,
                                      PeerChannel* peers, GcsClient* gcs)
@@ -35,8 +13,8 @@ CollectiveService::CollectiveService(boost::asio::io_context& io, std::string no
       om_(objects),
       objects_(objects->table()),
       steps_(&objects_, &objects->store(), &objects->transfer(), node_id_),
-      links_(std::make_unique<PeerLinks>(peers, objects)),
-      wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, links_.get(),
+      wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, peers, objects->lender(),
+                                                          &objects->transfer(),
                                                           objects->transfer().options().chunk_bytes)),
       reduces_(io, &objects_, &objects->store(), inline_threshold, wire_.get(),
                [objects](const std::string& id, uint64_t size) { objects->ListInDirectory(id, size); }),

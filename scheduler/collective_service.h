@@ -57,13 +57,10 @@ class CollectiveService final : public ClientWatcher {
   const collectives::Allreduces& allreduces() const { return allreduces_; }
 
  private:
-  class PeerLinks;
-
   std::string node_id_;
   objectstore::ObjectManager* om_;
   objectstore::ObjectTable& objects_;  // om_'s
   collectives::ReduceSteps steps_;     // links of reduce chains placed on this node
-  std::unique_ptr<PeerLinks> links_;   // the peers as the wire sees them
   std::unique_ptr<collectives::CollectiveWire> wire_;  // the collectives' messages to and from peers
   collectives::ReduceManager reduces_;
   collectives::Allreduces allreduces_;

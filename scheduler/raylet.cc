@@ -73,9 +73,9 @@ Result<std::unique_ptr<Raylet>> Raylet::Make(asio::io_context& io, RayletOptions
 // What the object layer and the peers tell the node, passed on to the
 // parts that care (their messages come through the Router, not through
 // here), and the transport of the node's copies.
-class Raylet::Links : public objectstore::ObjectEvents, public PeerEvents {
+class Raylet::Events : public objectstore::ObjectEvents, public PeerEvents {
  public:
-  explicit Links(Raylet* r) : nm_(r) {}
+  explicit Events(Raylet* r) : nm_(r) {}
   // objectstore::ObjectEvents
   // An object freed here: its reduce record, its task record and, for an
   // actor's creation, the actor's handles go.
@@ -119,9 +119,9 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
     : io_(io),
       options_(std::move(options)),
       node_id_(RandomBytes(16)),
-      links_(std::make_unique<Links>(this)),
+      events_(std::make_unique<Events>(this)),
       directory_(&gcs_, node_id_),
-      om_(io, node_id_, std::move(store), links_->MakeTransport(), &peers_, links_.get(), options_.transfer,
+      om_(io, node_id_, std::move(store), events_->MakeTransport(), &peers_, events_.get(), options_.transfer,
           &directory_),
       pool_(io,
             WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
@@ -131,7 +131,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
       gcs_(&redis_),
       actor_directory_(&gcs_),
       peers_(io, node_id_, options_.node_ip, options_.cluster_token, options_.tls, options_.node_dead_after_ms,
-             &tasks_, &actors_, &om_, &gcs_, &router_, links_.get()),
+             &tasks_, &actors_, &om_, &gcs_, &router_, events_.get()),
       ledger_(NodeResources(options_)),
       placement_(io, node_id_, &ledger_, &peers_, &peers_, &gcs_, &om_.table(), &tasks_, &actors_, &session_),
       tasks_(io, &om_.table(), &pool_, &ledger_, &actors_, &task_service_, &peers_, placement_.groups(),

@@ -82,8 +82,8 @@ class Raylet final {
   RayletOptions options_;
   std::string node_id_;
   // What the object layer and the peers tell the node, passed on to the parts that care (raylet.cc).
-  class Links;
-  std::unique_ptr<Links> links_;
+  class Events;
+  std::unique_ptr<Events> events_;
   Router router_;  // both front doors: each service adds its routes in the constructor
   GcsObjectDirectory directory_;   // the object directory in the GCS, as the transfers see it
   objectstore::ObjectManager om_;  // the node's object layer: store, object table, transfers, holds

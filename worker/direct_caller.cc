@@ -46,13 +46,19 @@ bool DirectCaller::CallsPending(const std::string& actor_id) {
     if (it->second.conn != 0 || it->second.last_raylet_call.empty()) return false;
     last = it->second.last_raylet_call;
   }
+  auto a = AskRoute(actor_id, last);
+  if (!a.ok()) return true;  // (not known: ask again later)
+  return a.value().status().code() == 0 && a.value().state() != rpc::ACTOR_DEAD && !a.value().calls_done();
+}
+
+Result<rpc::ActorRouteReply> DirectCaller::AskRoute(const std::string& actor_id, const std::string& last_call) {
   rpc::ActorRoute q;
   q.set_actor_id(actor_id);
-  q.add_task_ids(last);
-  auto f = raylet_->Call(rpc::ACTOR_ROUTE, q, 10000);
+  if (!last_call.empty()) q.add_task_ids(last_call);
+  PHALANX_ASSIGN_OR_RETURN(Frame f, raylet_->Call(rpc::ACTOR_ROUTE, q, 10000));
   rpc::ActorRouteReply a;
-  if (!f.ok() || !a.ParseFromString(f.value().body)) return true;  // (not known: ask again later)
-  return a.status().code() == 0 && a.state() != rpc::ACTOR_DEAD && !a.calls_done();
+  if (!a.ParseFromString(f.body)) return Status::Unavailable("malformed actor route reply");
+  return a;
 }
 
 std::optional<Status> DirectCaller::CancelDirect(const rpc::CancelTask& m) {
@@ -134,12 +140,9 @@ void DirectCaller::MaybeGoDirect(const std::string& actor_id, Route& r) {
     r.next_lookup = Clock::now() + std::min(r.backoff, cap);
     r.backoff = std::min(r.backoff * 2, std::chrono::milliseconds(50));
   };
-  rpc::ActorRoute q;
-  q.set_actor_id(actor_id);
-  if (!r.last_raylet_call.empty()) q.add_task_ids(r.last_raylet_call);
-  auto f = raylet_->Call(rpc::ACTOR_ROUTE, q, 10000);
-  rpc::ActorRouteReply a;
-  if (!f.ok() || !a.ParseFromString(f.value().body) || a.status().code() != 0) return later();
+  auto asked = AskRoute(actor_id, r.last_raylet_call);
+  if (!asked.ok() || asked.value().status().code() != 0) return later();
+  const rpc::ActorRouteReply& a = asked.value();
   if (a.state() == rpc::ACTOR_DEAD || a.calls_done()) r.last_raylet_call.clear();
   if (a.state() != rpc::ACTOR_ALIVE) return later();
   if (!a.calls_done()) return later(std::chrono::milliseconds(4));

@@ -47,6 +47,11 @@ class DirectCaller {
   bool OnClose(uint64_t conn, const Status& why);
 
  private:
+  // Asks the raylet where `actor_id`'s calls may go, and whether call
+  // `last_call` (when given) is done; not OK if no well-formed answer came
+  // (the answer's own status says whether the raylet knew the actor).
+  Result<rpc::ActorRouteReply> AskRoute(const std::string& actor_id, const std::string& last_call);
+
   struct Route {
     uint64_t conn = 0;          // the connection to the actor's worker; 0: calls go through the raylet
     bool remote = false;        // the actor's worker is on another node

@@ -261,16 +261,19 @@ void DirectIo::SendLater(uint64_t conn, const std::string& bytes) {
       wake = queued_.empty();
       if (wake) queued_since_ = Clock::now();
       queued_.push_back(std::move(c));
+      any_queued_.store(true, std::memory_order_release);
     }
     if (wake) Wake();  // the poll thread writes it shortly
   }
 }
 
 void DirectIo::Flush() {
+  if (!any_queued_.load(std::memory_order_acquire)) return;
   std::vector<std::shared_ptr<Conn>> queued;
   {
     std::lock_guard<std::mutex> l(mu_);
     queued.swap(queued_);
+    any_queued_.store(false, std::memory_order_relaxed);
   }
   for (auto& c : queued) {
     std::lock_guard<std::mutex> w(c->write_mu);

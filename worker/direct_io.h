@@ -121,6 +121,10 @@ class DirectIo {
   uint64_t next_id_ = 1;                                       // guarded by mu_
   std::vector<std::shared_ptr<Conn>> queued_;                  // conns with SendLater bytes; guarded by mu_
   Clock::time_point queued_since_;                             // guarded by mu_
+  // Whether queued_ may be non-empty: Flush (before every get and wait) takes
+  // no lock when nothing was queued. Set under mu_ with each push (so a
+  // thread's own push is seen by its own Flush), cleared with the swap.
+  std::atomic<bool> any_queued_{false};
   std::vector<char> raw_;  // TLS: bytes just read from a socket; poll thread only
   std::atomic<bool> stopping_{false};
   std::thread thread_;  // guarded by mu_

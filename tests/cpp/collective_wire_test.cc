@@ -28,7 +28,8 @@ struct Sent {
   int64_t timeout_ms;
 };
 
-class FakePeers : public CollectivePeers {
+// The other raylets (a PeerChannel) and the holds for them (a RefLender), recorded.
+class FakePeers : public PeerChannel, public objectstore::RefLender {
  public:
   void Call(const std::string& node, rpc::MessageType type, const google::protobuf::Message& m, int64_t timeout_ms,
             std::function<void(Result<std::string>)> done) override {
@@ -38,8 +39,7 @@ class FakePeers : public CollectivePeers {
   void Release(const std::string& node, const std::vector<std::string>& ids) override {
     for (const auto& id : ids) released.emplace_back(node, id);
   }
-  void HoldFor(const std::string& node, const std::string& id) override { held.emplace_back(node, id); }
-  std::pair<double, double> Link(const std::string& node) override { return {node == "b" ? 1e9 : 1e6, 2e-4}; }
+  void Lend(const std::string& node, const std::string& id) override { held.emplace_back(node, id); }
 
   Result<std::string> answer = ToProto(Status::OK()).SerializeAsString();
   std::vector<Sent> sent;
@@ -55,7 +55,8 @@ class CollectiveWireTest : public ::testing::Test {
     table_ = std::make_unique<objectstore::ObjectTable>(store_.get());
     transfer_ = std::make_unique<objectstore::ObjectTransfer>(table_.get(), store_.get(), nullptr);
     steps_ = std::make_unique<ReduceSteps>(table_.get(), store_.get(), transfer_.get(), "self");
-    wire_ = std::make_unique<CollectiveWire>("self", steps_.get(), table_.get(), &peers_, 1 << 18);
+    wire_ = std::make_unique<CollectiveWire>("self", steps_.get(), table_.get(), &peers_, &peers_, transfer_.get(),
+                                             1 << 18);
   }
 
   Status Handle(rpc::MessageType type, const std::string& body) {
@@ -139,7 +140,8 @@ TEST_F(CollectiveWireTest, TheChainSendsToOtherNodesAndRunsThisNodesHere) {
   EXPECT_EQ(lost.why(), "ring broke");
   chain.Release("d", {Id('s')});
   EXPECT_EQ(peers_.released, (std::vector<std::pair<std::string, std::string>>{{"d", Id('s')}}));
-  EXPECT_EQ(chain.Link("b").first, 1e9);
+  auto link = transfer_->LinkTo("b");  // (the transfers' figures: the defaults until measured)
+  EXPECT_EQ(chain.Link("b"), std::make_pair(link.bytes_per_s, link.rtt_s));
 }
 
 TEST_F(CollectiveWireTest, ProbesAskWithAnEmptyDropAndSayWhetherTheNodeAnswered) {
