@@ -211,13 +211,17 @@ def test_actors_share_the_fate_of_the_node_that_created_them(sim_nodes):
     maker = sim_nodes.procs[-1][1]
     time.sleep(0.6)
 
+    # An actor on that node creates them and keeps their handles (a task's would
+    # go when it returns, and the owned actor with them: out of scope).
     @phalanx.remote(resources={"maker": 1})
-    def make():
-        owned = Sim.options(name="owned").remote()
-        kept = Sim.options(name="kept", lifetime="detached").remote()
-        phalanx.get([owned.step.remote(), kept.step.remote()], timeout=60)
-        return os.getppid()
-    assert phalanx.get(make.remote(), timeout=60) == maker.pid
+    class Maker:
+        def make(self):
+            self.owned = Sim.options(name="owned").remote()
+            self.kept = Sim.options(name="kept", lifetime="detached").remote()
+            phalanx.get([self.owned.step.remote(), self.kept.step.remote()], timeout=60)
+            return os.getppid()
+    m = Maker.remote()
+    assert phalanx.get(m.make.remote(), timeout=60) == maker.pid
     owned, kept = phalanx.get_actor("owned"), phalanx.get_actor("kept")
     assert phalanx.get(owned.step.remote(), timeout=30) == 2
     maker.send_signal(signal.SIGKILL)
