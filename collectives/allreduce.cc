@@ -12,10 +12,7 @@ namespace phalanx::collectives {
 
 namespace asio = boost::asio;
 
-const std::string& Allreduces::self() const {
-  static const std::string kNoChain;
-  return chain_ != nullptr ? chain_->self() : kNoChain;
-}
+const std::string& Allreduces::self() const { return SelfOf(chain_); }
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -426,10 +426,12 @@ void ReduceChain::DropAll(const std::vector<std::pair<std::string, std::string>>
   for (auto& [node, ids] : by_node) Drop(node, ids);
 }
 
-const std::string& ReduceManager::self() const {
+const std::string& SelfOf(const ReduceChain* chain) {
   static const std::string kNoChain;
-  return chain_ != nullptr ? chain_->self() : kNoChain;
+  return chain != nullptr ? chain->self() : kNoChain;
 }
+
+const std::string& ReduceManager::self() const { return SelfOf(chain_); }
 
 rpc::ReduceStep ReduceManager::NextStep(const Reduce& r, const std::string& out) const {
   rpc::ReduceStep m;

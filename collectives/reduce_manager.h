@@ -105,6 +105,8 @@ class ReduceChain {
   void DropAll(const std::vector<std::pair<std::string, std::string>>& partials);
 };
 
+// The chain's node id, or "" without a chain (tests: every reduce on this node).
+const std::string& SelfOf(const ReduceChain* chain);
 
 // "input 3 (ObjectRef(<hex id>))", as errors name a collective's inputs.
 std::string InputName(int index, const std::string& id);

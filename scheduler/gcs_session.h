@@ -25,7 +25,6 @@
 #include "scheduler/function_table.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/heartbeat.h"
-#include "scheduler/placement_service.h"
 #include "scheduler/raylet_options.h"
 #include "scheduler/remote_nodes.h"
 #include "scheduler/task_table.h"

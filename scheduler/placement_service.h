@@ -24,15 +24,6 @@
 
 namespace phalanx::scheduler {
 
-// The raylet's record of this node in the GCS.
-class NodeAnnouncer {
- public:
-  virtual ~NodeAnnouncer() = default;
-  // Something others should see now changed here (resources reserved or
-  // given back): the record is written at the end of this turn of the loop.
-  virtual void AnnounceSoon() = 0;
-};
-
 class PlacementService final : public ClientWatcher, private GroupHost {
  public:
   // Every collaborator is owned by the raylet and outlives this; none is used before the first message.

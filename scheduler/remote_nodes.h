@@ -126,6 +126,16 @@ class GroupActors {
   virtual void KillGroup(const std::string& pg_id, const std::string& why) = 0;
 };
 
+// The raylet's record of this node in the GCS (the GcsSession implements it;
+// placement groups announce what they reserve).
+class NodeAnnouncer {
+ public:
+  virtual ~NodeAnnouncer() = default;
+  // Something others should see now changed here (resources reserved or
+  // given back): the record is written at the end of this turn of the loop.
+  virtual void AnnounceSoon() = 0;
+};
+
 // What the node's GCS session asks of the peers (the PeerManager implements it).
 class PeerView {
  public:

@@ -139,6 +139,19 @@ class ClientServiceTest : public testing::ServiceTest {
     if (store_fd >= 0) ::close(store_fd);
     return fd;
   }
+  // Sends `m` on a new connection and reads the refusal: its status; `passed`
+  // is the descriptor that came with it (-1: none).
+  Status RefusalOf(const rpc::RegisterClient& m, uint64_t req, int* passed) {
+    int fd = Dial();
+    Write(fd, rpc::REGISTER_CLIENT, req, m);
+    FrameHeader h;
+    std::string body;
+    *passed = -1;
+    if (!ReadFrame(fd, &h, &body, passed)) return Status::Internal("no reply to the registration");
+    rpc::RegisterClientReply r;
+    if (!r.ParseFromString(body)) return Status::Internal("the reply does not parse");
+    return FromProto(r.status());
+  }
 
   std::string dir_;
   RayletOptions options_;
@@ -178,18 +191,11 @@ TEST_F(ClientServiceTest, ADriverRegistersAndGetsTheStoreAndTheNodesFacts) {
 }
 
 TEST_F(ClientServiceTest, AWorkerWithATokenThisRayletNeverGaveIsRefused) {
-  int fd = Dial();
   rpc::RegisterClient m = Driver('w', 99);
   m.set_is_worker(true);
   m.set_worker_token("a token nobody gave");
-  Write(fd, rpc::REGISTER_CLIENT, 4, m);
-  FrameHeader h;
-  std::string body;
   int passed = -1;
-  ASSERT_TRUE(ReadFrame(fd, &h, &body, &passed));
-  rpc::RegisterClientReply r;
-  ASSERT_TRUE(r.ParseFromString(body));
-  Status st = FromProto(r.status());
+  Status st = RefusalOf(m, 4, &passed);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("unknown worker token"), std::string::npos) << st.ToString();
   EXPECT_LT(passed, 0) << "no store for it";
@@ -197,17 +203,10 @@ TEST_F(ClientServiceTest, AWorkerWithATokenThisRayletNeverGaveIsRefused) {
 }
 
 TEST_F(ClientServiceTest, AMalformedClientIdIsRefusedSayingWhy) {
-  int fd = Dial();
   rpc::RegisterClient m = Driver('x', 5);
   m.set_client_id("short");
-  Write(fd, rpc::REGISTER_CLIENT, 5, m);
-  FrameHeader h;
-  std::string body;
   int passed = -1;
-  ASSERT_TRUE(ReadFrame(fd, &h, &body, &passed));
-  rpc::RegisterClientReply r;
-  ASSERT_TRUE(r.ParseFromString(body));
-  Status st = FromProto(r.status());
+  Status st = RefusalOf(m, 5, &passed);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("malformed client id"), std::string::npos) << st.ToString();
   EXPECT_LT(passed, 0) << "no store for it";

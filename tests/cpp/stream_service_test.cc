@@ -66,6 +66,18 @@ class StreamServiceTest : public testing::ServiceTest {
     m.set_stream_items(count);
     return m;
   }
+  // The worker's first item of `task`, put in the store (held by the worker)
+  // rather than inline; `*item` is its id.
+  rpc::TaskDone StoredItem(const std::string& task, const std::string& data, std::string* item) {
+    *item = MakeObjectId(task, 2);
+    table().AddRef(*item);
+    EXPECT_TRUE(table().PutInStore(*item, data, {}).ok());
+    worker_client_->holds.insert(*item);
+    rpc::TaskDone m = Items(task, {0});
+    m.mutable_returns(0)->set_in_store(true);
+    m.mutable_returns(0)->clear_data();
+    return m;
+  }
   rpc::StreamNextReply Read(uint64_t consumed, uint64_t req) {
     rpc::StreamNext n;
     n.set_task_id(task_);
@@ -101,14 +113,8 @@ TEST_F(StreamServiceTest, ItemsAWorkerMakesReachTheReaderInOrderAndThenTheEnd) {
 TEST_F(StreamServiceTest, ItemsOfAnotherTaskAreDroppedAndTheirHoldsLetGo) {
   streams_->table().Open(task_, client_->client_id, /*dynamic=*/false);
   const std::string other_task = MakeTaskId(client_->client_id, 2);
-  const std::string stray = MakeObjectId(other_task, 2);
-  table().AddRef(stray);
-  ASSERT_TRUE(table().PutInStore(stray, "not this task's", {}).ok());
-  worker_client_->holds.insert(stray);
-  rpc::TaskDone m = Items(other_task, {0});
-  m.mutable_returns(0)->set_in_store(true);
-  m.mutable_returns(0)->clear_data();
-  streams_->HandleWorkerItems(*worker_client_, m);
+  std::string stray;
+  streams_->HandleWorkerItems(*worker_client_, StoredItem(other_task, "not this task's", &stray));
   EXPECT_TRUE(results_->stored.empty());
   EXPECT_FALSE(worker_client_->holds.count(stray));
   EXPECT_TRUE(RunUntil([&] { return !table().Contains(stray); }));
@@ -119,14 +125,8 @@ TEST_F(StreamServiceTest, ItemsOfATaskFromAnotherNodeGoThereAndAreLetGoWhenItCan
   peers_.answer = [](const testing::RecordingPeers::Sent&) -> Result<std::string> {
     return Status::Unavailable("node caller-node-0001 is gone");
   };
-  const std::string item = MakeObjectId(task_, 2);
-  table().AddRef(item);
-  ASSERT_TRUE(table().PutInStore(item, "a large item", {}).ok());
-  worker_client_->holds.insert(item);
-  rpc::TaskDone m = Items(task_, {0});
-  m.mutable_returns(0)->set_in_store(true);
-  m.mutable_returns(0)->clear_data();
-  streams_->HandleWorkerItems(*worker_client_, m);
+  std::string item;
+  streams_->HandleWorkerItems(*worker_client_, StoredItem(task_, "a large item", &item));
   ASSERT_EQ(peers_.sent.size(), 1u);
   EXPECT_EQ(peers_.sent[0].node, "caller-node-0001");
   EXPECT_EQ(peers_.sent[0].type, rpc::STREAM_ITEMS);
