@@ -82,6 +82,7 @@ rpc::NodeInfo GcsSession::NodeInfoNow() const {
   n.set_workers(parts_.pool->size());
   n.set_actors_alive(parts_.actors->num_alive());
   n.set_store_used(store.used);
+  n.set_peers_alive(parts_.peers->peers_alive());
   return n;
 }
 
@@ -104,8 +105,8 @@ void GcsSession::RecordTask(const rpc::TaskRecord& r) {
 void GcsSession::Heartbeat() {
   if (stopped_) return;
   if (beat_) beat_->MainLoopAlive();
-  parts_.gcs->UpdateNode(NodeInfoNow());
   if (!parts_.redis->reconnecting()) parts_.peers->Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
+  parts_.gcs->UpdateNode(NodeInfoNow());  // (after the refresh: the record says how many nodes it sees now)
   heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](auto ec) {
     if (!ec) Heartbeat();

@@ -146,6 +146,9 @@ class PeerView {
   virtual void Refresh() = 0;
   // Every node's silence counts from now again (the GCS was away: nobody could heartbeat).
   virtual void Forgive() = 0;
+  // How many other nodes the view holds alive (the node record carries it:
+  // who starts a cluster waits until every raylet sees every other).
+  virtual size_t peers_alive() const = 0;
 };
 
 // ... and of the actors whose home is this node (the ActorManager implements it).

@@ -76,7 +76,8 @@ void BindGcs(pyb::module_& m) {
                            pyb::arg("pid") = n.pid(), pyb::arg("alive") = n.alive(),
                            pyb::arg("session_dir") = n.session_dir(), pyb::arg("tasks_queued") = n.tasks_queued(),
                            pyb::arg("tasks_running") = n.tasks_running(), pyb::arg("workers") = n.workers(),
-                           pyb::arg("actors_alive") = n.actors_alive(), pyb::arg("store_used") = n.store_used()));
+                           pyb::arg("actors_alive") = n.actors_alive(), pyb::arg("store_used") = n.store_used(),
+                           pyb::arg("peers_alive") = n.peers_alive()));
     }
     return out;
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);

@@ -19,7 +19,9 @@ class FakePeers final : public PeerView {
   int port() const override { return 4321; }
   void Refresh() override { ++refreshes; }
   void Forgive() override { ++forgiven; }
+  size_t peers_alive() const override { return alive; }
   int refreshes = 0, forgiven = 0;
+  size_t alive = 2;
 };
 
 class FakeTasks final : public TaskInspection {
@@ -130,8 +132,11 @@ TEST_F(GcsSessionTest, StartRegistersTheNodeWithItsResourcesAndFigures) {
   EXPECT_DOUBLE_EQ(n.resources_total().at("CPU"), 8);
   EXPECT_DOUBLE_EQ(n.resources_available().at("CPU"), 5);
   EXPECT_EQ(n.actors_alive(), 2);
+  EXPECT_EQ(n.peers_alive(), 2u) << "the other nodes it sees";
   EXPECT_EQ(n.resources_total().at("object_store_memory"), static_cast<double>(om_->store().Stats().capacity));
   EXPECT_TRUE(RunUntil([&] { return peers_view_.refreshes > 0; })) << "each heartbeat refreshes the peers' view";
+  peers_view_.alive = 3;  // a node joined: the next heartbeat's record says so
+  EXPECT_TRUE(NodeRecord(&n, [](const rpc::NodeInfo& n) { return n.peers_alive() == 3; }));
 }
 
 TEST_F(GcsSessionTest, EndedTaskRecordsGoInAtTheNextHeartbeatPendingOnesNever) {

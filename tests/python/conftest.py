@@ -61,7 +61,7 @@ def loopback_nodes(node_resources, extra_args=()):
         node.raylet_socket = sockets[0]
         api._connect(sockets[0])
         state.mode = "driver"
-        time.sleep(0.6)  # every raylet has read the node table once
+        api._wait_for_nodes(len(node_resources), node.session_dir)  # every raylet sees every other
         yield node
     finally:
         phalanx.shutdown()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import phalanx
+from phalanx._private import api
 from conftest import loopback_nodes
 
 
@@ -209,7 +210,7 @@ def test_actors_share_the_fate_of_the_node_that_created_them(sim_nodes):
     fast = ["--heartbeat-ms", "200", "--node-dead-after-ms", "1500"]
     sim_nodes.start_raylet(sim_nodes.redis_address, num_cpus=1, extra_args=fast + ["--resources", '{"maker": 1}'])
     maker = sim_nodes.procs[-1][1]
-    time.sleep(0.6)
+    api._wait_for_nodes(4, sim_nodes.session_dir)  # every raylet sees the maker's node
 
     # An actor on that node creates them and keeps their handles (a task's would
     # go when it returns, and the owned actor with them: out of scope).

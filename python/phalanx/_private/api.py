@@ -207,13 +207,18 @@ def gcs_nodes(alive_only=False):
 
 
 def _wait_for_nodes(n, session_dir, timeout=30.0):
+    """Until `n` raylets are alive and each has read the others from the node table
+    (its record's peers_alive, written at each heartbeat)."""
     deadline = time.monotonic() + timeout
-    while len(gcs_nodes(alive_only=True)) < n:
+    while True:
+        alive = gcs_nodes(alive_only=True)
+        if len(alive) >= n and all(r["peers_alive"] >= n - 1 for r in alive):
+            return
         if time.monotonic() > deadline:
-            raise UnavailableError(f"only {len(gcs_nodes(alive_only=True))} of {n} raylets registered "
-                                   f"within {timeout} s (logs in {session_dir}/logs)")
+            seen = ", ".join(str(r["peers_alive"]) for r in alive)
+            raise UnavailableError(f"{len(alive)} of {n} raylets registered within {timeout} s, seeing "
+                                   f"[{seen}] others each (logs in {session_dir}/logs)")
         time.sleep(0.05)
-    time.sleep(1.2)  # each raylet reads the node table at its next heartbeat
 
 
 def shutdown():
