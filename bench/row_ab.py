@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/row_ab.py generator --base-site /tmp/base_site --pairs 4
     .venv/bin/python bench/row_ab.py tasks-sync --base-site /tmp/base_site --pairs 3
+    .venv/bin/python bench/row_ab.py multinode-tasks --base-site /tmp/base_site --pairs 3
 
 A row of bench/microbenchmark.py that an A/B of the whole suite (bench/ab_microbenchmark.py) puts
 below its spread is timed alone: each run is a fresh cluster (phalanx.init as the microbenchmark
@@ -17,12 +18,17 @@ import subprocess
 import sys
 import tempfile
 
+DEFAULT_INIT = 'resources={"custom": 100}'
 ROWS = {
-    # name: (what one call does, units per call)
+    # name: (what one call does, units per call[, phalanx.init's arguments])
     "generator": ("[phalanx.get(r) for r in gen.remote(1000)]", 1000),
     "tasks-sync": ("phalanx.get(noop.remote())", 1),
     "tasks-async": ("phalanx.get([noop.remote() for _ in range(1000)])", 1000),
     "put-calls": ("phalanx.put(0)", 1),
+    "actor-calls-async": ("phalanx.get([pinger.ping.remote() for _ in range(1000)])", 1000),
+    "actor-calls-args": ("phalanx.get([pinger.echo.remote(ARG) for _ in range(1000)])", 1000),
+    "async-actor-calls": ("phalanx.get([async_pinger.ping.remote() for _ in range(1000)])", 1000),
+    "multinode-tasks": ("phalanx.get([spread.remote() for _ in range(1000)])", 1000, "num_nodes=3, num_cpus=1"),
 }
 
 CHILD = """
@@ -33,12 +39,35 @@ def _yield_ints(n):
     for i in range(n):
         yield i
 
-phalanx.init(resources={{"custom": 100}})
+class _Pinger:
+    def ping(self):
+        return None
+
+    def echo(self, x):
+        return x
+
+class _AsyncPinger:
+    async def ping(self):
+        return None
+
+ARG = b"x" * 1024
+phalanx.init({init})
 gen = phalanx.remote(num_returns="streaming")(_yield_ints)
 
 @phalanx.remote
 def noop():
     return None
+
+@phalanx.remote(scheduling_strategy="SPREAD")
+def spread():
+    return None
+
+if "[pinger." in {call!r}:
+    pinger = phalanx.remote(_Pinger).remote()
+    phalanx.get(pinger.ping.remote())
+if "[async_pinger." in {call!r}:
+    async_pinger = phalanx.remote(_AsyncPinger).remote()
+    phalanx.get(async_pinger.ping.remote())
 
 for _ in range(3):
     {call}
@@ -59,8 +88,8 @@ def run(row, site):
     env.pop("PYTHONPATH", None)
     if site:
         env["PYTHONPATH"] = site
-    call, units = ROWS[row]
-    out = subprocess.run([sys.executable, "-c", CHILD.format(call=call, units=units)], env=env, check=True,
+    call, units, init = (ROWS[row] + (DEFAULT_INIT,))[:3]
+    out = subprocess.run([sys.executable, "-c", CHILD.format(call=call, units=units, init=init)], env=env, check=True,
                          cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300)
     return float(out.stdout.strip().splitlines()[-1])
 
