@@ -39,6 +39,17 @@ void BindObjects(pyb::module_& m) {
       })
       .def("__len__", [](const StoreBuffer& b) { return b.size; });
 
+  // (address, bytes) of this process's mapping of the store, or (0, 0) when
+  // not connected: a GPU process registers it with CUDA (tensors.py).
+  m.def("store_region", [] {
+    auto core = Core();
+    uint64_t base = 0, size = 0;
+    if (core && core->store_base() != nullptr) {
+      base = reinterpret_cast<uintptr_t>(core->store_base());
+      size = core->store_capacity();
+    }
+    return pyb::make_tuple(base, size);
+  });
   m.def("next_put_id", [] { return pyb::bytes(RequireCore()->NextPutId()); });
   m.def("object_id", [](pyb::bytes task_id, uint32_t index) { return pyb::bytes(MakeObjectId(task_id, index)); });
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });

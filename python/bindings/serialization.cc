@@ -24,9 +24,14 @@ constexpr uint64_t kParallelCopyBytes = 16ull << 20;
 struct Piece {
   const uint8_t* data;
   uint64_t size;
+  PyObject* filler = nullptr;  // a device buffer: writes itself (see Pieces)
 };
 
-// Holds Python buffer views for the duration of a pack.
+// Holds Python buffer views for the duration of a pack. A buffer may also be
+// a device buffer (phalanx/_private/tensors.py DevicePiece: `nbytes` and
+// `copy_into(memoryview)`), whose bytes are on a GPU: it copies itself into
+// the destination (one device-to-host copy, straight into the store), under
+// the GIL.
 class Pieces {
  public:
   Pieces(pyb::bytes meta, pyb::list buffers) {
@@ -36,6 +41,11 @@ class Pieces {
     meta_ = {reinterpret_cast<const uint8_t*>(p), static_cast<uint64_t>(n)};
     meta_obj_ = meta;
     for (auto b : buffers) {
+      if (!PyObject_CheckBuffer(b.ptr()) && pyb::hasattr(b, "copy_into")) {
+        fillers_.push_back(pyb::reinterpret_borrow<pyb::object>(b));
+        bufs_.push_back({nullptr, b.attr("nbytes").cast<uint64_t>(), fillers_.back().ptr()});
+        continue;
+      }
       views_.emplace_back();
       if (PyObject_GetBuffer(b.ptr(), &views_.back(), PyBUF_CONTIG_RO) != 0) {
         views_.pop_back();
@@ -67,7 +77,11 @@ class Pieces {
     for (const auto& b : bufs_) {
       uint64_t start = value_format::AlignBuffer(off);
       std::memset(dst + off, 0, start - off);
-      Copy(dst + start, b.data, b.size);
+      if (b.filler != nullptr) {
+        Fill(b.filler, dst + start, b.size);
+      } else {
+        Copy(dst + start, b.data, b.size);
+      }
       off = start + b.size;
     }
   }
@@ -85,8 +99,18 @@ class Pieces {
     t.join();
   }
 
+  // A device buffer writes its bytes (with the GIL, which WriteTo's callers may have let go).
+  static void Fill(PyObject* filler, uint8_t* dst, uint64_t n) {
+    pyb::gil_scoped_acquire gil;
+    pyb::object view = pyb::reinterpret_steal<pyb::object>(
+        PyMemoryView_FromMemory(reinterpret_cast<char*>(dst), static_cast<Py_ssize_t>(n), PyBUF_WRITE));
+    if (!view) throw pyb::error_already_set();
+    pyb::handle(filler).attr("copy_into")(view);
+  }
+
   Piece meta_;
   pyb::object meta_obj_;
+  std::vector<pyb::object> fillers_;
   std::vector<Py_buffer> views_;
   std::vector<Piece> bufs_;
 };
@@ -119,7 +143,12 @@ bool WriteToStore(const std::shared_ptr<CoreWorker>& core, const std::string& id
   ThrowIfError(off.status());
   {
     pyb::gil_scoped_release nogil;
-    pieces.WriteTo(core->store_base() + off.value(), kind);
+    try {
+      pieces.WriteTo(core->store_base() + off.value(), kind);
+    } catch (...) {  // (a device buffer's copy failed: the object is never sealed half written)
+      (void)core->AbortCreate(id);
+      throw;
+    }
     ThrowIfError(core->Seal(id));
   }
   return true;

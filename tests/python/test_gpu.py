@@ -92,6 +92,22 @@ def test_a_cuda_tensor_comes_back_on_the_gpu_or_where_asked(cluster_gpu):
     assert device.startswith("cuda") and total == float(sum(range(1000)) * 2)
 
 
+@needs_gpu
+def test_a_cuda_tensor_goes_into_the_store_pages_registered_with_cuda_once(cluster_gpu):
+    from phalanx._private import tensors
+    t = torch.randn(16 << 20, device="cuda")  # 64 MiB
+    first = phalanx.put(t)
+    reg = tensors.registration()
+    assert reg.refused is None, f"cudaHostRegister refused the store's pages: error {reg.refused}"
+    segments = set(reg._done)
+    assert segments, "the put registered the store's pages it wrote"
+    del first
+    again = phalanx.put(t)  # the same pages again: nothing to register
+    assert torch.equal(phalanx.get(again), t) and set(reg._done) >= segments
+    host = phalanx.get(again, device="cpu")
+    assert torch.equal(host, t.cpu())
+
+
 @phalanx.remote(num_gpus=0.5)
 class Half:
     def gpus(self):

@@ -228,6 +228,7 @@ def shutdown():
             return
         try:
             _stuck.withdraw_driver_stacks()
+            _tensors.release_registration()  # (CUDA's hold on the store's pages, before they are unmapped)
             _core.disconnect()
         finally:
             state.mode = None

@@ -108,8 +108,8 @@ def serialize(value):
     prev = getattr(_local, "contained", None)
     _local.contained = contained
     try:
-        if "torch" in sys.modules:
-            meta = _dumps_with_tensors(value, buffers.append)
+        if "torch" in sys.modules:  # (a CUDA tensor's bytes go as a DevicePiece: tensors.buffer_for)
+            meta = _dumps_with_tensors(value, lambda b: buffers.append(tensors.buffer_for(b)))
         else:
             meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     finally:

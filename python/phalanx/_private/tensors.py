@@ -13,10 +13,14 @@ the store's memory; a write copies only the pages it touches, in this
 process); a small one, or one that came inline, is copied.
 
 A CUDA tensor goes the same way, staged through the host: its bytes are
-copied to the store once (device to host) and the header records its device;
-`get` in a process that has a CUDA device puts it on that process's current
-device (one host-to-device copy), and in a CPU-only process leaves it on the
-CPU. `get(ref, device="cpu" | "cuda" | "cuda:N")` chooses
+copied once, from the GPU straight into the store (a DevicePiece: the C++
+writer has it copy itself into the object's bytes), and the header records
+its device; `get` in a process that has a CUDA device puts it on that
+process's current device (one host-to-device copy from the store's shared
+pages), and in a CPU-only process leaves it on the CPU. The store's pages a
+GPU copy touches are page-locked for CUDA (cudaHostRegister) in 256 MiB
+segments, each once per process (StoreRegistration), so both copies run at
+the rate of pinned memory; registering is never done per object. `get(ref, device="cpu" | "cuda" | "cuda:N")` chooses
 (to_device). (GPU tensors kept on their GPU, read through CUDA IPC, are not
 built yet: docs/gpu.md.)
 
@@ -28,6 +32,7 @@ requires grad (autograd does not cross processes)."""
 import os
 import pickle
 import sys
+import warnings
 
 import numpy as np
 
@@ -41,6 +46,105 @@ PRIVATE_MAPPING_MIN_BYTES = 256 << 10
 DTYPE_CODES = {name: i + 1 for i, name in enumerate(
     ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
      "bfloat16"])}
+
+
+# The store's mapping is page-locked for CUDA in segments of this size, each
+# the first time a GPU copy touches it (registering costs ~1-2 GB/s: once).
+REGISTER_SEGMENT_BYTES = 256 << 20
+
+
+class StoreRegistration:
+    """Which segments of this process's store mapping are registered with CUDA
+    (cudaHostRegister), so copies between them and a GPU are DMA at pinned
+    rates. `cudart` is torch.cuda.cudart() (tests give a fake); `region` is
+    _core.store_region. A registration CUDA refuses (a container's memlock
+    limit) is not tried again: copies then run at pageable rates."""
+
+    def __init__(self, cudart, region=_core.store_region, segment=REGISTER_SEGMENT_BYTES):
+        self._cudart, self._region, self._segment = cudart, region, segment
+        self._base = self._size = 0
+        self._done = set()  # segment indexes registered
+        self.refused = None  # CUDA's error code once a registration failed
+
+    def cover(self, address, nbytes):
+        """Registers the segments of [address, address + nbytes) that lie in
+        the store (bytes elsewhere, an inline value's, are left alone).
+        Returns how many segments this call registered."""
+        base, size = self._region()
+        if (base, size) != (self._base, self._size):
+            self.release()
+            self._base, self._size = base, size
+        if self.refused is not None or not size or address < base or address + nbytes > base + size:
+            return 0
+        made = 0
+        for k in range((address - base) // self._segment, (address + nbytes - 1 - base) // self._segment + 1):
+            if k in self._done:
+                continue
+            start = base + k * self._segment
+            err = self._cudart.cudaHostRegister(start, min(self._segment, base + size - start), 0)
+            if int(err) != 0:
+                self.refused = int(err)
+                return made
+            self._done.add(k)
+            made += 1
+        return made
+
+    def release(self):
+        """Unregisters every segment (before the store is unmapped: shutdown)."""
+        for k in sorted(self._done):
+            self._cudart.cudaHostUnregister(self._base + k * self._segment)
+        self._done.clear()
+        self._base = self._size = 0
+
+
+_registration = None
+
+
+def registration():
+    """This process's StoreRegistration (made on the first GPU copy; torch is loaded by then)."""
+    global _registration
+    if _registration is None:
+        _registration = StoreRegistration(sys.modules["torch"].cuda.cudart())
+    return _registration
+
+
+def release_registration():
+    """Before the store's mapping goes (api.shutdown)."""
+    if _registration is not None:
+        _registration.release()
+
+
+class DevicePiece:
+    """A CUDA tensor's bytes as an out-of-band buffer of a value: the C++
+    writer (python/bindings/serialization.cc) has it copy itself into the
+    object's bytes, so the bytes go from the GPU straight into the store."""
+
+    def __init__(self, flat):
+        self.flat = flat  # uint8, contiguous, on the GPU
+        self.nbytes = flat.numel()
+
+    def copy_into(self, view):
+        torch = sys.modules["torch"]
+        dst = torch.frombuffer(view, dtype=torch.uint8) if self.nbytes else None
+        if dst is None:
+            return
+        if self.flat.device.type == "cuda":
+            registration().cover(dst.data_ptr(), self.nbytes)
+        dst.copy_(self.flat)
+
+
+# Out-of-band placeholders of DevicePieces being pickled: id(placeholder) -> piece (see buffer_for).
+_pending_pieces = {}
+
+
+def buffer_for(pickle_buffer):
+    """What serialize stores for an out-of-band buffer: the DevicePiece a
+    placeholder stands for, or the buffer itself."""
+    if _pending_pieces:
+        piece = _pending_pieces.pop(id(pickle_buffer.raw().obj), None)
+        if piece is not None:
+            return piece[1]
+    return pickle_buffer
 
 
 def dtype_name(tensor):
@@ -63,22 +167,35 @@ def reduce_tensor(tensor):
     if not takes(tensor):
         return NotImplemented
     data = tensor.detach()
-    device = None
-    if data.device.type == "cuda":  # staged through the host: one copy to the store
-        device = str(data.device)
-        data = data.to("cpu")
     if data.is_conj():
         data = data.resolve_conj()
     if data.is_neg():
         data = data.resolve_neg()
-    flat = data.contiguous().reshape(-1).view(sys.modules["torch"].uint8).numpy()
-    args = (pickle.PickleBuffer(flat), dtype_name(tensor), tuple(tensor.shape), tensor.requires_grad)
+    flat = data.contiguous().reshape(-1).view(sys.modules["torch"].uint8)
+    device = None
+    if on_gpu(data):  # staged through the host: copied once, from the GPU into the store
+        device = str(data.device) if data.device.type == "cuda" else None
+        placeholder = bytearray(1)  # (stands for the piece in pickle's out-of-band list: buffer_for)
+        _pending_pieces[id(placeholder)] = (placeholder, DevicePiece(flat))
+        buf = pickle.PickleBuffer(placeholder)
+    else:
+        buf = pickle.PickleBuffer(flat.numpy())
+    args = (buf, dtype_name(tensor), tuple(tensor.shape), tensor.requires_grad)
     return _rebuild, args + ((device,) if device else ())
+
+
+def on_gpu(tensor):
+    """Whether `tensor`'s bytes go as a DevicePiece (its device is a GPU; tests stand CPU tensors in)."""
+    return tensor.device.type == "cuda"
 
 
 def _rebuild(buf, dtype, shape, requires_grad, device=None):
     import torch
     view = memoryview(buf)
+    if device is not None and torch.cuda.is_available():
+        # Made on a GPU: onto this process's own (its index there need not be ours), one
+        # host-to-device copy from the store's shared pages (page-locked: a DMA).
+        return _onto_gpu(view, dtype, shape, requires_grad, torch)
     mapping = _core.private_mapping(view) if view.nbytes >= PRIVATE_MAPPING_MIN_BYTES else None
     if mapping is not None:
         flat = torch.frombuffer(mapping, dtype=torch.uint8)
@@ -87,9 +204,22 @@ def _rebuild(buf, dtype, shape, requires_grad, device=None):
         if view.nbytes:
             flat.numpy()[:] = np.frombuffer(view, dtype=np.uint8)
     tensor = flat.view(getattr(torch, dtype)).view(shape)
-    if device is not None and torch.cuda.is_available():
-        # Made on a GPU: onto this process's own (its index there need not be ours).
-        tensor = tensor.to(torch.device("cuda", torch.cuda.current_device()))
+    if requires_grad:
+        tensor.requires_grad_(True)
+    return tensor
+
+
+def _onto_gpu(view, dtype, shape, requires_grad, torch):
+    target = torch.device("cuda", torch.cuda.current_device())
+    if not view.nbytes:
+        flat = torch.empty(0, dtype=torch.uint8, device=target)
+    else:
+        host = np.frombuffer(view, dtype=np.uint8)  # (read-only: only read from, by the copy)
+        registration().cover(host.ctypes.data, host.nbytes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # torch's "not writable" warning: nothing writes it
+            flat = torch.from_numpy(host).to(target)
+    tensor = flat.view(getattr(torch, dtype)).view(shape)
     if requires_grad:
         tensor.requires_grad_(True)
     return tensor
