@@ -20,8 +20,8 @@ process's current device (one host-to-device copy from the store's shared
 pages), and in a CPU-only process leaves it on the CPU. The store's pages a
 GPU copy touches are page-locked for CUDA (cudaHostRegister) in 256 MiB
 segments, each once per process (StoreRegistration), so both copies run at
-the rate of pinned memory; registering is never done per object. `get(ref, device="cpu" | "cuda" | "cuda:N")` chooses
-(to_device). (GPU tensors kept on their GPU, read through CUDA IPC, are not
+the rate of pinned memory; registering is never done per object.
+`get(ref, device="cpu" | "cuda" | "cuda:N")` chooses (to_device). (GPU tensors kept on their GPU, read through CUDA IPC, are not
 built yet: docs/gpu.md.)
 
 torch is never imported here: this module is used only once a value's type
@@ -124,10 +124,10 @@ class DevicePiece:
         self.nbytes = flat.numel()
 
     def copy_into(self, view):
-        torch = sys.modules["torch"]
-        dst = torch.frombuffer(view, dtype=torch.uint8) if self.nbytes else None
-        if dst is None:
+        if not self.nbytes:
             return
+        torch = sys.modules["torch"]
+        dst = torch.frombuffer(view, dtype=torch.uint8)
         if self.flat.device.type == "cuda":
             registration().cover(dst.data_ptr(), self.nbytes)
         dst.copy_(self.flat)
@@ -203,6 +203,11 @@ def _rebuild(buf, dtype, shape, requires_grad, device=None):
         flat = torch.empty(view.nbytes, dtype=torch.uint8)
         if view.nbytes:
             flat.numpy()[:] = np.frombuffer(view, dtype=np.uint8)
+    return _shaped(flat, dtype, shape, requires_grad, torch)
+
+
+def _shaped(flat, dtype, shape, requires_grad, torch):
+    """The tensor of `dtype` and `shape` over the bytes `flat`."""
     tensor = flat.view(getattr(torch, dtype)).view(shape)
     if requires_grad:
         tensor.requires_grad_(True)
@@ -219,10 +224,7 @@ def _onto_gpu(view, dtype, shape, requires_grad, torch):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # torch's "not writable" warning: nothing writes it
             flat = torch.from_numpy(host).to(target)
-    tensor = flat.view(getattr(torch, dtype)).view(shape)
-    if requires_grad:
-        tensor.requires_grad_(True)
-    return tensor
+    return _shaped(flat, dtype, shape, requires_grad, torch)
 
 
 def parse_device(device):
