@@ -67,6 +67,8 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::LOSE_OBJECTS:
     case rpc::RECALL_TASKS:
     case rpc::STREAM_DROP:
+    case rpc::DEVICE_HELD:
+    case rpc::DEVICE_OBJECTS_FREED:
       return kListBody;
     // Tasks and results with their inline values.
     case rpc::SUBMIT_TASK:

@@ -82,6 +82,7 @@ class Raylet::Events : public objectstore::ObjectEvents, public PeerEvents {
   void OnObjectFreed(const std::string& id, bool, bool was_copy) override {
     nm_->collectives_.OnObjectFreed(id);
     if (was_copy) return;  // the task that made it is another node's to forget
+    nm_->device_holders_.OnObjectFreed(id);
     if (id.size() != kObjectIdSize) return;  // (none enters the table: messages with such ids are refused)
     int index = IndexOf(id);
     if (index > 0) nm_->session_.ForgetTask(TaskIdOf(id));
@@ -144,15 +145,16 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
                                  &streams_.table(), &pool_, &clients_},
                   &gcs_, &peers_),
       object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms),
+      device_holders_(io, &om_.table(), &clients_),
       functions_(io, &gcs_),
       session_(io, node_id_, options_,
                SessionParts{&redis_, &gcs_, &peers_, &tasks_, &actors_, &pool_, &om_, &functions_, &clients_}),
       task_service_(node_id_, options_.inline_threshold, &om_, &tasks_, &streams_, &object_requests_, &clients_,
                     &session_),
       actor_service_(&actors_, &tasks_, &gcs_, options_.checkpoint_max_bytes),
-      // A client's exit: its groups, its rendezvous, its generators, what it held, the actors it owned.
+      // A client's exit: its groups, its rendezvous, its generators, what it held, its GPU objects, the actors it owned.
       client_service_(io, node_id_, options_, &router_, &clients_, &pool_, &om_, &redis_, &object_requests_, &tasks_,
-                      {&placement_, &collectives_, &streams_, &object_requests_, &actor_service_}),
+                      {&placement_, &collectives_, &streams_, &object_requests_, &device_holders_, &actor_service_}),
       tidy_timer_(io) {
   // Every service lists the messages it owns, from clients and from peers.
   client_service_.AddRoutes(router_);
@@ -161,6 +163,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
   functions_.AddRoutes(router_);
   peers_.AddRoutes(router_);
   object_requests_.AddRoutes(router_);
+  device_holders_.AddRoutes(router_);
   collectives_.AddRoutes(router_);
   streams_.AddRoutes(router_);
   placement_.AddRoutes(router_);

@@ -25,6 +25,7 @@
 #include "scheduler/client_service.h"
 #include "scheduler/clients.h"
 #include "scheduler/collective_service.h"
+#include "scheduler/device_holders.h"
 #include "scheduler/function_table.h"
 #include "scheduler/gcs_object_directory.h"
 #include "scheduler/gcs_session.h"
@@ -101,6 +102,7 @@ class Raylet final {
   Clients clients_;  // the drivers and workers connected here
   Inspection inspection_;  // counters, the timeline, `phalanx memory`
   ObjectRequests object_requests_;  // gets, waits, create/seal/put, holds and releases
+  DeviceHolders device_holders_;    // who keeps GPU objects' bytes on a GPU, told when they are freed
   FunctionTable functions_;  // the functions clients registered or asked for
   GcsSession session_;       // the node's record, task records, heartbeats, GCS outages
   TaskService task_service_;    // submissions, results, expected returns, cancels

@@ -84,6 +84,7 @@ CoreWorker::~CoreWorker() {
 }
 
 void CoreWorker::Shutdown() {
+  device_frees_.Stop();
   io_.Stop();  // no more callbacks into this object
   channel_.Stop();
   refs_.Stop();
@@ -102,6 +103,11 @@ bool CoreWorker::FilterPush(const Frame& f, std::deque<Frame>* queued) {
   if (f.header.type == rpc::UNMAP_IDLE) {  // the writer thread lets go of idle mappings
     refs_.UnmapIdleSoon();
     channel_.Nudge();
+    return true;
+  }
+  if (f.header.type == rpc::DEVICE_OBJECTS_FREED) {  // for the GPU objects' holder thread
+    rpc::ObjectIds m;
+    if (m.ParseFromString(f.body)) device_frees_.Add(m);
     return true;
   }
   if (f.header.type == rpc::CLIENT_WARNING) {
@@ -266,6 +272,17 @@ void CoreWorker::AdoptLocalRef(const std::string& id) { refs_.Adopt(id); }
 void CoreWorker::RemoveLocalRef(const std::string& id) { Apply(refs_.Remove(id)); }
 int64_t CoreWorker::LocalRefCount(const std::string& id) { return refs_.Count(id); }
 Status CoreWorker::Flush() { return channel_.Flush(); }
+
+Status CoreWorker::DeviceHeld(const std::vector<std::string>& ids) {
+  rpc::ObjectIds m;
+  for (const auto& id : ids) m.add_object_ids(id);
+  return channel_.Send(rpc::DEVICE_HELD, m);
+}
+
+std::vector<std::string> CoreWorker::FreedDeviceObjects(int64_t timeout_ms) {
+  return device_frees_.Take(DeadlineAfterMs(timeout_ms),
+                            [this](Deadline until) { channel_.connection().Pump(until); });
+}
 
 Result<rpc::PushTask> CoreWorker::NextTask(int64_t timeout_ms) { return server_.NextTask(timeout_ms); }
 Status CoreWorker::TaskDone(rpc::TaskDone done) { return server_.TaskDone(std::move(done)); }

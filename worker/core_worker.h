@@ -45,6 +45,7 @@
 #include "core/blocking_connection.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
+#include "worker/device_frees.h"
 #include "worker/direct_caller.h"
 #include "worker/direct_io.h"
 #include "worker/raylet_channel.h"
@@ -212,6 +213,12 @@ class CoreWorker : public WorkerObjects {
   // its last; without, returns the last kept (found=false: none).
   Result<rpc::ActorCheckpointReply> ActorCheckpoint(const std::string& actor_id, bool save, std::string state,
                                                     int64_t timeout_ms);
+  // GPU objects (python/phalanx/_private/gpu_objects.py): this process keeps
+  // `ids` on its GPU until the raylet frees them (sent before they are stored).
+  Status DeviceHeld(const std::vector<std::string>& ids);
+  // The ids of those the raylet freed since the last call, once there is
+  // one, or none after `timeout_ms`.
+  std::vector<std::string> FreedDeviceObjects(int64_t timeout_ms);
   // Closes the connection; later calls fail with Unavailable.
   void Shutdown();
 
@@ -240,6 +247,7 @@ class CoreWorker : public WorkerObjects {
   std::atomic<uint64_t> put_counter_{1};
   std::mutex fn_mu_;
   std::unordered_map<std::string, bool> registered_functions_;  // guarded by fn_mu_
+  DeviceFrees device_frees_;
   // The parts, in the order they are built (each is given those before it).
   RefCounter refs_;
   RayletChannel channel_;

@@ -75,6 +75,24 @@ void BindObjects(pyb::module_& m) {
     auto core = Core();
     if (core) ThrowIfError(core->Flush());
   });
+  // GPU objects (phalanx/_private/gpu_objects.py): this process keeps
+  // `ids` on its GPU until the raylet frees them (call before storing them).
+  m.def("device_held", [](std::vector<std::string> ids) {
+    for (const auto& id : ids) {
+      if (id.size() != kObjectIdSize) throw pyb::value_error("device_held: not an object id");
+    }
+    ThrowIfError(RequireCore()->DeviceHeld(ids));
+  });
+  // Ids of those the raylet freed since the last call (bytes), once there is
+  // one, or [] after `timeout_ms` or when not connected.
+  m.def("freed_device_objects", [](int64_t timeout_ms) {
+    auto core = Core();
+    std::vector<std::string> ids;
+    if (core) ids = WithoutGil([&] { return core->FreedDeviceObjects(timeout_ms); });
+    pyb::list out;
+    for (auto& id : ids) out.append(pyb::bytes(id));
+    return out;
+  });
   m.def("local_ref_count", [](pyb::bytes id) {
     auto core = Core();
     return core ? core->LocalRefCount(id) : 0;

@@ -7,6 +7,7 @@ import threading
 import time
 
 from phalanx import _core
+from phalanx._private import gpu_objects as _gpu_objects
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx._private import stuck as _stuck
@@ -228,6 +229,7 @@ def shutdown():
             return
         try:
             _stuck.withdraw_driver_stacks()
+            _gpu_objects.shutdown()  # (the GPU objects this process kept: their memory goes)
             _tensors.release_registration()  # (CUDA's hold on the store's pages, before they are unmapped)
             _core.disconnect()
         finally:
@@ -278,13 +280,16 @@ def _timeout_ms(timeout):
     return int(min(timeout * 1000, 2**62))
 
 
-def get(refs, timeout=None, device=None, _probe=True, _asked=None):
+def get(refs, timeout=None, device=None, copy=False, _probe=True, _asked=None):
     """The value of an ObjectRef (or a list of values for a list of refs).
     Blocks until ready; raises GetTimeoutError after `timeout` seconds, the
     task's TaskError if it raised, WorkerCrashedError if its worker died.
     numpy arrays in the store come back as read-only views, without a copy.
     `device` ("cpu", "cuda" or "cuda:N") puts every torch tensor in the
-    values there (ValueError for a device this process does not have)."""
+    values there (ValueError for a device this process does not have).
+    A GPU object's tensors read on the GPU that holds them are that GPU's
+    memory, shared with every reader there; `copy=True` gives private
+    copies (docs/gpu.md)."""
     ensure_initialized()
     device = _tensors.parse_device(device) if device is not None else None
     lst, single = _as_list(refs, "get")
@@ -303,13 +308,18 @@ def get(refs, timeout=None, device=None, _probe=True, _asked=None):
             if probe:
                 waiting = [k == 3 for k, _ in values]
                 _stuck.report("get", lst, waiting, stuck_ms / 1000)
-                return get(refs, None if ms < 0 else (ms - stuck_ms) / 1000, device, _probe=False, _asked=timeout)
+                return get(refs, None if ms < 0 else (ms - stuck_ms) / 1000, device, copy, _probe=False,
+                           _asked=timeout)
             missing = sum(1 for k, _ in values if k == 3)
             why = _why_not_ready(ref)
             raise GetTimeoutError(f"get timed out after {timeout if _asked is None else _asked} s: {missing} of "
                                   f"{len(lst)} objects "
                                   f"were not ready (the first is {ref!r}{'; ' + why if why else ''})")
-        out.append(ser.resolve(kind, payload))
+        if device is None and not copy:
+            out.append(ser.resolve(kind, payload))
+        else:
+            with _gpu_objects.reading(device, copy):  # (how a GPU object's tensors are read)
+                out.append(ser.resolve(kind, payload))
     if device is not None:
         out = [_tensors.to_device(v, device) for v in out]
     return out[0] if single else out
@@ -394,11 +404,15 @@ def put_sized(value, in_store=False):
         raise TypeError("put() of an ObjectRef is not allowed: pass the ref itself instead")
     oid = _core.next_put_id()
     try:
-        meta, bufs, contained = ser.serialize(value)
+        meta, bufs, contained = ser.serialize(value, oid)
     except Exception as e:
         raise ser.SerializationError(f"put() of a {type(value).__name__} failed: it cannot be pickled: "
                                      f"{type(e).__name__}: {e}") from e
-    size = _core.put_serialized(oid, ser.kind_of(value), meta, bufs, contained, True, in_store=in_store)
+    try:
+        size = _core.put_serialized(oid, ser.kind_of(value), meta, bufs, contained, True, in_store=in_store)
+    except BaseException:
+        _gpu_objects.drop(oid)  # (a GPU object that was never stored: its GPU copy goes)
+        raise
     return _core.adopt_ref(oid), size
 
 

@@ -17,7 +17,7 @@ import types
 import cloudpickle
 
 from phalanx import _core
-from phalanx._private import tensors
+from phalanx._private import gpu_objects, tensors
 from phalanx.exceptions import SerializationError, TaskError, error_for_code
 
 KIND_VALUE = 0
@@ -99,8 +99,10 @@ def _dumps_with_tensors(value, buffer_callback):
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
 
-def serialize(value):
-    """(meta bytes, [buffers], [contained ids]) of `value`."""
+def serialize(value, object_id=None):
+    """(meta bytes, [buffers], [contained ids]) of `value`. Given the id of
+    the object it is for, a value with CUDA tensors becomes a GPU object in
+    a process with a GPU (kept on it too: gpu_objects.py)."""
     if type(value) in _PLAIN:
         return pickle.dumps(value, protocol=5), [], []
     buffers = []
@@ -109,7 +111,10 @@ def serialize(value):
     _local.contained = contained
     try:
         if "torch" in sys.modules:  # (a CUDA tensor's bytes go as a DevicePiece: tensors.buffer_for)
-            meta = _dumps_with_tensors(value, lambda b: buffers.append(tensors.buffer_for(b)))
+            with gpu_objects.collecting(object_id, tensors.placeholder_for) as gpu:
+                meta = _dumps_with_tensors(value, lambda b: buffers.append(tensors.buffer_for(b)))
+                if gpu is not None:
+                    gpu.finish()
         else:
             meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     finally:

@@ -21,8 +21,9 @@ pages), and in a CPU-only process leaves it on the CPU. The store's pages a
 GPU copy touches are page-locked for CUDA (cudaHostRegister) in 256 MiB
 segments, each once per process (StoreRegistration), so both copies run at
 the rate of pinned memory; registering is never done per object.
-`get(ref, device="cpu" | "cuda" | "cuda:N")` chooses (to_device). (GPU tensors kept on their GPU, read through CUDA IPC, are not
-built yet: docs/gpu.md.)
+`get(ref, device="cpu" | "cuda" | "cuda:N")` chooses (to_device). A value
+put or returned by a GPU process is also kept on its GPU, and readers that
+can reach that GPU map it instead (gpu_objects.py).
 
 torch is never imported here: this module is used only once a value's type
 is torch.Tensor, so torch is already loaded. Tensors this path does not take
@@ -37,6 +38,7 @@ import warnings
 import numpy as np
 
 from phalanx import _core
+from phalanx._private import gpu_objects
 
 # Below this many bytes a tensor from `get` is a copy: cheaper than a mapping
 # and its page faults.
@@ -137,6 +139,14 @@ class DevicePiece:
 _pending_pieces = {}
 
 
+def placeholder_for(piece):
+    """An out-of-band buffer for pickle that stands for `piece` (an object with
+    nbytes and copy_into(view)): buffer_for gives the piece for it."""
+    placeholder = bytearray(1)
+    _pending_pieces[id(placeholder)] = (placeholder, piece)
+    return pickle.PickleBuffer(placeholder)
+
+
 def buffer_for(pickle_buffer):
     """What serialize stores for an out-of-band buffer: the DevicePiece a
     placeholder stands for, or the buffer itself."""
@@ -172,16 +182,16 @@ def reduce_tensor(tensor):
     if data.is_neg():
         data = data.resolve_neg()
     flat = data.contiguous().reshape(-1).view(sys.modules["torch"].uint8)
-    device = None
-    if on_gpu(data):  # staged through the host: copied once, from the GPU into the store
-        device = str(data.device) if data.device.type == "cuda" else None
-        placeholder = bytearray(1)  # (stands for the piece in pickle's out-of-band list: buffer_for)
-        _pending_pieces[id(placeholder)] = (placeholder, DevicePiece(flat))
-        buf = pickle.PickleBuffer(placeholder)
-    else:
-        buf = pickle.PickleBuffer(flat.numpy())
-    args = (buf, dtype_name(tensor), tuple(tensor.shape), tensor.requires_grad)
-    return _rebuild, args + ((device,) if device else ())
+    if not on_gpu(data):
+        return _rebuild, (pickle.PickleBuffer(flat.numpy()), dtype_name(tensor), tuple(tensor.shape),
+                          tensor.requires_grad)
+    # Staged through the host: copied once, from the GPU into the store; and
+    # kept on the GPU too when this value is a GPU object (gpu_objects).
+    device = str(data.device) if data.device.type == "cuda" else None
+    args = (placeholder_for(DevicePiece(flat)), dtype_name(tensor), tuple(tensor.shape), tensor.requires_grad,
+            device)
+    collector = gpu_objects.collector()
+    return _rebuild, (args + collector.add(flat) if collector is not None else args)
 
 
 def on_gpu(tensor):
@@ -189,9 +199,13 @@ def on_gpu(tensor):
     return tensor.device.type == "cuda"
 
 
-def _rebuild(buf, dtype, shape, requires_grad, device=None):
+def _rebuild(buf, dtype, shape, requires_grad, device=None, place=None, offset=0):
     import torch
     view = memoryview(buf)
+    if place is not None:  # a GPU object: mapped or copied from its producer's GPU when this reader can
+        flat = gpu_objects.read(place, offset, view.nbytes)
+        if flat is not None:
+            return _shaped(flat, dtype, shape, requires_grad, torch)
     if device is not None and torch.cuda.is_available():
         # Made on a GPU: onto this process's own (its index there need not be ours), one
         # host-to-device copy from the store's shared pages (page-locked: a DMA).

@@ -195,7 +195,7 @@ def _value_return(task_id, i, value, name):
     """Return `i` of the task, holding `value`: (object id, prepared return, ids it contains)."""
     oid = _core.object_id(task_id, i)
     try:
-        meta, bufs, contained = ser.serialize(value)
+        meta, bufs, contained = ser.serialize(value, oid)
     except Exception as e:
         raise SerializationError(f"return value {i} of {name} cannot be pickled: "
                                  f"{type(e).__name__}: {e}") from e
@@ -242,15 +242,18 @@ class _Stream:
         self.ended = False
 
     def _hand_in(self, kind, meta, bufs, contained):
-        oid = _core.stream_item_id(self.task_id, self.count)
+        oid = self._next_id()
         _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, kind, meta, bufs, contained, True),
                                          contained))
         self.count += 1
 
+    def _next_id(self):
+        return _core.stream_item_id(self.task_id, self.count)
+
     def put(self, value):
         """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
         try:
-            meta, bufs, contained = ser.serialize(value)
+            meta, bufs, contained = ser.serialize(value, self._next_id())
         except Exception as e:
             raise SerializationError(f"item {self.count} of {self.name} cannot be pickled: "
                                      f"{type(e).__name__}: {e}") from e
@@ -403,7 +406,7 @@ def run_task(task):
         elif num_returns == 1:  # (the common case, without _returns_of's call)
             oid = _core.object_id(task_id, 1)
             try:
-                meta, bufs, contained = ser.serialize(result)
+                meta, bufs, contained = ser.serialize(result, oid)
             except Exception as e:
                 raise SerializationError(f"return value 1 of {name} cannot be pickled: "
                                          f"{type(e).__name__}: {e}") from e

@@ -1,0 +1,251 @@
+"""GPU objects (python/phalanx/_private/gpu_objects.py) without a GPU: a
+value's CUDA tensors kept on its producer's GPU, each reader's way by its
+place, and the lifetimes, with a stand-in device (fake_gpu_device.py: CPU
+tensors play CUDA ones, "GPU memory" is shared files, an IPC handle a file
+name) and the real raylet, store and freeing messages. The same paths on a
+GPU: tests/python/test_gpu.py and bench/gpu/device_figures.py."""
+import os
+import threading
+import time
+
+import cloudpickle
+import pytest
+
+import phalanx
+from phalanx import _core
+from phalanx._private import gpu_objects, tensors
+from phalanx._private.gpu_objects import Place, way
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install '.[test]' installs it)")
+
+import fake_gpu_device  # noqa: E402 (after torch: it imports torch)
+from conftest import wait_until  # noqa: E402
+
+cloudpickle.register_pickle_by_value(fake_gpu_device)  # (the actors below install it in their processes)
+
+MIB = 1 << 20
+
+
+def _kept_for(producer, seconds=1.0):
+    """Whether `producer` still keeps a GPU object after `seconds` (an observation window: nothing should free it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if phalanx.get(producer.kept.remote(), timeout=30) == 0:
+            return False
+        threading.Event().wait(0.05)
+    return True
+
+
+def _frees(producer, what):
+    wait_until(lambda: phalanx.get(producer.kept.remote(), timeout=30) == 0, what=what)
+
+
+@pytest.fixture
+def fake_gpu(tmp_path, monkeypatch):
+    """This process (the driver) on a stand-in GPU "FAKE-GPU-0"; yields the device and the folder."""
+    folder = str(tmp_path)
+    monkeypatch.setattr(tensors, "on_gpu", lambda t: True)
+    device = fake_gpu_device.SharedMemoryDevice(folder)
+    gpu_objects.shutdown()
+    gpu_objects._mappings = None
+    gpu_objects.use_device(device)
+    yield device, folder
+    gpu_objects.shutdown()
+    gpu_objects._mappings = None
+    gpu_objects._api, gpu_objects._api_tried = None, False
+
+
+@phalanx.remote
+class Producer:
+    """An actor on a stand-in GPU that makes GPU objects."""
+
+    def __init__(self, folder, uuid="FAKE-GPU-0"):
+        self.device = fake_gpu_device.install(folder, uuid)
+
+    def make(self, n, seed):
+        return torch.arange(n, dtype=torch.float32) + seed
+
+    def state_dict(self):
+        return {"w": torch.full((512, 512), 2.0), "b": torch.arange(300_000, dtype=torch.float32), "step": 7}
+
+    def kept(self):
+        return gpu_objects.holder().num_kept()
+
+    def allocated(self):
+        return self.device.allocated
+
+    def pid(self):
+        return os.getpid()
+
+
+@phalanx.remote
+class Reader:
+    """An actor on a stand-in GPU that reads GPU objects and may hold what it read."""
+
+    def __init__(self, folder, uuid="FAKE-GPU-0"):
+        self.device = fake_gpu_device.install(folder, uuid)
+        self.held = None
+
+    def read_and_hold(self, refs):
+        self.held = phalanx.get(refs[0], timeout=30)
+        return float(self.held.double().sum()), self.device.opened, self.device.copies
+
+    def drop(self):
+        self.held = None
+        return gpu_objects.mappings().num_open()
+
+
+@phalanx.remote
+class AsyncReader:
+    def __init__(self, folder):
+        self.device = fake_gpu_device.install(folder)
+
+    async def read(self, refs):
+        t = await refs[0]
+        return float(t.double().sum()), self.device.opened
+
+
+@phalanx.remote
+def checksum(t):
+    return str(t.dtype), tuple(t.shape), float(t.double().sum())
+
+
+def test_a_descriptor_round_trips_and_zeros_name_nothing():
+    place = Place(b"o" * 20, b"n" * 16, 4242, "GPU-1234-abcd", b"h" * 64, 512, 4 * MIB)
+    buf = gpu_objects.encode(place)
+    assert len(buf) == gpu_objects.DESCRIPTOR_BYTES
+    assert gpu_objects.decode(buf) == place
+    assert gpu_objects.decode(gpu_objects.encode(None)) is None
+    assert gpu_objects.decode(b"\1" * 256) is None
+
+
+def test_the_way_a_reader_takes_depends_on_its_place():
+    p = Place(b"o" * 20, b"N" * 16, 100, "GPU-A", b"h" * 64, 0, MIB)
+    assert way(p, b"N" * 16, 100, "GPU-A", ["GPU-A"]) == "own"
+    assert way(p, b"N" * 16, 100, None, ["GPU-A"]) == "staged"      # the producer wants it on the host
+    assert way(p, b"N" * 16, 100, "GPU-B", ["GPU-A", "GPU-B"]) == "peer"
+    assert way(p, b"N" * 16, 200, "GPU-A", ["GPU-A"]) == "map"      # same GPU, another process
+    assert way(p, b"N" * 16, 200, "GPU-B", ["GPU-B"]) == "peer"     # another GPU of the node
+    assert way(p, b"N" * 16, 200, None, []) == "staged"             # a CPU-only process
+    assert way(p, b"M" * 16, 200, "GPU-A", ["GPU-A"]) == "staged"   # another node
+    assert way(p._replace(handle=bytes(64)), b"N" * 16, 200, "GPU-A", ["GPU-A"]) == "staged"  # not shareable
+
+
+def test_the_producer_reads_its_own_gpu_copy_and_frees_it_with_the_last_ref(cluster, fake_gpu):
+    device, _ = fake_gpu
+    t = torch.arange(MIB, dtype=torch.float32)  # 4 MiB
+    ref = phalanx.put(t)
+    holder = gpu_objects.holder()
+    assert holder.num_kept() == 1 and device.allocated == 1
+    pack = holder.pack(ref.binary())
+    got = phalanx.get(ref, timeout=30)
+    assert torch.equal(got, t)
+    assert got.data_ptr() == pack.data_ptr(), "the producer's own read is its GPU copy, not the store's bytes"
+    private = phalanx.get(ref, timeout=30, copy=True)
+    assert torch.equal(private, t) and private.data_ptr() != pack.data_ptr()
+    host = phalanx.get(ref, timeout=30, device="cpu")
+    base, size = _core.store_region()
+    assert torch.equal(host, t) and not (pack.data_ptr() <= host.data_ptr() < pack.data_ptr() + 4 * MIB)
+    # The snapshot was taken at the put: writing the producer's tensor later changes nothing.
+    t.add_(1)
+    assert float(phalanx.get(ref, timeout=30, copy=True)[0]) == 0.0
+    del ref, got, private, host, pack
+    wait_until(lambda: holder.num_kept() == 0, what="the raylet's free to reach the holder")
+
+
+def test_small_values_are_only_staged(cluster, fake_gpu):
+    ref = phalanx.put(torch.ones(1000))
+    assert gpu_objects.holder().num_kept() == 0
+    assert torch.equal(phalanx.get(ref, timeout=30), torch.ones(1000))
+
+
+def test_another_process_on_the_same_gpu_maps_it_and_keeps_it_alive_while_mapped(cluster, fake_gpu):
+    device, folder = fake_gpu
+    producer = Producer.remote(folder)
+    ref = producer.make.remote(2 * MIB, 3)
+    got = phalanx.get(ref, timeout=30)
+    assert device.opened == 1 and device.copies == 0, "mapped: no copy"
+    assert torch.equal(got, torch.arange(2 * MIB, dtype=torch.float32) + 3)
+    base, size = _core.store_region()
+    assert not (base <= got.data_ptr() < base + size), "the producer's memory, not the store's bytes"
+    assert phalanx.get(producer.kept.remote(), timeout=30) == 1
+    del ref  # the mapping still holds the object
+    view = got[10:20]  # (a view of it: the mapping lives while any view does)
+    del got
+    assert _kept_for(producer), "a reader's mapping keeps the object"
+    assert float(view[0]) == 13.0
+    del view
+    _frees(producer, "the producer to free once the mapping went")
+    assert gpu_objects.mappings().num_open() == 0 and device.closed == 1
+    phalanx.kill(producer)
+
+
+def test_another_gpu_of_the_node_gets_a_private_copy(cluster, fake_gpu):
+    _, folder = fake_gpu
+    producer = Producer.remote(folder, "FAKE-GPU-0")
+    reader = Reader.remote(folder, "FAKE-GPU-1")
+    ref = producer.make.remote(MIB, 1)
+    total, opened, copies = phalanx.get(reader.read_and_hold.remote([ref]), timeout=30)
+    assert total == float((torch.arange(MIB, dtype=torch.float64) + 1).sum())
+    assert opened == 1 and copies == 1
+    assert phalanx.get(reader.drop.remote(), timeout=30) == 0, "the mapping was closed after the copy"
+    phalanx.kill(producer)
+    phalanx.kill(reader)
+
+
+def test_a_readers_death_releases_its_mapping(cluster, fake_gpu):
+    _, folder = fake_gpu
+    producer = Producer.remote(folder)
+    reader = Reader.remote(folder)
+    ref = producer.make.remote(MIB, 0)
+    total, opened, copies = phalanx.get(reader.read_and_hold.remote([ref]), timeout=30)
+    assert opened == 1 and copies == 0
+    del ref
+    assert _kept_for(producer), "the reader's mapping keeps the object"
+    phalanx.kill(reader)
+    _frees(producer, "the producer to free once the reader died")
+    phalanx.kill(producer)
+
+
+def test_a_state_dict_is_one_allocation(cluster, fake_gpu):
+    device, folder = fake_gpu
+    producer = Producer.remote(folder)
+    sd = phalanx.get(producer.state_dict.remote(), timeout=30)
+    assert phalanx.get(producer.allocated.remote(), timeout=30) == 1
+    assert device.opened == 1, "one handle for every tensor of the value"
+    assert torch.equal(sd["w"], torch.full((512, 512), 2.0)) and sd["step"] == 7
+    assert torch.equal(sd["b"], torch.arange(300_000, dtype=torch.float32))
+    phalanx.kill(producer)
+
+
+def test_a_cpu_only_reader_and_a_dead_producers_readers_read_the_staged_bytes(cluster, fake_gpu):
+    device, folder = fake_gpu
+    producer = Producer.remote(folder)
+    ref = producer.make.remote(MIB, 5)
+    want = torch.arange(MIB, dtype=torch.float32) + 5
+    # A task's worker has no GPU (no device installed there): the store's bytes.
+    assert phalanx.get(checksum.remote(ref), timeout=30) == ("torch.float32", (MIB,), float(want.double().sum()))
+    pid = phalanx.get(producer.pid.remote(), timeout=30)
+    phalanx.kill(producer)
+    wait_until(lambda: not _alive(pid), what="the producer to exit")
+    got = phalanx.get(ref, timeout=30)
+    assert torch.equal(got, want) and device.opened == 0, "the producer is gone: the staged bytes, no hang"
+
+
+def test_an_async_actor_awaits_a_gpu_ref(cluster, fake_gpu):
+    _, folder = fake_gpu
+    producer = Producer.remote(folder)
+    reader = AsyncReader.remote(folder)
+    ref = producer.make.remote(MIB, 2)
+    total, opened = phalanx.get(reader.read.remote([ref]), timeout=30)
+    assert total == float((torch.arange(MIB, dtype=torch.float64) + 2).sum()) and opened == 1
+    phalanx.kill(producer)
+    phalanx.kill(reader)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
