@@ -29,14 +29,18 @@ Result<ArrayLayout> ParseArray(const uint8_t* data, uint64_t size) {
   if (head[0] != value_format::kMagic) return Status::InvalidArgument("is corrupt (bad magic number)");
   if (head[1] == value_format::kKindError) return Status(StatusCode::kTaskFailed, "holds an error: its task raised");
   ArrayLayout l;
-  if (!DTypeFromCode(head[3], &l.dtype) || head[2] != 1) {
+  uint32_t nbuf = head[2];
+  uint64_t descriptor_bytes = 0;  // a GPU object's descriptor, after the array (value_format.h)
+  if (nbuf == 2 && size >= value_format::HeaderSize(2)) std::memcpy(&descriptor_bytes, data + 32, 8);
+  if (!DTypeFromCode(head[3], &l.dtype) ||
+      !(nbuf == 1 || (nbuf == 2 && descriptor_bytes == value_format::kDeviceDescriptorBytes))) {
     return Status::InvalidArgument(
         "is not a C-contiguous numpy array or CPU torch tensor of a numeric dtype (float16/32/64, bfloat16, "
         "int8/16/32/64, uint8/16/32/64); numpy.ascontiguousarray makes one");
   }
-  if (size < value_format::HeaderSize(1)) return Status::InvalidArgument("is corrupt (truncated header)");
+  if (size < value_format::HeaderSize(nbuf)) return Status::InvalidArgument("is corrupt (truncated header)");
   std::memcpy(&l.data_bytes, data + value_format::HeaderSize(0), 8);
-  l.data_offset = value_format::AlignBuffer(value_format::HeaderSize(1) + meta_len);
+  l.data_offset = value_format::AlignBuffer(value_format::HeaderSize(nbuf) + meta_len);
   if (meta_len > size || l.data_offset + l.data_bytes > size || l.data_bytes % DTypeSize(l.dtype) != 0) {
     return Status::InvalidArgument("is corrupt (its array runs past its " + std::to_string(size) + " bytes)");
   }

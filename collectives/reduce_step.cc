@@ -190,7 +190,7 @@ void ReduceSteps::Progress(const std::shared_ptr<Step>& s, uint64_t size, uint64
     if (e == nullptr) return Fail(s, m.prev_name() + " is gone from this node's store");
     prev = store_->base() + e->offset;
   }
-  if (!s->head_checked && hi >= std::min(size, value_format::HeaderSize(1))) {
+  if (!s->head_checked && hi >= std::min(size, value_format::HeaderSize(2))) {
     // prev must be a numeric array like the input (a copy step checks the last link).
     auto pl = ParseArray(prev, m.hi() > 0 ? m.total_size() : size);
     if (!pl.ok()) return Fail(s, m.prev_name() + " " + pl.status().message());

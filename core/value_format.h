@@ -6,7 +6,11 @@
 //   | meta (pickle stream) | buffer 0 at 64-byte alignment | buffer 1 ... |
 //
 // `dtype` is 0, or for a C-contiguous numpy array of a numeric type its
-// element type (collectives::DType + 1).
+// element type (collectives::DType + 1). A GPU object's value
+// (phalanx/_private/gpu_objects.py) has one more buffer, last: its
+// descriptor, kDeviceDescriptorBytes long, which readers trust only in the
+// object it names (a reduce's result, made of an input's bytes, is read as
+// plain bytes).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,7 @@ namespace phalanx::value_format {
 constexpr uint32_t kMagic = 0x31584850;  // "PHX1"
 constexpr uint32_t kKindValue = 0;
 constexpr uint32_t kKindError = 1;       // the value is an exception its task raised
+constexpr uint64_t kDeviceDescriptorBytes = 256;
 
 // Bytes before the pickle stream.
 constexpr uint64_t HeaderSize(uint64_t nbuf) { return 24 + 8 * nbuf; }

@@ -37,7 +37,9 @@ void BindObjects(pyb::module_& m) {
         return pyb::buffer_info(const_cast<uint8_t*>(b.data), 1, pyb::format_descriptor<uint8_t>::format(), 1,
                                 {static_cast<pyb::ssize_t>(b.size)}, {1}, /*readonly=*/true);
       })
-      .def("__len__", [](const StoreBuffer& b) { return b.size; });
+      .def("__len__", [](const StoreBuffer& b) { return b.size; })
+      // The object whose bytes these are (a GPU object's descriptor is trusted only in its own object).
+      .def_property_readonly("object_id", [](const StoreBuffer& b) { return pyb::bytes(b.id); });
 
   // (address, bytes) of this process's mapping of the store, or (0, 0) when
   // not connected: a GPU process registers it with CUDA (tensors.py).

@@ -249,3 +249,17 @@ def _alive(pid):
     except ProcessLookupError:
         return False
     return True
+
+
+def test_reduces_of_gpu_objects_are_right_and_their_results_read_as_stored(cluster, fake_gpu):
+    device, _ = fake_gpu
+    xs = [torch.full((MIB,), float(k + 1)) for k in range(3)]
+    refs = [phalanx.put(x) for x in xs]
+    assert gpu_objects.holder().num_kept() == 3
+    out = phalanx.get(phalanx.collective.reduce(refs, timeout=30), timeout=30)
+    assert torch.equal(out, torch.full((MIB,), 6.0))
+    packs = [gpu_objects.holder().pack(r.binary()) for r in refs]
+    assert all(not (p.data_ptr() <= out.data_ptr() < p.data_ptr() + 4 * MIB) for p in packs), \
+        "the result is its own bytes, not an input's GPU copy"
+    for each in phalanx.get(phalanx.collective.allreduce(refs, timeout=30), timeout=30):
+        assert torch.equal(each, torch.full((MIB,), 6.0))

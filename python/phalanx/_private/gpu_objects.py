@@ -417,8 +417,14 @@ class _Slot:
 
 
 def _descriptor_of(buf):
-    """(unpickling) The Place a value's descriptor names, or None."""
-    return decode(memoryview(buf))
+    """(unpickling) The Place a value's descriptor names, or None. Only the
+    object it names is read from the GPU: bytes made of it under another id
+    (a reduce's result, an allreduce's copies) are read as stored."""
+    view = memoryview(buf)
+    place = decode(view)
+    if place is None or getattr(view.obj, "object_id", None) != place.object_id:
+        return None
+    return place
 
 
 class Collector:
