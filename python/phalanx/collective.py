@@ -12,18 +12,25 @@ exists, so the reduce finishes shortly after the last input it needs.
 Inputs must be C-contiguous numpy arrays or CPU torch tensors of one numeric
 dtype and shape (float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64);
 anything else fails the result with a CollectiveError naming the inputs.
-The result is of the inputs' kind: a tensor for tensors. See
-docs/collectives.md.
+The result is of the inputs' kind: a tensor for tensors. GPU objects
+(CUDA tensors put or returned by GPU processes) are combined on the calling
+process's GPU instead (phalanx/_private/gpu_reduce.py). See
+docs/collectives.md and docs/gpu.md.
 
 Actors that know their peers can form a static group instead, as with Ray's
 collective library: `init_group(world_size, rank, group_name)`, then in-place
 `allreduce(array)`, `broadcast(array, src_rank)`, `allgather(list, array)`,
 `reducescatter(array, list)`, `barrier()`.
 """
+import sys
+
 import numpy as np
 
 from phalanx import _core
 from phalanx._private import collective_group as _group
+from phalanx._private import gpu_objects as _gpu_objects
+from phalanx._private import gpu_reduce as _gpu_reduce
+from phalanx._private import tensors as _tensors
 from phalanx._private.collective_group import destroy_group, init_group
 from phalanx._private.api import ensure_initialized, get, wait
 from phalanx.exceptions import GetTimeoutError
@@ -52,14 +59,22 @@ def _reduce_timeout_ms(timeout):
     return max(1, int(timeout * 1000))
 
 
-def reduce(refs, op="sum", num_objects=None, timeout=None):
+def reduce(refs, op="sum", num_objects=None, timeout=None, device=None):
     """A ref to op(inputs) element-wise, returned at once.
 
     `num_objects=k` combines the first k inputs to be ready and leaves the rest
     alone (see `reduced_inputs`); an input whose task failed is skipped while
     enough others remain. With `timeout` (seconds) the result fails with a
     GetTimeoutError naming the inputs still missing; `get` of a failed result
-    raises CollectiveError (mismatched inputs, too many failures)."""
+    raises CollectiveError (mismatched inputs, too many failures).
+
+    Where it runs: the raylets combine host arrays (numpy, CPU tensors, and
+    CUDA tensors' staged bytes) along a tree of the inputs' nodes. GPU
+    objects (CUDA tensors put or returned by GPU processes, docs/gpu.md) are
+    combined on this process's GPU instead, each mapped or copied onto it as
+    it arrives, the result a GPU object: when an input already here is one,
+    or with `device="cuda"` / `"cuda:N"` (inputs still futures). `device="cpu"`
+    keeps it on the raylets."""
     ensure_initialized()
     refs = _check_refs(refs, "reduce")
     _group.check_op(op)
@@ -67,8 +82,28 @@ def reduce(refs, op="sum", num_objects=None, timeout=None):
     if not isinstance(k, int) or not 1 <= k <= len(refs):
         raise ValueError(f"num_objects must be between 1 and {len(refs)} (the number of inputs), got {num_objects}")
     oid = _core.next_put_id()
+    index = _gpu_index(refs, device)
+    if index is not None:
+        ref = _core.ObjectRef(oid)  # (held here; the GPU reduce puts the value)
+        _gpu_reduce.start(oid, refs, op, k, timeout, index)
+        return ref
     _core.reduce(oid, [r.binary() for r in refs], op, k, _reduce_timeout_ms(timeout))
     return _core.adopt_ref(oid)
+
+
+def _gpu_index(refs, device):
+    """The GPU of this process a reduce runs on, or None: the raylets'."""
+    if device is not None:
+        device = _tensors.parse_device(device)
+        if device == "cpu":
+            return None
+        api = _gpu_objects.device()
+        if api is None:
+            raise ValueError(f"reduce(device={device!r}): this process has no GPU for GPU objects "
+                             f"(torch.cuda.is_available() is False, or {_gpu_objects.ENV_SWITCH}=0)")
+        return api.current() if device == "cuda" else int(device.partition(":")[2])
+    api = _gpu_objects.device() if "torch" in sys.modules else None
+    return api.current() if api is not None and _gpu_reduce.any_ready_gpu_object(refs) else None
 
 
 def reduced_inputs(ref, timeout=None):
@@ -78,6 +113,9 @@ def reduced_inputs(ref, timeout=None):
     ensure_initialized()
     if not isinstance(ref, _core.ObjectRef):
         raise TypeError(f"reduced_inputs() takes the ObjectRef reduce returned, got {type(ref).__name__}")
+    on_gpu = _gpu_reduce.inputs_of(ref.binary(), timeout)
+    if on_gpu is not None:
+        return on_gpu
     ready, _ = wait([ref], timeout=timeout)
     if not ready:
         raise GetTimeoutError(f"reduced_inputs: the reduce {ref!r} did not finish within {timeout} s")

@@ -251,15 +251,79 @@ def _alive(pid):
     return True
 
 
-def test_reduces_of_gpu_objects_are_right_and_their_results_read_as_stored(cluster, fake_gpu):
+def test_the_raylets_reduces_of_gpu_objects_are_right_and_their_results_read_as_stored(cluster, fake_gpu):
     device, _ = fake_gpu
     xs = [torch.full((MIB,), float(k + 1)) for k in range(3)]
     refs = [phalanx.put(x) for x in xs]
     assert gpu_objects.holder().num_kept() == 3
-    out = phalanx.get(phalanx.collective.reduce(refs, timeout=30), timeout=30)
+    out = phalanx.get(phalanx.collective.reduce(refs, timeout=30, device="cpu"), timeout=30)  # (the raylet's)
     assert torch.equal(out, torch.full((MIB,), 6.0))
     packs = [gpu_objects.holder().pack(r.binary()) for r in refs]
     assert all(not (p.data_ptr() <= out.data_ptr() < p.data_ptr() + 4 * MIB) for p in packs), \
         "the result is its own bytes, not an input's GPU copy"
     for each in phalanx.get(phalanx.collective.allreduce(refs, timeout=30), timeout=30):
         assert torch.equal(each, torch.full((MIB,), 6.0))
+
+
+def test_a_reduce_of_ready_gpu_objects_runs_on_this_gpu_and_gives_a_gpu_object(cluster, fake_gpu):
+    xs = [torch.full((MIB,), float(k + 1)) for k in range(3)]
+    refs = [phalanx.put(x) for x in xs]
+    for op, want in (("sum", 6.0), ("prod", 6.0), ("min", 1.0), ("max", 3.0)):
+        out_ref = phalanx.collective.reduce(refs, op=op, timeout=30)
+        out = phalanx.get(out_ref, timeout=30)
+        assert torch.equal(out, torch.full((MIB,), want)), op
+        pack = gpu_objects.holder().pack(out_ref.binary())
+        assert pack is not None and out.data_ptr() == pack.data_ptr(), "the result is a GPU object of this process"
+        assert phalanx.collective.reduced_inputs(out_ref, timeout=30) == refs
+
+
+@phalanx.remote
+class Maker:
+    def __init__(self, folder):
+        fake_gpu_device.install(folder)
+        self.release = threading.Event()
+
+    def grad(self, value):
+        return torch.full((MIB // 2,), float(value))
+
+    def fail(self):
+        raise RuntimeError("this simulator diverged")
+
+    def late(self):
+        self.release.wait(60)
+        return torch.zeros(MIB // 2)
+
+    def other_shape(self):
+        return torch.zeros(MIB)
+
+
+def test_a_gpu_reduce_of_futures_takes_them_as_they_come(cluster, fake_gpu):
+    device, folder = fake_gpu
+    makers = [Maker.remote(folder) for _ in range(3)]
+    refs = [m.grad.remote(k + 1) for k, m in enumerate(makers)]
+    out = phalanx.collective.reduce(refs, device="cuda", timeout=60)
+    assert torch.equal(phalanx.get(out, timeout=60), torch.full((MIB // 2,), 6.0))
+    assert device.opened == 3, "each producer's GPU object mapped, not copied"
+    # The first two of three, one of them never ready; a failed input skipped while enough remain.
+    some = phalanx.collective.reduce([makers[0].grad.remote(1), makers[1].fail.remote(), makers[2].late.remote(),
+                                      makers[1].grad.remote(2)], num_objects=2, device="cuda", timeout=60)
+    assert torch.equal(phalanx.get(some, timeout=60), torch.full((MIB // 2,), 3.0))
+    assert len(phalanx.collective.reduced_inputs(some, timeout=30)) == 2
+    for m in makers:
+        phalanx.kill(m)
+
+
+def test_a_gpu_reduce_says_what_went_wrong(cluster, fake_gpu):
+    _, folder = fake_gpu
+    a, b = Maker.remote(folder), Maker.remote(folder)
+    bad = phalanx.collective.reduce([a.grad.remote(1), b.other_shape.remote()], device="cuda", timeout=60)
+    with pytest.raises(phalanx.exceptions.CollectiveError, match=r"do not match: input 0 .* input 1"):
+        phalanx.get(bad, timeout=60)
+    failing = phalanx.collective.reduce([a.fail.remote(), b.grad.remote(1)], device="cuda", timeout=60)
+    with pytest.raises(phalanx.exceptions.CollectiveError, match="too many reduce inputs failed: 1 of 2, and 2 were wanted; input 0 .*: RuntimeError: this simulator diverged"):
+        phalanx.get(failing, timeout=60)
+    late = phalanx.collective.reduce([a.grad.remote(1), b.late.remote()], device="cuda", timeout=1)
+    with pytest.raises(phalanx.exceptions.GetTimeoutError, match="1 inputs missing.*input 1"):
+        phalanx.get(late, timeout=60)
+    phalanx.kill(a)
+    phalanx.kill(b)
