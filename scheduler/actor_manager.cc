@@ -274,6 +274,19 @@ void ActorManager::PlacePending() {
       continue;
     }
     Actor& a = found->second;
+    if (!a.has_resources && !a.strategy_tried) {
+      a.strategy_tried = true;
+      std::string why;
+      if (PlaceByStrategy(a, &why)) {
+        it = pending_.erase(it);
+        continue;
+      }
+      if (!why.empty()) {
+        unplaceable.emplace_back(a.creation.actor_id(), why);
+        ++it;
+        continue;
+      }
+    }
     if (!a.has_resources) {
       if (!ledger_->TryAcquire(a.need, &a.gpu_ids)) {
         rpc::TaskSpec forward;
@@ -313,6 +326,29 @@ void ActorManager::PlacePending() {
     Announce(a);
   }
   for (const auto& [actor, why] : unplaceable) FailInfeasible(actor, why);
+}
+
+bool ActorManager::PlaceByStrategy(Actor& a, std::string* why) {
+  const rpc::TaskSpec& c = a.creation;
+  if (remote_ == nullptr || c.forwarded()) return false;
+  std::string node;
+  if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY) {
+    node = c.affinity_node();
+  } else if (c.strategy() == rpc::STRATEGY_SPREAD) {
+    node = remote_->NextSpreadNode();
+  }
+  if (node.empty() || node == node_id_) return false;
+  rpc::TaskSpec forward;
+  if (!tasks_->BuildForwardSpec(c.task_id(), &forward)) return false;
+  if (remote_->SpillTo(node, forward)) {
+    a.remote_node = node;
+    a.remote_inflight.push_back(c.task_id());
+    return true;
+  }
+  if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY && !c.affinity_soft()) {
+    *why = "it must run on node " + ToHex(node).substr(0, 12) + " (hard node affinity), which is not alive";
+  }
+  return false;
 }
 
 std::string ActorManager::SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need,

@@ -131,6 +131,7 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
     std::string death_cause;
     bool claiming = false;              // its name is being claimed in the GCS: not placed yet
     bool name_held = false;             // it has its name cluster-wide (freed when it dies)
+    bool strategy_tried = false;        // SPREAD or node affinity was applied (once: restarts stay here)
     std::vector<std::function<void()>> claim_waiters;  // WhenNamed
     // Where the live worker takes direct calls (set when its constructor returns).
     std::string worker_socket, worker_host;
@@ -149,6 +150,10 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
   // Sends a creation that does not fit here to another node (its bundle's, in
   // a placement group); that node, or "" (with *gone_why set when its group can never hold it).
   std::string SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need, std::string* gone_why);
+  // SPREAD and node affinity: sends the creation to its node (true), or
+  // leaves it here (false; *why says why it cannot be placed at all: a hard
+  // affinity to a node that is not alive).
+  bool PlaceByStrategy(Actor& a, std::string* why);
   std::string Describe(const Actor& a) const;
 
   TaskTable* tasks_;

@@ -87,10 +87,13 @@ def make_net(obs_dim, actions, hidden):
     return Net()
 
 
-def parameters_of(net):
-    """The parameters as one float32 numpy vector: a policy version is one array."""
+def parameters_of(net, on_device=False):
+    """The parameters as one float32 vector: a policy version is one array
+    (numpy; with `on_device`, a tensor on the net's device: on a GPU, a GPU
+    object that phalanx keeps there and stages for the simulators)."""
     import torch
-    return torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
+    flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach()
+    return flat if on_device else flat.cpu().numpy()
 
 
 def load_parameters(net, flat):
@@ -175,7 +178,8 @@ def vtrace(behaviour_logits, target_logits, actions, rewards, discounts, values,
 class Learner:
     """The policy and its optimizer; one `update` per set of batches."""
 
-    def __init__(self, obs_dim, actions, hidden, lr, max_lag, gamma, entropy, seed, device, adv_norm=False):
+    def __init__(self, obs_dim, actions, hidden, lr, max_lag, gamma, entropy, seed, device, adv_norm=False,
+                 policy_on_device=False):
         import torch
         torch.manual_seed(seed)
         torch.set_num_threads(1)  # its one CPU (phalanx sets this too; Ray does by num_cpus)
@@ -183,7 +187,7 @@ class Learner:
         self.net = make_net(obs_dim, actions, hidden).to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=lr)
         self.version, self.max_lag, self.gamma, self.entropy = 0, max_lag, gamma, entropy
-        self.adv_norm = adv_norm
+        self.adv_norm, self.policy_on_device = adv_norm, policy_on_device
 
     def parameters(self):
         return parameters_of(self.net)
@@ -219,7 +223,7 @@ class Learner:
             stats.update(loss=float(loss), entropy=float(entropy), rho=float(rhos.mean()),
                          steps=int(cat["actions"].numel()))
         stats.update(version=self.version, learn_s=time.time() - started, published=time.time())
-        return stats, parameters_of(self.net)
+        return stats, parameters_of(self.net, self.policy_on_device)
 
 
 class Phalanx:
@@ -288,6 +292,8 @@ def parser():
     ap.add_argument("--kill-every", type=float, default=0.0, help="kill a simulator every this many seconds")
     ap.add_argument("--device", default="auto", help="the learner's torch device: auto (cuda when the "
                     "cluster has a GPU), cpu or cuda")
+    ap.add_argument("--policy-on-device", action="store_true", help="the learner publishes each policy as a "
+                    "tensor on its device, not a numpy vector (on a GPU: a GPU object, docs/gpu.md)")
     ap.add_argument("--ray", action="store_true", help="run the same program on Ray")
     ap.add_argument("--compare", action="store_true", help="run on phalanx, then on Ray, and print a table")
     ap.add_argument("--json", help="write the figures here")
@@ -303,7 +309,8 @@ def train(rt, a, first_sim=1):
     obs_dim, n_actions = check_env(a.env)
     device = a.device if a.device != "auto" else ("cuda" if rt.gpus else "cpu")
     learner = rt.actor(Learner, 0, num_cpus=1, num_gpus=1 if device.startswith("cuda") else 0).remote(
-        obs_dim, n_actions, a.hidden, a.lr, a.max_lag, a.gamma, a.entropy, a.seed, device, a.adv_norm)
+        obs_dim, n_actions, a.hidden, a.lr, a.max_lag, a.gamma, a.entropy, a.seed, device, a.adv_norm,
+        a.policy_on_device)
     sims = {}
     restarts = 0
 

@@ -100,6 +100,29 @@ def test_node_affinity_runs_there_or_fails_clearly(three_nodes):
         where.options(scheduling_strategy="RANDOM")
 
 
+@phalanx.remote
+class Placed:
+    def raylet(self):
+        return os.getppid()
+
+
+def test_actors_take_node_affinity_and_spread_as_tasks_do(three_nodes):
+    nodes = [n for n in phalanx.nodes() if n["alive"]]
+    head = phalanx.get_node_id()
+    target = next(n for n in nodes if n["node_id"] != head)
+    there = Placed.options(scheduling_strategy=phalanx.NodeAffinitySchedulingStrategy(target["node_id"])).remote()
+    assert phalanx.get(there.raylet.remote(), timeout=60) == target["pid"]
+    gone = Placed.options(scheduling_strategy=phalanx.NodeAffinitySchedulingStrategy("ab" * 16)).remote()
+    with pytest.raises(phalanx.ActorDiedError, match="hard node affinity"):
+        phalanx.get(gone.raylet.remote(), timeout=30)
+    soft = Placed.options(scheduling_strategy=phalanx.NodeAffinitySchedulingStrategy("ab" * 16, soft=True)).remote()
+    assert phalanx.get(soft.raylet.remote(), timeout=30) > 0
+    spread = [Placed.options(scheduling_strategy="SPREAD").remote() for _ in range(3)]
+    assert len(set(phalanx.get([a.raylet.remote() for a in spread], timeout=60))) == 3
+    for a in [there, soft] + spread:
+        phalanx.kill(a)
+
+
 @pytest.fixture
 def sim_nodes():
     """A head without "sim" that the driver uses, and two nodes with {"sim": 1} each."""
