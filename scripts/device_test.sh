@@ -12,9 +12,11 @@
 #   1. `import phalanx._core; import torch` in one process (the order of a GPU user's actor) and the
 #      symbols the installed binaries export;
 #   2. the CUDA and object-layer C++ tests;
-#   3. the Python GPU tests (tests/python/test_gpu.py, test_tensors.py, test_exports.py, test_nccl_setup.py);
+#   3. the Python GPU tests (tests/python/test_gpu.py, test_tensors.py, test_exports.py, test_nccl_setup.py,
+#      test_gpu_objects.py, test_gpu_staging.py);
 #   4. the figures (bench/gpu/device_figures.py: GPU scheduling, CUDA tensor put/get and actor -> driver
-#      beside pinned copies, NCCL with one rank, IMPALA with the learner on the GPU for 60 s).
+#      beside pinned copies, GPU objects mapped on the same GPU, across two raylets and reduced on the GPU,
+#      NCCL with one rank, IMPALA with the learner on the GPU, the policy numpy then a GPU object).
 # Into $OUT (or .device/out), 7 files: machine.txt, build.txt, ctest.txt, pytest.txt, figures.log,
 # figures.json and summary.json (each step's exit status and seconds). It exits non-zero if a step failed.
 set -uo pipefail
@@ -118,9 +120,10 @@ case "${1:-}" in
       --output-on-failure
     step cuda_staged_figures 60 "$OUT/ctest.txt" "$B"/tests/cuda_staged_test
     step pytest 240 "$OUT/pytest.txt" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_exports.py \
-      tests/python/test_gpu.py tests/python/test_tensors.py tests/python/test_nccl_setup.py
-    step figures 300 "$OUT/figures.log" python3 bench/gpu/device_figures.py --json "$OUT/figures.json" \
-      --log "$OUT/figures.log" --impala-seconds 60
+      tests/python/test_gpu.py tests/python/test_tensors.py tests/python/test_nccl_setup.py \
+      tests/python/test_gpu_objects.py tests/python/test_gpu_staging.py
+    step figures 330 "$OUT/figures.log" python3 bench/gpu/device_figures.py --json "$OUT/figures.json" \
+      --log "$OUT/figures.log" --impala-seconds 40
     printf '  "failed": %d\n}\n' "$failed" >> "$SUMMARY"
     cat "$SUMMARY"
     exit $failed

@@ -160,3 +160,52 @@ def test_nccl_group_of_two_ranks(cluster_gpu):
 
     ranks = [Rank.remote(r) for r in range(2)]
     assert phalanx.get([r.run.remote() for r in ranks], timeout=120) == [3.0, 3.0]
+
+
+# ---- GPU objects on a GPU (phalanx/_private/gpu_objects.py; without a GPU: test_gpu_objects.py) ----
+
+@phalanx.remote(num_gpus=0.5)
+class HalfMaker:
+    def make(self, n, value):
+        import torch as th
+        return th.full((n,), value, dtype=th.float32, device="cuda")
+
+    def kept(self):
+        from phalanx._private import gpu_objects
+        return gpu_objects.holder().num_kept()
+
+
+@needs_gpu
+def test_a_gpu_object_is_mapped_by_another_process_on_the_gpu_and_freed_after(cluster_gpu):
+    from conftest import wait_until
+    from phalanx import _core
+    from phalanx._private import gpu_objects
+    p = HalfMaker.remote()
+    ref = p.make.remote(16 << 20, 3.0)  # 64 MiB
+    t = phalanx.get(ref, timeout=60)
+    assert t.device.type == "cuda" and bool((t == 3.0).all())
+    assert gpu_objects.mappings().num_open() == 1, f"not mapped: {gpu_objects.last_error}"
+    base, size = _core.store_region()
+    assert not (base <= t.data_ptr() < base + size)
+    assert phalanx.get(p.kept.remote(), timeout=60) == 1
+    mine = phalanx.get(ref, timeout=60, copy=True)
+    assert mine.data_ptr() != t.data_ptr() and torch.equal(mine, t)
+    host = phalanx.get(ref, timeout=60, device="cpu")
+    assert host.device.type == "cpu" and bool((host == 3.0).all())
+    del ref, t, mine, host
+    wait_until(lambda: phalanx.get(p.kept.remote(), timeout=60) == 0, what="the producer to free its GPU copy")
+    assert gpu_objects.mappings().num_open() == 0
+    phalanx.kill(p)
+
+
+@needs_gpu
+def test_a_reduce_of_gpu_objects_runs_on_the_gpu(cluster_gpu):
+    a, b = HalfMaker.remote(), HalfMaker.remote()
+    refs = [(a if k % 2 else b).make.remote(1 << 20, float(k + 1)) for k in range(4)]
+    total = phalanx.get(phalanx.collective.reduce(refs, device="cuda", timeout=60), timeout=60)
+    assert total.device.type == "cuda" and bool((total == 10.0).all())
+    phalanx.wait(refs, num_returns=4, timeout=60)
+    again = phalanx.get(phalanx.collective.reduce(refs, op="max", timeout=60), timeout=60)  # (ready GPU objects)
+    assert again.device.type == "cuda" and bool((again == 4.0).all())
+    phalanx.kill(a)
+    phalanx.kill(b)

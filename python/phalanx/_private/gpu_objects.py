@@ -435,10 +435,13 @@ class Collector:
         self.object_id = object_id
         self.flats, self.offsets, self.nbytes = [], [], 0
         self.piece = DescriptorPiece()
-        self.slot = _Slot(self.piece, make_buffer(self.piece))
+        self._make_buffer = make_buffer
+        self.slot = None  # (made with the first CUDA tensor: a value without any has no descriptor)
 
     def add(self, flat):
         """(the descriptor's slot, the tensor's offset in the pack) for a uint8 flat CUDA tensor."""
+        if self.slot is None:
+            self.slot = _Slot(self.piece, self._make_buffer(self.piece))
         offset = (self.nbytes + ALIGN - 1) // ALIGN * ALIGN
         self.flats.append(flat)
         self.offsets.append(offset)
@@ -463,21 +466,10 @@ _local = threading.local()
 last_error = None  # why the last GPU object could not be kept or read on a GPU (readers then read the staged bytes)
 
 
-@contextlib.contextmanager
-def collecting(object_id, make_buffer):
-    """While a value for `object_id` is pickled: its CUDA tensors are collected
-    (collector() gives the Collector) when this process keeps GPU objects."""
-    prev = getattr(_local, "collector", None)
-    _local.collector = Collector(object_id, make_buffer) if object_id is not None and device() else None
-    try:
-        yield _local.collector
-    finally:
-        _local.collector = prev
-
-
-def collector():
-    """The Collector of the value being pickled on this thread, or None."""
-    return getattr(_local, "collector", None)
+def collector_for(object_id, make_buffer):
+    """A Collector for the value of object `object_id` being pickled, or None
+    when this process keeps no GPU objects (no GPU, or switched off)."""
+    return Collector(object_id, make_buffer) if device() is not None else None
 
 
 # ---- reading ----

@@ -74,24 +74,27 @@ def reduce_object_ref(ref):
 
 
 class _TensorPickler(cloudpickle.Pickler):
-    """cloudpickle's pickler, with torch tensors out of band (used once torch is loaded)."""
+    """cloudpickle's pickler, with torch tensors out of band (used once torch
+    is loaded); CUDA tensors collected for a GPU object when `collector` is given."""
 
-    def __init__(self, file, tensor_type, **kwargs):
+    def __init__(self, file, tensor_type, collector, **kwargs):
         super().__init__(file, **kwargs)
         self._tensor_type = tensor_type
+        self._collector = collector
 
     def reducer_override(self, obj):
         if type(obj) is self._tensor_type:
-            return tensors.reduce_tensor(obj)
+            return tensors.reduce_tensor(obj, self._collector)
         return _cloudpickle_override(self, obj)
 
 
 _cloudpickle_override = cloudpickle.Pickler.reducer_override
 
 
-def _dumps_with_tensors(value, buffer_callback):
+def _dumps_with_tensors(value, buffer_callback, collector=None):
     with io.BytesIO() as f:
-        _TensorPickler(f, sys.modules["torch"].Tensor, protocol=5, buffer_callback=buffer_callback).dump(value)
+        _TensorPickler(f, sys.modules["torch"].Tensor, collector, protocol=5,
+                       buffer_callback=buffer_callback).dump(value)
         return f.getvalue()
 
 
@@ -111,10 +114,10 @@ def serialize(value, object_id=None):
     _local.contained = contained
     try:
         if "torch" in sys.modules:  # (a CUDA tensor's bytes go as a DevicePiece: tensors.buffer_for)
-            with gpu_objects.collecting(object_id, tensors.placeholder_for) as gpu:
-                meta = _dumps_with_tensors(value, lambda b: buffers.append(tensors.buffer_for(b)))
-                if gpu is not None:
-                    gpu.finish()
+            gpu = gpu_objects.collector_for(object_id, tensors.placeholder_for) if object_id is not None else None
+            meta = _dumps_with_tensors(value, lambda b: buffers.append(tensors.buffer_for(b)), gpu)
+            if gpu is not None:
+                gpu.finish()
         else:
             meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     finally:

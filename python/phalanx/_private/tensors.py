@@ -172,8 +172,9 @@ def dtype_code(tensor):
     return DTYPE_CODES.get(dtype_name(tensor), 0) if takes(tensor) else 0
 
 
-def reduce_tensor(tensor):
-    """The pickle reduction of `tensor`, or NotImplemented for torch's own."""
+def reduce_tensor(tensor, collector=None):
+    """The pickle reduction of `tensor`, or NotImplemented for torch's own.
+    `collector`: the gpu_objects.Collector of the value, when it is to be a GPU object."""
     if not takes(tensor):
         return NotImplemented
     data = tensor.detach()
@@ -190,7 +191,6 @@ def reduce_tensor(tensor):
     device = str(data.device) if data.device.type == "cuda" else None
     args = (placeholder_for(DevicePiece(flat)), dtype_name(tensor), tuple(tensor.shape), tensor.requires_grad,
             device)
-    collector = gpu_objects.collector()
     return _rebuild, (args + collector.add(flat) if collector is not None else args)
 
 
