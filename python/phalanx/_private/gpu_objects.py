@@ -163,6 +163,7 @@ class CudaDriver(DeviceApi):
         self._torch = torch
         self._cu = ctypes.CDLL("libcuda.so.1")
         self._contexts = {}
+        self._uuids = None
 
     def _check(self, err, what):
         if err != 0:
@@ -181,8 +182,10 @@ class CudaDriver(DeviceApi):
         self._cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
 
     def uuids(self):
-        cuda = self._torch.cuda
-        return [str(cuda.get_device_properties(i).uuid) for i in range(cuda.device_count())]
+        if self._uuids is None:  # (fixed for the process: CUDA_VISIBLE_DEVICES is read once)
+            cuda = self._torch.cuda
+            self._uuids = [str(cuda.get_device_properties(i).uuid) for i in range(cuda.device_count())]
+        return self._uuids
 
     def current(self):
         return self._torch.cuda.current_device()
