@@ -4,7 +4,10 @@ place, and the lifetimes, with a stand-in device (fake_gpu_device.py: CPU
 tensors play CUDA ones, "GPU memory" is shared files, an IPC handle a file
 name) and the real raylet, store and freeing messages. The same paths on a
 GPU: tests/python/test_gpu.py and bench/gpu/device_figures.py."""
+import ctypes
 import os
+import shutil
+import subprocess
 import threading
 import time
 
@@ -327,3 +330,68 @@ def test_a_gpu_reduce_says_what_went_wrong(cluster, fake_gpu):
         phalanx.get(late, timeout=60)
     phalanx.kill(a)
     phalanx.kill(b)
+
+
+FAKE_LIBCUDA = r"""
+#include <stdint.h>
+#include <string.h>
+typedef struct { char reserved[64]; } CUipcMemHandle;
+static int pushed = 0, inited = 0;
+static uint64_t closed = 0;
+static unsigned last_flags = 99;
+int cuInit(unsigned f) { inited = 1; return 0; }
+int cuDeviceGet(int* d, int ordinal) { if (!inited) return 3; *d = ordinal + 100; return 0; }
+int cuDevicePrimaryCtxRetain(void** ctx, int dev) { *ctx = (void*)(uintptr_t)(0x1000 + dev); return 0; }
+int cuCtxPushCurrent_v2(void* ctx) { if ((uintptr_t)ctx != 0x1000 + 100) return 201; pushed++; return 0; }
+int cuCtxPopCurrent_v2(void** ctx) { pushed--; return 0; }
+int cuMemGetAddressRange_v2(uint64_t* base, size_t* size, uint64_t ptr) {
+  *base = ptr & ~(uint64_t)0xFFF; *size = 1 << 20; return 0;
+}
+/* Zeros first: a reading that stops at the first zero byte would lose the rest. */
+int cuIpcGetMemHandle(CUipcMemHandle* h, uint64_t base) {
+  memset(h, 0, 64); memcpy(h->reserved + 8, &base, 8); h->reserved[63] = 0x5a; return 0;
+}
+int cuIpcOpenMemHandle_v2(uint64_t* ptr, CUipcMemHandle h, unsigned flags) {
+  if (h.reserved[63] != 0x5a) return 400;
+  memcpy(ptr, h.reserved + 8, 8); last_flags = flags; return 0;
+}
+int cuIpcCloseMemHandle(uint64_t ptr) { closed = ptr; return 0; }
+int fake_pushed(void) { return pushed; }
+uint64_t fake_closed(void) { return closed; }
+unsigned fake_flags(void) { return last_flags; }
+"""
+
+
+class _Where:
+    index = 0
+
+
+class _FakeCudaTensor:
+    device = _Where()
+
+    def data_ptr(self):
+        return 0x7F0000001234
+
+
+def test_the_cuda_driver_passes_handles_and_contexts_whole(tmp_path):
+    """CudaDriver's ctypes calls against a stand-in libcuda (built by the test): 64-byte handles with
+    zero bytes in them survive, the handle goes by value, peer access is asked, contexts are balanced."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda (scripts/setup.sh installs build-essential)")
+    (tmp_path / "fake_cuda.c").write_text(FAKE_LIBCUDA)
+    lib_path = str(tmp_path / "libfakecuda.so")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", lib_path, str(tmp_path / "fake_cuda.c")], check=True)
+    driver = gpu_objects.CudaDriver(torch, library=lib_path)
+    lib = ctypes.CDLL(lib_path)
+    lib.fake_closed.restype = ctypes.c_uint64
+    handle, offset = driver.handle(_FakeCudaTensor())
+    assert len(handle) == 64 and handle[:8] == bytes(8) and handle[63] == 0x5A
+    assert offset == 0x234
+    mapping = driver.open(handle, 0)
+    assert mapping._address == 0x7F0000001000 and lib.fake_flags() == 1
+    mapping.close()
+    assert lib.fake_closed() == 0x7F0000001000 and lib.fake_pushed() == 0
+    with pytest.raises(RuntimeError, match="cuIpcOpenMemHandle failed: CUDA driver error 400"):
+        driver.open(bytes(64), 0)
+    assert lib.fake_pushed() == 0

@@ -159,9 +159,22 @@ class _CUipcMemHandle(ctypes.Structure):
 class CudaDriver(DeviceApi):
     """The device through the CUDA driver API (libcuda.so.1, by ctypes) and torch."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, library="libcuda.so.1"):
         self._torch = torch
-        self._cu = ctypes.CDLL("libcuda.so.1")
+        self._cu = cu = ctypes.CDLL(library)
+        ptr, u64 = ctypes.POINTER, ctypes.c_uint64
+        for name, args in (("cuInit", [ctypes.c_uint]),
+                           ("cuDeviceGet", [ptr(ctypes.c_int), ctypes.c_int]),
+                           ("cuDevicePrimaryCtxRetain", [ptr(ctypes.c_void_p), ctypes.c_int]),
+                           ("cuCtxPushCurrent_v2", [ctypes.c_void_p]),
+                           ("cuCtxPopCurrent_v2", [ptr(ctypes.c_void_p)]),
+                           ("cuMemGetAddressRange_v2", [ptr(u64), ptr(ctypes.c_size_t), u64]),
+                           ("cuIpcGetMemHandle", [ptr(_CUipcMemHandle), u64]),
+                           ("cuIpcOpenMemHandle_v2", [ptr(u64), _CUipcMemHandle, ctypes.c_uint]),
+                           ("cuIpcCloseMemHandle", [u64])):
+            fn = getattr(cu, name)
+            fn.argtypes, fn.restype = args, ctypes.c_int
+        self._check(cu.cuInit(0), "cuInit")  # (torch may not have touched CUDA yet in this process)
         self._contexts = {}
         self._uuids = None
 
@@ -174,7 +187,7 @@ class CudaDriver(DeviceApi):
         if ctx is None:
             dev, ctx = ctypes.c_int(), ctypes.c_void_p()
             self._check(self._cu.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
-            self._check(self._cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+            self._check(self._cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev.value), "cuDevicePrimaryCtxRetain")
             self._contexts[index] = ctx
         self._check(self._cu.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")
 
@@ -201,21 +214,21 @@ class CudaDriver(DeviceApi):
         base, size, h = ctypes.c_uint64(), ctypes.c_size_t(), _CUipcMemHandle()
         self._push(tensor.device.index)
         try:
-            if self._cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr) != 0:
+            if self._cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value) != 0:
                 return None
-            if self._cu.cuIpcGetMemHandle(ctypes.byref(h), base) != 0:
+            if self._cu.cuIpcGetMemHandle(ctypes.byref(h), base.value) != 0:
                 return None  # (expandable segments, or IPC not allowed here)
         finally:
             self._pop()
-        return bytes(h.reserved), ptr.value - base.value
+        return bytes(h), ptr.value - base.value  # (all 64 bytes: h.reserved would stop at the first zero)
 
     def open(self, handle, index):
         h, ptr = _CUipcMemHandle(), ctypes.c_uint64()
-        h.reserved = handle
+        ctypes.memmove(ctypes.addressof(h), bytes(handle)[:64].ljust(64, b"\0"), 64)
         self._push(index)
         try:
             # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (1): another GPU of the node maps it too.
-            self._check(self._cu.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
+            self._check(self._cu.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, 1), "cuIpcOpenMemHandle")
         finally:
             self._pop()
         return _CudaMapping(self, ptr.value, index)
@@ -223,7 +236,7 @@ class CudaDriver(DeviceApi):
     def close(self, address, index):
         self._push(index)
         try:
-            self._cu.cuIpcCloseMemHandle(ctypes.c_uint64(address))
+            self._cu.cuIpcCloseMemHandle(address)
         finally:
             self._pop()
 
@@ -258,14 +271,17 @@ def use_device(api):
 
 def device():
     """This process's DeviceApi, or None (no GPU, no torch, no libcuda, or GPU objects switched off)."""
-    global _api, _api_tried
+    global _api, _api_tried, last_error
     if not _api_tried:
-        _api_tried = True
         torch = sys.modules.get("torch")
-        if os.environ.get(ENV_SWITCH, "1") != "0" and torch is not None and torch.cuda.is_available():
+        if torch is None:
+            return None  # (asked again once torch is loaded)
+        _api_tried = True
+        if os.environ.get(ENV_SWITCH, "1") != "0" and torch.cuda.is_available():
             try:
                 _api = CudaDriver(torch)
-            except OSError:  # (no libcuda.so.1: a CUDA stub without a driver)
+            except Exception as e:  # noqa: BLE001 - no libcuda.so.1, or its cuInit failed: only staged
+                last_error = f"GPU objects are off in this process: {type(e).__name__}: {e}"
                 _api = None
     return _api
 
