@@ -25,6 +25,7 @@ ROWS = {
     "tasks-sync": ("phalanx.get(noop.remote())", 1),
     "tasks-async": ("phalanx.get([noop.remote() for _ in range(1000)])", 1000),
     "put-calls": ("phalanx.put(0)", 1),
+    "actor-calls-sync": ("phalanx.get(pinger.ping.remote())", 1),
     "actor-calls-async": ("phalanx.get([pinger.ping.remote() for _ in range(1000)])", 1000),
     "actor-calls-args": ("phalanx.get([pinger.echo.remote(ARG) for _ in range(1000)])", 1000),
     "async-actor-calls": ("phalanx.get([async_pinger.ping.remote() for _ in range(1000)])", 1000),
@@ -62,7 +63,7 @@ def noop():
 def spread():
     return None
 
-if "[pinger." in {call!r}:
+if "pinger." in {call!r}.replace("async_pinger.", ""):
     pinger = phalanx.remote(_Pinger).remote()
     phalanx.get(pinger.ping.remote())
 if "[async_pinger." in {call!r}:

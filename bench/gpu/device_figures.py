@@ -58,6 +58,16 @@ def timed(f, repeat):
     return statistics.median(ts)
 
 
+def timed_get(ref):
+    """(seconds, value) of a get of `ref` once it is ready, the GPU synchronised around it."""
+    phalanx.wait([ref], timeout=120)
+    sync()
+    t0 = time.perf_counter()
+    v = phalanx.get(ref, timeout=120)
+    sync()
+    return time.perf_counter() - t0, v
+
+
 def _text(x):
     """What a timed-out subprocess had written (bytes or str, or None)."""
     return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
@@ -188,12 +198,8 @@ def gpu_object_same_gpu(sizes):
         times = []
         for k in range(3):
             ref = p.make.remote(nbytes, float(k))
-            phalanx.wait([ref], timeout=120)
-            sync()
-            t0 = time.perf_counter()
-            v = phalanx.get(ref, timeout=120)
-            sync()
-            times.append(time.perf_counter() - t0)
+            seconds, v = timed_get(ref)
+            times.append(seconds)
             equal = bool((v == float(k)).all()) and v.device.type == DEVICE
             out["ok"] = out["ok"] and equal
             del v, ref
@@ -336,13 +342,8 @@ def actor_to_driver(nbytes):
     phalanx.get(p.ready.remote(), timeout=120)
     times, ok = [], True
     for _ in range(3):
-        ref = p.make.remote(nbytes, DEVICE)
-        phalanx.wait([ref], timeout=120)
-        sync()
-        t0 = time.perf_counter()
-        v = phalanx.get(ref, timeout=120)
-        sync()
-        times.append(time.perf_counter() - t0)
+        seconds, v = timed_get(p.make.remote(nbytes, DEVICE))
+        times.append(seconds)
         ok = ok and v.device.type == DEVICE and bool((v == 1).all())
     phalanx.kill(p)
     return {"get_gbps": gbps(nbytes, statistics.median(times)), "bytes_equal": ok}
