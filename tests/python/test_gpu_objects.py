@@ -74,6 +74,11 @@ class Producer:
     def kept(self):
         return gpu_objects.holder().num_kept()
 
+    @phalanx.method(num_returns="streaming")
+    def stream(self, n):
+        for k in range(n):
+            yield torch.full((MIB,), float(k))
+
     def allocated(self):
         return self.device.allocated
 
@@ -395,3 +400,15 @@ def test_the_cuda_driver_passes_handles_and_contexts_whole(tmp_path):
     with pytest.raises(RuntimeError, match="cuIpcOpenMemHandle failed: CUDA driver error 400"):
         driver.open(bytes(64), 0)
     assert lib.fake_pushed() == 0
+
+
+def test_a_generators_items_are_gpu_objects_too(cluster, fake_gpu):
+    device, folder = fake_gpu
+    producer = Producer.remote(folder)
+    refs = list(producer.stream.remote(2))
+    items = [phalanx.get(r, timeout=30) for r in refs]
+    assert [float(t[0]) for t in items] == [0.0, 1.0] and device.opened == 2
+    assert phalanx.get(producer.kept.remote(), timeout=30) == 2
+    del refs, items
+    _frees(producer, "the producer to free its items' GPU copies")
+    phalanx.kill(producer)

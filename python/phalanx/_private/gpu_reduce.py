@@ -158,10 +158,13 @@ def start(out_id, refs, op, want, timeout_s, index):
 def _loop(q):
     while True:
         r = q.get()
-        if state.mode is None:  # (shut down meanwhile)
+        try:
+            if state.mode is not None:  # (else shut down meanwhile: its ref went with the session)
+                r.run()
+        except BaseException:  # noqa: BLE001 - not even its error could be stored (disconnected): the next runs
+            pass
+        finally:
             r.done.set()
-            continue
-        r.run()
 
 
 def inputs_of(out_id, timeout_s):

@@ -241,8 +241,8 @@ class _Stream:
         self.consumed = 0
         self.ended = False
 
-    def _hand_in(self, kind, meta, bufs, contained):
-        oid = self._next_id()
+    def _hand_in(self, kind, meta, bufs, contained, oid=None):
+        oid = oid or self._next_id()
         _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, kind, meta, bufs, contained, True),
                                          contained))
         self.count += 1
@@ -252,12 +252,13 @@ class _Stream:
 
     def put(self, value):
         """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
+        oid = self._next_id()
         try:
-            meta, bufs, contained = ser.serialize(value, self._next_id())
+            meta, bufs, contained = ser.serialize(value, oid)
         except Exception as e:
             raise SerializationError(f"item {self.count} of {self.name} cannot be pickled: "
                                      f"{type(e).__name__}: {e}") from e
-        self._hand_in(ser.kind_of(value), meta, bufs, contained)
+        self._hand_in(ser.kind_of(value), meta, bufs, contained, oid)
         return 0 < self.backpressure <= self.count - self.consumed
 
     def failed(self, e):
