@@ -128,12 +128,12 @@ def hardware(nbytes):
 def staged_only():
     """CUDA tensors only staged through the store while inside (GPU objects off in this process)."""
     from phalanx._private import gpu_objects
-    saved = gpu_objects._api, gpu_objects._api_tried
+    api = gpu_objects.device()
     gpu_objects.use_device(None)
     try:
         yield
     finally:
-        gpu_objects._api, gpu_objects._api_tried = saved
+        gpu_objects.use_device(api)
 
 
 def put_get(nbytes):

@@ -55,14 +55,19 @@ void BindObjects(pyb::module_& m) {
   m.def("next_put_id", [] { return pyb::bytes(RequireCore()->NextPutId()); });
   m.def("object_id", [](pyb::bytes task_id, uint32_t index) { return pyb::bytes(MakeObjectId(task_id, index)); });
   m.def("adopt_ref", [](pyb::bytes id) { return AdoptRef(id); });
-  m.def("get", [](std::vector<std::string> ids, int64_t timeout_ms) {
-    auto core = RequireCore();
-    auto r = WithoutGil([&] { return core->Get(ids, timeout_ms); });
-    ThrowIfError(r.status());
-    pyb::list out;
-    for (auto& v : r.value()) out.append(ValueToPython(core, v));
-    return out;
-  });
+  m.def(
+      "get",
+      [](std::vector<std::string> ids, int64_t timeout_ms, bool locate_only) {
+        auto core = RequireCore();
+        auto r = WithoutGil([&] { return core->Get(ids, timeout_ms, locate_only); });
+        ThrowIfError(r.status());
+        pyb::list out;
+        for (auto& v : r.value()) out.append(ValueToPython(core, v));
+        return out;
+      },
+      pyb::arg("ids"), pyb::arg("timeout_ms"), pyb::arg("locate_only") = false,
+      "Values of `ids` (kind, payload); `locate_only`: an object on another node is not copied here "
+      "(it comes back pending).");
 
   m.def("wait", [](std::vector<std::string> ids, int num_returns, int64_t timeout_ms, bool fetch_local) {
     auto core = RequireCore();

@@ -89,8 +89,6 @@ class _Mapping:
 def install(folder, uuid="FAKE-GPU-0"):
     """Makes a SharedMemoryDevice on GPU `uuid` this process's device, with CPU tensors playing CUDA ones."""
     device = SharedMemoryDevice(folder, uuids=(uuid,))
-    gpu_objects.shutdown()
-    gpu_objects._mappings = None
-    gpu_objects.use_device(device)
+    gpu_objects.reset(device)
     tensors.on_gpu = lambda t: True
     return device

@@ -49,13 +49,9 @@ def fake_gpu(tmp_path, monkeypatch):
     folder = str(tmp_path)
     monkeypatch.setattr(tensors, "on_gpu", lambda t: True)
     device = fake_gpu_device.SharedMemoryDevice(folder)
-    gpu_objects.shutdown()
-    gpu_objects._mappings = None
-    gpu_objects.use_device(device)
+    gpu_objects.reset(device)
     yield device, folder
-    gpu_objects.shutdown()
-    gpu_objects._mappings = None
-    gpu_objects._api, gpu_objects._api_tried = None, False
+    gpu_objects.reset()
 
 
 @phalanx.remote

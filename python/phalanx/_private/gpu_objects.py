@@ -432,14 +432,17 @@ class _Slot:
         self.piece, self.buffer = piece, buffer
 
     def __reduce__(self):
-        return _descriptor_of, (self.buffer,)
+        return place_of, (self.buffer,)
 
 
-def _descriptor_of(buf):
-    """(unpickling) The Place a value's descriptor names, or None. Only the
-    object it names is read from the GPU: bytes made of it under another id
-    (a reduce's result, an allreduce's copies) are read as stored."""
+def place_of(buf):
+    """The Place a stored value's descriptor `buf` names, or None (unpickling
+    calls it too). Only the object it names is read from the GPU: bytes made
+    of it under another id (a reduce's result, an allreduce's copies) are
+    read as stored."""
     view = memoryview(buf)
+    if view.nbytes != DESCRIPTOR_BYTES:
+        return None
     place = decode(view)
     if place is None or getattr(view.obj, "object_id", None) != place.object_id:
         return None
@@ -542,41 +545,49 @@ def read(place, offset, nbytes):
     return None
 
 
-_holder = None
-_mappings = None
+_parts = {}  # Holder / Mappings -> this process's one, made on first use
 _parts_lock = threading.Lock()
+
+
+def _part(kind):
+    with _parts_lock:
+        part = _parts.get(kind)
+        if part is None:
+            part = _parts[kind] = kind(device())
+        return part
 
 
 def holder():
     """This process's Holder (made on its first GPU object)."""
-    global _holder
-    with _parts_lock:
-        if _holder is None:
-            _holder = Holder(device())
-        return _holder
+    return _part(Holder)
 
 
 def mappings():
     """This process's Mappings (made on its first mapped read)."""
-    global _mappings
-    with _parts_lock:
-        if _mappings is None:
-            _mappings = Mappings(device())
-        return _mappings
+    return _part(Mappings)
 
 
 def shutdown():
     """Lets every kept pack go and stops the Holder's thread (api.shutdown)."""
-    global _holder
     with _parts_lock:
-        h, _holder = _holder, None
+        h = _parts.pop(Holder, None)
     if h is not None:
         h.close()
+
+
+def reset(api=None):
+    """Starts this process's GPU objects afresh on `api` (tests give a
+    stand-in; None: found again from torch on the next use)."""
+    global _api, _api_tried
+    shutdown()
+    with _parts_lock:
+        _parts.clear()
+    _api, _api_tried = api, api is not None
 
 
 def drop(object_id):
     """Lets the GPU copy of `object_id` go, if this process kept one (a put that failed)."""
     with _parts_lock:
-        h = _holder
+        h = _parts.get(Holder)
     if h is not None:
         h.drop(object_id)

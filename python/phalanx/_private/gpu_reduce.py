@@ -34,18 +34,19 @@ def is_gpu_object(payload):
         _, _, bufs = ser.unpack(payload)
     except Exception:  # noqa: BLE001 - not a value of ours: not one
         return False
-    return len(bufs) >= 2 and len(bufs[-1]) == gpu_objects.DESCRIPTOR_BYTES and \
-        gpu_objects.decode(bufs[-1]) is not None
+    return len(bufs) >= 2 and gpu_objects.place_of(bufs[-1]) is not None
 
 
 def any_ready_gpu_object(refs):
-    """Whether an input already here is a GPU object (a reduce then runs on this process's GPU)."""
+    """Whether an input already here is a GPU object (a reduce then runs on
+    this process's GPU). Only this node's store is looked at: nothing is
+    copied from another node to find out."""
     ids = [r.binary() for r in refs]
     ready = _core.wait(ids, len(ids), 0, False)
     if not ready:
         return False
     found = False
-    for kind, payload in _core.get(ready[:8], 0):
+    for kind, payload in _core.get(ready[:8], 0, locate_only=True):
         found = found or (kind == 1 and is_gpu_object(payload))
     return found
 
@@ -70,11 +71,12 @@ class GpuReduce:
         self.out_id, self.refs, self.op, self.want = out_id, list(refs), op, want
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.index = index
+        self._position = {r.binary(): i for i, r in enumerate(self.refs)}
         self.used = []  # the input refs combined, in order
         self.done = threading.Event()
 
     def _name(self, ref):
-        return f"input {self.refs.index(ref)} ({ref!r})"
+        return f"input {self._position[ref.binary()]} ({ref!r})"
 
     def run(self):
         try:
