@@ -31,6 +31,8 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::BUNDLE_PREPARE:
     case rpc::BUNDLE_COMMIT:
     case rpc::BUNDLE_RETURN:
+    case rpc::GROUP_HELLO:
+    case rpc::GROUP_ABORT:
       return kSmallBody;
     case rpc::PG_CREATE:
       return kListBody;  // (up to 10,000 bundles)
@@ -69,6 +71,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::STREAM_DROP:
     case rpc::DEVICE_HELD:
     case rpc::DEVICE_OBJECTS_FREED:
+    case rpc::GROUP_DATA:  // (a chunk of a call: GroupCollectives::kChunkBytes and a small head)
       return kListBody;
     // Tasks and results with their inline values.
     case rpc::SUBMIT_TASK:

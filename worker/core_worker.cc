@@ -71,6 +71,8 @@ CoreWorker::CoreWorker(std::unique_ptr<BlockingConnection> conn, const CoreWorke
                        const std::string& cluster_token, std::shared_ptr<const TlsContext> tls)
     : options_(options),
       me_(std::move(me)),
+      cluster_token_(cluster_token),
+      tls_(tls),
       channel_(std::move(conn), &refs_, options.grace_ms),
       io_(cluster_token, std::move(tls), [this](uint64_t c, std::vector<Frame>& f) { OnDirectFrames(c, f); },
           [this](uint64_t c, const Status& why) { OnDirectClose(c, why); }),
@@ -272,6 +274,20 @@ void CoreWorker::AdoptLocalRef(const std::string& id) { refs_.Adopt(id); }
 void CoreWorker::RemoveLocalRef(const std::string& id) { Apply(refs_.Remove(id)); }
 int64_t CoreWorker::LocalRefCount(const std::string& id) { return refs_.Count(id); }
 Status CoreWorker::Flush() { return channel_.Flush(); }
+
+Result<std::unique_ptr<GroupChannel>> CoreWorker::OpenGroupChannel(const std::string& group, int rank, int world) {
+  GroupChannel::Options o;
+  o.token = cluster_token_;
+  o.tls = tls_;
+  o.node_id = me_.node_id;
+  o.node_address = me_.node_address;
+  o.session_dir = me_.session_dir;
+  o.group = group;
+  o.rank = rank;
+  o.world = world;
+  o.interrupted = channel_.interrupt();
+  return GroupChannel::Open(std::move(o));
+}
 
 Status CoreWorker::DeviceHeld(const std::vector<std::string>& ids) {
   rpc::ObjectIds m;

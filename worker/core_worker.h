@@ -48,6 +48,7 @@
 #include "worker/device_frees.h"
 #include "worker/direct_caller.h"
 #include "worker/direct_io.h"
+#include "worker/group_channel.h"
 #include "worker/raylet_channel.h"
 #include "worker/ref_counter.h"
 #include "worker/task_server.h"
@@ -219,6 +220,9 @@ class CoreWorker : public WorkerObjects {
   // The ids of those the raylet freed since the last call, once there is
   // one, or none after `timeout_ms`.
   std::vector<std::string> FreedDeviceObjects(int64_t timeout_ms);
+  // This process's connections as `rank` of `world` in static group `group`
+  // (listening; GroupChannel::Connect then joins the others).
+  Result<std::unique_ptr<GroupChannel>> OpenGroupChannel(const std::string& group, int rank, int world);
   // Closes the connection; later calls fail with Unavailable.
   void Shutdown();
 
@@ -239,6 +243,8 @@ class CoreWorker : public WorkerObjects {
 
   const CoreWorkerOptions options_;
   const WorkerIdentity me_;
+  const std::string cluster_token_;
+  const std::shared_ptr<const TlsContext> tls_;
   std::string gcs_address_;
   uint8_t* store_base_ = nullptr;
   uint64_t store_capacity_ = 0;

@@ -214,7 +214,7 @@ Status DirectIo::WriteOutLocked(Conn& c) {
     c.tls->TakeOutput(&c.wire);
   }
   std::string& pending = c.tls ? c.wire : c.out;
-  size_t off = 0;
+  size_t off = c.written;
   while (off < pending.size()) {
     if (c.fd < 0) return Status::Unavailable(c.peer + " is closed");
     ssize_t n = ::send(c.fd, pending.data() + off, pending.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -228,11 +228,22 @@ Status DirectIo::WriteOutLocked(Conn& c) {
       std::string why = std::strerror(errno);
       ::shutdown(c.fd, SHUT_RDWR);  // the poll thread reports the close
       pending.clear();
+      c.written = 0;
       return Status::Unavailable("cannot write to " + c.peer + ": " + why);
     }
     off += static_cast<size_t>(n);
   }
-  pending.erase(0, off);
+  // What was written goes from the front only once it is most of the queue:
+  // a socket that takes a large queue a little at a time costs one move of
+  // it, not one per write.
+  if (off == pending.size()) {
+    pending.clear();
+    off = 0;
+  } else if (off >= kQueuedBytes && off >= pending.size() / 2) {
+    pending.erase(0, off);
+    off = 0;
+  }
+  c.written = off;
   return Status::OK();
 }
 

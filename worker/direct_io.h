@@ -82,6 +82,7 @@ class DirectIo {
     // written (`out` is encrypted into it as the socket takes bytes).
     std::unique_ptr<TlsSession> tls;
     std::string wire;       // guarded by write_mu
+    size_t written = 0;     // bytes at the front of `out` (TLS: `wire`) already written; guarded by write_mu
     bool tls_bound = false;  // the handshake is bound to the channel; poll thread
     std::atomic<bool> unread{false};  // TLS: bytes decrypted or fed and not yet read
     bool blocked = false;   // the socket took no more: the poll thread writes `out` (POLLOUT); guarded

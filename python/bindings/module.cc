@@ -91,5 +91,6 @@ PYBIND11_MODULE(_core, m) {
   BindTasks(m);
   BindActors(m);
   BindCollectives(m);
+  BindGroups(m);
   BindGcs(m);
 }

@@ -65,6 +65,7 @@ void BindCluster(pyb::module_& m);
 void BindTasks(pyb::module_& m);
 void BindObjects(pyb::module_& m);
 void BindCollectives(pyb::module_& m);
+void BindGroups(pyb::module_& m);
 void BindGcs(pyb::module_& m);
 void BindObjectRef(pyb::module_& m);
 void BindSerialization(pyb::module_& m);
