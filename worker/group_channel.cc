@@ -267,6 +267,11 @@ Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const 
       }
     }
   }
+  waiting_for_ = from;
+  struct Clear {
+    std::atomic<int>& w;
+    ~Clear() { w = -1; }
+  } clear{waiting_for_};
   while (true) {
     auto f = failed_.find(call);
     if (f != failed_.end()) return Status(StatusCode::kCollectiveFailed, f->second);
@@ -288,7 +293,7 @@ Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const 
     }
     auto now = Clock::now();
     if (now >= deadline) {
-      return Status::TimedOut(NameLocked(o_.rank) + " waited past the call's deadline for " + NameLocked(from));
+      return Status::TimedOut(NameLocked(o_.rank) + " waited for " + NameLocked(from) + " until the call's deadline");
     }
     cv_.wait_until(l, std::min(deadline, now + kInterruptSlice));
     if (o_.interrupted && Clock::now() < deadline) {

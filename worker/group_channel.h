@@ -21,6 +21,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -80,6 +81,8 @@ class GroupChannel : public collectives::GroupLinks {
                        bool whole_group) override;
   void Abort(uint64_t call, const std::string& why) override;
   void Done(uint64_t call) override;
+  // The rank a Recv waits for now (-1: none), for the stuck-call report.
+  int waiting_for() const { return waiting_for_.load(); }
 
  private:
   explicit GroupChannel(Options options);
@@ -97,6 +100,7 @@ class GroupChannel : public collectives::GroupLinks {
   bool Finished(uint64_t call) const;                    // REQUIRES mu_
 
   const Options o_;
+  std::atomic<int> waiting_for_{-1};
   std::vector<std::string> addresses_;
   std::string unix_path_;
   DirectIo io_;

@@ -113,7 +113,7 @@ def test_a_blocked_wait_generator_and_group_call_each_report_once(stuck_log):
     assert "a generator's next() has waited 1 s for its item 0" in reports[1], reports[1]
     assert "has not finished" in reports[1], reports[1]
     assert "group 'late' barrier" in reports[2] and "on rank 0 has waited 1 s" in reports[2], reports[2]
-    assert "not arrived: rank 1 (node " in reports[2], reports[2]
+    assert "it waits for rank 1 (pid " in reports[2], reports[2]
 
 
 def test_phalanx_stack_prints_every_worker_and_driver_stack(fresh_cluster):

@@ -1,29 +1,25 @@
 """Static collective groups: processes (usually actors) that know their peers
 call init_group(world_size, rank, group_name) once, then in-place
-allreduce/broadcast/allgather/reducescatter/barrier, as with Ray's
+allreduce/broadcast/allgather/reducescatter/barrier/send/recv, as with Ray's
 collective library.
 
-The arrays travel over the object layer, as everything else does; nothing
-goes through a coordinator process:
+The ranks meet once, at init_group, through the GCS (scheduler/
+rendezvous.h): each hands in where it listens, and every pair of ranks then
+opens one authenticated connection (a Unix socket between ranks on one
+node, TCP between nodes, TLS under --tls: worker/group_channel.h). Every
+later call goes rank to rank over those connections, in C++ with the GIL
+released, with no GCS and no raylet on its path
+(collectives/group_collectives.h): allreduce by recursive doubling for small
+arrays and a pipelined ring for large ones, broadcast by a binomial tree or a
+pipelined chain, allgather and reducescatter by the ring.
 
-- the ranks meet at a rendezvous in the GCS (scheduler/rendezvous.h): each
-  hands in where its array is (object id, node, size) with its dtype and
-  shape, and gets every rank's. Every rank checks the same facts, so a
-  mismatch (another call, dtype or shape) raises the same clear error on
-  every rank before any bytes move;
-- allreduce (and reducescatter): rank 0 asks its raylet for the ring
-  allreduce over the ranks' arrays (collectives/allreduce.h), each result
-  made on its rank's node, where the rank waits for it;
-- broadcast and allgather: each rank reads the arrays it needs from their
-  nodes; many readers of one array form a pipelined chain (the transfer
-  layer's receiver-driven broadcast). The ranks then meet once more, so
-  that no array is freed while another rank still reads it, and every rank
-  learns whether all succeeded.
-
-Each call takes `timeout` (seconds; None waits for ever); a rank that does
-not come raises GetTimeoutError naming the ranks missing. A rank whose
-process exits or whose node dies fails the others' calls at once, timeout
-or not (CollectiveError naming it), and every later call of the group."""
+Every message says what its sender thinks the call is ("allreduce sum
+float32 (1000,)"): ranks that disagree (another call, dtype or shape) all
+raise a CollectiveError naming both, and the group goes on. Each call takes
+`timeout` (seconds; None waits for ever); a rank that times out tells the
+others, so none waits for it. A rank whose process exits (or whose node
+becomes unreachable: keepalive) fails the others' calls at once, naming it,
+and every later call of the group."""
 import contextlib
 import os
 import pickle
@@ -42,6 +38,7 @@ _groups = {}
 _NOT_WATCHED = contextlib.nullcontext()
 _lock = threading.Lock()
 OPS = ("sum", "prod", "min", "max")  # the reduce ops every collective takes
+_P2P = 1 << 63  # point-to-point calls are numbered apart from the group's calls
 
 
 def check_op(op):
@@ -54,12 +51,6 @@ def _is_tensor(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _put(array):
-    """A store object holding `array` (other nodes copy only store objects): (ref, stored size)."""
-    value = array.detach().contiguous() if _is_tensor(array) else np.ascontiguousarray(array)
-    return api.put_sized(value, in_store=True)
-
-
 def _assign(dst, src):
     """dst[...] = src, in place (a tensor that requires grad too)."""
     if _is_tensor(dst):
@@ -70,185 +61,161 @@ def _assign(dst, src):
         dst[...] = src
 
 
-class _Call:
-    """One collective call of one rank: its deadline and its rendezvous.
-    `pair` = (src, dst): a point-to-point call, met by those two ranks only."""
+def _dtype_name(array):
+    return str(array.dtype).replace("torch.", "")
 
-    def __init__(self, group, kind, timeout, pair=None):
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be positive or None, got {timeout}")
-        if pair is None:
-            group.seq += 1
-            self.seq = group.seq
-            self.ranks = list(range(group.world_size))
+
+class _Buffer:
+    """A C-contiguous numpy view of `array` for the C++ side: the array's own
+    memory when it is contiguous (and writable, if `writable`), else a copy
+    that done() writes back."""
+
+    def __init__(self, array, writable=True):
+        self.array, self.copied = array, False
+        if _is_tensor(array):
+            torch = sys.modules["torch"]
+            t = array.detach()
+            if not t.is_contiguous():
+                t, self.copied = t.contiguous(), True
+            # bfloat16 has no numpy dtype: its bits travel as int16 (the C++ side reads dtype by name)
+            self.view = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
         else:
-            n = group.pair_seq[pair] = group.pair_seq.get(pair, 0) + 1
-            self.seq = f"p2p{pair[0]}>{pair[1]}:{n}"
-            self.ranks = list(pair)
-        self.g, self.kind = group, kind
-        self.deadline = None if timeout is None else time.monotonic() + timeout
+            view = array
+            if not view.flags.c_contiguous or (writable and not view.flags.writeable):
+                view, self.copied = np.ascontiguousarray(view).copy(), True
+            self.view = view
 
-    def what(self):
-        return f"group '{self.g.name}' {self.kind} (call {self.seq})"
-
-    def left_ms(self):
-        """Milliseconds to the deadline (at least 1), or -1 without one."""
-        if self.deadline is None:
-            return -1
-        return max(1, int((self.deadline - time.monotonic()) * 1000))
-
-    def left_s(self):
-        return None if self.deadline is None else max(0.001, self.deadline - time.monotonic())
-
-    def meet(self, phase, payload):
-        """Every rank's payload (by rank), once all have handed theirs in."""
-        key = f"{self.g.name}:{self.g.nonce}:{self.seq}:{phase}"
-        r = self.ranks
-        left = self.left_ms()
-        try:
-            with _stuck.watch(lambda waited: self.stuck(key, waited)) if left < 0 or left > _stuck.threshold_ms() \
-                    else _NOT_WATCHED:
-                raw = _core.rendezvous(key, r.index(self.g.rank), len(r), pickle.dumps(payload), left,
-                                       [self.g.nodes[i] for i in r], [self.g.clients[i] for i in r])
-        except GetTimeoutError as e:
-            raise GetTimeoutError(f"{self.what()}: {e}") from None
-        except CollectiveError as e:  # a rank's node died or its process exited
-            raise CollectiveError(f"{self.what()}: {e}") from None
-        return [pickle.loads(p) for p in raw]
-
-    def stuck(self, key, waited):
-        """The stuck-call report of a meeting: which ranks have not arrived, and where they are."""
-        try:
-            arrived = set(_stuck.arrived_ranks(key))
-        except Exception as e:  # noqa: BLE001 - (the GCS may be away)
-            return f"{self.what()} on rank {self.g.rank} has waited {waited:.0f} s for the other ranks " \
-                   f"(the GCS could not say which: {e})"
-        me = self.ranks.index(self.g.rank)
-        missing = [self.ranks[x] for x in range(len(self.ranks)) if x not in arrived and x != me]
-        where = ", ".join(f"rank {m} (node {self.g.nodes[m].hex()[:12]})" for m in missing) or "none (completing)"
-        return (f"{self.what()} on rank {self.g.rank} has waited {waited:.0f} s for the other ranks; "
-                f"not arrived: {where}")
-
-    def agree(self, metas, fields):
-        """Raises the same CollectiveError on every rank unless all ranks made
-        this call with the same `fields` (kind, op, dtype, shape, ...)."""
-        first = metas[0]
-        for r, m in enumerate(metas):
-            for f in ("kind",) + fields:
-                if m.get(f) != first.get(f):
-                    raise CollectiveError(
-                        f"{self.what()}: rank {r} has {f} {m.get(f)!r} but rank 0 has {first.get(f)!r}; every rank "
-                        "must make the same calls in the same order, with arrays of one dtype and shape")
-
-    def finish(self, error):
-        """The last meeting: every rank says whether it succeeded; raises if any did not."""
-        outcomes = self.meet("end", None if error is None else f"{type(error).__name__}: {error}")
-        if error is not None:
-            raise error
-        for r, why in enumerate(outcomes):
-            if why is not None:
-                raise CollectiveError(f"{self.what()}: rank {r} failed: {why}")
+    def done(self):
+        if self.copied:
+            torch = sys.modules.get("torch")
+            src = self.view
+            if _is_tensor(self.array) and self.array.dtype == torch.bfloat16:
+                src = torch.from_numpy(src).view(torch.bfloat16)
+            _assign(self.array, src)
 
 
-def _meta(kind, array, ref=None, size=0, **extra):
-    m = {"kind": kind, "dtype": str(array.dtype), "shape": tuple(array.shape), "node": state.info["node_id"],
-         "id": None if ref is None else ref.binary(), "size": size}
-    m.update(extra)
-    return m
-
-
-def _locate(metas, ranks):
-    """Refs (held by this process) to the arrays of `ranks`, read from their nodes when got."""
-    ids = [metas[r]["id"] for r in ranks]
-    refs = [_core.ObjectRef(i) for i in ids]
-    _core.locate(ids, [metas[r]["node"] for r in ranks], [metas[r]["size"] for r in ranks])
-    return refs
+def _what(kind, array=None, **facts):
+    """What a call is, as every rank must say it ("allreduce op=sum float32 (1000,)")."""
+    parts = [kind] + [f"{k}={v}" for k, v in facts.items()]
+    if array is not None:
+        parts += [_dtype_name(array), str(tuple(array.shape))]
+    what = " ".join(parts)
+    return what if len(what) <= 200 else what[:180] + f"... #{hash(what) & 0xffffffff:08x}"
 
 
 class _Group:
-    def __init__(self, name, world_size, rank, nonce, nodes, clients):
+    def __init__(self, name, world_size, rank, nonce, channel, names):
         self.name, self.world_size, self.rank, self.nonce = name, world_size, rank, nonce
-        self.nodes, self.clients = nodes, clients  # each rank's node and process: a wait fails when one dies
+        self.channel = channel  # _core.Group (None for the NCCL backend)
+        self.names = names  # how errors name each rank
         self.seq = 0
         self.pair_seq = {}  # (src, dst) -> point-to-point calls made between them
         self.nccl = None  # backend="nccl": the NCCL communicator (nccl.py)
 
-    def allreduce(self, array, op, timeout, kind="allreduce"):
-        """op over every rank's `array`: a read-only view on the result in
-        this node's store (copy out of it; it goes with the view)."""
-        call = _Call(self, kind, timeout)
-        ref, size = _put(array)
-        out = _core.next_put_id()
-        out_ref = _core.ObjectRef(out)  # held here before rank 0 asks for it to be made here
-        metas = call.meet("data", _meta(kind, array, ref, size, op=op, out=out))
-        call.agree(metas, ("op", "dtype", "shape"))
-        if self.rank == 0:
-            others = list(range(1, self.world_size))
-            located = _locate(metas, others)
-            outs = [m["out"] for m in metas]
-            _core.allreduce(outs, [m["id"] for m in metas], op, call.left_ms(), True)
-            for o in outs:
-                _core.adopt_ref(o)  # (the raylet holds them for us until made; we keep only ours)
-            del located
+    def _run(self, kind, timeout, call, fn):
+        """Runs fn(ms) (one call of the channel), naming the group and call in its errors."""
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive or None, got {timeout}")
+        if self.channel is None:
+            raise CollectiveError(f"group '{self.name}' was destroyed")
+        label = f"group '{self.name}' {kind} (call {call & 0xffffffffff})"
+        ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        started = time.monotonic()
+        watched = _stuck.watch(lambda waited: self._stuck(label, waited)) \
+            if timeout is None or ms > _stuck.threshold_ms() else _NOT_WATCHED
         try:
-            return api.get(out_ref, timeout=call.left_s())
+            with watched:
+                fn(ms)
         except GetTimeoutError as e:
-            raise GetTimeoutError(f"{call.what()}: the reduced array did not come: {e}") from None
+            raise GetTimeoutError(f"{label}: no answer within {time.monotonic() - started:.1f} s: {e}") from None
         except CollectiveError as e:
-            raise CollectiveError(f"{call.what()}: {e}") from None
+            raise CollectiveError(f"{label}: {e}") from None
+
+    def _stuck(self, label, waited):
+        """The stuck-call report: whom this rank waits for."""
+        channel = self.channel
+        w = channel.waiting_for if channel is not None else -1
+        whom = self.names[w] if 0 <= w < len(self.names) else "the other ranks"
+        return f"{label} on rank {self.rank} has waited {waited:.0f} s; it waits for {whom}"
+
+    def _call(self):
+        self.seq += 1
+        return self.seq
+
+    def allreduce(self, array, op, timeout):
+        call, buf = self._call(), _Buffer(array)
+        what = _what("allreduce", array, op=op)
+        self._run("allreduce", timeout, call,
+                  lambda ms: self.channel.allreduce(call, what, buf.view, _dtype_name(array), op, ms))
+        buf.done()
+
+    def reducescatter(self, array, tensor_list, op, timeout):
+        """array[...] = this rank's part (numpy.array_split along axis 0) of op
+        over the ranks' concatenated lists."""
+        call = self._call()
+        if _is_tensor(array):
+            total = sys.modules["torch"].cat([t.detach() for t in tensor_list])
+        else:
+            total = np.concatenate(tensor_list)
+        sizes = [len(x) for x in np.array_split(np.arange(total.shape[0]), self.world_size)]
+        row_cuts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+        per_row = int(np.prod(total.shape[1:], dtype=np.int64))
+        cuts = [c * per_row for c in row_cuts]
+        buf = _Buffer(total)
+        what = _what("reducescatter", total, op=op)
+        self._run("reducescatter", timeout, call, lambda ms: self.channel.reducescatter(
+            call, what, buf.view, _dtype_name(total), op, cuts, ms))
+        part = total[row_cuts[self.rank]:row_cuts[self.rank + 1]]
+        if tuple(part.shape) != tuple(array.shape):
+            raise ValueError(f"reducescatter: this rank's part is {tuple(part.shape)}, the array "
+                             f"{tuple(array.shape)}")
+        _assign(array, part)
 
     def broadcast(self, array, src_rank, timeout):
-        call = _Call(self, "broadcast", timeout)
-        ref, size = _put(array) if self.rank == src_rank else (None, 0)
-        metas = call.meet("data", _meta("broadcast", array, ref, size, src=src_rank))
-        call.agree(metas, ("src", "dtype", "shape"))
-        error = None
-        if self.rank != src_rank:
-            try:
-                _assign(array, api.get(_locate(metas, [src_rank])[0], timeout=call.left_s()))
-            except Exception as e:  # told to every rank at the last meeting
-                error = e
-        call.finish(error)
+        call, buf = self._call(), _Buffer(array)
+        what = _what("broadcast", array, src=src_rank)
+        self._run("broadcast", timeout, call,
+                  lambda ms: self.channel.broadcast(call, what, buf.view, src_rank, ms))
+        buf.done()
 
     def allgather(self, tensor_list, array, timeout):
-        call = _Call(self, "allgather", timeout)
-        ref, size = _put(array)
-        metas = call.meet("data", _meta("allgather", array, ref, size))
-        call.agree(metas, ("dtype", "shape"))
-        error = None
-        try:
-            others = [r for r in range(self.world_size) if r != self.rank]
-            values = api.get(_locate(metas, others), timeout=call.left_s())
-            for r, v in zip(others, values):
-                _assign(tensor_list[r], v)
-            _assign(tensor_list[self.rank], array)
-        except Exception as e:
-            error = e
-        call.finish(error)
+        call, mine = self._call(), _Buffer(array, writable=False).view
+        blocks = np.empty((self.world_size,) + mine.shape, mine.dtype)
+        blocks[self.rank] = mine
+        what = _what("allgather", array)
+        self._run("allgather", timeout, call, lambda ms: self.channel.allgather(call, what, blocks, ms))
+        torch = sys.modules.get("torch")
+        for r in range(self.world_size):
+            src = blocks[r]
+            if torch is not None and _is_tensor(tensor_list[r]) and tensor_list[r].dtype == torch.bfloat16:
+                src = torch.from_numpy(src).view(torch.bfloat16)
+            _assign(tensor_list[r], src)
 
     def barrier(self, timeout):
-        call = _Call(self, "barrier", timeout)
-        call.agree(call.meet("data", {"kind": "barrier"}), ())
+        call = self._call()
+        self._run("barrier", timeout, call, lambda ms: self.channel.barrier(call, "barrier", ms))
+
+    def _pair_call(self, src, dst):
+        n = self.pair_seq[(src, dst)] = self.pair_seq.get((src, dst), 0) + 1
+        return _P2P | (src << 42) | (dst << 21) | (n & 0x1fffff)
 
     def send(self, array, dst_rank, timeout):
-        """Hands `array` to dst_rank's matching recv; returns once it has it."""
-        call = _Call(self, "p2p", timeout, pair=(self.rank, dst_rank))
-        ref, size = _put(array)
-        metas = call.meet("data", _meta("p2p", array, ref, size))
-        call.agree(metas, ("dtype", "shape"))
-        call.finish(None)  # (the receiver has copied it: the ref may go)
+        """Hands `array` to dst_rank's matching recv (the bytes are copied: returns without waiting for it)."""
+        call, buf = self._pair_call(self.rank, dst_rank), _Buffer(array, writable=False)
+        what = _what("p2p", array)
+        self._run("send", timeout, call, lambda ms: self.channel.send(call, what, buf.view, dst_rank, ms))
 
     def recv(self, array, src_rank, timeout):
         """array[...] = what src_rank's matching send sent."""
-        call = _Call(self, "p2p", timeout, pair=(src_rank, self.rank))
-        metas = call.meet("data", _meta("p2p", array))
-        call.agree(metas, ("dtype", "shape"))
-        error = None
-        try:
-            _assign(array, api.get(_locate(metas, [0])[0], timeout=call.left_s()))
-        except Exception as e:  # told to the sender at the last meeting
-            error = e
-        call.finish(error)
+        call, buf = self._pair_call(src_rank, self.rank), _Buffer(array)
+        what = _what("p2p", array)
+        self._run("recv", timeout, call, lambda ms: self.channel.recv(call, what, buf.view, src_rank, ms))
+        buf.done()
+
+    def close(self):
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
 
 
 BACKENDS = ("object", "nccl")
@@ -276,27 +243,45 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
         if group_name in _groups:
             raise ValueError(f"this process is already in group '{group_name}' (destroy_group first)")
     ms = -1 if timeout is None else max(1, int(timeout * 1000))
+    started = time.monotonic()
     me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
-          "client": state.info["client_id"], "backend": backend}
+          "client": state.info["client_id"], "backend": backend, "pid": os.getpid()}
+    channel = None
+    if backend == "object":
+        channel = _core.open_group(group_name, rank, world_size)  # listening: its addresses go to the meeting
+        me["addresses"] = channel.addresses
     if backend == "nccl":
         nccl.choose_interface()  # before NCCL first runs here: it reads the interface once per process
     if backend == "nccl" and rank == 0:
         me["nccl_id"] = nccl.new_unique_id()  # handed to every rank by the rendezvous
     try:
-        raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
-    except GetTimeoutError as e:
-        raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
-    except ValueError as e:  # ranks that disagree on the size
-        raise ValueError(f"group '{group_name}' was not formed: {e}") from None
-    joined = [pickle.loads(p) for p in raw]
-    for r, j in enumerate(joined):
-        if j["world"] != world_size:
-            raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank {world_size}")
-        if j.get("backend", "object") != backend:
-            raise ValueError(f"group '{group_name}': rank {r} asked for backend {j.get('backend', 'object')!r}, "
-                             f"this rank {backend!r}")
-    g = _Group(group_name, world_size, rank, joined[0]["nonce"], [j["node"] for j in joined],
-               [j["client"] for j in joined])
+        try:
+            raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
+        except GetTimeoutError as e:
+            raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
+        except ValueError as e:  # ranks that disagree on the size
+            raise ValueError(f"group '{group_name}' was not formed: {e}") from None
+        joined = [pickle.loads(p) for p in raw]
+        for r, j in enumerate(joined):
+            if j["world"] != world_size:
+                raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank "
+                                 f"{world_size}")
+            if j.get("backend", "object") != backend:
+                raise ValueError(f"group '{group_name}': rank {r} asked for backend "
+                                 f"{j.get('backend', 'object')!r}, this rank {backend!r}")
+        names = [f"rank {r} (pid {j.get('pid', '?')} on node {j['node'].hex()[:12]})" for r, j in enumerate(joined)]
+        if channel is not None:
+            left = -1 if timeout is None else max(1, int((timeout - (time.monotonic() - started)) * 1000))
+            try:
+                channel.connect([(j["node"], j["addresses"], n) for j, n in zip(joined, names)], joined[0]["nonce"],
+                                left if left > 0 else 30000)
+            except GetTimeoutError as e:
+                raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
+    except BaseException:
+        if channel is not None:
+            channel.close()
+        raise
+    g = _Group(group_name, world_size, rank, joined[0]["nonce"], channel, names)
     if backend == "nccl":
         g.nccl = nccl.Communicator(group_name, world_size, rank, joined[0]["nccl_id"])
     with _lock:
@@ -307,7 +292,10 @@ def destroy_group(group_name="default"):
     """Leaves the group (a later init_group with the same name forms a new one)."""
     with _lock:
         g = _groups.pop(group_name, None)
-    if g is not None and g.nccl is not None:
+    if g is None:
+        return
+    g.close()
+    if g.nccl is not None:
         g.nccl.destroy()
 
 
@@ -342,7 +330,7 @@ def group_allreduce(array, op="sum", group_name="default", timeout=None):
     if g.nccl is not None:
         return g.nccl.allreduce(array, op, timeout)
     _check_array(array, "allreduce")
-    _assign(array, g.allreduce(array, op, timeout))
+    g.allreduce(array, op, timeout)
 
 
 def group_broadcast(array, src_rank=0, group_name="default", timeout=None):
@@ -384,13 +372,7 @@ def group_reducescatter(array, tensor_list, op="sum", group_name="default", time
     _check_array(array, "reducescatter")
     for t in tensor_list:
         _check_array(t, "reducescatter", in_place=False)
-    if _is_tensor(array):
-        import torch
-        total = g.allreduce(torch.cat([t.detach() for t in tensor_list]), op, timeout, kind="reducescatter")
-        _assign(array, torch.tensor_split(total, g.world_size)[g.rank])
-    else:
-        total = g.allreduce(np.concatenate(tensor_list), op, timeout, kind="reducescatter")
-        _assign(array, np.array_split(total, g.world_size)[g.rank])
+    g.reducescatter(array, tensor_list, op, timeout)
 
 
 def group_barrier(group_name="default", timeout=None):
