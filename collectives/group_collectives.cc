@@ -19,6 +19,7 @@ std::vector<size_t> GroupCollectives::EvenCuts(size_t count, int parts) {
 }
 
 Status GroupCollectives::Finish(const GroupCall& c, Status st) {
+  if (st.ok()) st = links_->Flush(c.deadline);
   if (!st.ok()) links_->Abort(c.id, links_->Name(links_->rank()) + ": " + st.message());
   links_->Done(c.id);
   return st;
@@ -31,9 +32,10 @@ Status GroupCollectives::Take(const GroupCall& c, int from, char* into, size_t n
     return Status(StatusCode::kCollectiveFailed, links_->Name(from) + " sent " + std::to_string(m.size()) +
                                                      " bytes where this rank expected " + std::to_string(nbytes));
   }
-  if (op != nullptr) return ReduceInto(*op, type, into, m.data(), nbytes / DTypeSize(type));
-  if (nbytes > 0) std::memcpy(into, m.data(), nbytes);
-  return Status::OK();
+  Status st = op != nullptr ? ReduceInto(*op, type, into, m.data(), nbytes / DTypeSize(type)) : Status::OK();
+  if (op == nullptr && nbytes > 0) std::memcpy(into, m.data(), nbytes);
+  links_->Recycle(std::move(m.body));
+  return st;
 }
 
 Status GroupCollectives::PutAll(const GroupCall& c, int to, const char* data, size_t nbytes) {

@@ -61,10 +61,15 @@ class GroupLinks {
     return true;
   }
 
-  // Queues one message of `call` for rank `to`: `n` bytes at `data`
-  // (copied: the caller may change them at once). Never waits for the peer.
-  // Unavailable naming the rank when its connection is gone.
+  // Sends one message of `call` to rank `to`: `n` bytes at `data` (what the
+  // connection does not take at once is copied and queued: the caller may
+  // change the bytes when this returns). Never waits for the peer.
+  // kCollectiveFailed naming the rank when its connection is gone.
   virtual Status Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) = 0;
+  // Waits until every queued byte is written (taking in what arrives
+  // meanwhile), by `deadline`: a call ends with this, so no peer waits for
+  // bytes of a call this rank has left.
+  virtual Status Flush(Deadline deadline) = 0;
   // The next message of `call` from rank `from`, by `deadline`. Fails at
   // once when the call was aborted or a message of it said another `what`
   // (kCollectiveFailed), when `from` is gone, or, with `whole_group`, when
@@ -72,6 +77,9 @@ class GroupLinks {
   // at the deadline.
   virtual Result<Message> Recv(int from, uint64_t call, const std::string& what, Deadline deadline,
                                bool whole_group) = 0;
+  // Hands back the body of a message taken from Recv, for a later message
+  // to be read into (saves clearing and allocating its memory).
+  virtual void Recycle(std::string body) {}
   // Tells every other rank that `call` failed here (their waits on it end
   // with `why`).
   virtual void Abort(uint64_t call, const std::string& why) = 0;

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "core/frame.h"
 #include "core/logging.h"
@@ -150,7 +151,7 @@ Result<int> DirectIo::ListenTcp(const std::string& host) {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_ms) {
+Result<int> DirectIo::UnixWithin(const std::string& path, int64_t timeout_ms) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("socket path too long: " + path);
   addr.sun_family = AF_UNIX;
@@ -159,10 +160,7 @@ Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_
   while (true) {
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return Status::Unavailable(Errno("socket()"));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      return AddAuthenticated(fd, /*tcp=*/false, path, left);
-    }
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
     std::string err = std::strerror(errno);
     ::close(fd);
     if (Clock::now() >= deadline) return Status::Unavailable("cannot connect to " + path + ": " + err);
@@ -170,9 +168,91 @@ Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_
   }
 }
 
+Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_ms) {
+  Deadline deadline = DeadlineAfterMs(timeout_ms);
+  PHALANX_ASSIGN_OR_RETURN(int fd, UnixWithin(path, timeout_ms));
+  int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return AddAuthenticated(fd, /*tcp=*/false, path, left);
+}
+
 Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t timeout_ms) {
   PHALANX_ASSIGN_OR_RETURN(int fd, ConnectTcpWithin(host, port, timeout_ms));
   return AddAuthenticated(fd, /*tcp=*/true, host + ":" + std::to_string(port), timeout_ms);
+}
+
+Result<DirectIo::Socket> DirectIo::DialUnix(const std::string& path, int64_t timeout_ms) {
+  Deadline deadline = DeadlineAfterMs(timeout_ms);
+  PHALANX_ASSIGN_OR_RETURN(int fd, UnixWithin(path, timeout_ms));
+  int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return Authenticate(fd, /*tcp=*/false, path, left);
+}
+
+Result<DirectIo::Socket> DirectIo::DialTcp(const std::string& host, int port, int64_t timeout_ms) {
+  PHALANX_ASSIGN_OR_RETURN(int fd, ConnectTcpWithin(host, port, timeout_ms));
+  return Authenticate(fd, /*tcp=*/true, host + ":" + std::to_string(port), timeout_ms);
+}
+
+Result<DirectIo::Socket> DirectIo::Authenticate(int fd, bool tcp, const std::string& peer, int64_t timeout_ms) {
+  Socket s;
+  Status st = ClientHandshake(fd, token_, peer, std::max<int64_t>(timeout_ms, 1), tcp ? tls_ : nullptr, &s.tls);
+  if (!st.ok()) {
+    ::close(fd);
+    return st;
+  }
+  SetNonBlocking(fd);
+  if (tcp) TuneTcp(fd);
+  s.fd = fd;
+  s.tcp = tcp;
+  s.peer = peer;
+  return s;
+}
+
+struct DirectIo::DetachRequest {
+  uint64_t conn = 0;
+  std::promise<Result<Socket>> done;
+};
+
+Result<DirectIo::Socket> DirectIo::Detach(uint64_t conn, int64_t timeout_ms) {
+  auto req = std::make_shared<DetachRequest>();
+  req->conn = conn;
+  auto done = req->done.get_future();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!thread_.joinable() || stopping_) return Status::Unavailable("direct connections are stopped");
+    detaches_.push_back(req);
+  }
+  Wake();
+  if (done.wait_for(std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 1))) != std::future_status::ready) {
+    return Status::TimedOut("the poll thread did not hand over connection " + std::to_string(conn));
+  }
+  return done.get();
+}
+
+void DirectIo::DetachRequested() {
+  std::vector<std::shared_ptr<DetachRequest>> reqs;
+  std::lock_guard<std::mutex> l(mu_);
+  reqs.swap(detaches_);
+  for (auto& req : reqs) {
+    auto it = conns_.find(req->conn);
+    if (it == conns_.end()) {
+      req->done.set_value(Status::Unavailable("connection " + std::to_string(req->conn) + " is closed"));
+      continue;
+    }
+    Conn& c = *it->second;
+    std::lock_guard<std::mutex> w(c.write_mu);
+    if (c.listener || c.handshake || c.reader.buffered() > 0 || !c.out.empty() || !c.wire.empty()) {
+      req->done.set_value(Status::Unavailable(c.peer + ": its connection is busy and cannot be handed over"));
+      continue;
+    }
+    Socket s;
+    s.fd = c.fd;
+    s.tcp = c.tcp;
+    s.peer = c.peer;
+    s.tls = std::move(c.tls);
+    c.fd = -1;
+    conns_.erase(it);
+    req->done.set_value(std::move(s));
+  }
 }
 
 Result<uint64_t> DirectIo::AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms) {
@@ -411,6 +491,7 @@ void DirectIo::Loop() {
   std::vector<uint64_t> ids;
   std::vector<std::shared_ptr<Conn>> conns;
   while (!stopping_) {
+    DetachRequested();
     fds.clear();
     ids.clear();
     conns.clear();

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,26 @@ class DirectIo {
   // socket's id. Unavailable/TimedOut name the peer.
   Result<uint64_t> ConnectUnix(const std::string& path, int64_t timeout_ms);
   Result<uint64_t> ConnectTcp(const std::string& host, int port, int64_t timeout_ms);
+  // A socket taken out of (or never put in) the poll thread's care: its
+  // owner reads and writes it itself, through `tls` when it is set. The
+  // socket is non-blocking, authenticated, and (TCP) tuned as the poll
+  // thread's are. The owner closes `fd`.
+  struct Socket {
+    int fd = -1;
+    bool tcp = false;
+    std::string peer;
+    std::unique_ptr<TlsSession> tls;
+  };
+  // Connect and authenticate as ConnectUnix/ConnectTcp do, but hand the
+  // socket over instead of adding it.
+  Result<Socket> DialUnix(const std::string& path, int64_t timeout_ms);
+  Result<Socket> DialTcp(const std::string& host, int port, int64_t timeout_ms);
+  // Takes accepted or connected socket `conn` out of the poll thread's care
+  // (done by that thread, between two reads, within `timeout_ms`); on_close
+  // is never called for it. FailedPrecondition-like Unavailable if bytes of
+  // a frame not yet whole were read from it: a peer must wait for a word
+  // from the new owner before it sends more. Not from the poll thread.
+  Result<Socket> Detach(uint64_t conn, int64_t timeout_ms);
   // Writes `bytes` (whole frames) to socket `conn`. Unavailable when it is gone.
   Status Send(uint64_t conn, const std::string& bytes);
   // Queues `bytes` for `conn`: written with what else is queued for it within
@@ -94,8 +115,14 @@ class DirectIo {
   uint64_t Add(int fd, bool listener, bool tcp, std::string peer, bool authenticate = false,
               std::unique_ptr<TlsSession> tls = nullptr);
   // Runs the client side of the handshake on connected `fd` (closing it if
-  // that fails), then adds it.
+  // that fails), then adds it (or, Authenticate, hands it over).
   Result<uint64_t> AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms);
+  Result<Socket> Authenticate(int fd, bool tcp, const std::string& peer, int64_t timeout_ms);
+  // A connected Unix socket to `path`, retried until `timeout_ms`.
+  static Result<int> UnixWithin(const std::string& path, int64_t timeout_ms);
+  struct DetachRequest;
+  // Poll thread: the Detach requests that came since the last turn.
+  void DetachRequested();
   // A handshake frame on an accepted socket; false if the peer failed.
   bool OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body, Status* why);
   void Wake();
@@ -128,6 +155,7 @@ class DirectIo {
   std::atomic<bool> any_queued_{false};
   std::vector<char> raw_;  // TLS: bytes just read from a socket; poll thread only
   std::atomic<bool> stopping_{false};
+  std::vector<std::shared_ptr<DetachRequest>> detaches_;  // guarded by mu_
   std::thread thread_;  // guarded by mu_
 };
 

@@ -1,5 +1,7 @@
 #include "worker/group_channel.h"
 
+#include <poll.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,17 +16,19 @@ namespace phalanx {
 namespace {
 
 constexpr size_t kKeepFinished = 4096;  // calls remembered as over (their late messages are dropped)
+constexpr size_t kSpareBodies = 16;          // message bodies kept to read into again
+constexpr size_t kSpareAtLeast = 64 << 10;    // ... when at least this large (small ones cost nothing)
 constexpr auto kInterruptSlice = std::chrono::milliseconds(100);
+// How long a wait polls without sleeping (yielding the core between polls)
+// before it sleeps in poll: a small message usually comes within it, and a
+// wake-up from sleep costs more than the message.
+constexpr auto kSpin = std::chrono::microseconds(50);
 
-std::string RawFrame(uint16_t type, uint64_t request_id, const std::string& body) {
-  std::string out(kFrameHeaderSize + body.size(), '\0');
+FrameHeader Header(uint16_t type, uint64_t request_id) {
   FrameHeader h;
-  h.length = static_cast<uint32_t>(body.size());
   h.type = type;
   h.request_id = request_id;
-  EncodeHeader(h, out.data());
-  std::memcpy(out.data() + kFrameHeaderSize, body.data(), body.size());
-  return out;
+  return h;
 }
 
 }  // namespace
@@ -55,113 +59,134 @@ GroupChannel::GroupChannel(Options options)
     : o_(std::move(options)),
       io_(o_.token, o_.tls, [this](uint64_t c, std::vector<Frame>& f) { OnFrames(c, f); },
           [this](uint64_t c, const Status& why) { OnClose(c, why); }),
-      conn_of_(o_.world, 0),
+      accepted_(o_.world, 0),
+      links_(o_.world),
+      hello_from_(o_.world, false),
       gone_(o_.world) {}
 
 GroupChannel::~GroupChannel() {
   io_.Stop();
+  std::lock_guard<std::mutex> l(call_mu_);
+  links_.clear();
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 
 std::string GroupChannel::Name(int r) const {
   std::lock_guard<std::mutex> l(mu_);
-  return NameLocked(r);
-}
-
-std::string GroupChannel::NameLocked(int r) const {
-  if (r >= 0 && static_cast<size_t>(r) < peers_.size() && !peers_[r].name.empty()) return peers_[r].name;
+  if (r >= 0 && static_cast<size_t>(r) < names_.size() && !names_[r].empty()) return names_[r];
   return "rank " + std::to_string(r);
 }
+
+std::string GroupChannel::Mismatch(int from, const std::string& theirs, const std::string& ours) const {
+  return Name(from) + " called " + theirs + " where " + Name(o_.rank) + " called " + ours +
+         ": every rank must make the same calls in the same order, with arrays of one dtype and shape";
+}
+
+// ---- Forming ----
 
 Status GroupChannel::Connect(const std::vector<Peer>& peers, const std::string& nonce, int64_t timeout_ms) {
   if (peers.size() != static_cast<size_t>(o_.world)) {
     return Status::InvalidArgument("Connect takes every rank's addresses (" + std::to_string(o_.world) + ")");
   }
-  Deadline deadline = DeadlineAfterMs(timeout_ms);
-  std::vector<std::pair<uint64_t, std::string>> early;
+  const Deadline deadline = DeadlineAfterMs(timeout_ms);
   {
     std::lock_guard<std::mutex> l(mu_);
     nonce_ = nonce;
-    peers_ = peers;
+    for (const auto& p : peers) names_.push_back(p.name);
+    std::vector<std::pair<uint64_t, std::string>> early;
     early.swap(early_hellos_);
     for (auto& [conn, body] : early) CheckHello(conn, body);
   }
-  rpc::GroupHello hello;
-  hello.set_group(o_.group);
-  hello.set_nonce(nonce);
-  hello.set_rank(o_.rank);
-  const std::string hello_frame = RawFrame(rpc::GROUP_HELLO, 0, hello.SerializeAsString());
-  for (int r = 0; r < o_.rank; ++r) {
-    // A rank on this node by its Unix socket, any other by TCP.
-    Status last = Status::Unavailable(Name(r) + " gave no address this process can reach");
-    uint64_t conn = 0;
-    for (const auto& a : peers[r].addresses) {
-      int64_t left = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              deadline - Clock::now()).count());
-      bool same_node = peers[r].node_id == o_.node_id;
-      Result<uint64_t> got = Status::Unavailable("");
-      if (a.rfind("unix:", 0) == 0) {
-        if (!same_node) continue;
-        got = io_.ConnectUnix(a.substr(5), left);
-      } else if (a.rfind("tcp:", 0) == 0) {
-        auto colon = a.rfind(':');
-        got = io_.ConnectTcp(a.substr(4, colon - 4), std::atoi(a.c_str() + colon + 1), left);
-      } else {
-        continue;
+  std::lock_guard<std::mutex> call(call_mu_);
+  for (int r = 0; r < o_.rank; ++r) PHALANX_RETURN_IF_ERROR(Dial(r, peers[r], deadline));
+  // The higher ranks dial this one; each hello binds its connection (OnFrames).
+  std::vector<uint64_t> accepted;
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      std::string missing;
+      for (int r = o_.rank + 1; r < o_.world; ++r) {
+        if (accepted_[r] == 0) missing += (missing.empty() ? "" : ", ") + names_[r];
       }
-      if (got.ok()) {
-        conn = got.value();
-        break;
+      if (missing.empty()) break;
+      if (Clock::now() >= deadline) {
+        return Status::TimedOut("these ranks did not connect within " + std::to_string(timeout_ms) + " ms: " +
+                                missing);
       }
-      last = Status(got.status().code(), "cannot connect to " + Name(r) + " at " + a + ": " + got.status().message());
+      cv_.wait_until(l, std::min(deadline, Clock::now() + kInterruptSlice));
     }
-    if (conn == 0) return last;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      conn_of_[r] = conn;
-      rank_of_[conn] = r;
-    }
-    PHALANX_RETURN_IF_ERROR(io_.Send(conn, hello_frame));
+    accepted = accepted_;
   }
-  std::unique_lock<std::mutex> l(mu_);
+  for (int r = o_.rank + 1; r < o_.world; ++r) PHALANX_RETURN_IF_ERROR(Accepted(r, accepted[r], deadline));
+  // Each lower rank answers this one's hello once it has the connection in hand.
   while (true) {
-    std::vector<int> missing;
-    for (int r = o_.rank + 1; r < o_.world; ++r) {
-      if (conn_of_[r] == 0) missing.push_back(r);
+    std::string missing;
+    for (int r = 0; r < o_.rank; ++r) {
+      if (!gone_[r].empty()) return Status::Unavailable(gone_[r]);
+      if (!hello_from_[r]) missing += (missing.empty() ? "" : ", ") + Name(r);
     }
-    if (missing.empty()) return Status::OK();
+    if (missing.empty()) break;
     if (Clock::now() >= deadline) {
-      std::string names;
-      for (int r : missing) names += (names.empty() ? "" : ", ") + NameLocked(r);
-      return Status::TimedOut("these ranks did not connect within " + std::to_string(timeout_ms) + " ms: " + names);
+      return Status::TimedOut("these ranks did not answer within " + std::to_string(timeout_ms) + " ms: " + missing);
     }
-    cv_.wait_until(l, std::min(deadline, Clock::now() + kInterruptSlice));
+    PHALANX_RETURN_IF_ERROR(Poll(deadline));
   }
+  return Status::OK();
+}
+
+Status GroupChannel::Dial(int r, const Peer& peer, Deadline deadline) {
+  // A rank on this node by its Unix socket, any other by TCP.
+  Status last = Status::Unavailable(Name(r) + " gave no address this process can reach");
+  for (const auto& a : peer.addresses) {
+    int64_t left = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    Result<DirectIo::Socket> got = Status::Unavailable("");
+    if (a.rfind("unix:", 0) == 0) {
+      if (peer.node_id != o_.node_id) continue;
+      got = io_.DialUnix(a.substr(5), left);
+    } else if (a.rfind("tcp:", 0) == 0) {
+      auto colon = a.rfind(':');
+      got = io_.DialTcp(a.substr(4, colon - 4), std::atoi(a.c_str() + colon + 1), left);
+    } else {
+      continue;
+    }
+    if (!got.ok()) {
+      last = Status(got.status().code(), "cannot connect to " + Name(r) + " at " + a + ": " + got.status().message());
+      continue;
+    }
+    links_[r] = std::make_unique<GroupSocket>(std::move(got.value()));
+    rpc::GroupHello hello;
+    hello.set_group(o_.group);
+    hello.set_nonce(nonce_);
+    hello.set_rank(o_.rank);
+    return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString(), nullptr, 0);
+  }
+  return last;
+}
+
+Status GroupChannel::Accepted(int r, uint64_t conn, Deadline deadline) {
+  int64_t left =
+      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+  auto s = io_.Detach(conn, left);
+  if (!s.ok()) return Status(s.status().code(), Name(r) + ": " + s.status().message());
+  links_[r] = std::make_unique<GroupSocket>(std::move(s.value()));
+  rpc::GroupHello answer;
+  answer.set_group(o_.group);
+  answer.set_nonce(nonce_);
+  answer.set_rank(o_.rank);
+  return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), answer.SerializeAsString(), nullptr, 0);
 }
 
 void GroupChannel::OnFrames(uint64_t conn, std::vector<Frame>& frames) {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& f : frames) {
-    auto it = rank_of_.find(conn);
-    if (it == rank_of_.end()) {
-      if (f.header.type != rpc::GROUP_HELLO) {
-        io_.Close(conn);  // nothing but a hello before the rank is known
-        return;
-      }
-      CheckHello(conn, f.body);
-      continue;
-    }
-    const int from = it->second;
-    if (f.header.type == rpc::GROUP_DATA) {
-      File(from, f.header.request_id, std::move(f.body));
-    } else if (f.header.type == rpc::GROUP_ABORT) {
-      if (!Finished(f.header.request_id)) FailCall(f.header.request_id, f.body);
-    } else {
-      io_.Close(conn);
+    bool bound = std::find(accepted_.begin(), accepted_.end(), conn) != accepted_.end();
+    if (bound || f.header.type != rpc::GROUP_HELLO) {
+      io_.Close(conn);  // a hello, then nothing until the connection is handed over
       return;
     }
+    CheckHello(conn, f.body);
   }
-  cv_.notify_all();
 }
 
 void GroupChannel::CheckHello(uint64_t conn, const std::string& body) {
@@ -171,50 +196,101 @@ void GroupChannel::CheckHello(uint64_t conn, const std::string& body) {
   }
   rpc::GroupHello h;
   if (!h.ParseFromString(body) || h.group() != o_.group || h.nonce() != nonce_ || h.rank() <= o_.rank ||
-      h.rank() >= o_.world || conn_of_[h.rank()] != 0) {
+      h.rank() >= o_.world || accepted_[h.rank()] != 0) {
     io_.Close(conn);  // another group, an older forming of this one, or a rank that is connected already
     return;
   }
-  conn_of_[h.rank()] = conn;
-  rank_of_[conn] = h.rank();
+  accepted_[h.rank()] = conn;
   cv_.notify_all();
 }
 
-void GroupChannel::OnClose(uint64_t conn, const Status& why) {
+void GroupChannel::OnClose(uint64_t conn, const Status&) {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = rank_of_.find(conn);
-  if (it == rank_of_.end()) {
-    early_hellos_.erase(std::remove_if(early_hellos_.begin(), early_hellos_.end(),
-                                       [conn](const auto& e) { return e.first == conn; }),
-                        early_hellos_.end());
-    return;
+  for (auto& a : accepted_) {
+    if (a == conn) a = 0;  // (closed before it was handed over: Connect waits for it again)
   }
-  int r = it->second;
-  rank_of_.erase(it);
-  conn_of_[r] = 0;
-  gone_[r] = NameLocked(r) + " is gone: its connection closed (its process exited, left the group, or its node is "
-                    "unreachable: " + why.message() + ")";
-  cv_.notify_all();
+  early_hellos_.erase(std::remove_if(early_hellos_.begin(), early_hellos_.end(),
+                                     [conn](const auto& e) { return e.first == conn; }),
+                      early_hellos_.end());
 }
 
-std::string GroupChannel::Mismatch(int from, const std::string& theirs, const std::string& ours) const {
-  return NameLocked(from) + " called " + theirs + " where " + NameLocked(o_.rank) + " called " + ours +
-         ": every rank must make the same calls in the same order, with arrays of one dtype and shape";
+// ---- Calls ----
+
+Status GroupChannel::Poll(Deadline until) {
+  std::vector<pollfd> fds;
+  std::vector<int> ranks;
+  bool buffered = false;
+  for (int r = 0; r < o_.world; ++r) {
+    if (!links_[r]) continue;
+    fds.push_back(pollfd{links_[r]->fd(), static_cast<short>(POLLIN | (links_[r]->pending() ? POLLOUT : 0)), 0});
+    ranks.push_back(r);
+    buffered = buffered || links_[r]->has_input();
+  }
+  auto now = Clock::now();
+  auto wake = buffered || now < spin_until_ ? now : std::min(until, now + kInterruptSlice);
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(Clock::duration::zero(), wake - now));
+  timespec ts{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
+  int rc = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+  if (rc < 0 && errno != EINTR) return Status::Internal(std::string("poll failed: ") + std::strerror(errno));
+  for (size_t i = 0; rc >= 0 && i < fds.size(); ++i) {
+    const int r = ranks[i];
+    GroupSocket* s = links_[r].get();
+    if (fds[i].revents & POLLOUT) {
+      Status st = s->Flush();
+      if (!st.ok()) {
+        Gone(r, st.message());
+        continue;
+      }
+    }
+    if ((fds[i].revents & (POLLIN | POLLERR | POLLHUP)) || s->has_input()) {
+      std::vector<Frame> frames;
+      Status st = s->Read(&frames, &spare_bodies_);
+      Dispatch(r, frames);
+      if (!st.ok()) Gone(r, st.message());
+    }
+  }
+  if (rc == 0 && wake == now && !buffered) {
+    ::sched_yield();  // (spinning: let the ranks that share this core run)
+    return Status::OK();
+  }
+  if (rc == 0 && o_.interrupted && Clock::now() < until) return o_.interrupted();
+  return Status::OK();
 }
 
-bool GroupChannel::Finished(uint64_t call) const { return finished_.count(call) > 0; }
+void GroupChannel::Dispatch(int from, std::vector<Frame>& frames) {
+  for (auto& f : frames) {
+    if (f.header.type == rpc::GROUP_DATA) {
+      File(from, f.header.request_id, std::move(f.body));
+    } else if (f.header.type == rpc::GROUP_ABORT) {
+      if (!finished_.count(f.header.request_id)) FailCall(f.header.request_id, f.body);
+    } else if (f.header.type == rpc::GROUP_HELLO && from < o_.rank && !hello_from_[from]) {
+      rpc::GroupHello h;
+      if (!h.ParseFromString(f.body) || h.group() != o_.group || h.nonce() != nonce_ || h.rank() != from) {
+        Gone(from, Name(from) + " answered with the hello of another group or forming");
+        return;
+      }
+      hello_from_[from] = true;
+    } else {
+      Gone(from, Name(from) + " sent a frame of type " + std::to_string(f.header.type) + " out of turn");
+      return;
+    }
+  }
+}
 
-void GroupChannel::FailCall(uint64_t call, const std::string& why) {
-  failed_.emplace(call, why);  // (the first reason stays)
-  cv_.notify_all();
+void GroupChannel::Gone(int r, const std::string& why) {
+  links_[r].reset();
+  if (gone_[r].empty()) {
+    gone_[r] = Name(r) + " is gone: its connection closed (its process exited, left the group, or its node is "
+                         "unreachable: " + why + ")";
+  }
 }
 
 void GroupChannel::File(int from, uint64_t call, std::string body) {
-  if (Finished(call)) return;  // a call that failed here: what its peers still send goes
+  if (finished_.count(call)) return;  // a call that failed here: what its peers still send goes
   std::string what;
   size_t offset = 0;
-  if (!GroupLinks::Unpack(body, &what, &offset)) {
-    FailCall(call, NameLocked(from) + " sent a malformed message");
+  if (!Unpack(body, &what, &offset)) {
+    FailCall(call, Name(from) + " sent a malformed message");
     return;
   }
   auto e = expected_.find(call);
@@ -226,35 +302,41 @@ void GroupChannel::File(int from, uint64_t call, std::string body) {
 }
 
 Status GroupChannel::Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) {
-  uint64_t conn;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    conn = conn_of_[to];
-    if (conn == 0) {
-      return Status(StatusCode::kCollectiveFailed,
-                    gone_[to].empty() ? NameLocked(to) + " is not connected" : gone_[to]);
-    }
+  std::lock_guard<std::mutex> l(call_mu_);
+  if (!links_[to]) {
+    return Status(StatusCode::kCollectiveFailed, gone_[to].empty() ? Name(to) + " is not connected" : gone_[to]);
   }
-  // One string for the frame: header, then the message as GroupLinks packs it.
-  const size_t body = 4 + what.size() + n;
-  std::string frame(kFrameHeaderSize + body, '\0');
-  FrameHeader h;
-  h.length = static_cast<uint32_t>(body);
-  h.type = rpc::GROUP_DATA;
-  h.request_id = call;
-  EncodeHeader(h, frame.data());
+  std::string head(4 + what.size(), '\0');
   uint32_t len = static_cast<uint32_t>(what.size());
-  std::memcpy(frame.data() + kFrameHeaderSize, &len, 4);
-  std::memcpy(frame.data() + kFrameHeaderSize + 4, what.data(), what.size());
-  if (n > 0) std::memcpy(frame.data() + kFrameHeaderSize + 4 + what.size(), data, n);
-  Status st = io_.Send(conn, frame);
-  if (!st.ok()) return Status(StatusCode::kCollectiveFailed, "cannot send to " + Name(to) + ": " + st.message());
+  std::memcpy(head.data(), &len, 4);
+  std::memcpy(head.data() + 4, what.data(), what.size());
+  Status st = links_[to]->Write(Header(rpc::GROUP_DATA, call), head, data, n);
+  if (!st.ok()) {
+    Gone(to, st.message());
+    return Status(StatusCode::kCollectiveFailed, gone_[to]);
+  }
   return Status::OK();
+}
+
+Status GroupChannel::Flush(Deadline deadline) {
+  std::lock_guard<std::mutex> l(call_mu_);
+  while (true) {
+    int waiting = -1;
+    for (int r = 0; r < o_.world && waiting < 0; ++r) {
+      if (links_[r] && links_[r]->pending()) waiting = r;
+    }
+    if (waiting < 0) return Status::OK();
+    if (Clock::now() >= deadline) {
+      return Status::TimedOut(Name(o_.rank) + " could not send its bytes to " + Name(waiting) +
+                              " by the call's deadline (it does not read)");
+    }
+    PHALANX_RETURN_IF_ERROR(Poll(deadline));
+  }
 }
 
 Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const std::string& what,
                                                  Deadline deadline, bool whole_group) {
-  std::unique_lock<std::mutex> l(mu_);
+  std::lock_guard<std::mutex> l(call_mu_);
   if (expected_.emplace(call, what).second) {
     // Messages that came before this rank reached the call: checked now.
     for (int r = 0; r < o_.world; ++r) {
@@ -262,12 +344,11 @@ Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const 
       if (it == inbox_.end() || it->second.empty()) continue;
       std::string theirs;
       size_t offset;
-      if (GroupLinks::Unpack(it->second.front(), &theirs, &offset) && theirs != what) {
-        FailCall(call, Mismatch(r, theirs, what));
-      }
+      if (Unpack(it->second.front(), &theirs, &offset) && theirs != what) FailCall(call, Mismatch(r, theirs, what));
     }
   }
   waiting_for_ = from;
+  spin_until_ = Clock::now() + kSpin;
   struct Clear {
     std::atomic<int>& w;
     ~Clear() { w = -1; }
@@ -282,7 +363,7 @@ Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const 
       it->second.pop_front();
       if (it->second.empty()) inbox_.erase(it);
       std::string theirs;
-      GroupLinks::Unpack(m.body, &theirs, &m.offset);
+      Unpack(m.body, &theirs, &m.offset);
       return m;
     }
     if (!gone_[from].empty()) return Status(StatusCode::kCollectiveFailed, gone_[from]);
@@ -291,36 +372,29 @@ Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const 
         if (!g.empty()) return Status(StatusCode::kCollectiveFailed, g);
       }
     }
-    auto now = Clock::now();
-    if (now >= deadline) {
-      return Status::TimedOut(NameLocked(o_.rank) + " waited for " + NameLocked(from) + " until the call's deadline");
+    if (Clock::now() >= deadline) {
+      return Status::TimedOut(Name(o_.rank) + " waited for " + Name(from) + " until the call's deadline");
     }
-    cv_.wait_until(l, std::min(deadline, now + kInterruptSlice));
-    if (o_.interrupted && Clock::now() < deadline) {
-      l.unlock();
-      Status st = o_.interrupted();
-      l.lock();
-      if (!st.ok()) return st;
-    }
+    PHALANX_RETURN_IF_ERROR(Poll(deadline));
   }
+}
+
+void GroupChannel::Recycle(std::string body) {
+  std::lock_guard<std::mutex> l(call_mu_);
+  if (spare_bodies_.size() < kSpareBodies && body.capacity() >= kSpareAtLeast) spare_bodies_.push_back(std::move(body));
 }
 
 void GroupChannel::Abort(uint64_t call, const std::string& why) {
-  std::string body = why.substr(0, kSmallBody / 2);
-  std::vector<uint64_t> conns;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (Finished(call)) return;
-    for (uint64_t c : conn_of_) {
-      if (c != 0) conns.push_back(c);
-    }
+  std::lock_guard<std::mutex> l(call_mu_);
+  if (finished_.count(call)) return;
+  const std::string body = why.substr(0, kSmallBody / 2);
+  for (int r = 0; r < o_.world; ++r) {
+    if (links_[r]) (void)links_[r]->Write(Header(rpc::GROUP_ABORT, call), body, nullptr, 0);
   }
-  const std::string frame = RawFrame(rpc::GROUP_ABORT, call, body);
-  for (uint64_t c : conns) (void)io_.Send(c, frame);  // (a rank that is gone needs no telling)
 }
 
 void GroupChannel::Done(uint64_t call) {
-  std::lock_guard<std::mutex> l(mu_);
+  std::lock_guard<std::mutex> l(call_mu_);
   expected_.erase(call);
   failed_.erase(call);
   for (int r = 0; r < o_.world; ++r) inbox_.erase({r, call});

@@ -3,22 +3,26 @@
 // used by every call of the group until destroy_group.
 //
 // Forming: Open listens (a Unix socket in the session folder for ranks on
-// this node, TCP on the node's address for the others) and says where
-// (addresses()); the ranks swap addresses at init_group's one meeting in
-// the GCS; then Connect: each rank connects to every lower rank and accepts
-// the higher ones, so each pair has one connection. Every connection opens
-// with the cluster-token handshake (and TLS over TCP under --tls: DirectIo),
-// then a GROUP_HELLO naming the group, the forming's nonce and the rank; a
-// connection that says anything else first, or names another group, forming
-// or a rank that is not higher, is closed.
+// this node, TCP on the node's address for the others; DirectIo accepts and
+// authenticates: the cluster token, and TLS over TCP under --tls) and says
+// where (addresses()); the ranks swap addresses at init_group's one meeting
+// in the GCS; then Connect: each rank dials every lower rank and sends a
+// GROUP_HELLO (group, the forming's nonce, its rank); each lower rank checks
+// the hello (another group, an older forming, a rank already connected or
+// not higher: closed), takes the socket out of DirectIo's poll thread and
+// answers with its own hello. From then on each pair has one connection,
+// read and written by the thread making the call (GroupSocket), with no
+// thread between the socket and the call.
 //
-// Then GROUP_DATA frames carry the calls' messages, filed by (rank, call)
-// for Recv; GROUP_ABORT says a call failed on its sender. A connection that
-// closes (the rank's process exited, or keepalive found its machine gone)
-// makes the rank gone: waits on it, and on any whole-group call, end at once
-// naming it. Memory: what a peer sends ahead is kept until taken (calls come
-// in one order on every rank, so a rank is at most a call or so ahead).
-// Thread-safe.
+// A call's progress: while it waits for a message (Recv) or for its bytes to
+// go out (Flush), the calling thread polls every connection, files whole
+// GROUP_DATA messages by (rank, call), notes GROUP_ABORTs, and writes what
+// is queued. A connection that closes (the rank's process exited, left the
+// group, or keepalive found its node gone) makes the rank gone: waits on it,
+// and on any whole-group call, end at once naming it. Between calls nothing
+// reads: a peer ahead by a call waits in its own call for this one. Memory:
+// what a peer sends ahead is kept until taken.
+// One call at a time (the group's calls are sequential); thread-safe.
 #pragma once
 
 #include <atomic>
@@ -39,17 +43,18 @@
 #include "core/status.h"
 #include "core/tls.h"
 #include "worker/direct_io.h"
+#include "worker/group_socket.h"
 
 namespace phalanx {
 
 class GroupChannel : public collectives::GroupLinks {
  public:
   struct Options {
-    std::string token;                     // the cluster token every connection proves
+    std::string token;                      // the cluster token every connection proves
     std::shared_ptr<const TlsContext> tls;  // TLS for TCP (null: plain)
-    std::string node_id;                   // this process's node
-    std::string node_address;              // where TCP listens ("": no TCP)
-    std::string session_dir;               // where the Unix socket goes ("": none)
+    std::string node_id;                    // this process's node
+    std::string node_address;               // where TCP listens ("": no TCP)
+    std::string session_dir;                // where the Unix socket goes ("": none)
     std::string group;
     int rank = 0;
     int world = 1;
@@ -68,56 +73,72 @@ class GroupChannel : public collectives::GroupLinks {
   ~GroupChannel() override;  // closes every connection (the other ranks see this rank gone)
 
   const std::vector<std::string>& addresses() const { return addresses_; }
-  // Connects to every lower rank, waits for every higher one, all within
-  // `timeout_ms`; TimedOut names the ranks not connected. `peers`: every
-  // rank's, this one's included; `nonce`: this forming's (the meeting's).
+  // Connects every pair, all within `timeout_ms`; TimedOut names the ranks
+  // not connected. `peers`: every rank's, this one's included; `nonce`:
+  // this forming's (the meeting's).
   Status Connect(const std::vector<Peer>& peers, const std::string& nonce, int64_t timeout_ms);
 
   int rank() const override { return o_.rank; }
   int world() const override { return o_.world; }
   std::string Name(int r) const override;
   Status Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) override;
+  Status Flush(Deadline deadline) override;
   Result<Message> Recv(int from, uint64_t call, const std::string& what, Deadline deadline,
                        bool whole_group) override;
+  void Recycle(std::string body) override;
   void Abort(uint64_t call, const std::string& why) override;
   void Done(uint64_t call) override;
-  // The rank a Recv waits for now (-1: none), for the stuck-call report.
+  // The rank a call waits for now (-1: none), for the stuck-call report.
   int waiting_for() const { return waiting_for_.load(); }
 
  private:
   explicit GroupChannel(Options options);
+  // DirectIo's poll thread, while forming: hellos on accepted connections.
   void OnFrames(uint64_t conn, std::vector<Frame>& frames);
   void OnClose(uint64_t conn, const Status& why);
   // A hello on accepted `conn`: binds it to its rank, or closes it. REQUIRES mu_.
   void CheckHello(uint64_t conn, const std::string& body);
+  Status Dial(int r, const Peer& peer, Deadline deadline);
+  Status Accepted(int r, uint64_t conn, Deadline deadline);
+
+  // The calling thread's progress: one poll of every connection (until
+  // `until` at the latest), filing what arrives and writing what is queued.
+  // Error only for an interrupt.
+  Status Poll(Deadline until);
+  void Dispatch(int from, std::vector<Frame>& frames);
+  void Gone(int r, const std::string& why);
   // A call's message from `from`: filed, or failing the call when its `what`
-  // is not this rank's. REQUIRES mu_.
+  // is not this rank's.
   void File(int from, uint64_t call, std::string body);
-  void FailCall(uint64_t call, const std::string& why);  // REQUIRES mu_
-  std::string NameLocked(int r) const;                   // REQUIRES mu_
-  // Why a call fails when rank `from` said `theirs` and this rank `ours`. REQUIRES mu_.
+  void FailCall(uint64_t call, const std::string& why) { failed_.emplace(call, why); }
   std::string Mismatch(int from, const std::string& theirs, const std::string& ours) const;
-  bool Finished(uint64_t call) const;                    // REQUIRES mu_
 
   const Options o_;
-  std::atomic<int> waiting_for_{-1};
   std::vector<std::string> addresses_;
   std::string unix_path_;
-  DirectIo io_;
+  DirectIo io_;  // listens, accepts and authenticates; dials
 
+  // Forming (shared with DirectIo's poll thread).
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string nonce_;                                  // set by Connect
-  std::vector<Peer> peers_;                            // set by Connect
-  std::vector<uint64_t> conn_of_;                      // by rank; 0: not connected
-  std::unordered_map<uint64_t, int> rank_of_;          // connections bound to a rank
+  std::string nonce_;
+  std::vector<std::string> names_;                              // by rank
+  std::vector<uint64_t> accepted_;                              // by higher rank: its DirectIo connection
   std::vector<std::pair<uint64_t, std::string>> early_hellos_;  // accepted before Connect knew the nonce
-  std::vector<std::string> gone_;                      // by rank: why it is gone ("" while connected)
+
+  // Calls (the calling thread's, under call_mu_).
+  std::mutex call_mu_;
+  std::vector<std::unique_ptr<GroupSocket>> links_;  // by rank; null: itself, or gone
+  std::vector<bool> hello_from_;                     // by lower rank: its answer came
+  std::vector<std::string> gone_;                    // by rank: why it is gone ("" while connected)
   std::map<std::pair<int, uint64_t>, std::deque<std::string>> inbox_;  // (rank, call) -> bodies
   std::unordered_map<uint64_t, std::string> expected_;  // call -> this rank's `what`, while in it
   std::unordered_map<uint64_t, std::string> failed_;    // call -> why (aborted, or a mismatch)
   std::set<uint64_t> finished_;                         // calls Done here (the latest kKeepFinished)
   std::deque<uint64_t> finished_order_;
+  std::vector<std::string> spare_bodies_;  // message bodies to read into again
+  std::atomic<int> waiting_for_{-1};
+  Clock::time_point spin_until_;  // a wait polls without sleeping until then
 };
 
 }  // namespace phalanx

@@ -63,6 +63,40 @@ def test_objects_tasks_and_actor_calls_cross_nodes_under_tls(tls_cluster):
     assert cmdlines and all("--tls 1" in c for c in cmdlines), cmdlines
 
 
+@phalanx.remote(resources={"node:1": 1})
+class _Rank1:
+    def __init__(self, group):
+        phalanx.collective.init_group(2, 1, group, timeout=60)
+        self.group = group
+
+    def calls(self):
+        a = np.full(1 << 20, 2.0, np.float32)  # 4 MiB: the ring, in pieces
+        phalanx.collective.allreduce(a, group_name=self.group, timeout=60)
+        b = np.zeros(3, np.int64)
+        phalanx.collective.broadcast(b, src_rank=0, group_name=self.group, timeout=60)
+        return float(a[0]), float(a[-1]), b.tolist()
+
+
+def test_a_static_groups_connections_are_tls_too(tls_cluster):
+    from phalanx._private import collective_group
+    other = _Rank1.remote("tls-group")
+    phalanx.collective.init_group(2, 0, "tls-group", timeout=60)
+    try:
+        done = other.calls.remote()
+        a = np.full(1 << 20, 1.0, np.float32)
+        phalanx.collective.allreduce(a, group_name="tls-group", timeout=60)
+        phalanx.collective.broadcast(np.array([7, 8, 9]), src_rank=0, group_name="tls-group", timeout=60)
+        assert (a[0], a[-1]) == (3.0, 3.0)
+        assert phalanx.get(done, timeout=60) == (3.0, 3.0, [7, 8, 9])
+        # The group's TCP listener speaks TLS 1.3 with the cluster's key, as every other port.
+        tcp = [x for x in collective_group._groups["tls-group"].channel.addresses if x.startswith("tcp:")]
+        host, port = tcp[0][4:].rsplit(":", 1)
+        with _tls_client(host, int(port)) as s:
+            assert s.getpeercert(binary_form=True) == _cluster_cert_der(tls_cluster["session"])
+    finally:
+        phalanx.collective.destroy_group("tls-group")
+
+
 def test_every_port_speaks_tls_13_with_the_clusters_key(tls_cluster):
     want = _cluster_cert_der(tls_cluster["session"])
     ports = [tls_cluster["port"]] + [n["port"] for n in phalanx.nodes() if n["alive"]]

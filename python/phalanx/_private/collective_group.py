@@ -20,7 +20,6 @@ raise a CollectiveError naming both, and the group goes on. Each call takes
 others, so none waits for it. A rank whose process exits (or whose node
 becomes unreachable: keepalive) fails the others' calls at once, naming it,
 and every later call of the group."""
-import contextlib
 import os
 import pickle
 import sys
@@ -35,7 +34,6 @@ from phalanx._private import api, nccl, state
 from phalanx.exceptions import CollectiveError, GetTimeoutError
 
 _groups = {}
-_NOT_WATCHED = contextlib.nullcontext()
 _lock = threading.Lock()
 OPS = ("sum", "prod", "min", "max")  # the reduce ops every collective takes
 _P2P = 1 << 63  # point-to-point calls are numbered apart from the group's calls
@@ -61,8 +59,15 @@ def _assign(dst, src):
         dst[...] = src
 
 
+_dtype_names = {}  # dtype -> its name as the C++ side reads it (str(dtype) is slow)
+
+
 def _dtype_name(array):
-    return str(array.dtype).replace("torch.", "")
+    dtype = array.dtype
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 class _Buffer:
@@ -94,13 +99,28 @@ class _Buffer:
             _assign(self.array, src)
 
 
+_whats = {}  # (kind, dtype, shape, facts) -> what; a few entries per program
+
+
 def _what(kind, array=None, **facts):
     """What a call is, as every rank must say it ("allreduce op=sum float32 (1000,)")."""
-    parts = [kind] + [f"{k}={v}" for k, v in facts.items()]
-    if array is not None:
-        parts += [_dtype_name(array), str(tuple(array.shape))]
-    what = " ".join(parts)
-    return what if len(what) <= 200 else what[:180] + f"... #{hash(what) & 0xffffffff:08x}"
+    key = (kind, None if array is None else array.dtype, None if array is None else tuple(array.shape),
+           tuple(facts.items()))
+    what = _whats.get(key)
+    if what is None:
+        parts = [kind] + [f"{k}={v}" for k, v in facts.items()]
+        if array is not None:
+            parts += [_dtype_name(array), str(tuple(array.shape))]
+        what = " ".join(parts)
+        if len(what) > 200:
+            what = what[:180] + f"... #{hash(what) & 0xffffffff:08x}"
+        if len(_whats) < 4096:
+            _whats[key] = what
+    return what
+
+
+class _StuckSlot(_stuck.Slot):
+    __slots__ = ("kind_call",)
 
 
 class _Group:
@@ -111,6 +131,10 @@ class _Group:
         self.seq = 0
         self.pair_seq = {}  # (src, dst) -> point-to-point calls made between them
         self.nccl = None  # backend="nccl": the NCCL communicator (nccl.py)
+        self.slot = _StuckSlot(self._stuck)
+
+    def _label(self, kind, call):
+        return f"group '{self.name}' {kind} (call {call & 0xffffffffff})"
 
     def _run(self, kind, timeout, call, fn):
         """Runs fn(ms) (one call of the channel), naming the group and call in its errors."""
@@ -118,25 +142,27 @@ class _Group:
             raise ValueError(f"timeout must be positive or None, got {timeout}")
         if self.channel is None:
             raise CollectiveError(f"group '{self.name}' was destroyed")
-        label = f"group '{self.name}' {kind} (call {call & 0xffffffffff})"
         ms = -1 if timeout is None else max(1, int(timeout * 1000))
-        started = time.monotonic()
-        watched = _stuck.watch(lambda waited: self._stuck(label, waited)) \
-            if timeout is None or ms > _stuck.threshold_ms() else _NOT_WATCHED
+        slot = self.slot
+        slot.kind_call = kind, call
+        started = slot.since = time.monotonic()
         try:
-            with watched:
-                fn(ms)
+            fn(ms)
         except GetTimeoutError as e:
-            raise GetTimeoutError(f"{label}: no answer within {time.monotonic() - started:.1f} s: {e}") from None
+            raise GetTimeoutError(f"{self._label(kind, call)}: no answer within "
+                                  f"{time.monotonic() - started:.1f} s: {e}") from None
         except CollectiveError as e:
-            raise CollectiveError(f"{label}: {e}") from None
+            raise CollectiveError(f"{self._label(kind, call)}: {e}") from None
+        finally:
+            slot.since = None
 
-    def _stuck(self, label, waited):
-        """The stuck-call report: whom this rank waits for."""
+    def _stuck(self, waited):
+        """The stuck-call report: the call, and whom this rank waits for."""
         channel = self.channel
         w = channel.waiting_for if channel is not None else -1
         whom = self.names[w] if 0 <= w < len(self.names) else "the other ranks"
-        return f"{label} on rank {self.rank} has waited {waited:.0f} s; it waits for {whom}"
+        kind, call = self.slot.kind_call
+        return f"{self._label(kind, call)} on rank {self.rank} has waited {waited:.0f} s; it waits for {whom}"
 
     def _call(self):
         self.seq += 1

@@ -4,13 +4,15 @@ than PHALANX_STUCK_REPORT_S seconds (default 60; 0: never) logs once, on the
 
 get and wait probe: they block up to the threshold, report what is still
 missing, and block again for the rest. A generator's next() looks at the
-clock between its slices. A static group's rendezvous cannot be entered
-twice, so it is watched: a watchdog thread (started on first use, asleep
-while nothing is watched) reports a watch that outlives its threshold."""
+clock between its slices. A static group's meeting cannot be entered twice,
+so it is watched: a watchdog thread (started on first use, asleep while
+nothing is watched) reports a watch that outlives its threshold. A static
+group's calls, microseconds each, mark a Slot the watchdog looks at."""
 import logging
 import os
 import threading
 import time
+import weakref
 
 from phalanx import _core
 from phalanx._private import state
@@ -115,15 +117,54 @@ class watch:
         return False
 
 
+class Slot:
+    """A watch for calls made one after another (each static group's): a
+    call marks it busy (`since = time.monotonic()`) and idle (`since =
+    None`), no lock and no allocation, so calls of a few microseconds can
+    afford it. The watchdog looks at every slot each quarter of the
+    threshold and reports a call busy past it once: describe(waited)."""
+    __slots__ = ("describe", "since", "reported", "__weakref__")
+
+    def __init__(self, describe):
+        global _thread
+        self.describe, self.since, self.reported = describe, None, None
+        if not _ms:
+            return
+        with _lock:
+            _slots.add(self)
+            if _thread is None:
+                _thread = threading.Thread(target=_watchdog, name="phalanx-stuck-report", daemon=True)
+                _thread.start()
+            else:
+                _wake.notify()
+
+
+_slots = weakref.WeakSet()  # guarded by _lock
+
+
+def _due_slots(now):
+    """The slots busy past the threshold and not yet reported: (waited, describe)."""
+    due = []
+    for slot in list(_slots):
+        since = slot.since
+        if since is not None and now - since >= _ms / 1000 and slot.reported != since:
+            slot.reported = since
+            due.append((now - since, slot.describe))
+    return due
+
+
 def _watchdog():
     while True:
         due = []
         with _lock:
-            while not _watches:
+            while not _watches and not _slots:
                 _wake.wait()
             now = time.monotonic()
-            first = min(w[0] for w in _watches.values())
-            if first > now:
+            first = min((w[0] for w in _watches.values()), default=float("inf"))
+            if _slots:
+                due = _due_slots(now)
+                first = min(first, now + max(0.05, _ms / 4000))
+            if first > now and not due:
                 _wake.wait(first - now)
                 continue
             for token, w in list(_watches.items()):
