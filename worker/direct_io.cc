@@ -256,13 +256,8 @@ void DirectIo::DetachRequested() {
 }
 
 Result<uint64_t> DirectIo::AddAuthenticated(int fd, bool tcp, const std::string& peer, int64_t timeout_ms) {
-  std::unique_ptr<TlsSession> session;
-  Status st = ClientHandshake(fd, token_, peer, std::max<int64_t>(timeout_ms, 1), tcp ? tls_ : nullptr, &session);
-  if (!st.ok()) {
-    ::close(fd);
-    return st;
-  }
-  return Add(fd, false, tcp, peer, /*authenticate=*/false, std::move(session));
+  PHALANX_ASSIGN_OR_RETURN(Socket s, Authenticate(fd, tcp, peer, timeout_ms));
+  return Add(s.fd, false, tcp, peer, /*authenticate=*/false, std::move(s.tls));
 }
 
 Status DirectIo::Send(uint64_t conn, const std::string& bytes) {
