@@ -30,11 +30,13 @@
 #include <string>
 #include <vector>
 
-#include "collectives/group_links.h"
+#include "core/group_links.h"
 #include "collectives/reduce_ops.h"
 #include "core/status.h"
 
 namespace phalanx::collectives {
+
+using phalanx::GroupLinks;
 
 // One call: its number (the same on every rank), what it is ("allreduce sum
 // float32 (1000,)": every rank must say the same) and its deadline.

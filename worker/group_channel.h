@@ -1,5 +1,5 @@
 // GroupChannel: one rank's connections to the other ranks of a static group
-// (collectives::GroupLinks over sockets), opened once at init_group and
+// (GroupLinks, core/group_links.h, over sockets), opened once at init_group and
 // used by every call of the group until destroy_group.
 //
 // Forming: Open listens (a Unix socket in the session folder for ranks on
@@ -38,7 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "collectives/group_links.h"
+#include "core/group_links.h"
 #include "core/blocking_connection.h"
 #include "core/status.h"
 #include "core/tls.h"
@@ -47,7 +47,7 @@
 
 namespace phalanx {
 
-class GroupChannel : public collectives::GroupLinks {
+class GroupChannel : public GroupLinks {
  public:
   struct Options {
     std::string token;                      // the cluster token every connection proves

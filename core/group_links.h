@@ -1,8 +1,8 @@
 // GroupLinks: one rank's connections to the other ranks of a static group,
-// opened once when the group forms (worker/group_channel.h over sockets;
-// tests use an in-process stand-in). The collectives of a group
-// (group_collectives.h) run over this and nothing else: no raylet, no GCS
-// on a call's path.
+// opened once when the group forms (worker/group_channel.h over sockets).
+// The collectives of a group (collectives/group_collectives.h) run over this
+// and nothing else: no raylet, no GCS on a call's path. An interface here,
+// below both, as PeerChannel is for the raylets' links.
 //
 // Messages are of a call (a number every rank gives the same call: the
 // group's calls are made in the same order on every rank) and say what the
@@ -23,7 +23,7 @@
 
 #include "core/status.h"
 
-namespace phalanx::collectives {
+namespace phalanx {
 
 class GroupLinks {
  public:
@@ -87,4 +87,4 @@ class GroupLinks {
   virtual void Done(uint64_t call) = 0;
 };
 
-}  // namespace phalanx::collectives
+}  // namespace phalanx
