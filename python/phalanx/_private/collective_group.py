@@ -13,7 +13,7 @@ released, with no GCS and no raylet on its path
 arrays and a pipelined ring for large ones, broadcast by a binomial tree or a
 pipelined chain, allgather and reducescatter by the ring.
 
-Every message says what its sender thinks the call is ("allreduce sum
+Every message says what its sender thinks the call is ("allreduce op=sum
 float32 (1000,)"): ranks that disagree (another call, dtype or shape) all
 raise a CollectiveError naming both, and the group goes on. Each call takes
 `timeout` (seconds; None waits for ever); a rank that times out tells the
@@ -226,7 +226,7 @@ class _Group:
         return _P2P | (src << 42) | (dst << 21) | (n & 0x1fffff)
 
     def send(self, array, dst_rank, timeout):
-        """Hands `array` to dst_rank's matching recv (the bytes are copied: returns without waiting for it)."""
+        """Hands `array` to dst_rank's matching recv (returns once its bytes are in the connection)."""
         call, buf = self._pair_call(self.rank, dst_rank), _Buffer(array, writable=False)
         what = _what("p2p", array)
         self._run("send", timeout, call, lambda ms: self.channel.send(call, what, buf.view, dst_rank, ms))
@@ -415,7 +415,9 @@ def _peer(g, rank, what):
 
 def group_send(array, dst_rank, group_name="default", timeout=None):
     """Sends `array` to `dst_rank`, which calls recv with an array of the
-    same dtype and shape; returns once it has received it."""
+    same dtype and shape. Returns once the bytes are written into the
+    connection (a small array at once, as MPI's eager sends; a large one as
+    the receiver reads it)."""
     g = _group(group_name)
     if g.nccl is not None:
         return g.nccl.send(array, _peer(g, dst_rank, "dst_rank"), timeout)
