@@ -39,6 +39,11 @@ Metrics (the same definitions for every system):
                                  (caller -> raylet -> actor), to show what going direct buys
   multi-node tasks async         3 raylets (1 CPU each) on this machine sharing one GCS, tasks
                                  with the SPREAD strategy; Ray: ray.cluster_utils.Cluster
+  compiled graph, ...            Ray's Compiled Graphs API (phalanx.dag / ray.dag): one actor's
+                                 `echo.bind(inp)`, and a chain a -> b -> c of `inc`, compiled once;
+                                 each execution timed alone (get(compiled.execute(i))), median
+                                 and 99th percentile over every execution of the windows; and
+                                 executions per second keeping 8 in flight on the chain
 
 The dask-peers column is shared/bench/peers/tasks.py --inproc-scheduler
 (LocalCluster with 2 worker processes) run as it is; only its figures whose definitions
@@ -75,6 +80,11 @@ METRICS = [
     ("1:1 actor calls sync, through the raylet", "calls/s", None),
     ("1:1 actor calls async, through the raylet", "calls/s", None),
     ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
+    ("compiled graph, 1 actor: execute+get median", "us", None),
+    ("compiled graph, 1 actor: execute+get p99", "us", None),
+    ("compiled graph, 3-actor chain: execute+get median", "us", None),
+    ("compiled graph, 3-actor chain: execute+get p99", "us", None),
+    ("compiled graph, 3-actor chain: executions/s, 8 in flight", "executions/s", None),
 ]
 PUT_BIG_ELEMS = 100 * 1024 * 1024  # int64: 800 MiB, as in Ray's benchmark
 
@@ -287,6 +297,76 @@ def bench_ray(duration, reps):
         ray.shutdown()
 
 
+class _Stage:
+    def echo(self, x):
+        return x
+
+    def inc(self, x):
+        return x + 1
+
+
+def run_dag_suite(remote, get, input_node, duration, reps):
+    """The compiled graph rows, for phalanx.dag or ray.dag."""
+    a, b, c = (remote(_Stage).remote() for _ in range(3))
+    get([s.echo.remote(0) for s in (a, b, c)])  # (the actors are up)
+    out = {}
+
+    def latencies(compiled):
+        get(compiled.execute(0))
+        samples = []
+        for _ in range(reps):
+            end = time.perf_counter() + duration
+            while time.perf_counter() < end:
+                t = time.perf_counter()
+                get(compiled.execute(1))
+                samples.append((time.perf_counter() - t) * 1e6)
+        samples.sort()
+        return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+    with input_node() as inp:
+        one = a.echo.bind(inp)
+    compiled = one.experimental_compile()
+    out["compiled graph, 1 actor: execute+get median"], out["compiled graph, 1 actor: execute+get p99"] = \
+        latencies(compiled)
+    compiled.teardown()
+    with input_node() as inp:
+        chain = c.inc.bind(b.inc.bind(a.inc.bind(inp)))
+    compiled = chain.experimental_compile(_max_inflight_executions=8)
+    out["compiled graph, 3-actor chain: execute+get median"], \
+        out["compiled graph, 3-actor chain: execute+get p99"] = latencies(compiled)
+
+    def eight_in_flight(n=2000):
+        refs = [compiled.execute(i) for i in range(8)]
+        for i in range(8, n):
+            get(refs[i - 8])
+            refs.append(compiled.execute(i))
+        for r in refs[n - 8:]:
+            get(r)
+    out["compiled graph, 3-actor chain: executions/s, 8 in flight"] = timed_rate(eight_in_flight, 2000, duration,
+                                                                                 reps)
+    compiled.teardown()
+    return out
+
+
+def bench_phalanx_dag(duration, reps):
+    from phalanx.dag import InputNode
+    phalanx.init(num_cpus=4)
+    try:
+        return run_dag_suite(phalanx.remote, phalanx.get, InputNode, duration, reps)
+    finally:
+        phalanx.shutdown()
+
+
+def bench_ray_dag(duration, reps):
+    import ray
+    from ray.dag import InputNode
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        return run_dag_suite(ray.remote, ray.get, InputNode, duration, reps)
+    finally:
+        ray.shutdown()
+
+
 def bench_dask(duration, reps):
     os.environ.setdefault("DASK_DISTRIBUTED__COMM__COMPRESSION", "False")  # move every byte
     import logging
@@ -373,7 +453,8 @@ def bench_dask_peers_script(duration, reps):
 RUNNERS = {"phalanx": bench_phalanx, "ray": bench_ray, "dask": bench_dask,
            "dask-peers": bench_dask_peers_script, "memcpy": bench_memcpy,
            "phalanx-multinode": bench_phalanx_multinode, "ray-multinode": bench_ray_multinode,
-           "phalanx-raylet-path": bench_phalanx_raylet_path}
+           "phalanx-raylet-path": bench_phalanx_raylet_path, "phalanx-dag": bench_phalanx_dag,
+           "ray-dag": bench_ray_dag}
 
 
 def run_in_subprocess(system, duration, reps, timeout):
@@ -397,6 +478,8 @@ def fmt(v, unit):
         return "-"
     if unit == "ms":
         return f"{v:.3f}"
+    if unit == "us":
+        return f"{v:.1f}"
     if unit == "GB/s":
         return f"{v:.2f}"
     return f"{v:,.0f}"
@@ -417,7 +500,7 @@ def report(results, notes):
             v = vals[s]
             if p is None or v is None or v == 0:
                 row.append("-")
-            elif unit == "ms":
+            elif unit in ("ms", "us"):
                 row.append(f"{v / p:.1f}x faster" if p < v else f"{p / v:.1f}x slower")
             else:
                 row.append(f"{p / v:.2f}")
@@ -454,7 +537,8 @@ def main(argv=None):
         return 0
     peers = [] if a.peers == "none" else [p.strip() for p in a.peers.split(",") if p.strip()]
     results, notes = {}, []
-    systems = ["phalanx", "phalanx-raylet-path", "phalanx-multinode"] + peers + (["ray-multinode"] if "ray" in peers else []) + ["memcpy"]
+    systems = ["phalanx", "phalanx-raylet-path", "phalanx-multinode", "phalanx-dag"] + peers + \
+        (["ray-multinode", "ray-dag"] if "ray" in peers else []) + ["memcpy"]
     for system in systems:
         print(f"measuring {system} ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
@@ -465,7 +549,7 @@ def main(argv=None):
                 print(err, file=sys.stderr)
                 return 1
             continue
-        key = system.replace("-multinode", "").replace("-raylet-path", "")
+        key = system.replace("-multinode", "").replace("-raylet-path", "").replace("-dag", "")
         results.setdefault(key, {}).update(res)
         print(f"  done in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     notes.append(f"{os.cpu_count()} CPUs; median of {a.reps} windows of {a.duration} s; "

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -20,6 +21,10 @@ Deadline DeadlineAfterMs(int64_t timeout_ms) {
   return Clock::now() + std::chrono::milliseconds(timeout_ms);
 }
 
+int64_t MsLeft(Deadline deadline) {
+  return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+}
+
 // How long a thread waiting for a reply polls before it sleeps; PHALANX_SPIN_US overrides.
 static int kSpinMicros = [] {
   const char* v = std::getenv("PHALANX_SPIN_US");
@@ -27,8 +32,8 @@ static int kSpinMicros = [] {
 }();
 
 static int PollMs(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  if (left <= 0) return 0;
+  int64_t left = MsLeft(deadline);
+  if (left == 0) return 0;
   return static_cast<int>(std::min<int64_t>(left + 1, 1000));
 }
 

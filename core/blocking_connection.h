@@ -35,6 +35,8 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 // A deadline `timeout_ms` from now; negative means none (far future).
 Deadline DeadlineAfterMs(int64_t timeout_ms);
+// Whole milliseconds left until `deadline`, never negative (0: passed).
+int64_t MsLeft(Deadline deadline);
 
 class BlockingConnection {
  public:

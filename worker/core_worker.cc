@@ -229,8 +229,7 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
   // Results of direct actor calls come to this process: wait for them here.
   PHALANX_RETURN_IF_ERROR(refs_.AwaitDirect(ids, deadline, channel_.interrupt()));
   if (timeout_ms >= 0) {
-    timeout_ms =
-        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    timeout_ms = MsLeft(deadline);
   }
   std::vector<rpc::ObjectValue> out(ids.size());
   rpc::GetObjects m;

@@ -171,8 +171,7 @@ Result<int> DirectIo::UnixWithin(const std::string& path, int64_t timeout_ms) {
 Result<uint64_t> DirectIo::ConnectUnix(const std::string& path, int64_t timeout_ms) {
   Deadline deadline = DeadlineAfterMs(timeout_ms);
   PHALANX_ASSIGN_OR_RETURN(int fd, UnixWithin(path, timeout_ms));
-  int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return AddAuthenticated(fd, /*tcp=*/false, path, left);
+  return AddAuthenticated(fd, /*tcp=*/false, path, MsLeft(deadline));
 }
 
 Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t timeout_ms) {
@@ -183,8 +182,7 @@ Result<uint64_t> DirectIo::ConnectTcp(const std::string& host, int port, int64_t
 Result<DirectIo::Socket> DirectIo::DialUnix(const std::string& path, int64_t timeout_ms) {
   Deadline deadline = DeadlineAfterMs(timeout_ms);
   PHALANX_ASSIGN_OR_RETURN(int fd, UnixWithin(path, timeout_ms));
-  int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return Authenticate(fd, /*tcp=*/false, path, left);
+  return Authenticate(fd, /*tcp=*/false, path, MsLeft(deadline));
 }
 
 Result<DirectIo::Socket> DirectIo::DialTcp(const std::string& host, int port, int64_t timeout_ms) {

@@ -141,8 +141,7 @@ Status GroupChannel::Dial(int r, const Peer& peer, Deadline deadline) {
   // A rank on this node by its Unix socket, any other by TCP.
   Status last = Status::Unavailable(Name(r) + " gave no address this process can reach");
   for (const auto& a : peer.addresses) {
-    int64_t left = std::max<int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    int64_t left = std::max<int64_t>(1, MsLeft(deadline));
     Result<DirectIo::Socket> got = Status::Unavailable("");
     if (a.rfind("unix:", 0) == 0) {
       if (peer.node_id != o_.node_id) continue;
@@ -158,26 +157,24 @@ Status GroupChannel::Dial(int r, const Peer& peer, Deadline deadline) {
       continue;
     }
     links_[r] = std::make_unique<GroupSocket>(std::move(got.value()));
-    rpc::GroupHello hello;
-    hello.set_group(o_.group);
-    hello.set_nonce(nonce_);
-    hello.set_rank(o_.rank);
-    return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString(), nullptr, 0);
+    return SendHello(r);
   }
   return last;
 }
 
+Status GroupChannel::SendHello(int r) {
+  rpc::GroupHello hello;
+  hello.set_group(o_.group);
+  hello.set_nonce(nonce_);
+  hello.set_rank(o_.rank);
+  return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString(), nullptr, 0);
+}
+
 Status GroupChannel::Accepted(int r, uint64_t conn, Deadline deadline) {
-  int64_t left =
-      std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-  auto s = io_.Detach(conn, left);
+  auto s = io_.Detach(conn, std::max<int64_t>(1, MsLeft(deadline)));
   if (!s.ok()) return Status(s.status().code(), Name(r) + ": " + s.status().message());
   links_[r] = std::make_unique<GroupSocket>(std::move(s.value()));
-  rpc::GroupHello answer;
-  answer.set_group(o_.group);
-  answer.set_nonce(nonce_);
-  answer.set_rank(o_.rank);
-  return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), answer.SerializeAsString(), nullptr, 0);
+  return SendHello(r);
 }
 
 void GroupChannel::OnFrames(uint64_t conn, std::vector<Frame>& frames) {

@@ -100,6 +100,8 @@ class GroupChannel : public GroupLinks {
   void CheckHello(uint64_t conn, const std::string& body);
   Status Dial(int r, const Peer& peer, Deadline deadline);
   Status Accepted(int r, uint64_t conn, Deadline deadline);
+  // This rank's GROUP_HELLO on the connection to `r` (a dial, or the answer to one).
+  Status SendHello(int r);
 
   // The calling thread's progress: one poll of every connection (until
   // `until` at the latest), filing what arrives and writing what is queued.

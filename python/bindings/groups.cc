@@ -89,6 +89,43 @@ class Group {
     ThrowIfError(WithoutGil([&] { return collectives_.Recv(c, from, data, nbytes); }));
   }
 
+  // One message of bytes to `to` (a compiled graph's edge), written out by `timeout_ms`.
+  void SendBytes(uint64_t call, const std::string& what, const pyb::buffer& data, int to, int64_t timeout_ms) {
+    pyb::buffer_info info = data.request();
+    CheckContiguous(info);
+    GroupCall c = Call(call, what, timeout_ms);
+    size_t nbytes = static_cast<size_t>(info.size) * info.itemsize;
+    if (to < 0 || to >= channel_->world() || to == channel_->rank()) throw pyb::value_error("send to a rank of its own");
+    ThrowIfError(WithoutGil([&] {
+      PHALANX_RETURN_IF_ERROR(channel_->Send(to, c.id, c.what, info.ptr, nbytes));
+      return channel_->Flush(c.deadline);
+    }));
+  }
+
+  // The next message of `call` from `from`, as bytes. A timeout leaves the
+  // call open (its message is taken by a later recv_bytes); with
+  // `whole_group`, any rank gone fails it.
+  pyb::bytes RecvBytes(uint64_t call, const std::string& what, int from, int64_t timeout_ms, bool whole_group) {
+    GroupCall c = Call(call, what, timeout_ms);
+    if (from < 0 || from >= channel_->world() || from == channel_->rank()) {
+      throw pyb::value_error("recv from a rank of its own");
+    }
+    GroupLinks::Message m;
+    ThrowIfError(WithoutGil([&] {
+      auto got = channel_->Recv(from, c.id, c.what, c.deadline, whole_group);
+      if (!got.ok()) return got.status();
+      m = std::move(got.value());
+      channel_->Done(c.id);
+      return Status::OK();
+    }));
+    pyb::bytes out(m.data(), m.size());
+    WithoutGil([&] {  // (another thread may be in a call of this channel)
+      channel_->Recycle(std::move(m.body));
+      return 0;
+    });
+    return out;
+  }
+
   void Close() {
     WithoutGil([&] {
       channel_.reset();
@@ -145,6 +182,10 @@ void BindGroups(pyb::module_& m) {
       .def("barrier", &Group::Barrier)
       .def("send", &Group::Send)
       .def("recv", &Group::Recv)
+      .def("send_bytes", &Group::SendBytes, pyb::arg("call"), pyb::arg("what"), pyb::arg("data"), pyb::arg("to"),
+           pyb::arg("timeout_ms"))
+      .def("recv_bytes", &Group::RecvBytes, pyb::arg("call"), pyb::arg("what"), pyb::arg("src"),
+           pyb::arg("timeout_ms"), pyb::arg("whole_group"))
       .def("close", &Group::Close, "Closes every connection (the other ranks see this rank gone).");
   m.def(
       "open_group",

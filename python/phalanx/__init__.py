@@ -21,7 +21,7 @@ from phalanx._private import state as _state
 from phalanx._private import timeline as _timeline
 from phalanx._private.api import (available_resources, cancel, cluster_resources, cluster_stats, get, init,
                                   is_initialized, put, shutdown, wait)
-from phalanx import collective, exceptions, util
+from phalanx import collective, dag, exceptions, util
 from phalanx.actor import ActorClass, ActorHandle, checkpoint, get_actor, kill, method
 from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError,
                                 ObjectLostError, ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
@@ -95,4 +95,4 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
-           "SerializationError", "CollectiveError", "collective"]
+           "SerializationError", "CollectiveError", "collective", "dag"]

@@ -230,6 +230,10 @@ class ActorClass:
         raise TypeError(f"actor class {self._name} cannot be instantiated directly; "
                         f"use {self._cls.__name__}.remote(...)")
 
+    def bind(self, *args, **kwargs):
+        raise TypeError(f"a call graph binds methods of live actors: make the actor first "
+                        f"(a = {self._cls.__name__}.remote(...)), then bind its methods (a.method.bind(...))")
+
     def __getattr__(self, name):
         """The class's own attributes through its remote name, as Ray's ActorClass gives them: class
         attributes and static methods reached as `Cls.X` inside the actor's methods (whose globals hold
@@ -411,6 +415,13 @@ class ActorMethod:
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor methods are called with .remote(): {self._name}.remote(...)")
+
+    def bind(self, *args, **kwargs):
+        """A node of a call graph calling this method (phalanx.dag)."""
+        if self._checker is not None:
+            self._checker.check(args, kwargs)
+        from phalanx.dag.nodes import ClassMethodNode
+        return ClassMethodNode(self, args, kwargs)
 
     def remote(self, *args, **kwargs):
         if self._checker is not None:

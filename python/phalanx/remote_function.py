@@ -138,6 +138,12 @@ class RemoteFunction:
         # Per process and per id only once (the core remembers).
         _core.register_function(self._function_id, self._name, self._pickled)
 
+    def bind(self, *args, **kwargs):
+        """A node of a call graph calling this task (phalanx.dag; compiled graphs take actor methods only)."""
+        self._checker.check(args, kwargs)
+        from phalanx.dag.nodes import FunctionNode
+        return FunctionNode(self, args, kwargs)
+
     def remote(self, *args, **kwargs):
         self._checker.check(args, kwargs)
         api.ensure_initialized()

@@ -259,6 +259,12 @@ class _RefsArgumentError(TypeError, ValueError):
     """Not a ref nor a list of them: a TypeError, and the ValueError Ray raises there."""
 
 
+def _dag_refs(refs):
+    """True for a compiled graph's CompiledDAGRef or a list of them."""
+    first = refs[0] if isinstance(refs, (list, tuple)) and refs else refs
+    return type(first).__name__ == "CompiledDAGRef" and type(first).__module__ == "phalanx.dag.compiled"
+
+
 def _as_list(refs, fn):
     if isinstance(refs, _core.ObjectRef):
         if fn == "wait":
@@ -291,6 +297,9 @@ def get(refs, timeout=None, device=None, copy=False, _probe=True, _asked=None):
     memory, shared with every reader there; `copy=True` gives private
     copies (docs/gpu.md)."""
     ensure_initialized()
+    if _dag_refs(refs):
+        from phalanx.dag.compiled import get_refs
+        return get_refs(refs, timeout)
     device = _tensors.parse_device(device) if device is not None else None
     lst, single = _as_list(refs, "get")
     if not lst:

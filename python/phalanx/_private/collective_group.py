@@ -268,9 +268,8 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
     with _lock:
         if group_name in _groups:
             raise ValueError(f"this process is already in group '{group_name}' (destroy_group first)")
-    ms = -1 if timeout is None else max(1, int(timeout * 1000))
     started = time.monotonic()
-    me = {"world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
+    me = {"rank": rank, "world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
           "client": state.info["client_id"], "backend": backend, "pid": os.getpid()}
     channel = None
     if backend == "object":
@@ -281,28 +280,7 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
     if backend == "nccl" and rank == 0:
         me["nccl_id"] = nccl.new_unique_id()  # handed to every rank by the rendezvous
     try:
-        try:
-            raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
-        except GetTimeoutError as e:
-            raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
-        except ValueError as e:  # ranks that disagree on the size
-            raise ValueError(f"group '{group_name}' was not formed: {e}") from None
-        joined = [pickle.loads(p) for p in raw]
-        for r, j in enumerate(joined):
-            if j["world"] != world_size:
-                raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank "
-                                 f"{world_size}")
-            if j.get("backend", "object") != backend:
-                raise ValueError(f"group '{group_name}': rank {r} asked for backend "
-                                 f"{j.get('backend', 'object')!r}, this rank {backend!r}")
-        names = [f"rank {r} (pid {j.get('pid', '?')} on node {j['node'].hex()[:12]})" for r, j in enumerate(joined)]
-        if channel is not None:
-            left = -1 if timeout is None else max(1, int((timeout - (time.monotonic() - started)) * 1000))
-            try:
-                channel.connect([(j["node"], j["addresses"], n) for j, n in zip(joined, names)], joined[0]["nonce"],
-                                left if left > 0 else 30000)
-            except GetTimeoutError as e:
-                raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
+        joined, names = meet(group_name, world_size, me, channel, timeout, started)
     except BaseException:
         if channel is not None:
             channel.close()
@@ -312,6 +290,40 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
         g.nccl = nccl.Communicator(group_name, world_size, rank, joined[0]["nccl_id"])
     with _lock:
         _groups[group_name] = g
+
+
+def meet(group_name, world_size, me, channel, timeout, started):
+    """The rendezvous of a forming group: every rank's `me` (its "world",
+    "node", "backend", "nonce", "addresses" for `channel` and "name" or "pid"
+    for errors), checked to agree, then `channel` (a _core.Group, or None)
+    connected to the others. Returns (every rank's `me`, how errors name each
+    rank). GetTimeoutError naming the ranks missing after `timeout` s since
+    `started` (time.monotonic())."""
+    rank = me["rank"]
+    ms = -1 if timeout is None else max(1, int((timeout - (time.monotonic() - started)) * 1000))
+    try:
+        raw = _core.rendezvous(f"init:{group_name}", rank, world_size, pickle.dumps(me), ms)
+    except GetTimeoutError as e:
+        raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
+    except ValueError as e:  # ranks that disagree on the size
+        raise ValueError(f"group '{group_name}' was not formed: {e}") from None
+    joined = [pickle.loads(p) for p in raw]
+    for r, j in enumerate(joined):
+        if j["world"] != world_size:
+            raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank {world_size}")
+        if j.get("backend", "object") != me["backend"]:
+            raise ValueError(f"group '{group_name}': rank {r} asked for backend {j.get('backend', 'object')!r}, "
+                             f"this rank {me['backend']!r}")
+    names = [f"rank {r} ({j['name'] if 'name' in j else 'pid ' + str(j.get('pid', '?'))} on node "
+             f"{j['node'].hex()[:12]})" for r, j in enumerate(joined)]
+    if channel is not None:
+        left = -1 if timeout is None else max(1, int((timeout - (time.monotonic() - started)) * 1000))
+        try:
+            channel.connect([(j["node"], j["addresses"], n) for j, n in zip(joined, names)], joined[0]["nonce"],
+                            left if left > 0 else 30000)
+        except GetTimeoutError as e:
+            raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
+    return joined, names
 
 
 def destroy_group(group_name="default"):

@@ -112,6 +112,9 @@ def _callable_for(kind, function_id, actor_id, method_name):
             raise RuntimeError(f"this worker hosts no actor {actor_id.hex()[:12]}")
         if method_name == _SAVE_CHECKPOINT:
             return lambda: _save_checkpoint(actor_id, instance)
+        if method_name == _DAG_LOOP:
+            from phalanx.dag import loop
+            return lambda *args: loop.start(instance, *args)
         return getattr(instance, method_name)
     return _load_function(function_id)  # a function, or the class for a creation
 
@@ -438,6 +441,7 @@ def run_task(task):
 # ---- actor checkpoints (docs/fault-tolerance.md) ----
 
 _SAVE_CHECKPOINT = "__phalanx_save_checkpoint__"  # (actor.SAVE_CHECKPOINT)
+_DAG_LOOP = "__phalanx_dag_loop__"  # a compiled graph's loop (dag/loop.py's LOOP_METHOD)
 _checkpoint_every = 0.0  # seconds between the hosted actor's own checkpoints; 0: none
 _checkpoint_due = 0.0    # time.monotonic() of the next one
 _checkpoint_lock = threading.Lock()

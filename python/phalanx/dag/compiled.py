@@ -1,0 +1,267 @@
+"""The driver's side of a compiled graph (Ray's Compiled Graphs API).
+
+Compiling sends each actor of the graph one long call (loop.py) and forms a
+channel group with them (the static groups' connections: a Unix socket
+between processes of one node, TCP between nodes, authenticated, TLS under
+--tls); the driver is rank 0. `execute(*args)` sends the input to the
+actors that read it and returns at once (several executions are in flight,
+up to `_max_inflight_executions`); `get(ref)` reads the outputs in order,
+keeping those of executions not asked for yet. No task is submitted per
+execution: no raylet, GCS or object store on its path."""
+
+import threading
+import os
+import time
+import weakref
+
+from phalanx import _core
+from phalanx._private import api, collective_group, state
+from phalanx.dag import plan as _plan
+from phalanx.dag import wire
+from phalanx.dag.loop import LOOP_METHOD
+from phalanx.exceptions import ActorDiedError, CollectiveError, GetTimeoutError, PhalanxError
+
+DEFAULT_MAX_INFLIGHT = 10
+DEFAULT_SUBMIT_TIMEOUT = 10.0
+COMPILE_TIMEOUT = 60.0
+
+
+class CompiledGraphClosedError(CollectiveError):
+    """`execute` on a compiled graph after `teardown()`, or after one of its actors died."""
+
+
+class CompiledDAGRef:
+    """The result of one output of one execution: `phalanx.get(ref)` or
+    `ref.get()`, once."""
+    __slots__ = ("_dag", "_execution", "_output", "_taken", "__weakref__")
+
+    def __init__(self, dag, execution, output):
+        self._dag, self._execution, self._output, self._taken = dag, execution, output, False
+
+    def get(self, timeout=None):
+        if self._taken:
+            raise ValueError(f"the result of execution {self._execution} was got already: get() takes a "
+                             "CompiledDAGRef's result once")
+        value = self._dag._result(self._execution, self._output, timeout)
+        self._taken = True
+        if isinstance(value, wire.Raised):
+            raise value.error
+        return value
+
+    def __del__(self):
+        if not self._taken and self._dag is not None:
+            self._dag._release(self._execution, self._output)
+
+    def __repr__(self):
+        return f"CompiledDAGRef(execution {self._execution}, output {self._output})"
+
+    def __reduce__(self):
+        raise TypeError("a CompiledDAGRef cannot leave the process that executed the graph: get() its value there")
+
+
+class CompiledDAG:
+    def __init__(self, root, max_inflight=None, submit_timeout=None):
+        if max_inflight is not None and (not isinstance(max_inflight, int) or max_inflight < 1):
+            raise ValueError(f"_max_inflight_executions must be a positive int, got {max_inflight!r}")
+        if submit_timeout is not None and not submit_timeout > 0:
+            raise ValueError(f"_submit_timeout must be a positive number of seconds, got {submit_timeout!r}")
+        self._plan = _plan.build(root)
+        self._max_inflight = max_inflight or DEFAULT_MAX_INFLIGHT
+        self._submit_timeout = submit_timeout or DEFAULT_SUBMIT_TIMEOUT
+        self._lock = threading.RLock()
+        self._next = 1        # the next execution's number
+        self._read = 1        # the first execution whose outputs are not all read
+        self._partial = {}    # output position -> value, of execution self._read
+        self._results = {}    # execution -> {output position: value} read and not got yet
+        self._dropped = {}    # execution -> output positions whose refs are gone unread
+        self._closed = None   # why the graph runs no more (teardown, or a rank gone)
+        self._channel = None
+        self._loops = []
+        api.ensure_initialized()
+        self._start()
+        self._finalizer = weakref.finalize(self, CompiledDAG._abandon, self._channel)
+
+    # ---- compile ----
+
+    def _start(self):
+        from phalanx.actor import ActorMethod
+        p = self._plan
+        group = f"dag-{os.urandom(8).hex()}"
+        started = time.monotonic()
+        for prog, actor in zip(p.programs, p.actors):
+            method = ActorMethod(actor, LOOP_METHOD, (0, 1, 0), call_name=f"{actor._class_name}.compiled_graph_loop")
+            self._loops.append(method.remote(group, prog.rank, p.world, prog, COMPILE_TIMEOUT))
+        channel = _core.open_group(group, 0, p.world)
+        me = {"rank": 0, "world": p.world, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
+              "backend": "object", "name": f"driver, pid {os.getpid()}", "addresses": channel.addresses}
+        try:
+            _, self._names = collective_group.meet(group, p.world, me, channel, COMPILE_TIMEOUT, started)
+        except GetTimeoutError as e:
+            channel.close()
+            self._raise_loop_failure()
+            raise GetTimeoutError(f"compiling the graph: {e}") from None
+        except BaseException:
+            channel.close()
+            raise
+        self._channel = channel
+
+    def _raise_loop_failure(self):
+        """The error of an actor whose loop call ended (it died, or could not join)."""
+        ready, _ = api.wait(self._loops, num_returns=len(self._loops), timeout=0)
+        for ref in ready:
+            actor = self._plan.actors[self._loops.index(ref)]
+            try:
+                api.get(ref, timeout=0)
+            except PhalanxError as e:
+                raise type(e)(f"compiling the graph: actor {actor._class_name} ({actor._actor_id.hex()[:12]}) "
+                              f"could not join it: {e}") from None
+
+    # ---- executions ----
+
+    def execute(self, *args, **kwargs):
+        """Starts one execution with these arguments (the InputNode's value):
+        its CompiledDAGRef (a list of them for a MultiOutputNode). With
+        `_max_inflight_executions` in flight, it first reads the oldest's
+        outputs (kept for its get); GetTimeoutError naming the bound if they
+        do not come within `_submit_timeout`."""
+        with self._lock:
+            self._check_open()
+            while self._next - self._read >= self._max_inflight:
+                try:
+                    self._read_one(self._submit_timeout)
+                except GetTimeoutError as e:
+                    raise GetTimeoutError(
+                        f"{self._next - self._read} executions of this compiled graph are in flight "
+                        f"(_max_inflight_executions={self._max_inflight}) and the oldest (execution {self._read}) "
+                        f"did not finish within _submit_timeout={self._submit_timeout} s: {e}") from None
+            execution = self._next
+            body = wire.dumps((args, kwargs), "execute()'s arguments")
+            for slot, rank in self._plan.inputs:
+                self._send(_plan.call_of(execution, slot), body, rank)
+            self._next += 1
+        refs = [CompiledDAGRef(self, execution, i) for i in range(len(self._plan.outputs))]
+        return refs if self._plan.multi else refs[0]
+
+    def _check_open(self):
+        if self._closed is not None:
+            raise CompiledGraphClosedError(f"this compiled graph runs no more: {self._closed}")
+
+    def _send(self, call, body, rank, what="dag"):
+        try:
+            self._channel.send_bytes(call, what, body, rank, int(self._submit_timeout * 1000))
+        except CollectiveError as e:
+            raise self._broken(e) from None
+
+    def _result(self, execution, output, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while execution >= self._read:
+                self._check_open()
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                self._read_one(left)
+            got = self._results.get(execution)
+            if got is None or output not in got:
+                raise ValueError(f"the result of execution {execution} was got already")
+            value = got.pop(output)
+            if not got:
+                del self._results[execution]
+            return value
+
+    def _read_one(self, timeout):
+        """Reads the outputs of execution self._read (a timeout keeps what came)."""
+        execution = self._read
+        ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        started = time.monotonic()
+        for i, (slot, rank) in enumerate(self._plan.outputs):
+            if i in self._partial:
+                continue
+            same = [j for j, o in enumerate(self._plan.outputs[:i]) if o == (slot, rank)]
+            if same:  # (one node given twice: one message)
+                self._partial[i] = self._partial[same[0]]
+                continue
+            if ms >= 0:
+                ms = max(1, int((timeout - (time.monotonic() - started)) * 1000))
+            try:
+                self._partial[i] = wire.loads(self._channel.recv_bytes(_plan.call_of(execution, slot), "dag", rank,
+                                                                       ms, True))
+            except GetTimeoutError:
+                raise GetTimeoutError(f"execution {execution} of the compiled graph gave no result within "
+                                      f"{timeout} s (its output comes from {self._names[rank]})") from None
+            except CollectiveError as e:
+                raise self._broken(e) from None
+        got, self._partial = self._partial, {}
+        for i in self._dropped.pop(execution, ()):
+            got.pop(i, None)
+        if got:
+            self._results[execution] = got
+        self._read += 1
+
+    def _release(self, execution, output):
+        """A ref dropped unread: its value is not kept."""
+        with self._lock:
+            if execution < self._read:
+                got = self._results.get(execution)
+                if got is not None:
+                    got.pop(output, None)
+                    if not got:
+                        del self._results[execution]
+            else:
+                self._dropped.setdefault(execution, set()).add(output)
+
+    def _broken(self, e):
+        """A rank of the graph is gone: the graph is freed, the error names it."""
+        self._closed = f"a process of the graph is gone ({e})"
+        self._shut()
+        return ActorDiedError(f"compiled graph: {e}. The graph is torn down; its other actors serve ordinary calls "
+                              "again")
+
+    # ---- teardown ----
+
+    def teardown(self, timeout=30.0):
+        """Ends every actor's loop after the executions in flight (their
+        results stay readable), and frees the graph: the actors serve
+        ordinary calls again. A second call does nothing."""
+        with self._lock:
+            if self._closed is not None:
+                return
+            try:
+                execution = self._next
+                body = wire.dumps(wire.STOP, "teardown")
+                for slot, rank in self._plan.inputs:
+                    self._send(_plan.call_of(execution, slot), body, rank)
+                self._next += 1
+                while self._read <= execution:
+                    self._read_one(timeout)
+                self._results.pop(execution, None)
+                for rank in range(1, self._plan.world):
+                    self._send(_plan.CLOSE_CALL, b"", rank, "close")
+                api.get(self._loops, timeout=timeout)
+            except ActorDiedError:
+                pass  # (_broken has freed it)
+            finally:
+                self._closed = self._closed or "it was torn down (teardown())"
+                self._shut()
+
+    def _shut(self):
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+        self._finalizer.detach()
+
+    @staticmethod
+    def _abandon(channel):
+        """A compiled graph dropped without teardown: its channel closes, so
+        every actor's loop ends (it sees the driver gone)."""
+        if channel is not None:
+            channel.close()
+
+    def __repr__(self):
+        return f"CompiledDAG({self._plan.world - 1} actors, {'closed' if self._closed else 'open'})"
+
+
+def get_refs(refs, timeout):
+    """phalanx.get of a CompiledDAGRef or a list of them."""
+    if isinstance(refs, CompiledDAGRef):
+        return refs.get(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    return [r.get(None if deadline is None else max(0.0, deadline - time.monotonic())) for r in refs]

@@ -1,0 +1,190 @@
+"""The nodes of a call graph, Ray's DAG API: `actor.method.bind(...)` makes
+a ClassMethodNode, `with InputNode() as inp:` the graph's input,
+`MultiOutputNode([...])` several outputs. A graph runs once through
+ordinary calls (`dag.execute(x)`: ObjectRefs) or is compiled
+(`dag.experimental_compile()`: compiled.py) to run many times on channels
+opened once."""
+
+import itertools
+
+_ids = itertools.count()
+
+
+class DAGNode:
+    """A node of a call graph: what it calls and the arguments it is bound to
+    (constants, the InputNode or its parts, other nodes)."""
+
+    def __init__(self, args=(), kwargs=None):
+        self._id = next(_ids)
+        self._bound_args = tuple(args)
+        self._bound_kwargs = dict(kwargs or {})
+
+    def _upstream(self):
+        """The nodes this one's arguments are, in order."""
+        return [a for a in itertools.chain(self._bound_args, self._bound_kwargs.values()) if isinstance(a, DAGNode)]
+
+    def execute(self, *args, **kwargs):
+        """Runs the graph once with ordinary actor calls: the output's
+        ObjectRef (a list of them for a MultiOutputNode)."""
+        done = {}
+        for node in topological(self):
+            done[node._id] = node._run_once(done, args, kwargs)
+        return done[self._id]
+
+    def experimental_compile(self, _max_inflight_executions=None, _submit_timeout=None, _buffer_size_bytes=None,
+                             _default_communicator=None, _overlap_gpu_communication=None, **unknown):
+        """Compiles the graph (Ray's Compiled Graphs): each actor's part runs
+        in a loop pinned on its channels until `teardown()`. Returns a
+        CompiledDAG whose `execute(*args)` gives a CompiledDAGRef."""
+        if unknown:
+            raise TypeError(f"experimental_compile() got unknown options: {', '.join(sorted(unknown))} (it takes "
+                            "_max_inflight_executions, _submit_timeout, _buffer_size_bytes)")
+        from phalanx.dag.compiled import CompiledDAG
+        return CompiledDAG(self, max_inflight=_max_inflight_executions, submit_timeout=_submit_timeout)
+
+    def _run_once(self, done, args, kwargs):
+        raise NotImplementedError
+
+    def _resolve(self, value, done, args, kwargs):
+        if isinstance(value, InputNode):
+            return input_value(args, kwargs)
+        return done[value._id] if isinstance(value, DAGNode) else value
+
+    def _resolved(self, done, args, kwargs):
+        pos = [self._resolve(a, done, args, kwargs) for a in self._bound_args]
+        kw = {k: self._resolve(v, done, args, kwargs) for k, v in self._bound_kwargs.items()}
+        return pos, kw
+
+
+class InputNode(DAGNode):
+    """The graph's input: what `execute(*args, **kwargs)` is given. With one
+    positional argument the node is that value; `inp[i]` is the i-th
+    positional argument, `inp.name` (or `inp["name"]`) a keyword argument.
+    Used as a context manager, as in Ray: `with InputNode() as inp: ...`."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __getitem__(self, key):
+        return InputAttributeNode(self, key)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return InputAttributeNode(self, name)
+
+    def _run_once(self, done, args, kwargs):
+        return None  # (read where it is an argument: input_value)
+
+
+def input_value(args, kwargs):
+    """The InputNode's own value for execute(*args, **kwargs)."""
+    if len(args) == 1 and not kwargs:
+        return args[0]
+    raise ValueError(f"the graph's InputNode is used whole, so execute() takes exactly one positional argument, got "
+                     f"{len(args)} and {len(kwargs)} keyword arguments (use inp[i] or inp.name for several)")
+
+
+class InputAttributeNode(DAGNode):
+    """`inp[key]` / `inp.key`: a positional (int key) or keyword (str key) argument of execute()."""
+
+    def __init__(self, inp, key):
+        super().__init__((inp,))
+        self._key = key
+
+    def _run_once(self, done, args, kwargs):
+        return input_part(self._key, args, kwargs)
+
+
+def input_part(key, args, kwargs):
+    if isinstance(key, int):
+        if not -len(args) <= key < len(args):
+            raise IndexError(f"the graph reads inp[{key}], but execute() was given {len(args)} positional arguments")
+        return args[key]
+    if key in kwargs:
+        return kwargs[key]
+    if len(args) == 1 and not kwargs:  # (Ray's inp.x on one argument: its attribute or item)
+        value = args[0]
+        return value[key] if isinstance(value, dict) else getattr(value, key)
+    raise KeyError(f"the graph reads inp.{key}, but execute() was given no keyword argument {key!r}")
+
+
+class ClassMethodNode(DAGNode):
+    """`actor.method.bind(*args, **kwargs)`: a call of an actor's method."""
+
+    def __init__(self, method, args, kwargs):
+        super().__init__(args, kwargs)
+        self._method = method  # the ActorMethod
+
+    @property
+    def actor(self):
+        return self._method._handle
+
+    @property
+    def method_name(self):
+        return self._method._name
+
+    def describe(self):
+        h = self.actor
+        return f"{h._class_name}.{self.method_name} (actor {h._actor_id.hex()[:12]})"
+
+    def _run_once(self, done, args, kwargs):
+        pos, kw = self._resolved(done, args, kwargs)
+        return self._method.remote(*pos, **kw)
+
+
+class FunctionNode(DAGNode):
+    """`task.bind(...)`: a task call. It runs in `dag.execute()`; a compiled
+    graph runs actor methods only."""
+
+    def __init__(self, fn, args, kwargs):
+        super().__init__(args, kwargs)
+        self._fn = fn  # the RemoteFunction
+
+    def describe(self):
+        return f"task {self._fn._name}"
+
+    def _run_once(self, done, args, kwargs):
+        pos, kw = self._resolved(done, args, kwargs)
+        return self._fn.remote(*pos, **kw)
+
+
+class MultiOutputNode(DAGNode):
+    """Several outputs: `execute` gives one result per node, in this order."""
+
+    def __init__(self, outputs):
+        outputs = list(outputs)
+        if not outputs:
+            raise ValueError("MultiOutputNode takes a non-empty list of nodes")
+        for o in outputs:
+            if not isinstance(o, DAGNode) or isinstance(o, MultiOutputNode):
+                raise TypeError(f"MultiOutputNode takes nodes made by .bind(), got {type(o).__name__}")
+        super().__init__(outputs)
+
+    @property
+    def outputs(self):
+        return list(self._bound_args)
+
+    def _run_once(self, done, args, kwargs):
+        return [done[o._id] for o in self._bound_args]
+
+
+def topological(root):
+    """The nodes `root` depends on (itself included), each after its arguments."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if node._id in seen:
+            continue
+        seen.add(node._id)
+        stack.append((node, True))
+        for up in reversed(node._upstream()):
+            if up._id not in seen:
+                stack.append((up, False))
+    return order
