@@ -188,9 +188,18 @@ def _save_checkpoint_stub(self):
     """Takes a checkpoint now (__phalanx_checkpoint__, kept in the GCS); True."""
 
 
+# The method every actor has for a compiled graph's loop (dag/loop.py's LOOP_METHOD).
+DAG_LOOP = "__phalanx_dag_loop__"
+
+
+def _dag_loop_stub(self, group, rank, world, program, timeout):
+    """Runs this actor's part of a compiled graph until its teardown (phalanx.dag)."""
+
+
 def _method_table(cls):
     """{method name: _MethodInfo} for the public methods of `cls`."""
-    table = {}
+    table = {DAG_LOOP: _MethodInfo(generator_plan(_dag_loop_stub, {}, DAG_LOOP), {},
+                                   ArgumentChecker(_dag_loop_stub, DAG_LOOP, skip_self=True))}
     if callable(getattr(cls, "__phalanx_checkpoint__", None)):
         table[SAVE_CHECKPOINT] = _MethodInfo(generator_plan(_save_checkpoint_stub, {}, SAVE_CHECKPOINT), {},
                                              ArgumentChecker(_save_checkpoint_stub, SAVE_CHECKPOINT, skip_self=True))

@@ -297,9 +297,11 @@ def get(refs, timeout=None, device=None, copy=False, _probe=True, _asked=None):
     memory, shared with every reader there; `copy=True` gives private
     copies (docs/gpu.md)."""
     ensure_initialized()
-    if _dag_refs(refs):
-        from phalanx.dag.compiled import get_refs
-        return get_refs(refs, timeout)
+    if _dag_refs(refs):  # a compiled graph's results (phalanx.dag): each ref reads its own
+        if not isinstance(refs, (list, tuple)):
+            return refs.get(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return [r.get(None if deadline is None else max(0.0, deadline - time.monotonic())) for r in refs]
     device = _tensors.parse_device(device) if device is not None else None
     lst, single = _as_list(refs, "get")
     if not lst:

@@ -114,7 +114,7 @@ def _callable_for(kind, function_id, actor_id, method_name):
             return lambda: _save_checkpoint(actor_id, instance)
         if method_name == _DAG_LOOP:
             from phalanx.dag import loop
-            return lambda *args: loop.start(instance, *args)
+            return lambda *args: loop.start(instance, _is_async_class(type(instance)), *args)
         return getattr(instance, method_name)
     return _load_function(function_id)  # a function, or the class for a creation
 

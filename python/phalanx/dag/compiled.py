@@ -84,13 +84,11 @@ class CompiledDAG:
     # ---- compile ----
 
     def _start(self):
-        from phalanx.actor import ActorMethod
         p = self._plan
         group = f"dag-{os.urandom(8).hex()}"
         started = time.monotonic()
         for prog, actor in zip(p.programs, p.actors):
-            method = ActorMethod(actor, LOOP_METHOD, (0, 1, 0), call_name=f"{actor._class_name}.compiled_graph_loop")
-            self._loops.append(method.remote(group, prog.rank, p.world, prog, COMPILE_TIMEOUT))
+            self._loops.append(getattr(actor, LOOP_METHOD).remote(group, prog.rank, p.world, prog, COMPILE_TIMEOUT))
         channel = _core.open_group(group, 0, p.world)
         me = {"rank": 0, "world": p.world, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
               "backend": "object", "name": f"driver, pid {os.getpid()}", "addresses": channel.addresses}
@@ -257,11 +255,3 @@ class CompiledDAG:
 
     def __repr__(self):
         return f"CompiledDAG({self._plan.world - 1} actors, {'closed' if self._closed else 'open'})"
-
-
-def get_refs(refs, timeout):
-    """phalanx.get of a CompiledDAGRef or a list of them."""
-    if isinstance(refs, CompiledDAGRef):
-        return refs.get(timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    return [r.get(None if deadline is None else max(0.0, deadline - time.monotonic())) for r in refs]

@@ -20,18 +20,13 @@ from phalanx.exceptions import TaskError
 LOOP_METHOD = "__phalanx_dag_loop__"
 
 
-def start(instance, group, rank, world, program, timeout):
+def start(instance, is_async, group, rank, world, program, timeout):
     """The loop call's body. An async actor's loop runs on a thread of its
     own and its coroutine methods on the actor's event loop."""
-    if _is_async(instance):
+    if is_async:
         event_loop = asyncio.get_event_loop()
         return event_loop.run_in_executor(None, run, instance, group, rank, world, program, timeout, event_loop)
     return run(instance, group, rank, world, program, timeout, None)
-
-
-def _is_async(instance):
-    from phalanx._private.worker import _is_async_class
-    return _is_async_class(type(instance))
 
 
 def run(instance, group, rank, world, program, timeout, event_loop):
@@ -120,5 +115,4 @@ class _Loop:
             if slot not in received:
                 received[slot] = self._recv(execution, slot, arg[2])
             return received[slot]
-        from phalanx.dag.nodes import input_part, input_value
-        return input_value(args, kwargs) if kind == "input" else input_part(arg[1], args, kwargs)
+        return _plan.input_value(args, kwargs) if kind == "input" else _plan.input_part(arg[1], args, kwargs)

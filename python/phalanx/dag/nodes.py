@@ -7,12 +7,18 @@ opened once."""
 
 import itertools
 
+from phalanx.dag.compiled import CompiledDAG
+from phalanx.dag.plan import input_part, input_value, topological
+
 _ids = itertools.count()
 
 
 class DAGNode:
     """A node of a call graph: what it calls and the arguments it is bound to
-    (constants, the InputNode or its parts, other nodes)."""
+    (constants, the InputNode or its parts, other nodes). `_kind` says which
+    node it is to the planner (plan.py): "input", "input_part", "method",
+    "task" or "outputs"."""
+    _kind = None
 
     def __init__(self, args=(), kwargs=None):
         self._id = next(_ids)
@@ -39,16 +45,15 @@ class DAGNode:
         if unknown:
             raise TypeError(f"experimental_compile() got unknown options: {', '.join(sorted(unknown))} (it takes "
                             "_max_inflight_executions, _submit_timeout, _buffer_size_bytes)")
-        from phalanx.dag.compiled import CompiledDAG
         return CompiledDAG(self, max_inflight=_max_inflight_executions, submit_timeout=_submit_timeout)
 
     def _run_once(self, done, args, kwargs):
         raise NotImplementedError
 
     def _resolve(self, value, done, args, kwargs):
-        if isinstance(value, InputNode):
-            return input_value(args, kwargs)
-        return done[value._id] if isinstance(value, DAGNode) else value
+        if isinstance(value, DAGNode):
+            return input_value(args, kwargs) if value._kind == "input" else done[value._id]
+        return value
 
     def _resolved(self, done, args, kwargs):
         pos = [self._resolve(a, done, args, kwargs) for a in self._bound_args]
@@ -61,6 +66,7 @@ class InputNode(DAGNode):
     positional argument the node is that value; `inp[i]` is the i-th
     positional argument, `inp.name` (or `inp["name"]`) a keyword argument.
     Used as a context manager, as in Ray: `with InputNode() as inp: ...`."""
+    _kind = "input"
 
     def __enter__(self):
         return self
@@ -80,16 +86,9 @@ class InputNode(DAGNode):
         return None  # (read where it is an argument: input_value)
 
 
-def input_value(args, kwargs):
-    """The InputNode's own value for execute(*args, **kwargs)."""
-    if len(args) == 1 and not kwargs:
-        return args[0]
-    raise ValueError(f"the graph's InputNode is used whole, so execute() takes exactly one positional argument, got "
-                     f"{len(args)} and {len(kwargs)} keyword arguments (use inp[i] or inp.name for several)")
-
-
 class InputAttributeNode(DAGNode):
     """`inp[key]` / `inp.key`: a positional (int key) or keyword (str key) argument of execute()."""
+    _kind = "input_part"
 
     def __init__(self, inp, key):
         super().__init__((inp,))
@@ -99,21 +98,9 @@ class InputAttributeNode(DAGNode):
         return input_part(self._key, args, kwargs)
 
 
-def input_part(key, args, kwargs):
-    if isinstance(key, int):
-        if not -len(args) <= key < len(args):
-            raise IndexError(f"the graph reads inp[{key}], but execute() was given {len(args)} positional arguments")
-        return args[key]
-    if key in kwargs:
-        return kwargs[key]
-    if len(args) == 1 and not kwargs:  # (Ray's inp.x on one argument: its attribute or item)
-        value = args[0]
-        return value[key] if isinstance(value, dict) else getattr(value, key)
-    raise KeyError(f"the graph reads inp.{key}, but execute() was given no keyword argument {key!r}")
-
-
 class ClassMethodNode(DAGNode):
     """`actor.method.bind(*args, **kwargs)`: a call of an actor's method."""
+    _kind = "method"
 
     def __init__(self, method, args, kwargs):
         super().__init__(args, kwargs)
@@ -139,6 +126,7 @@ class ClassMethodNode(DAGNode):
 class FunctionNode(DAGNode):
     """`task.bind(...)`: a task call. It runs in `dag.execute()`; a compiled
     graph runs actor methods only."""
+    _kind = "task"
 
     def __init__(self, fn, args, kwargs):
         super().__init__(args, kwargs)
@@ -154,13 +142,14 @@ class FunctionNode(DAGNode):
 
 class MultiOutputNode(DAGNode):
     """Several outputs: `execute` gives one result per node, in this order."""
+    _kind = "outputs"
 
     def __init__(self, outputs):
         outputs = list(outputs)
         if not outputs:
             raise ValueError("MultiOutputNode takes a non-empty list of nodes")
         for o in outputs:
-            if not isinstance(o, DAGNode) or isinstance(o, MultiOutputNode):
+            if not isinstance(o, DAGNode) or o._kind == "outputs":
                 raise TypeError(f"MultiOutputNode takes nodes made by .bind(), got {type(o).__name__}")
         super().__init__(outputs)
 
@@ -170,21 +159,3 @@ class MultiOutputNode(DAGNode):
 
     def _run_once(self, done, args, kwargs):
         return [done[o._id] for o in self._bound_args]
-
-
-def topological(root):
-    """The nodes `root` depends on (itself included), each after its arguments."""
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if node._id in seen:
-            continue
-        seen.add(node._id)
-        stack.append((node, True))
-        for up in reversed(node._upstream()):
-            if up._id not in seen:
-                stack.append((up, False))
-    return order

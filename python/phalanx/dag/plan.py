@@ -8,9 +8,6 @@ per execution however many arguments there use it. Edges are numbered
 
 from dataclasses import dataclass, field
 
-from phalanx.dag.nodes import ClassMethodNode, FunctionNode, InputAttributeNode, InputNode, MultiOutputNode, \
-    topological
-
 SLOT_BITS = 20
 CLOSE_CALL = (1 << SLOT_BITS) - 1  # (execution 0) the driver's word that an actor may close its channel
 
@@ -56,30 +53,71 @@ SUPPORTED = ("compiled graphs run actor methods bound with actor.method.bind(...
              "parts inp[i] / inp.name), on other such nodes and on constants, with one output or a MultiOutputNode")
 
 
+def topological(root):
+    """The nodes `root` depends on (itself included), each after its arguments."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if node._id in seen:
+            continue
+        seen.add(node._id)
+        stack.append((node, True))
+        for up in reversed(node._upstream()):
+            if up._id not in seen:
+                stack.append((up, False))
+    return order
+
+
+def input_value(args, kwargs):
+    """The InputNode's own value for execute(*args, **kwargs)."""
+    if len(args) == 1 and not kwargs:
+        return args[0]
+    raise ValueError(f"the graph's InputNode is used whole, so execute() takes exactly one positional argument, got "
+                     f"{len(args)} and {len(kwargs)} keyword arguments (use inp[i] or inp.name for several)")
+
+
+def input_part(key, args, kwargs):
+    """What `inp[key]` / `inp.key` is for execute(*args, **kwargs)."""
+    if isinstance(key, int):
+        if not -len(args) <= key < len(args):
+            raise IndexError(f"the graph reads inp[{key}], but execute() was given {len(args)} positional arguments")
+        return args[key]
+    if key in kwargs:
+        return kwargs[key]
+    if len(args) == 1 and not kwargs:  # (Ray's inp.x on one argument: its attribute or item)
+        value = args[0]
+        return value[key] if isinstance(value, dict) else getattr(value, key)
+    raise KeyError(f"the graph reads inp.{key}, but execute() was given no keyword argument {key!r}")
+
+
 def build(root):
     """The plan of the graph ending at `root`; TypeError or ValueError saying
     what is not supported."""
-    outputs = root.outputs if isinstance(root, MultiOutputNode) else [root]
+    multi = root._kind == "outputs"
+    outputs = root.outputs if multi else [root]
     order = topological(root)
-    inputs = [n for n in order if isinstance(n, InputNode)]
+    inputs = [n for n in order if n._kind == "input"]
     for n in order:
-        if isinstance(n, FunctionNode):
+        if n._kind == "task":
             raise TypeError(f"{n.describe()} is a task: {SUPPORTED}. Run a graph with tasks without compiling it "
                             "(dag.execute(...)), or make the task an actor's method")
-        if not isinstance(n, (InputNode, InputAttributeNode, ClassMethodNode, MultiOutputNode)):
+        if n._kind not in ("input", "input_part", "method", "outputs"):
             raise TypeError(f"a {type(n).__name__} cannot be compiled: {SUPPORTED}")
     for o in outputs:
-        if not isinstance(o, ClassMethodNode):
+        if o._kind != "method":
             raise TypeError(f"the graph's output is a {type(o).__name__}, not an actor method's node: {SUPPORTED}")
     if len(inputs) > 1:
         raise ValueError(f"the graph has {len(inputs)} InputNodes; it takes one (with InputNode() as inp:), whose "
                          "parts inp[i] / inp.name give several arguments")
     reads_input = set()  # nodes that depend on the InputNode
     for n in order:
-        if isinstance(n, (InputNode, InputAttributeNode)) or any(u._id in reads_input for u in n._upstream()):
+        if n._kind in ("input", "input_part") or any(u._id in reads_input for u in n._upstream()):
             reads_input.add(n._id)
     for n in order:
-        if isinstance(n, ClassMethodNode):
+        if n._kind == "method":
             if n._id not in reads_input:
                 raise ValueError(f"{n.describe()} does not depend on the graph's InputNode: every call of a compiled "
                                  "graph runs once per execute(), so each must take the input or a node that does")
@@ -87,7 +125,7 @@ def build(root):
             if mode or num_returns != 1:
                 raise TypeError(f"{n.describe()} returns {'a stream' if mode else f'{num_returns} values'}: a compiled "
                                 "graph's methods return one value each")
-    return _Planner(order, outputs, isinstance(root, MultiOutputNode)).plan
+    return _Planner(order, outputs, multi).plan
 
 
 class _Planner:
@@ -96,7 +134,7 @@ class _Planner:
         self._rank_of = {}   # actor id -> rank
         actors = []
         for n in order:
-            if isinstance(n, ClassMethodNode) and n.actor._actor_id not in self._rank_of:
+            if n._kind == "method" and n.actor._actor_id not in self._rank_of:
                 self._rank_of[n.actor._actor_id] = len(actors) + 1
                 actors.append(n.actor)
         self._programs = [ActorProgram(r + 1, f"actor {a._class_name} {a._actor_id.hex()[:12]}", None, [])
@@ -106,7 +144,7 @@ class _Planner:
         self._steps = {}     # node id -> Step
         driver_inputs = []
         for n in order:
-            if not isinstance(n, ClassMethodNode):
+            if n._kind != "method":
                 continue
             rank = self._rank(n)
             prog = self._programs[rank - 1]
@@ -141,11 +179,12 @@ class _Planner:
 
     def _arg(self, value, rank):
         prog = self._programs[rank - 1]
-        if isinstance(value, (InputNode, InputAttributeNode)):
+        kind = getattr(value, "_kind", None)
+        if kind in ("input", "input_part"):
             if prog.input_slot is None:
                 prog.input_slot = self._new_slot()
-            return ("input",) if isinstance(value, InputNode) else ("part", value._key)
-        if isinstance(value, ClassMethodNode):
+            return ("input",) if kind == "input" else ("part", value._key)
+        if kind == "method":
             producer = self._rank(value)
             if producer == rank:
                 return ("local", value._id)
