@@ -25,6 +25,7 @@ ROWS = {
     "tasks-sync": ("phalanx.get(noop.remote())", 1),
     "tasks-async": ("phalanx.get([noop.remote() for _ in range(1000)])", 1000),
     "put-calls": ("phalanx.put(0)", 1),
+    "get-calls": ("phalanx.get(SMALL)", 1),
     "actor-calls-sync": ("phalanx.get(pinger.ping.remote())", 1),
     "actor-calls-async": ("phalanx.get([pinger.ping.remote() for _ in range(1000)])", 1000),
     "actor-calls-args": ("phalanx.get([pinger.echo.remote(ARG) for _ in range(1000)])", 1000),
@@ -54,6 +55,7 @@ class _AsyncPinger:
 ARG = b"x" * 1024
 phalanx.init({init})
 gen = phalanx.remote(num_returns="streaming")(_yield_ints)
+SMALL = phalanx.put(0)
 
 @phalanx.remote
 def noop():

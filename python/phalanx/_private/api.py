@@ -265,6 +265,14 @@ def _dag_refs(refs):
     return type(first).__name__ == "CompiledDAGRef" and type(first).__module__ == "phalanx.dag.compiled"
 
 
+def _get_dag_refs(refs, timeout):
+    """get() of a compiled graph's results (phalanx.dag): each ref reads its own."""
+    if not isinstance(refs, (list, tuple)):
+        return refs.get(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    return [r.get(None if deadline is None else max(0.0, deadline - time.monotonic())) for r in refs]
+
+
 def _as_list(refs, fn):
     if isinstance(refs, _core.ObjectRef):
         if fn == "wait":
@@ -297,13 +305,13 @@ def get(refs, timeout=None, device=None, copy=False, _probe=True, _asked=None):
     memory, shared with every reader there; `copy=True` gives private
     copies (docs/gpu.md)."""
     ensure_initialized()
-    if _dag_refs(refs):  # a compiled graph's results (phalanx.dag): each ref reads its own
-        if not isinstance(refs, (list, tuple)):
-            return refs.get(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return [r.get(None if deadline is None else max(0.0, deadline - time.monotonic())) for r in refs]
+    try:
+        lst, single = _as_list(refs, "get")
+    except TypeError:
+        if not _dag_refs(refs):
+            raise
+        return _get_dag_refs(refs, timeout)
     device = _tensors.parse_device(device) if device is not None else None
-    lst, single = _as_list(refs, "get")
     if not lst:
         return []
     ids = [r.binary() for r in lst]
