@@ -354,6 +354,7 @@ Status CoreWorker::Cancel(const std::string& task_id, bool force, bool recursive
 
 Status CoreWorker::Reduce(const rpc::ReduceObjects& m) {
   io_.Flush();  // direct calls producing the inputs go out first
+  refs_.RayletAwaits({m.input_ids().begin(), m.input_ids().end()});
   return channel_.Send(rpc::REDUCE_OBJECTS, m);
 }
 

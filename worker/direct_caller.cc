@@ -246,7 +246,7 @@ void DirectCaller::OnResults(uint64_t conn, const std::vector<Frame>& frames) {
   if (done.empty()) return;
   // To the raylet first: a getter woken below may ask it for a store result.
   for (const auto& d : done) (void)raylet_->Send(rpc::DIRECT_RESULTS, d);
-  refs_->DirectResultsCame(&done, me_.inline_threshold);
+  if (refs_->DirectResultsCame(&done, me_.inline_threshold)) (void)raylet_->Flush();  // a reduce waits for them
   for (const auto& id : arg_refs) objects_->RemoveLocalRef(id);
 }
 

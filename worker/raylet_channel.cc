@@ -111,9 +111,10 @@ void RayletChannel::Loop() {
   while (!stopping_) {
     cv_.wait(l, [&] { return stopping_ || nudged_ || !out_buf_.empty(); });
     if (stopping_) break;
-    // Let a burst accumulate, then send it in one write: messages soon, reference changes lazily.
-    auto delay = out_buf_.empty() ? kChangesDelay : kSendDelay;
-    cv_.wait_for(l, delay, [&] { return stopping_; });
+    // Let a burst accumulate, then send it in one write: messages soon, reference changes lazily
+    // (a message that comes while changes wait cuts their wait short: it goes within kSendDelay).
+    if (out_buf_.empty()) cv_.wait_for(l, kChangesDelay, [&] { return stopping_ || !out_buf_.empty(); });
+    if (!out_buf_.empty()) cv_.wait_for(l, kSendDelay, [&] { return stopping_; });
     if (stopping_) break;
     nudged_ = false;  // (this drain takes every change nudged for so far, those of the delay too)
     pending_->DrainInto(&out_buf_);

@@ -122,7 +122,8 @@ void RefCounter::ExpectDirect(const std::vector<std::string>& ids) {
   direct_pending_.insert(ids.begin(), ids.end());
 }
 
-void RefCounter::DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t inline_limit) {
+bool RefCounter::DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t inline_limit) {
+  bool awaited = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& d : *done) {
@@ -133,18 +134,30 @@ void RefCounter::DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t in
           local_values_[r.object_id()] = std::move(*r.mutable_data());
         }
         direct_pending_.erase(r.object_id());
+        awaited = (!raylet_awaits_.empty() && raylet_awaits_.erase(r.object_id()) > 0) || awaited;
       }
     }
   }
   direct_cv_.notify_all();
+  return awaited;
 }
 
 void RefCounter::ForgetDirect(const std::vector<std::string>& ids) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const auto& id : ids) direct_pending_.erase(id);
+    for (const auto& id : ids) {
+      direct_pending_.erase(id);
+      raylet_awaits_.erase(id);
+    }
   }
   direct_cv_.notify_all();
+}
+
+void RefCounter::RayletAwaits(const std::vector<std::string>& ids) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& id : ids) {
+    if (direct_pending_.count(id)) raylet_awaits_.insert(id);
+  }
 }
 
 bool RefCounter::DirectPendingLocked(const std::vector<std::string>& ids) const {

@@ -66,8 +66,13 @@ class RefCounter : public PendingChanges {
   // Direct actor calls: `ids` are on the way; their results came (small
   // values are kept while a ref is held) or will not come this way.
   void ExpectDirect(const std::vector<std::string>& ids);
-  void DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t inline_limit);
+  // True when one of the results is awaited by the raylet (RayletAwaits):
+  // the caller sends them to it at once rather than in the next batch.
+  bool DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t inline_limit);
   void ForgetDirect(const std::vector<std::string>& ids);
+  // Those of `ids` still on the way are inputs of something the raylet runs
+  // as soon as they come (a reduce).
+  void RayletAwaits(const std::vector<std::string>& ids);
   // Waits until none of `ids` is a direct result on the way, the deadline
   // passes or `interrupt` says to stop; short results are looked for before sleeping.
   Status AwaitDirect(const std::vector<std::string>& ids, Deadline deadline, const InterruptCheck& interrupt);
@@ -95,6 +100,7 @@ class RefCounter : public PendingChanges {
   std::unordered_map<std::string, std::string> local_values_;  // guarded by mu_
   std::unordered_map<std::string, MappedObject> mapped_;  // guarded by mu_
   std::unordered_set<std::string> direct_pending_;        // guarded by mu_
+  std::unordered_set<std::string> raylet_awaits_;         // of direct_pending_; guarded by mu_
   std::atomic<bool> unmap_idle_{false};
   bool stopping_ = false;                                 // guarded by mu_
 };

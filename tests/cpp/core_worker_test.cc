@@ -373,5 +373,22 @@ TEST(RefCounterTest, AGetWaitsForADirectResultAndStopsWaitingWhenItComes) {
   EXPECT_EQ(out[0].data(), "42");
 }
 
+TEST(RefCounterTest, ResultsARayletReduceAwaitsAreSaidSoOnce) {
+  RefCounter refs;
+  refs.ExpectDirect({"a", "b", "c"});
+  refs.RayletAwaits({"a", "b", "done-already"});  // (only those still on the way count)
+  auto came = [&](const std::string& id) {
+    std::vector<rpc::TaskDone> done(1);
+    done[0].add_returns()->set_object_id(id);
+    return refs.DirectResultsCame(&done, 1024);
+  };
+  EXPECT_FALSE(came("c"));  // nobody's input: it waits for the next batch to the raylet
+  EXPECT_TRUE(came("a"));
+  refs.ForgetDirect({"b"});  // (handed to the raylet another way)
+  refs.ExpectDirect({"b"});
+  EXPECT_FALSE(came("b"));
+  EXPECT_FALSE(came("a"));  // said once
+}
+
 }  // namespace
 }  // namespace phalanx
