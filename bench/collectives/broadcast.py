@@ -17,7 +17,8 @@ import sys
 import numpy as np
 
 import phalanx
-from clusters import PHALANX, add_cluster_args, csv_line, measure, start_phalanx, start_ray, stop_phalanx, stop_ray
+from clusters import (PHALANX, add_cluster_args, csv_line, measure, pause_for, start_phalanx, start_ray, stop_phalanx,
+                      stop_ray)
 
 
 def run_ray(nodes, sizes, warmup, reps, netns, rate):
@@ -39,7 +40,7 @@ def run_ray(nodes, sizes, warmup, reps, netns, rate):
                 assert ray.get([r.read.remote(ref) for r in readers], timeout=300) == [size] * (nodes - 1)
 
             times = measure(once, warmup, reps, prepare=lambda: ray.put(np.ones(size // 4, dtype=np.float32)),
-                            pause=0.3)
+                            pause=pause_for(size, 0.3))
             print(csv_line("ray", "broadcast", nodes, size, times, rate), flush=True)
     finally:
         stop_ray(cluster)
@@ -64,7 +65,7 @@ def run_phalanx(a, sizes):
                 assert phalanx.get([r.read.remote(ref) for r in readers], timeout=300) == [size] * (a.nodes - 1)
 
             times = measure(once, a.warmup, a.reps, prepare=lambda: phalanx.put(np.ones(size // 4, dtype=np.float32)),
-                            pause=0.3)
+                            pause=pause_for(size, 0.3))
             print(csv_line(PHALANX, "broadcast", a.nodes, size, times, a.rate), flush=True)
     finally:
         stop_phalanx(node)

@@ -162,6 +162,18 @@ def cluster(system, nodes, netns=False, by_value=()):
         raise ValueError(f"unknown system {system!r} (phalanx, ray)")
 
 
+# Up to this size a benchmark's repetitions run back to back, as the peers' do
+# (each of their repetitions starts right after a barrier, so no rank is idle
+# when it starts); larger ones pause between repetitions, letting the last
+# one's frees and copies settle.
+SMALL_BYTES = 64 * 1024
+
+
+def pause_for(size, pause=0.2):
+    """The pause between repetitions of a call moving `size` bytes."""
+    return 0.0 if size <= SMALL_BYTES else pause
+
+
 def measure(run, warmup, reps, prepare=None, pause=0.2):
     """Seconds each of `reps` calls of run() took, after `warmup` untimed
     ones, with `pause` s between. With `prepare`, each call is run(prepare()),

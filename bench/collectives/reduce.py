@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from clusters import (PHALANX, add_cluster_args, csv_line, measure, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx,
+from clusters import (PHALANX, add_cluster_args, csv_line, measure, pause_for, rate_bytes_per_s, start_phalanx, start_ray, stop_phalanx,
                       stop_ray)
 
 
@@ -179,14 +179,15 @@ def bench_ray(a, sizes, ops):
 
 def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once, ready):
     if "reduce" in ops:
-        print(csv_line(peer, "reduce", a.nodes, size, measure(reduce_once, a.warmup, a.reps), a.rate), flush=True)
+        print(csv_line(peer, "reduce", a.nodes, size, measure(reduce_once, a.warmup, a.reps, pause=pause_for(size)),
+                       a.rate), flush=True)
     if "allreduce" in ops:
-        print(csv_line(peer, "allreduce", a.nodes, size, measure(allreduce_once, a.warmup, a.reps), a.rate),
-              flush=True)
+        print(csv_line(peer, "allreduce", a.nodes, size,
+                       measure(allreduce_once, a.warmup, a.reps, pause=pause_for(size)), a.rate), flush=True)
     if "allreduce_ready" in ops:
         once, prepare = ready
-        print(csv_line(peer, "allreduce_ready", a.nodes, size, measure(once, a.warmup, a.reps, prepare=prepare),
-                       a.rate), flush=True)
+        print(csv_line(peer, "allreduce_ready", a.nodes, size,
+                       measure(once, a.warmup, a.reps, prepare=prepare, pause=pause_for(size)), a.rate), flush=True)
     if "staggered" in ops:
         after = [staggered_once() for _ in range(a.warmup + a.reps)][a.warmup:]
         limit = size / rate_bytes_per_s(a.rate or "1gbit")
