@@ -36,7 +36,6 @@ struct Allreduces::Allreduce {
   std::vector<std::string> inputs, outs;
   std::string op;
   int64_t timeout_ms = 0;
-  bool on_input_nodes = false;  // never the cheap way (ReduceObjects.on_input_nodes)
   Clock::time_point started;
   enum class Mode { kUndecided, kCheap, kSliced } mode = Mode::kUndecided;
   uint64_t size = 0;
@@ -89,7 +88,6 @@ Status Allreduces::Start(const rpc::ReduceObjects& m) {
   r->outs.assign(m.out_ids().begin(), m.out_ids().end());
   r->op = m.op();
   r->timeout_ms = m.timeout_ms();
-  r->on_input_nodes = m.on_input_nodes();
   r->started = Clock::now();
   r->node.assign(n, "");
   r->made.assign(n, 0);
@@ -119,10 +117,7 @@ Status Allreduces::Start(const rpc::ReduceObjects& m) {
       Fail(r, StatusCode::kTimedOut, why.str());
     });
   }
-  if (r->on_input_nodes && chain_ == nullptr) {
-    return Status::InvalidArgument("this raylet cannot make results on the inputs' nodes (no reduce steps)");
-  }
-  if (!r->on_input_nodes && (chain_ == nullptr || n < 2)) {
+  if (chain_ == nullptr || n < 2) {
     GoCheap(r);
     return Status::OK();
   }
@@ -184,7 +179,7 @@ void Allreduces::Located(const std::shared_ptr<Allreduce>& r, int i) {
   auto [node, size] = Where(*objects_, self(), id, &v);
   size_t n = r->inputs.size();
   if (r->mode == Allreduce::Mode::kUndecided) {
-    if (!r->on_input_nodes && (node.empty() || size < n * kMinSlice)) return GoCheap(r);
+    if (node.empty() || size < n * kMinSlice) return GoCheap(r);
     r->mode = Allreduce::Mode::kSliced;
     r->size = size;
     r->first = i;

@@ -65,7 +65,6 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::DROP_PARTIALS:
     case rpc::ASSEMBLE_SLICES:
     case rpc::RENDEZVOUS:
-    case rpc::LOCATE_OBJECTS:
     case rpc::LOSE_OBJECTS:
     case rpc::RECALL_TASKS:
     case rpc::STREAM_DROP:

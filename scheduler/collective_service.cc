@@ -71,13 +71,6 @@ void CollectiveService::HandleRendezvous(const std::shared_ptr<Client>& c, uint6
   });
 }
 
-void CollectiveService::HandleLocate(Client& c, const rpc::LocateObjects& m) {
-  for (int i = 0; i < m.object_ids_size(); ++i) {
-    Hold(c, objects_, m.object_ids(i));  // until the client lets go (UPDATE_REFS)
-    if (m.node_ids(i) != node_id_) objects_.SetRemote(m.object_ids(i), m.node_ids(i), m.sizes(i));
-  }
-}
-
 void CollectiveService::HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id,
                                       const std::string& out_id) {
   std::weak_ptr<Client> weak = c;
@@ -108,15 +101,6 @@ void CollectiveService::AddRoutes(Router& router) {
     rpc::Rendezvous m;
     if (!ParseBody(&m, b, n)) return false;
     HandleRendezvous(c, req, m);
-    return true;
-  });
-  router.OnClient(rpc::LOCATE_OBJECTS, "locate", [this](C c, uint64_t, const char* b, size_t n) {
-    rpc::LocateObjects m;
-    if (!ParseBody(&m, b, n) || m.node_ids_size() != m.object_ids_size() || m.sizes_size() != m.object_ids_size() ||
-        !AllObjectIds(m.object_ids())) {
-      return false;
-    }
-    HandleLocate(*c, m);
     return true;
   });
   router.OnClient(rpc::REDUCED_INPUTS, "reduced inputs", [this](C c, uint64_t req, const char* b, size_t n) {

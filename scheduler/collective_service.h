@@ -40,7 +40,6 @@ class CollectiveService final : public ClientWatcher {
   void HandleReduce(Client& c, const rpc::ReduceObjects& m);
   void HandleReducedInputs(const std::shared_ptr<Client>& c, uint64_t request_id, const std::string& out_id);
   void HandleRendezvous(const std::shared_ptr<Client>& c, uint64_t request_id, const rpc::Rendezvous& m);
-  void HandleLocate(Client& c, const rpc::LocateObjects& m);
   // A node was declared dead: its reduce steps and rendezvous here.
   void OnNodeDead(const std::string& node);
   // ClientWatcher: a client that made a rendezvous exited (`why`): the other ranks hear of it.

@@ -373,7 +373,6 @@ Result<std::vector<std::string>> CoreWorker::Rendezvous(const rpc::Rendezvous& m
   return std::vector<std::string>(r.payloads().begin(), r.payloads().end());
 }
 
-Status CoreWorker::Locate(const rpc::LocateObjects& m) { return channel_.Send(rpc::LOCATE_OBJECTS, m); }
 
 Result<rpc::TraceReply> CoreWorker::CollectTrace(uint64_t since_ns, bool all_nodes, int64_t timeout_ms) {
   rpc::TraceRequest m;

@@ -206,7 +206,6 @@ class CoreWorker : public WorkerObjects {
   Result<std::vector<std::string>> Rendezvous(const rpc::Rendezvous& m);
   // Tells the raylet where objects it has no record of are (another rank's
   // array): held by this client from now on, copied here when read here.
-  Status Locate(const rpc::LocateObjects& m);
   // Named actors: NotFound when no live actor has the name.
   Result<rpc::GetActorReply> GetActor(const std::string& name, int64_t timeout_ms);
   Status KillActor(const std::string& actor_id, bool no_restart, int64_t timeout_ms);

@@ -23,17 +23,15 @@ void BindCollectives(pyb::module_& m) {
     ThrowIfError(WithoutGil([&] { return core->Reduce(r); }));
   }, "Asks the raylet to combine `inputs` into `out_id` (held by this process: adopt a ref to it).");
   m.def("allreduce", [](std::vector<std::string> out_ids, std::vector<std::string> inputs, std::string op,
-                        int64_t timeout_ms, bool on_input_nodes) {
+                        int64_t timeout_ms) {
     auto core = RequireCore();
     rpc::ReduceObjects r;
     for (auto& id : out_ids) r.add_out_ids(std::move(id));
     for (auto& id : inputs) r.add_input_ids(std::move(id));
     r.set_op(std::move(op));
     r.set_timeout_ms(timeout_ms);
-    r.set_on_input_nodes(on_input_nodes);
     ThrowIfError(WithoutGil([&] { return core->Reduce(r); }));
   }, pyb::arg("out_ids"), pyb::arg("inputs"), pyb::arg("op"), pyb::arg("timeout_ms"),
-     pyb::arg("on_input_nodes") = false,
      "Asks the raylet to combine `inputs` into each of `out_ids` (one per input, made on its node; held here).");
   m.def("rendezvous", [](const std::string& key, int rank, int world, pyb::bytes payload, int64_t timeout_ms,
                          std::vector<std::string> rank_nodes, std::vector<std::string> rank_clients) {
@@ -56,19 +54,6 @@ void BindCollectives(pyb::module_& m) {
      "Meets the other ranks of a static group at `key`; every rank's payload, by rank (GetTimeoutError after "
      "`timeout_ms`, naming the ranks missing; CollectiveError once a node in `rank_nodes` dies or a process in "
      "`rank_clients` exits).");
-  m.def("locate", [](std::vector<std::string> ids, std::vector<std::string> nodes, std::vector<uint64_t> sizes) {
-    auto core = RequireCore();
-    if (nodes.size() != ids.size() || sizes.size() != ids.size()) {
-      throw pyb::value_error("locate() takes as many nodes and sizes as ids");
-    }
-    rpc::LocateObjects m;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      m.add_object_ids(ids[i]);
-      m.add_node_ids(nodes[i]);
-      m.add_sizes(sizes[i]);
-    }
-    ThrowIfError(core->Locate(m));
-  }, "Tells the raylet that these store objects are on those nodes (held by this process: hold refs to them).");
   m.def("reduced_inputs", [](pyb::bytes out_id, int64_t timeout_ms) {
     auto core = RequireCore();
     auto r = WithoutGil([&] { return core->ReducedInputs(out_id, timeout_ms); });

@@ -6,6 +6,7 @@ flight than the bound, a get that times out), graphs across raylets, and an
 async actor."""
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -36,6 +37,9 @@ class EchoActor:
     def sleep(self, s):
         time.sleep(s)
         return s
+
+    def unpicklable(self, x):
+        return threading.Lock() if x else x
 
 
 @ray.remote
@@ -90,6 +94,10 @@ def test_multiple_outputs_and_input_parts(cluster):
     with pytest.raises(KeyError, match="inp.word"):
         ray.get(compiled.execute(1, 2)[1])
     assert ray.get(compiled.execute(3, 4, word="again")) == [4, "again", 7]
+    # Arguments that cannot be pickled: execute says so, nothing is sent, the graph goes on.
+    with pytest.raises(ray.exceptions.SerializationError, match="execute\\(\\)'s arguments cannot be pickled"):
+        compiled.execute(1, threading.Lock(), word="x")
+    assert ray.get(compiled.execute(5, 6, word="on")) == [6, "on", 11]
     compiled.teardown()
 
 
@@ -107,6 +115,13 @@ def test_exception_inside_is_raised_by_get_and_the_graph_goes_on(cluster):
     assert ray.get(refs[4]) == 5
     with pytest.raises(ValueError, match="got already"):
         ray.get(refs[2])
+    compiled.teardown()
+    # A result that cannot be pickled is an error value too, naming the method.
+    with InputNode() as inp:
+        compiled = a.unpicklable.bind(inp).experimental_compile()
+    with pytest.raises(ray.exceptions.SerializationError, match="unpicklable.*cannot be pickled"):
+        ray.get(compiled.execute(1))
+    assert ray.get(compiled.execute(0)) == 0
     compiled.teardown()
 
 

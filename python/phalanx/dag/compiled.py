@@ -9,8 +9,9 @@ up to `_max_inflight_executions`); `get(ref)` reads the outputs in order,
 keeping those of executions not asked for yet. No task is submitted per
 execution: no raylet, GCS or object store on its path."""
 
-import threading
+import collections
 import os
+import threading
 import time
 import weakref
 
@@ -74,6 +75,7 @@ class CompiledDAG:
         self._partial = {}    # output position -> value, of execution self._read
         self._results = {}    # execution -> {output position: value} read and not got yet
         self._dropped = {}    # execution -> output positions whose refs are gone unread
+        self._released = collections.deque()  # (execution, output) of refs dropped unread, not yet applied
         self._closed = None   # why the graph runs no more (teardown, or a rank gone)
         self._channel = None
         self._loops = []
@@ -133,7 +135,7 @@ class CompiledDAG:
                         f"(_max_inflight_executions={self._max_inflight}) and the oldest (execution {self._read}) "
                         f"did not finish within _submit_timeout={self._submit_timeout} s: {e}") from None
             execution = self._next
-            body = wire.dumps((args, kwargs), "execute()'s arguments")
+            body = wire.dumps_or_raise((args, kwargs), "execute()'s arguments")
             for slot, rank in self._plan.inputs:
                 self._send(_plan.call_of(execution, slot), body, rank)
             self._next += 1
@@ -188,6 +190,7 @@ class CompiledDAG:
             except CollectiveError as e:
                 raise self._broken(e) from None
         got, self._partial = self._partial, {}
+        self._apply_releases()
         for i in self._dropped.pop(execution, ()):
             got.pop(i, None)
         if got:
@@ -195,8 +198,14 @@ class CompiledDAG:
         self._read += 1
 
     def _release(self, execution, output):
-        """A ref dropped unread: its value is not kept."""
-        with self._lock:
+        """A ref dropped unread (from any thread, the garbage collector's
+        too: no lock here): its value is not kept."""
+        self._released.append((execution, output))
+
+    def _apply_releases(self):
+        """REQUIRES self._lock."""
+        while self._released:
+            execution, output = self._released.popleft()
             if execution < self._read:
                 got = self._results.get(execution)
                 if got is not None:

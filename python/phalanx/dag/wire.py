@@ -34,16 +34,23 @@ class Raised:
         return (Raised, (self.error,))
 
 
-def dumps(value, what):
-    """`value` as bytes; a Raised naming `what` if it cannot be pickled."""
+def dumps_or_raise(value, what):
+    """`value` as bytes; SerializationError naming `what` if it cannot be pickled."""
     try:
         return pickle.dumps(value, protocol=5)
     except Exception:  # noqa: BLE001 - lambdas, local classes: cloudpickle takes them
         try:
             return cloudpickle.dumps(value, protocol=5)
         except Exception as e:  # noqa: BLE001
-            error = SerializationError(f"the value of {what} cannot be pickled: {type(e).__name__}: {e}")
-            return pickle.dumps(Raised(TaskError.make(what, f"{type(error).__name__}: {error}\n", error)), protocol=5)
+            raise SerializationError(f"{what} cannot be pickled: {type(e).__name__}: {e}") from None
+
+
+def dumps(value, what):
+    """`value` as bytes; a Raised naming `what` if it cannot be pickled (it goes on as the value)."""
+    try:
+        return dumps_or_raise(value, f"the value of {what}")
+    except SerializationError as error:
+        return pickle.dumps(Raised(TaskError.make(what, f"{type(error).__name__}: {error}\n", error)), protocol=5)
 
 
 loads = pickle.loads
