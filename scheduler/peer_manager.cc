@@ -419,10 +419,13 @@ void PeerManager::RestartOrphans(const std::string& dead_node, const std::string
   gcs_->GetAllActors([this, dead_node, why](Result<std::vector<rpc::ActorInfo>> all) {
     if (!all.ok() || stopped_) return;
     for (const auto& a : all.value()) {
-      // Only detached actors hosted and owned by the dead node: for the
-      // others, the owner restarts them (HostLost) or they die with it.
-      if (a.node_id() != dead_node || a.state() == rpc::ACTOR_DEAD || !a.detached() ||
-          a.owner_node() != dead_node || a.creation_spec().empty()) {
+      // Only detached actors hosted by the dead node and owned by it or by
+      // another dead node (the host died before its adoption of the actor,
+      // ActorManager::OnNodeDead, reached the GCS): for the others, the
+      // owner restarts them (HostLost) or they die with it.
+      bool owner_dead = a.owner_node() == dead_node || marked_dead_.count(a.owner_node()) > 0;
+      if (a.node_id() != dead_node || a.state() == rpc::ACTOR_DEAD || !a.detached() || !owner_dead ||
+          a.creation_spec().empty()) {
         continue;
       }
       // Every live node sees it; one wins the claim and restarts it.

@@ -268,13 +268,16 @@ def test_actors_share_the_fate_of_the_node_that_created_them(sim_nodes):
     raylets[host].send_signal(signal.SIGKILL)
     raylets[host].wait()
     deadline = time.monotonic() + 30
+    last = None
     while True:
         try:
-            if phalanx.get(kept.step.remote(), timeout=30) == 1:  # a fresh instance
+            last = phalanx.get(kept.step.remote(), timeout=30)
+            if last == 1:  # a fresh instance
                 break
-        except phalanx.ActorDiedError:
-            pass  # the call reached it while it was going
-        assert time.monotonic() < deadline, "the detached actor was not restarted"
+        except phalanx.ActorDiedError as e:
+            last = e  # the call reached it while it was going
+        assert time.monotonic() < deadline, (f"the detached actor was not restarted within 30 s; the last call gave "
+                                             f"{last!r}; nodes: {[(n['node_id'][:12], n['alive'], n['resources_available']) for n in phalanx.nodes()]}")
         time.sleep(0.2)
     assert phalanx.get(kept.host.remote(), timeout=30) not in (host, maker.pid)
 
