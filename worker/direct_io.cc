@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/frame.h"
+#include "core/queued_write.h"
 #include "core/logging.h"
 #include "core/process.h"
 
@@ -287,36 +288,20 @@ Status DirectIo::WriteOutLocked(Conn& c) {
     c.tls->TakeOutput(&c.wire);
   }
   std::string& pending = c.tls ? c.wire : c.out;
-  size_t off = c.written;
-  while (off < pending.size()) {
-    if (c.fd < 0) return Status::Unavailable(c.peer + " is closed");
-    ssize_t n = ::send(c.fd, pending.data() + off, pending.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        c.blocked = true;
-        Wake();  // the poll thread adds POLLOUT for it
-        break;
-      }
-      std::string why = std::strerror(errno);
-      ::shutdown(c.fd, SHUT_RDWR);  // the poll thread reports the close
-      pending.clear();
-      c.written = 0;
-      return Status::Unavailable("cannot write to " + c.peer + ": " + why);
-    }
-    off += static_cast<size_t>(n);
-  }
-  // What was written goes from the front only once it is most of the queue:
-  // a socket that takes a large queue a little at a time costs one move of
-  // it, not one per write.
-  if (off == pending.size()) {
+  if (c.written == pending.size()) return Status::OK();
+  if (c.fd < 0) return Status::Unavailable(c.peer + " is closed");
+  bool full;
+  Status st = WriteQueued(c.fd, &pending, &c.written, kQueuedBytes, &full);
+  if (!st.ok()) {
+    ::shutdown(c.fd, SHUT_RDWR);  // the poll thread reports the close
     pending.clear();
-    off = 0;
-  } else if (off >= kQueuedBytes && off >= pending.size() / 2) {
-    pending.erase(0, off);
-    off = 0;
+    c.written = 0;
+    return Status::Unavailable("cannot write to " + c.peer + ": " + st.message());
   }
-  c.written = off;
+  if (full) {
+    c.blocked = true;
+    Wake();  // the poll thread adds POLLOUT for it
+  }
   return Status::OK();
 }
 

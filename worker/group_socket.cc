@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/queued_write.h"
+
 namespace phalanx {
 
 namespace {
@@ -69,22 +71,9 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const void* da
 Status GroupSocket::Flush() { return SendQueued(); }
 
 Status GroupSocket::SendQueued() {
-  while (written_ < out_.size()) {
-    ssize_t w = ::send(fd_, out_.data() + written_, out_.size() - written_, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return Status::Unavailable("cannot write to " + peer_ + ": " + std::strerror(errno));
-    }
-    written_ += static_cast<size_t>(w);
-  }
-  if (written_ == out_.size()) {
-    out_.clear();
-    written_ = 0;
-  } else if (written_ >= kCompactAt && written_ >= out_.size() / 2) {
-    out_.erase(0, written_);
-    written_ = 0;
-  }
+  bool full;
+  Status st = WriteQueued(fd_, &out_, &written_, kCompactAt, &full);
+  if (!st.ok()) return Status::Unavailable("cannot write to " + peer_ + ": " + st.message());
   return Status::OK();
 }
 

@@ -67,6 +67,7 @@ class CompiledDAG:
         if submit_timeout is not None and not submit_timeout > 0:
             raise ValueError(f"_submit_timeout must be a positive number of seconds, got {submit_timeout!r}")
         self._plan = _plan.build(root)
+        self._first = [self._plan.outputs.index(o) for o in self._plan.outputs]  # where each output is read
         self._max_inflight = max_inflight or DEFAULT_MAX_INFLIGHT
         self._submit_timeout = submit_timeout or DEFAULT_SUBMIT_TIMEOUT
         self._lock = threading.RLock()
@@ -175,9 +176,8 @@ class CompiledDAG:
         for i, (slot, rank) in enumerate(self._plan.outputs):
             if i in self._partial:
                 continue
-            same = [j for j, o in enumerate(self._plan.outputs[:i]) if o == (slot, rank)]
-            if same:  # (one node given twice: one message)
-                self._partial[i] = self._partial[same[0]]
+            if self._first[i] != i:  # (one node given twice: one message)
+                self._partial[i] = self._partial[self._first[i]]
                 continue
             if ms >= 0:
                 ms = max(1, int((timeout - (time.monotonic() - started)) * 1000))
