@@ -191,7 +191,7 @@ Status DirectCaller::SendLocked(Route& r, rpc::TaskSpec spec) {
   e.add_num_returns(spec.num_returns());
   if (spec.generator() == rpc::GENERATOR_STREAMING) e.add_streams(tid);
   if (spec.generator() == rpc::GENERATOR_DYNAMIC) e.add_dynamic_streams(tid);
-  PHALANX_RETURN_IF_ERROR(raylet_->Send(rpc::EXPECT_RETURNS, e));
+  PHALANX_RETURN_IF_ERROR(raylet_->SendLazy(rpc::EXPECT_RETURNS, e));  // (before anything of ours that needs it)
   rpc::PushTask push;
   *push.mutable_spec() = std::move(spec);
   std::string frame = EncodeFrame(rpc::DIRECT_CALL, 0, 0, push);
@@ -245,7 +245,8 @@ void DirectCaller::OnResults(uint64_t conn, const std::vector<Frame>& frames) {
   }
   if (done.empty()) return;
   // To the raylet first: a getter woken below may ask it for a store result.
-  for (const auto& d : done) (void)raylet_->Send(rpc::DIRECT_RESULTS, d);
+  // (lazily: this process's own requests take them first, in order; a reduce awaiting them, at once)
+  for (const auto& d : done) (void)raylet_->SendLazy(rpc::DIRECT_RESULTS, d);
   if (refs_->DirectResultsCame(&done, me_.inline_threshold)) (void)raylet_->Flush();  // a reduce waits for them
   for (const auto& id : arg_refs) objects_->RemoveLocalRef(id);
 }

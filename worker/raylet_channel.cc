@@ -51,11 +51,24 @@ Status RayletChannel::Send(uint16_t type, const google::protobuf::MessageLite& m
   bool wake;
   {
     std::lock_guard<std::mutex> l(mu_);
-    wake = out_buf_.empty();
+    wake = !urgent_;
+    PHALANX_RETURN_IF_ERROR(AppendLocked(type, 0, m));
+    if (out_buf_.size() >= kOutBufferBytes) return WriteOutLocked();
+    urgent_ = true;
+  }
+  if (wake) cv_.notify_one();  // the writer sends the batch shortly
+  return Status::OK();
+}
+
+Status RayletChannel::SendLazy(uint16_t type, const google::protobuf::MessageLite& m) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    wake = out_buf_.empty() && !nudged_;
     PHALANX_RETURN_IF_ERROR(AppendLocked(type, 0, m));
     if (out_buf_.size() >= kOutBufferBytes) return WriteOutLocked();
   }
-  if (wake) cv_.notify_one();  // the writer sends the batch shortly
+  if (wake) cv_.notify_one();  // the writer sends it with the changes, later
   return Status::OK();
 }
 
@@ -80,6 +93,7 @@ void RayletChannel::Nudge() {
 }
 
 Status RayletChannel::WriteOutLocked() {
+  urgent_ = false;
   if (out_buf_.empty()) return Status::OK();
   std::string batch;
   batch.swap(out_buf_);
@@ -111,10 +125,10 @@ void RayletChannel::Loop() {
   while (!stopping_) {
     cv_.wait(l, [&] { return stopping_ || nudged_ || !out_buf_.empty(); });
     if (stopping_) break;
-    // Let a burst accumulate, then send it in one write: messages soon, reference changes lazily
-    // (a message that comes while changes wait cuts their wait short: it goes within kSendDelay).
-    if (out_buf_.empty()) cv_.wait_for(l, kChangesDelay, [&] { return stopping_ || !out_buf_.empty(); });
-    if (!out_buf_.empty()) cv_.wait_for(l, kSendDelay, [&] { return stopping_; });
+    // Let a burst accumulate, then send it in one write: messages soon, reference changes and lazy
+    // messages later (a message that comes while they wait cuts their wait short: it goes within kSendDelay).
+    if (!urgent_) cv_.wait_for(l, kChangesDelay, [&] { return stopping_ || urgent_; });
+    if (urgent_) cv_.wait_for(l, kSendDelay, [&] { return stopping_; });
     if (stopping_) break;
     nudged_ = false;  // (this drain takes every change nudged for so far, those of the delay too)
     pending_->DrainInto(&out_buf_);

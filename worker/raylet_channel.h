@@ -5,7 +5,8 @@
 // changes recorded since the last one (PendingChanges, given at
 // construction), so the raylet learns of a hold before any message that
 // could depend on it. A thread of its own writes what waits: messages
-// after ~200 us, reference changes alone after ~5 ms (Nudge).
+// after ~200 us, reference changes and lazy messages (SendLazy) alone after
+// ~5 ms (Nudge); a message that comes while they wait cuts the wait short.
 // Call waits for the reply in slices, checking the interrupt (a pending
 // KeyboardInterrupt) between them, and gives up grace_ms past the request's
 // own timeout, naming the raylet.
@@ -40,6 +41,9 @@ class RayletChannel {
   const InterruptCheck& interrupt() const { return interrupt_; }
 
   Status Send(uint16_t type, const google::protobuf::MessageLite& m);
+  // A message nobody waits for: it goes with the next batch, within ~5 ms
+  // (a request, Send, SendNow or Flush takes it sooner, in order).
+  Status SendLazy(uint16_t type, const google::protobuf::MessageLite& m);
   Status SendNow(uint16_t type, const google::protobuf::MessageLite& m);
   // Writes the pending changes and the queue now.
   Status Flush();
@@ -73,6 +77,7 @@ class RayletChannel {
   std::condition_variable cv_;
   std::string out_buf_;   // encoded frames to write; guarded by mu_
   bool nudged_ = false;   // guarded by mu_
+  bool urgent_ = false;   // out_buf_ holds a message sent with Send; guarded by mu_
   bool stopping_ = false;  // guarded by mu_
   std::thread writer_;
 };
