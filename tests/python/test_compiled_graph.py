@@ -140,6 +140,14 @@ def test_a_killed_actor_ends_get_with_a_named_error_and_frees_the_graph(cluster)
         compiled.execute(3)
     # The surviving actor's loop ended: it serves ordinary calls again.
     assert ray.get(b.echo.remote("alive"), timeout=30) == "alive"
+    # Compiling a graph with a dead actor fails at once, naming it.
+    with InputNode() as inp:
+        dag = b.echo.bind(a.echo.bind(inp))
+    started = time.monotonic()
+    with pytest.raises(ray.exceptions.RayActorError, match=r"compiling the graph: actor .*EchoActor"):
+        dag.experimental_compile()
+    assert time.monotonic() - started < 10
+    assert ray.get(b.echo.remote("still"), timeout=30) == "still"
 
 
 def test_bad_graphs_say_what_is_supported(cluster):

@@ -309,6 +309,8 @@ def meet(group_name, world_size, me, channel, timeout, started):
         raise ValueError(f"group '{group_name}' was not formed: {e}") from None
     joined = [pickle.loads(p) for p in raw]
     for r, j in enumerate(joined):
+        if "abandoned" in j:  # (arrived for a rank that will not: abandon())
+            raise CollectiveError(f"group '{group_name}' was not formed: {j['abandoned']}")
         if j["world"] != world_size:
             raise ValueError(f"group '{group_name}': rank {r} says world_size {j['world']}, this rank {world_size}")
         if j.get("backend", "object") != me["backend"]:
@@ -324,6 +326,20 @@ def meet(group_name, world_size, me, channel, timeout, started):
         except GetTimeoutError as e:
             raise GetTimeoutError(f"group '{group_name}' was not formed: {e}") from None
     return joined, names
+
+
+def abandon(group_name, world_size, ranks, why):
+    """Arrives at a forming group's meeting for `ranks` (whose processes will
+    not come), so the ranks that did come stop waiting and fail with `why`.
+    Returns at once (the arrivals wait on a thread of their own)."""
+    def arrive(rank):
+        try:
+            _core.rendezvous(f"init:{group_name}", rank, world_size,
+                             pickle.dumps({"rank": rank, "world": world_size, "abandoned": why}), 60000)
+        except Exception:  # noqa: BLE001 - (the others are gone too: nothing waits any more)
+            pass
+    for rank in ranks:
+        threading.Thread(target=arrive, args=(rank,), name="phalanx-group-abandon", daemon=True).start()
 
 
 def destroy_group(group_name="default"):

@@ -95,19 +95,39 @@ class CompiledDAG:
         channel = _core.open_group(group, 0, p.world)
         me = {"rank": 0, "world": p.world, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
               "backend": "object", "name": f"driver, pid {os.getpid()}", "addresses": channel.addresses}
+        # The meeting runs on a thread while this one watches the loop calls: an
+        # actor that is dead (or dies) ends the compile at once, naming it.
+        met = {}
+
+        def meet():
+            try:
+                met["names"] = collective_group.meet(group, p.world, me, channel, COMPILE_TIMEOUT, started)[1]
+            except BaseException as e:  # noqa: BLE001 - handed to the compiling thread
+                met["error"] = e
+        thread = threading.Thread(target=meet, name="phalanx-dag-compile", daemon=True)
+        thread.start()
         try:
-            _, self._names = collective_group.meet(group, p.world, me, channel, COMPILE_TIMEOUT, started)
-        except GetTimeoutError as e:
+            while thread.is_alive():
+                thread.join(0.05)
+                self._raise_loop_failure()
+        except BaseException as e:
             channel.close()
-            self._raise_loop_failure()
-            raise GetTimeoutError(f"compiling the graph: {e}") from None
-        except BaseException:
-            channel.close()
+            # The ranks that did not come are met for, so the others' loops end now.
+            ended, _ = api.wait(self._loops, num_returns=len(self._loops), timeout=0)
+            collective_group.abandon(group, p.world, [self._loops.index(r) + 1 for r in ended],
+                                     f"compiling the graph failed: {e}")
             raise
+        if "error" in met:
+            channel.close()
+            e = met["error"]
+            if isinstance(e, GetTimeoutError):
+                raise GetTimeoutError(f"compiling the graph: {e}") from None
+            raise e
+        self._names = met["names"]
         self._channel = channel
 
     def _raise_loop_failure(self):
-        """The error of an actor whose loop call ended (it died, or could not join)."""
+        """The error of an actor whose loop call ended before the graph formed (it died, or could not join)."""
         ready, _ = api.wait(self._loops, num_returns=len(self._loops), timeout=0)
         for ref in ready:
             actor = self._plan.actors[self._loops.index(ref)]
@@ -116,6 +136,8 @@ class CompiledDAG:
             except PhalanxError as e:
                 raise type(e)(f"compiling the graph: actor {actor._class_name} ({actor._actor_id.hex()[:12]}) "
                               f"could not join it: {e}") from None
+            raise ActorDiedError(f"compiling the graph: the loop of actor {actor._class_name} "
+                                 f"({actor._actor_id.hex()[:12]}) ended before the graph formed")
 
     # ---- executions ----
 
