@@ -292,6 +292,13 @@ def init_group(world_size, rank, group_name="default", timeout=60.0, backend="ob
         _groups[group_name] = g
 
 
+def arrival(rank, world_size, channel, name):
+    """What a rank of an object-backend group hands in at the meeting (meet's
+    `me`): its channel's addresses, and `name` (with its pid) for errors."""
+    return {"rank": rank, "world": world_size, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
+            "backend": "object", "name": f"{name}, pid {os.getpid()}", "addresses": channel.addresses}
+
+
 def meet(group_name, world_size, me, channel, timeout, started):
     """The rendezvous of a forming group: every rank's `me` (its "world",
     "node", "backend", "nonce", "addresses" for `channel` and "name" or "pid"

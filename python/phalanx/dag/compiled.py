@@ -16,7 +16,7 @@ import time
 import weakref
 
 from phalanx import _core
-from phalanx._private import api, collective_group, state
+from phalanx._private import api, collective_group
 from phalanx.dag import plan as _plan
 from phalanx.dag import wire
 from phalanx.dag.loop import LOOP_METHOD
@@ -93,8 +93,7 @@ class CompiledDAG:
         for prog, actor in zip(p.programs, p.actors):
             self._loops.append(getattr(actor, LOOP_METHOD).remote(group, prog.rank, p.world, prog, COMPILE_TIMEOUT))
         channel = _core.open_group(group, 0, p.world)
-        me = {"rank": 0, "world": p.world, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
-              "backend": "object", "name": f"driver, pid {os.getpid()}", "addresses": channel.addresses}
+        me = collective_group.arrival(0, p.world, channel, "driver")
         # The meeting runs on a thread while this one watches the loop calls: an
         # actor that is dead (or dies) ends the compile at once, naming it.
         met = {}

@@ -6,12 +6,11 @@ is gone. Ordinary calls of the actor wait meanwhile (of a threaded or async
 actor: the loop holds one of its slots) and run again after teardown."""
 
 import asyncio
-import os
 import time
 import traceback
 
 from phalanx import _core
-from phalanx._private import collective_group, state
+from phalanx._private import collective_group
 from phalanx.dag import plan as _plan
 from phalanx.dag import wire
 from phalanx.exceptions import TaskError
@@ -33,8 +32,7 @@ def run(instance, group, rank, world, program, timeout, event_loop):
     started = time.monotonic()
     channel = _core.open_group(group, rank, world)
     try:
-        me = {"rank": rank, "world": world, "nonce": os.urandom(8).hex(), "node": state.info["node_id"],
-              "backend": "object", "name": f"{program.name}, pid {os.getpid()}", "addresses": channel.addresses}
+        me = collective_group.arrival(rank, world, channel, program.name)
         collective_group.meet(group, world, me, channel, timeout, started)
         executions = _Loop(instance, channel, program, event_loop).serve()
         # Every rank has passed STOP on: the driver says when all have, then each closes.
