@@ -27,8 +27,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from microbenchmark import window_rates  # noqa: E402  (bench/microbenchmark.py)
+from phalanx.microbenchmark import window_rates  # noqa: E402
 
 ROWS = ("single client tasks sync", "1:1 actor calls sync", "1:1 actor calls sync through the raylet",
         "single client tasks async", "single client put calls", "single client get calls", "1:1 actor calls async")

@@ -488,7 +488,14 @@ def main(argv=None):
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     sub.add_parser("version")
-    a = ap.parse_args(argv)
+    sub.add_parser("microbenchmark", add_help=False,
+                   help="the microbenchmark with Ray's metric names (python -m phalanx.microbenchmark --help)")
+    a, rest = ap.parse_known_args(argv)
+    if a.cmd == "microbenchmark":
+        from phalanx import microbenchmark
+        return microbenchmark.main(rest)
+    if rest:
+        ap.error("unrecognized arguments: " + " ".join(rest))
     if a.cmd == "version":
         print(phalanx.__version__)
         return 0

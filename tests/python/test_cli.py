@@ -145,3 +145,18 @@ def test_cluster_off_127_0_0_1_is_protected_by_a_token(cli_dir, monkeypatch):
     assert len(_core.gcs_nodes(host, int(port), 5.0)) == 1
     phalanx.init(address=address)
     assert phalanx.get(phalanx.remote(lambda: 42).remote()) == 42
+
+
+def test_microbenchmark_runs_from_the_package(cli_dir):
+    # `phalanx microbenchmark` is the package's own (python -m phalanx.microbenchmark);
+    # one system's measurement, short: the compiled graph rows a run reports.
+    p = run("microbenchmark", "--help")
+    assert "--peers" in p.stdout
+    child = subprocess.run([sys.executable, "-m", "phalanx.microbenchmark", "--_child", "phalanx-dag",
+                            "--duration", "0.1", "--reps", "1"], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    rows = json.loads(child.stdout.splitlines()[-1][len("RESULT "):])
+    assert rows["compiled graph, 1 actor: execute+get median"] > 0
+    assert rows["compiled graph, 3-actor chain: executions/s, 8 in flight"] > 0
+    bad = run("microbenchmark", "--peers", "none", "--reps", "x", check=False)
+    assert bad.returncode != 0 and "--reps" in bad.stderr
