@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/frame.h"
@@ -26,6 +27,12 @@ constexpr auto kInterruptSlice = std::chrono::milliseconds(100);
 // 1.4 sleeping at once). A ring's pieces come every few ms: it spins 500 us
 // of each, which the 32 MiB figure does not notice.
 constexpr auto kSpin = std::chrono::microseconds(500);
+
+// PHALANX_GROUP_SHM=0: ranks on one node keep to their Unix sockets (for A/B runs).
+const bool kSharedMemory = [] {
+  const char* v = std::getenv("PHALANX_GROUP_SHM");
+  return v == nullptr || std::string(v) != "0";
+}();
 
 FrameHeader Header(uint16_t type, uint64_t request_id) {
   FrameHeader h;
@@ -83,6 +90,13 @@ std::string GroupChannel::Name(int r) const {
 std::string GroupChannel::Mismatch(int from, const std::string& theirs, const std::string& ours) const {
   return Name(from) + " called " + theirs + " where " + Name(o_.rank) + " called " + ours +
          ": every rank must make the same calls in the same order, with arrays of one dtype and shape";
+}
+
+int GroupChannel::shared_memory_links() const {
+  std::lock_guard<std::mutex> l(call_mu_);
+  int n = 0;
+  for (const auto& link : links_) n += link && link->shared_memory() ? 1 : 0;
+  return n;
 }
 
 // ---- Forming ----
@@ -157,6 +171,7 @@ Status GroupChannel::Dial(int r, const Peer& peer, Deadline deadline) {
       continue;
     }
     links_[r] = std::make_unique<GroupSocket>(std::move(got.value()));
+    if (!links_[r]->tcp()) links_[r]->AwaitPipes();  // (the answer brings shared memory)
     return SendHello(r);
   }
   return last;
@@ -167,6 +182,9 @@ Status GroupChannel::SendHello(int r) {
   hello.set_group(o_.group);
   hello.set_nonce(nonce_);
   hello.set_rank(o_.rank);
+  if (r > o_.rank && !links_[r]->tcp() && kSharedMemory) {  // an answer on this node: with the pair's shared memory
+    return links_[r]->OfferPipes(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString());
+  }
   return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString(), nullptr, 0);
 }
 
@@ -219,23 +237,26 @@ void GroupChannel::OnClose(uint64_t conn, const Status&) {
 Status GroupChannel::Poll(Deadline until) {
   std::vector<pollfd> fds;
   std::vector<int> ranks;
-  bool buffered = false;
+  bool buffered = false;  // something to do without waiting
   for (int r = 0; r < o_.world; ++r) {
     if (!links_[r]) continue;
-    fds.push_back(pollfd{links_[r]->fd(), static_cast<short>(POLLIN | (links_[r]->pending() ? POLLOUT : 0)), 0});
+    fds.push_back(pollfd{links_[r]->fd(), static_cast<short>(POLLIN | (links_[r]->wants_pollout() ? POLLOUT : 0)), 0});
     ranks.push_back(r);
-    buffered = buffered || links_[r]->has_input();
+    buffered = buffered || links_[r]->has_input() || links_[r]->can_flush();
   }
   auto now = Clock::now();
-  auto wake = buffered || now < spin_until_ ? now : std::min(until, now + kInterruptSlice);
+  bool sleep = !buffered && now >= spin_until_;
+  for (size_t i = 0; sleep && i < ranks.size(); ++i) sleep = links_[ranks[i]]->PrepareToSleep();
+  auto wake = sleep ? std::min(until, now + kInterruptSlice) : now;
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(Clock::duration::zero(), wake - now));
   timespec ts{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
   int rc = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
   if (rc < 0 && errno != EINTR) return Status::Internal(std::string("poll failed: ") + std::strerror(errno));
+  for (int r : ranks) links_[r]->Woke();
   for (size_t i = 0; rc >= 0 && i < fds.size(); ++i) {
     const int r = ranks[i];
     GroupSocket* s = links_[r].get();
-    if (fds[i].revents & POLLOUT) {
+    if ((fds[i].revents & POLLOUT) || s->can_flush()) {
       Status st = s->Flush();
       if (!st.ok()) {
         Gone(r, st.message());
@@ -249,7 +270,7 @@ Status GroupChannel::Poll(Deadline until) {
       if (!st.ok()) Gone(r, st.message());
     }
   }
-  if (rc == 0 && wake == now && !buffered) {
+  if (rc == 0 && !sleep && !buffered) {
     ::sched_yield();  // (spinning: let the ranks that share this core run)
     return Status::OK();
   }

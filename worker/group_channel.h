@@ -10,9 +10,11 @@
 // GROUP_HELLO (group, the forming's nonce, its rank); each lower rank checks
 // the hello (another group, an older forming, a rank already connected or
 // not higher: closed), takes the socket out of DirectIo's poll thread and
-// answers with its own hello. From then on each pair has one connection,
-// read and written by the thread making the call (GroupSocket), with no
-// thread between the socket and the call.
+// answers with its own hello (on this node, with a pair of shared-memory
+// pipes that carry the pair's frames from then on: worker/shm_pipe.h; the
+// socket stays for doorbells and to say the rank is gone). From then on
+// each pair has one connection, read and written by the thread making the
+// call (GroupSocket), with no thread between the connection and the call.
 //
 // A call's progress: while it waits for a message (Recv) or for its bytes to
 // go out (Flush), the calling thread polls every connection, files whole
@@ -90,6 +92,8 @@ class GroupChannel : public GroupLinks {
   void Done(uint64_t call) override;
   // The rank a call waits for now (-1: none), for the stuck-call report.
   int waiting_for() const { return waiting_for_.load(); }
+  // How many of this rank's connections go through shared memory.
+  int shared_memory_links() const;
 
  private:
   explicit GroupChannel(Options options);
@@ -129,7 +133,7 @@ class GroupChannel : public GroupLinks {
   std::vector<std::pair<uint64_t, std::string>> early_hellos_;  // accepted before Connect knew the nonce
 
   // Calls (the calling thread's, under call_mu_).
-  std::mutex call_mu_;
+  mutable std::mutex call_mu_;
   std::vector<std::unique_ptr<GroupSocket>> links_;  // by rank; null: itself, or gone
   std::vector<bool> hello_from_;                     // by lower rank: its answer came
   std::vector<std::string> gone_;                    // by rank: why it is gone ("" while connected)

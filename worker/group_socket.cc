@@ -18,18 +18,37 @@ constexpr size_t kBodyStep = 1 << 20;   // a body grows by this as its bytes com
 }  // namespace
 
 GroupSocket::GroupSocket(DirectIo::Socket socket)
-    : fd_(socket.fd), peer_(std::move(socket.peer)), tls_(std::move(socket.tls)) {}
+    : fd_(socket.fd), peer_(std::move(socket.peer)), tls_(std::move(socket.tls)), tcp_(socket.tcp) {}
 
 GroupSocket::~GroupSocket() {
   if (fd_ >= 0) ::close(fd_);
+  if (passed_fd_ >= 0) ::close(passed_fd_);
 }
 
-bool GroupSocket::has_input() const { return tls_ && tls_->has_input(); }
+bool GroupSocket::has_input() const { return (tls_ && tls_->has_input()) || (in_pipe_ && in_pipe_->readable()); }
 
 Status GroupSocket::Write(FrameHeader h, const std::string& head, const void* data, size_t n) {
   h.length = static_cast<uint32_t>(head.size() + n);
   char header[kFrameHeaderSize];
   EncodeHeader(h, header);
+  if (out_pipe_) {  // the caller's bytes straight into the pipe; what does not fit waits in the queue
+    const char* parts[3] = {header, head.data(), static_cast<const char*>(data)};
+    const size_t sizes[3] = {sizeof(header), head.size(), n};
+    bool was_pending = pending();
+    bool full = was_pending;
+    for (int i = 0; i < 3; ++i) {
+      size_t put = 0;
+      if (!full && sizes[i] > 0) {
+        auto k = out_pipe_->Put(parts[i], sizes[i]);
+        if (!k.ok()) return Status::Unavailable(peer_ + ": " + k.status().message());
+        put = k.value();
+        full = put < sizes[i];
+      }
+      if (put < sizes[i]) out_.append(parts[i] + put, sizes[i] - put);
+    }
+    if (!was_pending && out_pipe_->TakeReaderSleeping()) Ring();
+    return was_pending ? SendQueued() : Status::OK();
+  }
   if (tls_) {
     PHALANX_RETURN_IF_ERROR(tls_->Write(header, sizeof(header)));
     if (!head.empty()) PHALANX_RETURN_IF_ERROR(tls_->Write(head.data(), head.size()));
@@ -68,9 +87,94 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const void* da
   return Status::OK();
 }
 
+Status GroupSocket::OfferPipes(FrameHeader h, const std::string& head) {
+  int fd = -1;
+  auto pair = ShmPipe::CreatePair(&fd);
+  if (!pair.ok() || pending()) return Write(h, head, nullptr, 0);  // (the socket carries on)
+  h.length = static_cast<uint32_t>(head.size());
+  char header[kFrameHeaderSize];
+  EncodeHeader(h, header);
+  iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(head.data()), head.size()}};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t w;
+  do {
+    w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (w < 0 && errno == EINTR);
+  ::close(fd);
+  // A fresh socket takes a first frame whole; anything else: this socket is no good.
+  if (w != static_cast<ssize_t>(sizeof(header) + head.size())) {
+    return Status::Unavailable("cannot write to " + peer_ + ": " + (w < 0 ? std::strerror(errno) : "short write"));
+  }
+  out_pipe_ = std::move(pair.value().out);
+  in_pipe_ = std::move(pair.value().in);
+  return Status::OK();
+}
+
+Status GroupSocket::UsePassedPipes() {
+  int fd = passed_fd_;
+  passed_fd_ = -1;
+  auto pair = ShmPipe::MapPair(fd);
+  ::close(fd);
+  if (!pair.ok()) return Status::Unavailable(peer_ + ": " + pair.status().message());
+  if (pending()) return Status::Unavailable(peer_ + ": bytes were queued on the socket when the pipes came");
+  out_pipe_ = std::move(pair.value().out);
+  in_pipe_ = std::move(pair.value().in);
+  return Status::OK();
+}
+
+void GroupSocket::Ring() {
+  char b = 0;
+  while (::send(fd_, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+  }
+  // (EAGAIN: doorbells the peer has not read yet wake it anyway; a broken
+  // socket shows on the next read.)
+}
+
+bool GroupSocket::PrepareToSleep() {
+  if (!in_pipe_) return true;
+  in_pipe_->set_reader_sleeping(true);
+  if (pending()) out_pipe_->set_writer_sleeping(true);
+  if (in_pipe_->readable() || can_flush()) {
+    Woke();
+    return false;
+  }
+  return true;
+}
+
+void GroupSocket::Woke() {
+  if (!in_pipe_) return;
+  in_pipe_->set_reader_sleeping(false);
+  out_pipe_->set_writer_sleeping(false);
+}
+
 Status GroupSocket::Flush() { return SendQueued(); }
 
 Status GroupSocket::SendQueued() {
+  if (out_pipe_) {
+    if (!pending()) return Status::OK();
+    auto k = out_pipe_->Put(out_.data() + written_, out_.size() - written_);
+    if (!k.ok()) return Status::Unavailable(peer_ + ": " + k.status().message());
+    written_ += k.value();
+    if (written_ == out_.size()) {
+      out_.clear();
+      written_ = 0;
+    } else if (written_ >= kCompactAt) {
+      out_.erase(0, written_);
+      written_ = 0;
+    }
+    if (k.value() > 0 && out_pipe_->TakeReaderSleeping()) Ring();
+    return Status::OK();
+  }
   bool full;
   Status st = WriteQueued(fd_, &out_, &written_, kCompactAt, &full);
   if (!st.ok()) return Status::Unavailable("cannot write to " + peer_ + ": " + st.message());
@@ -95,13 +199,10 @@ Status GroupSocket::ReadPlain(std::vector<Frame>* out, std::vector<std::string>*
       into = frame_.body.data() + body_got_;
       want = frame_.body.size() - body_got_;
     }
-    ssize_t r = want == 0 ? 0 : ::recv(fd_, into, want, MSG_DONTWAIT);
+    size_t r = 0;
     if (want > 0) {
-      if (r == 0) return Status::Unavailable(peer_ + " closed the connection");
-      if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::OK();
-        return Status::Unavailable(peer_ + ": " + std::strerror(errno));
-      }
+      PHALANX_ASSIGN_OR_RETURN(r, Take(into, want));
+      if (r == 0) return Status::OK();
     }
     if (header_got_ < kFrameHeaderSize) {
       header_got_ += static_cast<size_t>(r);
@@ -125,7 +226,64 @@ Status GroupSocket::ReadPlain(std::vector<Frame>* out, std::vector<std::string>*
       frame_ = Frame();
       header_got_ = 0;
       body_got_ = 0;
+      if (awaiting_pipes_) {  // the first frame: the bytes after it come through the pipes it brought, if any
+        awaiting_pipes_ = false;
+        if (passed_fd_ >= 0) PHALANX_RETURN_IF_ERROR(UsePassedPipes());
+      }
     }
+  }
+}
+
+Result<size_t> GroupSocket::Take(char* into, size_t want) {
+  if (!in_pipe_) return TakeFromSocket(into, want);
+  for (int pass = 0; pass < 2; ++pass) {
+    auto got = in_pipe_->Get(into, want);
+    if (!got.ok()) return Status::Unavailable(peer_ + ": " + got.status().message());
+    const size_t k = got.value();
+    if (k > 0) {
+      if (in_pipe_->TakeWriterSleeping()) Ring();  // (room for the peer's queued bytes)
+      return k;
+    }
+    if (pass == 1) break;
+    // Empty: the doorbells that woke this end go, and a closed socket says the peer is gone.
+    char bells[256];
+    while (true) {
+      ssize_t r = ::recv(fd_, bells, sizeof(bells), MSG_DONTWAIT);
+      if (r > 0) continue;
+      if (r == 0) return Status::Unavailable(peer_ + " closed the connection");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return Status::Unavailable(peer_ + ": " + std::strerror(errno));
+    }
+  }
+  return size_t{0};
+}
+
+Result<size_t> GroupSocket::TakeFromSocket(char* into, size_t want) {
+  ssize_t r;
+  while (true) {
+    if (awaiting_pipes_ && passed_fd_ < 0) {  // (the first frame's bytes may bring the pipes' fd)
+      iovec iov{into, want};
+      char control[CMSG_SPACE(sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      r = ::recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      for (cmsghdr* c = r > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && passed_fd_ < 0) {
+          std::memcpy(&passed_fd_, CMSG_DATA(c), sizeof(int));
+        }
+      }
+    } else {
+      r = ::recv(fd_, into, want, MSG_DONTWAIT);
+    }
+    if (r > 0) return static_cast<size_t>(r);
+    if (r == 0) return Status::Unavailable(peer_ + " closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return Status::Unavailable(peer_ + ": " + std::strerror(errno));
   }
 }
 

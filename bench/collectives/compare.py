@@ -7,9 +7,9 @@ median_s,min_s,max_s, anything after '#' ignored; other lines skipped). Prints
 a markdown table per (op, world, size): every peer's median in ms, phalanx's
 as a multiple of S/B (the time one link needs for the object), and phalanx
 against the best peer (below 1: phalanx is faster). An op of phalanx's
-that the peers time under another name (allreduce_ready and group_allreduce:
-their allreduce, whose buffers are in memory when the clock starts) is set
-against that one."""
+that the peers time under another name (reduce_ready: their reduce;
+allreduce_ready and group_allreduce: their allreduce; the peers' buffers are
+in memory when the clock starts) is set against that one."""
 import argparse
 import sys
 from collections import defaultdict
@@ -17,7 +17,7 @@ from collections import defaultdict
 from clusters import rate_bytes_per_s
 
 # phalanx's op -> the peers' op it compares with
-PEER_OP = {"allreduce_ready": "allreduce", "group_allreduce": "allreduce"}
+PEER_OP = {"reduce_ready": "reduce", "allreduce_ready": "allreduce", "group_allreduce": "allreduce"}
 
 
 def read(paths):

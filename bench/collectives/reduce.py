@@ -9,6 +9,13 @@ driver), in one run.
 Ops, each timed from the actor calls to the last byte where it is needed:
   reduce     every actor returns its array (already in memory); the driver
              gets the sum: phalanx.collective.reduce / Ray: get all + np.sum.
+  reduce_ready
+             reduce of arrays already made (by an untimed actor call, left
+             where they are), until the driver has the sum: as the peers
+             time their reduce (their buffers are in memory when the clock
+             starts).
+  gather     the floor under reduce: the same calls, their values got by
+             the driver and summed there with numpy (what Ray's reduce is).
   allreduce  the same, then every actor reads the sum (a ref passed to it).
   allreduce_ready
              allreduce of arrays already in each node's store (made by an
@@ -92,6 +99,10 @@ def bench_phalanx(a, sizes, ops):
                 out = phalanx.collective.reduce([g.grad.remote(size) for g in actors], timeout=300)
                 assert phalanx.get(out, timeout=300)[0] == want
 
+            def gather_once():
+                got = phalanx.get([g.grad.remote(size) for g in actors], timeout=300)
+                assert np.sum(got, axis=0)[0] == want
+
             def allreduce_once():
                 outs = phalanx.collective.allreduce([g.grad.remote(size) for g in actors], timeout=300)
                 got = phalanx.get([g.read.remote(o) for g, o in zip(actors, outs)], timeout=300)
@@ -101,6 +112,10 @@ def bench_phalanx(a, sizes, ops):
                 refs = [g.grad.remote(size) for g in actors]
                 phalanx.wait(refs, num_returns=len(refs), timeout=300, fetch_local=False)  # (left where made)
                 return refs
+
+            def reduce_ready_once(refs):
+                out = phalanx.collective.reduce(refs, timeout=300)
+                assert phalanx.get(out, timeout=300)[0] == want
 
             def allreduce_ready_once(refs):
                 outs = phalanx.collective.allreduce(refs, timeout=300)
@@ -120,6 +135,13 @@ def bench_phalanx(a, sizes, ops):
             before = phalanx.cluster_stats()
             report(a, PHALANX, size, ops, reduce_once, allreduce_once, staggered_once,
                    (allreduce_ready_once, inputs_ready))
+            if "reduce_ready" in ops:
+                print(csv_line(PHALANX, "reduce_ready", a.nodes, size,
+                               measure(reduce_ready_once, a.warmup, a.reps, prepare=inputs_ready,
+                                       pause=pause_for(size)), a.rate), flush=True)
+            if "gather" in ops:
+                print(csv_line(PHALANX, "gather", a.nodes, size,
+                               measure(gather_once, a.warmup, a.reps, pause=pause_for(size)), a.rate), flush=True)
             if "group_allreduce" in ops:
                 if size == sizes[0]:
                     phalanx.get([g.group_init.remote(a.nodes) for g in actors], timeout=180)
@@ -198,7 +220,8 @@ def report(a, peer, size, ops, reduce_once, allreduce_once, staggered_once, read
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_cluster_args(ap)
-    ap.add_argument("--ops", default="reduce,allreduce,allreduce_ready,group_allreduce,staggered")
+    ap.add_argument("--ops", default="reduce,reduce_ready,allreduce,allreduce_ready,group_allreduce,staggered",
+                    help="comma list; also gather (the calls alone, the floor under reduce)")
     ap.add_argument("--peers", choices=["ray", "none"], default="ray",
                     help="after phalanx, measure Ray the same way (pip extra 'bench')")
     a = ap.parse_args()

@@ -62,6 +62,12 @@ std::vector<std::unique_ptr<GroupChannel>> Form(int world, bool two_nodes = fals
     });
   }
   for (auto& t : ts) t.join();
+  // Ranks on one node reach each other through shared memory.
+  for (int r = 0; r < world; ++r) {
+    int same_node = 0;
+    for (int q = 0; q < world; ++q) same_node += q != r && peers[q].node_id == peers[r].node_id ? 1 : 0;
+    EXPECT_EQ(chs[r]->shared_memory_links(), same_node) << "rank " << r;
+  }
   return chs;
 }
 
