@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -65,7 +66,16 @@ class GroupLinks {
   // connection does not take at once is copied and queued: the caller may
   // change the bytes when this returns). Never waits for the peer.
   // kCollectiveFailed naming the rank when its connection is gone.
-  virtual Status Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) = 0;
+  Status Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) {
+    return SendParts(to, call, what, {Part{data, n}});
+  }
+  // One message whose bytes are `parts`, one after the other (as Send of
+  // them joined, without joining them first).
+  struct Part {
+    const void* data;
+    size_t size;
+  };
+  virtual Status SendParts(int to, uint64_t call, const std::string& what, const std::vector<Part>& parts) = 0;
   // Waits until every queued byte is written (taking in what arrives
   // meanwhile), by `deadline`: a call ends with this, so no peer waits for
   // bytes of a call this rank has left.

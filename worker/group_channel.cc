@@ -322,7 +322,7 @@ void GroupChannel::File(int from, uint64_t call, std::string body) {
   inbox_[{from, call}].push_back(std::move(body));
 }
 
-Status GroupChannel::Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) {
+Status GroupChannel::SendParts(int to, uint64_t call, const std::string& what, const std::vector<Part>& parts) {
   std::lock_guard<std::mutex> l(call_mu_);
   if (!links_[to]) {
     return Status(StatusCode::kCollectiveFailed, gone_[to].empty() ? Name(to) + " is not connected" : gone_[to]);
@@ -331,7 +331,10 @@ Status GroupChannel::Send(int to, uint64_t call, const std::string& what, const 
   uint32_t len = static_cast<uint32_t>(what.size());
   std::memcpy(head.data(), &len, 4);
   std::memcpy(head.data() + 4, what.data(), what.size());
-  Status st = links_[to]->Write(Header(rpc::GROUP_DATA, call), head, data, n);
+  std::vector<GroupSocket::Bytes> bytes;
+  bytes.reserve(parts.size());
+  for (const auto& p : parts) bytes.push_back({static_cast<const char*>(p.data), p.size});
+  Status st = links_[to]->Write(Header(rpc::GROUP_DATA, call), head, bytes);
   if (!st.ok()) {
     Gone(to, st.message());
     return Status(StatusCode::kCollectiveFailed, gone_[to]);

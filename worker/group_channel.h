@@ -83,7 +83,7 @@ class GroupChannel : public GroupLinks {
   int rank() const override { return o_.rank; }
   int world() const override { return o_.world; }
   std::string Name(int r) const override;
-  Status Send(int to, uint64_t call, const std::string& what, const void* data, size_t n) override;
+  Status SendParts(int to, uint64_t call, const std::string& what, const std::vector<Part>& parts) override;
   Status Flush(Deadline deadline) override;
   Result<Message> Recv(int from, uint64_t call, const std::string& what, Deadline deadline,
                        bool whole_group) override;

@@ -15,6 +15,7 @@ namespace {
 constexpr size_t kRawChunk = 1 << 16;
 constexpr size_t kCompactAt = 1 << 20;  // written bytes dropped from the queue's front past this
 constexpr size_t kBodyStep = 1 << 20;   // a body grows by this as its bytes come
+constexpr size_t kMaxIov = 64;          // a frame of more pieces is queued whole first
 }  // namespace
 
 GroupSocket::GroupSocket(DirectIo::Socket socket)
@@ -27,44 +28,43 @@ GroupSocket::~GroupSocket() {
 
 bool GroupSocket::has_input() const { return (tls_ && tls_->has_input()) || (in_pipe_ && in_pipe_->readable()); }
 
-Status GroupSocket::Write(FrameHeader h, const std::string& head, const void* data, size_t n) {
-  h.length = static_cast<uint32_t>(head.size() + n);
+Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vector<Bytes>& parts) {
   char header[kFrameHeaderSize];
-  EncodeHeader(h, header);
-  if (out_pipe_) {  // the caller's bytes straight into the pipe; what does not fit waits in the queue
-    const char* parts[3] = {header, head.data(), static_cast<const char*>(data)};
-    const size_t sizes[3] = {sizeof(header), head.size(), n};
-    bool was_pending = pending();
-    bool full = was_pending;
-    for (int i = 0; i < 3; ++i) {
-      size_t put = 0;
-      if (!full && sizes[i] > 0) {
-        auto k = out_pipe_->Put(parts[i], sizes[i]);
-        if (!k.ok()) return Status::Unavailable(peer_ + ": " + k.status().message());
-        put = k.value();
-        full = put < sizes[i];
-      }
-      if (put < sizes[i]) out_.append(parts[i] + put, sizes[i] - put);
-    }
-    if (!was_pending && out_pipe_->TakeReaderSleeping()) Ring();
-    return was_pending ? SendQueued() : Status::OK();
+  std::vector<Bytes> pieces;  // the frame's bytes in order
+  pieces.reserve(parts.size() + 2);
+  pieces.push_back({header, sizeof(header)});
+  pieces.push_back({head.data(), head.size()});
+  size_t total = 0;
+  for (const auto& p : parts) {
+    if (p.size > 0) pieces.push_back(p);
+    total += p.size;
   }
+  h.length = static_cast<uint32_t>(head.size() + total);
+  EncodeHeader(h, header);
+  total += sizeof(header) + head.size();
   if (tls_) {
-    PHALANX_RETURN_IF_ERROR(tls_->Write(header, sizeof(header)));
-    if (!head.empty()) PHALANX_RETURN_IF_ERROR(tls_->Write(head.data(), head.size()));
-    if (n > 0) PHALANX_RETURN_IF_ERROR(tls_->Write(static_cast<const char*>(data), n));
+    for (const auto& p : pieces) {
+      if (p.size > 0) PHALANX_RETURN_IF_ERROR(tls_->Write(p.data, p.size));
+    }
     tls_->TakeOutput(&out_);
     return SendQueued();
   }
-  const size_t total = sizeof(header) + head.size() + n;
-  size_t sent = 0;
-  if (!pending()) {  // straight from the caller's bytes: header, head and data in one call
-    iovec iov[3] = {{header, sizeof(header)},
-                    {const_cast<char*>(head.data()), head.size()},
-                    {const_cast<void*>(data), n}};
+  const bool was_pending = pending();
+  size_t sent = 0;  // bytes of the frame gone (into the pipe or the socket)
+  if (!was_pending && out_pipe_) {  // the caller's bytes straight into the pipe
+    for (const auto& p : pieces) {
+      auto k = out_pipe_->Put(p.data, p.size);
+      if (!k.ok()) return Status::Unavailable(peer_ + ": " + k.status().message());
+      sent += k.value();
+      if (k.value() < p.size) break;
+    }
+    if (sent > 0 && out_pipe_->TakeReaderSleeping()) Ring();
+  } else if (!was_pending && pieces.size() <= kMaxIov) {  // straight from the caller's bytes, in one call
+    iovec iov[kMaxIov];
+    for (size_t i = 0; i < pieces.size(); ++i) iov[i] = {const_cast<char*>(pieces[i].data), pieces[i].size};
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = 3;
+    msg.msg_iovlen = pieces.size();
     while (true) {
       ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w >= 0) {
@@ -75,16 +75,15 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const void* da
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return Status::Unavailable("cannot write to " + peer_ + ": " + std::strerror(errno));
     }
-    if (sent == total) return Status::OK();
   }
+  if (sent == total) return Status::OK();
   // The rest waits in the queue, in order.
-  auto append_from = [&](const char* p, size_t len, size_t at) {  // the part of [at, at+len) not yet sent
-    if (sent < at + len) out_.append(p + (sent > at ? sent - at : 0), len - (sent > at ? sent - at : 0));
-  };
-  append_from(header, sizeof(header), 0);
-  append_from(head.data(), head.size(), sizeof(header));
-  append_from(static_cast<const char*>(data), n, sizeof(header) + head.size());
-  return Status::OK();
+  size_t at = 0;
+  for (const auto& p : pieces) {
+    if (sent < at + p.size) out_.append(p.data + (sent > at ? sent - at : 0), p.size - (sent > at ? sent - at : 0));
+    at += p.size;
+  }
+  return was_pending ? SendQueued() : Status::OK();
 }
 
 Status GroupSocket::OfferPipes(FrameHeader h, const std::string& head) {

@@ -44,9 +44,16 @@ class GroupSocket {
   int fd() const { return fd_; }
   const std::string& peer() const { return peer_; }
   bool tcp() const { return tcp_; }
-  // One frame: `h` (its length is set here), then `head`, then `n` bytes at
-  // `data`. Unavailable when the socket failed.
-  Status Write(FrameHeader h, const std::string& head, const void* data, size_t n);
+  // One frame: `h` (its length is set here), then `head`, then `parts`, one
+  // after the other. Unavailable when the socket failed.
+  struct Bytes {
+    const char* data;
+    size_t size;
+  };
+  Status Write(FrameHeader h, const std::string& head, const std::vector<Bytes>& parts);
+  Status Write(FrameHeader h, const std::string& head, const void* data, size_t n) {
+    return Write(h, head, {Bytes{static_cast<const char*>(data), n}});
+  }
   // Unix socket, accepting end, first frame: sends frame `h` + `head` with a
   // new pipe pair; the frames after it go through the pair. Without shared
   // memory (memfd failed) the frame goes alone and the socket carries on.

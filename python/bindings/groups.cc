@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,6 +22,31 @@ namespace {
 
 using collectives::GroupCall;
 using collectives::GroupCollectives;
+
+// A message's bytes, kept alive by whatever Python makes of them (a numpy
+// array unpickled out of it points into it). They start on a 16-byte
+// boundary (moved there if the message's head left them off one), so
+// arrays of any dtype can lie in them.
+class Received {
+ public:
+  explicit Received(GroupLinks::Message m) : m_(std::move(m)) {
+    size_t misaligned = reinterpret_cast<uintptr_t>(m_.data()) % 16;
+    if (misaligned != 0 && m_.offset >= misaligned) {
+      std::memmove(m_.body.data() + m_.offset - misaligned, m_.data(), m_.size());
+      m_.body.resize(m_.body.size() - misaligned);
+      m_.offset -= misaligned;
+    }
+  }
+  pyb::buffer_info Info() {
+    return pyb::buffer_info(m_.body.data() + m_.offset, 1, "B", 1, {static_cast<pyb::ssize_t>(m_.size())}, {1},
+                            /*readonly=*/false);
+  }
+
+ private:
+  GroupLinks::Message m_;
+};
+
+constexpr size_t kCopiedBelow = 64 << 10;  // a message this small comes back copied (that costs less)
 
 class Group {
  public:
@@ -89,23 +116,37 @@ class Group {
     ThrowIfError(WithoutGil([&] { return collectives_.Recv(c, from, data, nbytes); }));
   }
 
-  // One message of bytes to `to` (a compiled graph's edge), written out by `timeout_ms`.
-  void SendBytes(uint64_t call, const std::string& what, const pyb::buffer& data, int to, int64_t timeout_ms) {
-    pyb::buffer_info info = data.request();
-    CheckContiguous(info);
-    GroupCall c = Call(call, what, timeout_ms);
-    size_t nbytes = static_cast<size_t>(info.size) * info.itemsize;
+  // One message to `to` (a compiled graph's edge): `parts`, a buffer or a
+  // list of them (sent one after the other without joining them), written
+  // out by `timeout_ms`.
+  void SendBytes(uint64_t call, const std::string& what, const pyb::object& parts, int to, int64_t timeout_ms) {
     if (to < 0 || to >= channel_->world() || to == channel_->rank()) throw pyb::value_error("send to a rank of its own");
+    std::vector<pyb::buffer_info> infos;
+    if (pyb::isinstance<pyb::list>(parts)) {
+      auto list = pyb::reinterpret_borrow<pyb::list>(parts);
+      infos.reserve(list.size());
+      for (auto p : list) infos.push_back(pyb::reinterpret_borrow<pyb::buffer>(p).request());
+    } else {
+      infos.push_back(pyb::reinterpret_borrow<pyb::buffer>(parts).request());
+    }
+    std::vector<GroupLinks::Part> bytes;
+    bytes.reserve(infos.size());
+    for (const auto& info : infos) {
+      CheckContiguous(info);
+      bytes.push_back({info.ptr, static_cast<size_t>(info.size) * info.itemsize});
+    }
+    GroupCall c = Call(call, what, timeout_ms);
     ThrowIfError(WithoutGil([&] {
-      PHALANX_RETURN_IF_ERROR(channel_->Send(to, c.id, c.what, info.ptr, nbytes));
+      PHALANX_RETURN_IF_ERROR(channel_->SendParts(to, c.id, c.what, bytes));
       return channel_->Flush(c.deadline);
     }));
   }
 
-  // The next message of `call` from `from`, as bytes. A timeout leaves the
-  // call open (its message is taken by a later recv_bytes); with
-  // `whole_group`, any rank gone fails it.
-  pyb::bytes RecvBytes(uint64_t call, const std::string& what, int from, int64_t timeout_ms, bool whole_group) {
+  // The next message of `call` from `from`: a bytearray when small, else a
+  // Received (its bytes, not copied). A timeout leaves the call open (its
+  // message is taken by a later recv_bytes); with `whole_group`, any rank
+  // gone fails it.
+  pyb::object RecvBytes(uint64_t call, const std::string& what, int from, int64_t timeout_ms, bool whole_group) {
     GroupCall c = Call(call, what, timeout_ms);
     if (from < 0 || from >= channel_->world() || from == channel_->rank()) {
       throw pyb::value_error("recv from a rank of its own");
@@ -118,12 +159,15 @@ class Group {
       channel_->Done(c.id);
       return Status::OK();
     }));
-    pyb::bytes out(m.data(), m.size());
-    WithoutGil([&] {  // (another thread may be in a call of this channel)
-      channel_->Recycle(std::move(m.body));
-      return 0;
-    });
-    return out;
+    if (m.size() < kCopiedBelow) {
+      pyb::bytearray out(m.data(), m.size());  // (writable: arrays unpickled out of it are too)
+      WithoutGil([&] {  // (another thread may be in a call of this channel)
+        channel_->Recycle(std::move(m.body));
+        return 0;
+      });
+      return std::move(out);
+    }
+    return pyb::cast(std::make_unique<Received>(std::move(m)));
   }
 
   void Close() {
@@ -170,6 +214,7 @@ class Group {
 }  // namespace
 
 void BindGroups(pyb::module_& m) {
+  pyb::class_<Received>(m, "Received", pyb::buffer_protocol()).def_buffer(&Received::Info);
   pyb::class_<Group>(m, "Group")
       .def_property_readonly("addresses", &Group::addresses)
       .def_property_readonly("waiting_for", &Group::waiting_for, "The rank a call waits for now (-1: none).")
@@ -182,7 +227,7 @@ void BindGroups(pyb::module_& m) {
       .def("barrier", &Group::Barrier)
       .def("send", &Group::Send)
       .def("recv", &Group::Recv)
-      .def("send_bytes", &Group::SendBytes, pyb::arg("call"), pyb::arg("what"), pyb::arg("data"), pyb::arg("to"),
+      .def("send_bytes", &Group::SendBytes, pyb::arg("call"), pyb::arg("what"), pyb::arg("parts"), pyb::arg("to"),
            pyb::arg("timeout_ms"))
       .def("recv_bytes", &Group::RecvBytes, pyb::arg("call"), pyb::arg("what"), pyb::arg("src"),
            pyb::arg("timeout_ms"), pyb::arg("whole_group"))

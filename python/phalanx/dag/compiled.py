@@ -168,7 +168,7 @@ class CompiledDAG:
         if self._closed is not None:
             raise CompiledGraphClosedError(f"this compiled graph runs no more: {self._closed}")
 
-    def _send(self, call, body, rank, what="dag"):
+    def _send(self, call, body, rank, what=wire.WHAT):
         try:
             self._channel.send_bytes(call, what, body, rank, int(self._submit_timeout * 1000))
         except CollectiveError as e:
@@ -203,7 +203,7 @@ class CompiledDAG:
             if ms >= 0:
                 ms = max(1, int((timeout - (time.monotonic() - started)) * 1000))
             try:
-                self._partial[i] = wire.loads(self._channel.recv_bytes(_plan.call_of(execution, slot), "dag", rank,
+                self._partial[i] = wire.loads(self._channel.recv_bytes(_plan.call_of(execution, slot), wire.WHAT, rank,
                                                                        ms, True))
             except GetTimeoutError:
                 raise GetTimeoutError(f"execution {execution} of the compiled graph gave no result within "

@@ -6,6 +6,7 @@ is gone. Ordinary calls of the actor wait meanwhile (of a threaded or async
 actor: the loop holds one of its slots) and run again after teardown."""
 
 import asyncio
+import sys
 import time
 import traceback
 
@@ -13,7 +14,7 @@ from phalanx import _core
 from phalanx._private import collective_group
 from phalanx.dag import plan as _plan
 from phalanx.dag import wire
-from phalanx.exceptions import TaskError
+from phalanx.exceptions import CollectiveError, TaskError
 
 # The method name the loop call has (the worker runs `run` for it: worker._callable_for).
 LOOP_METHOD = "__phalanx_dag_loop__"
@@ -34,7 +35,14 @@ def run(instance, group, rank, world, program, timeout, event_loop):
     try:
         me = collective_group.arrival(rank, world, channel, program.name)
         collective_group.meet(group, world, me, channel, timeout, started)
-        executions = _Loop(instance, channel, program, event_loop).serve()
+        try:
+            executions = _Loop(instance, channel, program, event_loop).serve()
+        except CollectiveError:
+            raise  # (a rank gone: the driver names it)
+        except BaseException:  # the loop itself failed: the other ranks see this one gone; the log says why
+            print(f"phalanx: the compiled graph loop of {program.name} failed:\n{traceback.format_exc()}",
+                  file=sys.stderr, flush=True)
+            raise
         # Every rank has passed STOP on: the driver says when all have, then each closes.
         channel.recv_bytes(_plan.CLOSE_CALL, "close", 0, 60000, False)
         return executions
@@ -59,7 +67,7 @@ class _Loop:
             execution += 1
 
     def _recv(self, execution, slot, rank):
-        return wire.loads(self._channel.recv_bytes(_plan.call_of(execution, slot), "dag", rank, -1, True))
+        return wire.loads(self._channel.recv_bytes(_plan.call_of(execution, slot), wire.WHAT, rank, -1, True))
 
     def _one(self, execution):
         """One execution; False once STOP came (passed on along every edge)."""
@@ -82,7 +90,7 @@ class _Loop:
             if step.sends:
                 body = wire.dumps(result, step.describe)
                 for slot, rank in step.sends:
-                    self._channel.send_bytes(_plan.call_of(execution, slot), "dag", body, rank, -1)
+                    self._channel.send_bytes(_plan.call_of(execution, slot), wire.WHAT, body, rank, -1)
         return not stop
 
     def _run(self, step, execution, args, kwargs, results, received):
