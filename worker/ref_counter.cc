@@ -1,7 +1,6 @@
 #include "worker/ref_counter.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "core/frame.h"
@@ -11,10 +10,7 @@ namespace phalanx {
 namespace {
 constexpr size_t kFlushBatch = 4096;                          // flush at once past this many changes
 constexpr auto kWaitSlice = std::chrono::milliseconds(100);   // interrupt checks this often
-static const auto kResultSpin = std::chrono::microseconds([] {  // a direct result usually comes within this
-  const char* v = std::getenv("PHALANX_RESULT_SPIN_US");
-  return v ? std::atoi(v) : 150;
-}());
+constexpr auto kResultSpin = std::chrono::microseconds(150);  // a direct result usually comes within this
 }  // namespace
 
 RefCounter::Flush RefCounter::Add(const std::string& id) {
