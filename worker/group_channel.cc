@@ -17,8 +17,6 @@ namespace phalanx {
 namespace {
 
 constexpr size_t kKeepFinished = 4096;  // calls remembered as over (their late messages are dropped)
-constexpr size_t kSpareBodies = 16;          // message bodies kept to read into again
-constexpr size_t kSpareAtLeast = 64 << 10;    // ... when at least this large (small ones cost nothing)
 constexpr auto kInterruptSlice = std::chrono::milliseconds(100);
 // How long a wait polls without sleeping (yielding the core between polls)
 // before it sleeps in poll: a small collective's next message usually comes
@@ -27,6 +25,8 @@ constexpr auto kInterruptSlice = std::chrono::milliseconds(100);
 // 1.4 sleeping at once). A ring's pieces come every few ms: it spins 500 us
 // of each, which the 32 MiB figure does not notice.
 constexpr auto kSpin = std::chrono::microseconds(500);
+
+constexpr size_t kPipesPerRank = 16 << 20;  // shared memory a rank's pipes may take, at most
 
 // PHALANX_GROUP_SHM=0: ranks on one node keep to their Unix sockets (for A/B runs).
 const bool kSharedMemory = [] {
@@ -183,7 +183,10 @@ Status GroupChannel::SendHello(int r) {
   hello.set_nonce(nonce_);
   hello.set_rank(o_.rank);
   if (r > o_.rank && !links_[r]->tcp() && kSharedMemory) {  // an answer on this node: with the pair's shared memory
-    return links_[r]->OfferPipes(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString());
+    // Each way of a pair holds a message of a few MiB whole while a rank's pipes stay within
+    // kPipesPerRank (pages are touched as the bytes come).
+    size_t capacity = kPipesPerRank / (2 * static_cast<size_t>(o_.world - 1));
+    return links_[r]->OfferPipes(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString(), capacity);
   }
   return links_[r]->Write(Header(rpc::GROUP_HELLO, 0), hello.SerializeAsString(), nullptr, 0);
 }
@@ -265,7 +268,10 @@ Status GroupChannel::Poll(Deadline until) {
     }
     if ((fds[i].revents & (POLLIN | POLLERR | POLLHUP)) || s->has_input()) {
       std::vector<Frame> frames;
-      Status st = s->Read(&frames, &spare_bodies_);
+      std::vector<std::string> spares;
+      spares_->TakeAll(&spares);
+      Status st = s->Read(&frames, &spares);
+      for (auto& b : spares) spares_->Give(std::move(b));
       Dispatch(r, frames);
       if (!st.ok()) Gone(r, st.message());
     }
@@ -404,8 +410,7 @@ Result<GroupChannel::Message> GroupChannel::Recv(int from, uint64_t call, const 
 }
 
 void GroupChannel::Recycle(std::string body) {
-  std::lock_guard<std::mutex> l(call_mu_);
-  if (spare_bodies_.size() < kSpareBodies && body.capacity() >= kSpareAtLeast) spare_bodies_.push_back(std::move(body));
+  spares_->Give(std::move(body));
 }
 
 void GroupChannel::Abort(uint64_t call, const std::string& why) {

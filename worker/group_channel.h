@@ -46,6 +46,7 @@
 #include "core/tls.h"
 #include "worker/direct_io.h"
 #include "worker/group_socket.h"
+#include "worker/spare_bodies.h"
 
 namespace phalanx {
 
@@ -92,6 +93,9 @@ class GroupChannel : public GroupLinks {
   void Done(uint64_t call) override;
   // The rank a call waits for now (-1: none), for the stuck-call report.
   int waiting_for() const { return waiting_for_.load(); }
+  // Where bodies handed out come back to (Recycle, or whoever keeps a body
+  // past the channel's calls).
+  std::shared_ptr<SpareBodies> spare_bodies() const { return spares_; }
   // How many of this rank's connections go through shared memory.
   int shared_memory_links() const;
 
@@ -142,7 +146,7 @@ class GroupChannel : public GroupLinks {
   std::unordered_map<uint64_t, std::string> failed_;    // call -> why (aborted, or a mismatch)
   std::set<uint64_t> finished_;                         // calls Done here (the latest kKeepFinished)
   std::deque<uint64_t> finished_order_;
-  std::vector<std::string> spare_bodies_;  // message bodies to read into again
+  std::shared_ptr<SpareBodies> spares_ = std::make_shared<SpareBodies>();  // bodies to read into again
   std::atomic<int> waiting_for_{-1};
   Clock::time_point spin_until_;  // a wait polls without sleeping until then
 };

@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -86,9 +87,9 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vec
   return was_pending ? SendQueued() : Status::OK();
 }
 
-Status GroupSocket::OfferPipes(FrameHeader h, const std::string& head) {
+Status GroupSocket::OfferPipes(FrameHeader h, const std::string& head, size_t capacity) {
   int fd = -1;
-  auto pair = ShmPipe::CreatePair(&fd);
+  auto pair = ShmPipe::CreatePair(&fd, capacity);
   if (!pair.ok() || pending()) return Write(h, head, nullptr, 0);  // (the socket carries on)
   h.length = static_cast<uint32_t>(head.size());
   char header[kFrameHeaderSize];
@@ -194,7 +195,10 @@ Status GroupSocket::ReadPlain(std::vector<Frame>* out, std::vector<std::string>*
     } else {
       // Memory follows the bytes: the body grows a chunk at a time as they come.
       size_t have = frame_.body.size();
-      if (body_got_ == have) frame_.body.resize(std::min<size_t>(frame_.header.length, have + kBodyStep));
+      if (body_got_ == have) {  // (by what is in the pipe already when more than a step: one allocation)
+        size_t step = std::max(kBodyStep, in_pipe_ ? in_pipe_->available() : 0);
+        frame_.body.resize(std::min<size_t>(frame_.header.length, have + step));
+      }
       into = frame_.body.data() + body_got_;
       want = frame_.body.size() - body_got_;
     }

@@ -55,9 +55,10 @@ class GroupSocket {
     return Write(h, head, {Bytes{static_cast<const char*>(data), n}});
   }
   // Unix socket, accepting end, first frame: sends frame `h` + `head` with a
-  // new pipe pair; the frames after it go through the pair. Without shared
+  // new pipe pair (`capacity` bytes each way); the frames after it go
+  // through the pair. Without shared
   // memory (memfd failed) the frame goes alone and the socket carries on.
-  Status OfferPipes(FrameHeader h, const std::string& head);
+  Status OfferPipes(FrameHeader h, const std::string& head, size_t capacity);
   // Unix socket, dialling end, before its first read: the first frame that
   // comes may bring a pipe pair; if it does, the frames after it come (and
   // go) through the pair.

@@ -27,18 +27,23 @@ namespace phalanx {
 
 class ShmPipe {
  public:
-  static constexpr size_t kCapacity = 1 << 20;  // bytes one pipe holds
+  // Bytes one pipe holds: a power of two in [kMinCapacity, kMaxCapacity],
+  // chosen by the end that creates the pair.
+  static constexpr size_t kMinCapacity = 1 << 20;
+  static constexpr size_t kMaxCapacity = 16 << 20;
 
   struct Pair {
     std::unique_ptr<ShmPipe> out;  // this end writes
     std::unique_ptr<ShmPipe> in;   // this end reads
   };
   // A new pair in a memfd (returned in *fd, for the other end; the caller
-  // closes it once it is passed).
-  static Result<Pair> CreatePair(int* fd);
+  // closes it once it is passed), each pipe holding `capacity` bytes
+  // (rounded down to a power of two within the bounds).
+  static Result<Pair> CreatePair(int* fd, size_t capacity = kMinCapacity);
   // The pair in memfd `fd` made by the other end (its `out` is this end's
-  // `in`). InvalidArgument if `fd` is not a pair's size.
+  // `in`). InvalidArgument if `fd` is not the size of a pair.
   static Result<Pair> MapPair(int fd);
+  size_t capacity() const { return capacity_; }
   ~ShmPipe();
   ShmPipe(const ShmPipe&) = delete;
   ShmPipe& operator=(const ShmPipe&) = delete;
@@ -49,6 +54,7 @@ class ShmPipe {
   // Reader: copies up to `want` bytes out; returns how many (0: empty).
   Result<size_t> Get(char* into, size_t want);
   bool readable() const;  // bytes to read
+  size_t available() const;  // how many (at most the capacity)
   bool writable() const;  // room to write
 
   // Sleeping without losing a wake-up: an end about to sleep sets its flag,
@@ -62,12 +68,13 @@ class ShmPipe {
 
  private:
   struct Header;
-  static Result<Pair> Pipes(int fd, bool creator);
-  ShmPipe(std::shared_ptr<void> mapping, char* at);
+  static Result<Pair> Pipes(int fd, size_t capacity, bool creator);
+  ShmPipe(std::shared_ptr<void> mapping, char* at, size_t capacity);
 
   std::shared_ptr<void> mapping_;  // the pair's mapping, shared by its two pipes
   Header* h_;
   char* data_;
+  size_t capacity_;
   // This end's own counter (the writer's head, the reader's tail), kept
   // here: only the other end's is read from the mapping.
   uint64_t own_ = 0;

@@ -24,12 +24,13 @@ using collectives::GroupCall;
 using collectives::GroupCollectives;
 
 // A message's bytes, kept alive by whatever Python makes of them (a numpy
-// array unpickled out of it points into it). They start on a 16-byte
-// boundary (moved there if the message's head left them off one), so
-// arrays of any dtype can lie in them.
+// array unpickled out of it points into it), then given back to the
+// channel's spare bodies. They start on a 16-byte boundary (moved there if
+// the message's head left them off one), so arrays of any dtype can lie in
+// them.
 class Received {
  public:
-  explicit Received(GroupLinks::Message m) : m_(std::move(m)) {
+  Received(GroupLinks::Message m, std::shared_ptr<SpareBodies> spares) : m_(std::move(m)), spares_(std::move(spares)) {
     size_t misaligned = reinterpret_cast<uintptr_t>(m_.data()) % 16;
     if (misaligned != 0 && m_.offset >= misaligned) {
       std::memmove(m_.body.data() + m_.offset - misaligned, m_.data(), m_.size());
@@ -37,6 +38,10 @@ class Received {
       m_.offset -= misaligned;
     }
   }
+  ~Received() { spares_->Give(std::move(m_.body)); }
+  Received(const Received&) = delete;
+  Received& operator=(const Received&) = delete;
+
   pyb::buffer_info Info() {
     return pyb::buffer_info(m_.body.data() + m_.offset, 1, "B", 1, {static_cast<pyb::ssize_t>(m_.size())}, {1},
                             /*readonly=*/false);
@@ -44,6 +49,7 @@ class Received {
 
  private:
   GroupLinks::Message m_;
+  std::shared_ptr<SpareBodies> spares_;
 };
 
 constexpr size_t kCopiedBelow = 64 << 10;  // a message this small comes back copied (that costs less)
@@ -167,7 +173,7 @@ class Group {
       });
       return std::move(out);
     }
-    return pyb::cast(std::make_unique<Received>(std::move(m)));
+    return pyb::cast(std::make_unique<Received>(std::move(m), channel_->spare_bodies()));
   }
 
   void Close() {

@@ -45,7 +45,8 @@ Metrics (the same definitions for every system):
                                  `echo.bind(inp)`, and a chain a -> b -> c of `inc`, compiled once;
                                  each execution timed alone (get(compiled.execute(i))), median
                                  and 99th percentile over every execution of the windows; and
-                                 executions per second keeping 8 in flight on the chain
+                                 executions per second keeping 8 in flight on the chain; and the one
+                                 actor's echo of a 4 MiB float32 array (median)
 
 The dask-peers column is shared/bench/peers/tasks.py --inproc-scheduler
 (LocalCluster with 2 worker processes) run as it is; only its figures whose definitions
@@ -84,6 +85,7 @@ METRICS = [
     ("multi-node tasks async (3 raylets, SPREAD)", "tasks/s", None),
     ("compiled graph, 1 actor: execute+get median", "us", None),
     ("compiled graph, 1 actor: execute+get p99", "us", None),
+    ("compiled graph, 1 actor, 4 MiB array: execute+get median", "us", None),
     ("compiled graph, 3-actor chain: execute+get median", "us", None),
     ("compiled graph, 3-actor chain: execute+get p99", "us", None),
     ("compiled graph, 3-actor chain: executions/s, 8 in flight", "executions/s", None),
@@ -313,14 +315,14 @@ def run_dag_suite(remote, get, input_node, duration, reps):
     get([s.echo.remote(0) for s in (a, b, c)])  # (the actors are up)
     out = {}
 
-    def latencies(compiled):
-        get(compiled.execute(0))
+    def latencies(compiled, value=1):
+        get(compiled.execute(value))
         samples = []
         for _ in range(reps):
             end = time.perf_counter() + duration
             while time.perf_counter() < end:
                 t = time.perf_counter()
-                get(compiled.execute(1))
+                get(compiled.execute(value))
                 samples.append((time.perf_counter() - t) * 1e6)
         samples.sort()
         return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
@@ -330,6 +332,8 @@ def run_dag_suite(remote, get, input_node, duration, reps):
     compiled = one.experimental_compile()
     out["compiled graph, 1 actor: execute+get median"], out["compiled graph, 1 actor: execute+get p99"] = \
         latencies(compiled)
+    out["compiled graph, 1 actor, 4 MiB array: execute+get median"], _ = \
+        latencies(compiled, np.ones(1 << 20, np.float32))
     compiled.teardown()
     with input_node() as inp:
         chain = c.inc.bind(b.inc.bind(a.inc.bind(inp)))

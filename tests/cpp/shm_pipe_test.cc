@@ -31,9 +31,12 @@ TEST(ShmPipeTest, BytesInOrderAcrossTheRingsEnd) {
   ASSERT_TRUE(b.ok()) << b.status().message();
   ShmPipe& out = *a.value().out;
   ShmPipe& in = *b.value().in;
+  const size_t cap = ShmPipe::kMinCapacity;
+  ASSERT_EQ(out.capacity(), cap);
+  ASSERT_EQ(in.capacity(), cap);
   EXPECT_FALSE(in.readable());
   // Three and a half rings' worth through, in pieces that do not divide the ring.
-  const std::string all = Pattern(ShmPipe::kCapacity * 7 / 2, 0);
+  const std::string all = Pattern(cap * 7 / 2, 0);
   std::string got;
   size_t sent = 0;
   std::vector<char> buf(100003);
@@ -43,7 +46,7 @@ TEST(ShmPipeTest, BytesInOrderAcrossTheRingsEnd) {
       ASSERT_TRUE(k.ok());
       sent += k.value();
     }
-    EXPECT_EQ(out.writable(), sent - got.size() < ShmPipe::kCapacity);
+    EXPECT_EQ(out.writable(), sent - got.size() < cap);
     auto k = in.Get(buf.data(), buf.size());
     ASSERT_TRUE(k.ok());
     got.append(buf.data(), k.value());
@@ -51,8 +54,8 @@ TEST(ShmPipeTest, BytesInOrderAcrossTheRingsEnd) {
   EXPECT_TRUE(got == all);
   EXPECT_FALSE(in.readable());
   // Full: a Put takes nothing more.
-  std::string fill = Pattern(ShmPipe::kCapacity, 7);
-  EXPECT_EQ(out.Put(fill.data(), fill.size()).value(), ShmPipe::kCapacity);
+  std::string fill = Pattern(cap, 7);
+  EXPECT_EQ(out.Put(fill.data(), fill.size()).value(), cap);
   EXPECT_FALSE(out.writable());
   EXPECT_EQ(out.Put("x", 1).value(), 0u);
   // The other direction is its own pipe.
@@ -61,6 +64,27 @@ TEST(ShmPipeTest, BytesInOrderAcrossTheRingsEnd) {
   char two[2];
   EXPECT_EQ(a.value().in->Get(two, 2).value(), 2u);
   EXPECT_EQ(std::string(two, 2), "hi");
+}
+
+TEST(ShmPipeTest, TheCreatorChoosesTheCapacityAndTheOtherEndSeesIt) {
+  for (size_t asked : {size_t{0}, size_t{3} << 20, size_t{4} << 20, size_t{1} << 30}) {
+    int fd = -1;
+    auto a = ShmPipe::CreatePair(&fd, asked);
+    ASSERT_TRUE(a.ok());
+    auto b = ShmPipe::MapPair(fd);
+    ::close(fd);
+    ASSERT_TRUE(b.ok());
+    size_t want = asked < ShmPipe::kMinCapacity ? ShmPipe::kMinCapacity
+                  : asked > ShmPipe::kMaxCapacity ? ShmPipe::kMaxCapacity
+                  : asked == (size_t{3} << 20) ? size_t{2} << 20 : asked;
+    EXPECT_EQ(a.value().out->capacity(), want) << asked;
+    EXPECT_EQ(b.value().in->capacity(), want) << asked;
+    std::string all = Pattern(want, 1);
+    EXPECT_EQ(a.value().out->Put(all.data(), all.size()).value(), want);
+    std::string got(want, '\0');
+    EXPECT_EQ(b.value().in->Get(got.data(), want).value(), want);
+    EXPECT_TRUE(got == all);
+  }
 }
 
 TEST(ShmPipeTest, SleepFlagsAreTakenOnce) {
@@ -83,7 +107,7 @@ TEST(ShmPipeTest, APairSharedWithAnotherProcess) {
   int fd = -1;
   auto a = ShmPipe::CreatePair(&fd);
   ASSERT_TRUE(a.ok());
-  const std::string all = Pattern(5 * ShmPipe::kCapacity + 12345, 3);
+  const std::string all = Pattern(5 * ShmPipe::kMinCapacity + 12345, 3);
   pid_t child = ::fork();
   if (child == 0) {  // maps the pair and writes every byte, as a peer rank would
     auto b = ShmPipe::MapPair(fd);
@@ -131,7 +155,7 @@ TEST(ShmPipeTest, CorruptCountersEndTheStreamWithAnError) {
   void* raw = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   ASSERT_NE(raw, MAP_FAILED);
-  uint64_t huge = ShmPipe::kCapacity * 3;
+  uint64_t huge = ShmPipe::kMinCapacity * 3;
   std::memcpy(raw, &huge, sizeof(huge));  // (head is the header's first field)
   char buf[64];
   auto k = b.value().in->Get(buf, sizeof(buf));
