@@ -23,15 +23,19 @@ Status WriteQueued(int fd, std::string* queue, size_t* written, size_t compact_a
     }
     off += static_cast<size_t>(n);
   }
-  if (off == queue->size()) {
-    queue->clear();
-    off = 0;
-  } else if (off >= compact_at && off >= queue->size() / 2) {
-    queue->erase(0, off);
-    off = 0;
-  }
   *written = off;
+  DropWritten(queue, written, compact_at);
   return Status::OK();
+}
+
+void DropWritten(std::string* queue, size_t* written, size_t compact_at) {
+  if (*written == queue->size()) {
+    queue->clear();
+    *written = 0;
+  } else if (*written >= compact_at && *written >= queue->size() / 2) {
+    queue->erase(0, *written);
+    *written = 0;
+  }
 }
 
 }  // namespace phalanx

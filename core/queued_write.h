@@ -19,4 +19,9 @@ namespace phalanx {
 // connection failed (the caller names the peer).
 Status WriteQueued(int fd, std::string* queue, size_t* written, size_t compact_at, bool* would_block);
 
+// The queue's bookkeeping after `*written` moved (WriteQueued's, for a queue
+// written elsewhere, a shared-memory pipe): the written front goes as
+// WriteQueued says.
+void DropWritten(std::string* queue, size_t* written, size_t compact_at);
+
 }  // namespace phalanx

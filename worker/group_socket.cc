@@ -88,9 +88,10 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vec
 }
 
 Status GroupSocket::OfferPipes(FrameHeader h, const std::string& head, size_t capacity) {
+  if (pending()) return Write(h, head, nullptr, 0);  // (not a first frame: the socket carries on)
   int fd = -1;
   auto pair = ShmPipe::CreatePair(&fd, capacity);
-  if (!pair.ok() || pending()) return Write(h, head, nullptr, 0);  // (the socket carries on)
+  if (!pair.ok()) return Write(h, head, nullptr, 0);  // (no shared memory: the socket carries on)
   h.length = static_cast<uint32_t>(head.size());
   char header[kFrameHeaderSize];
   EncodeHeader(h, header);
@@ -165,13 +166,7 @@ Status GroupSocket::SendQueued() {
     auto k = out_pipe_->Put(out_.data() + written_, out_.size() - written_);
     if (!k.ok()) return Status::Unavailable(peer_ + ": " + k.status().message());
     written_ += k.value();
-    if (written_ == out_.size()) {
-      out_.clear();
-      written_ = 0;
-    } else if (written_ >= kCompactAt) {
-      out_.erase(0, written_);
-      written_ = 0;
-    }
+    DropWritten(&out_, &written_, kCompactAt);
     if (k.value() > 0 && out_pipe_->TakeReaderSleeping()) Ring();
     return Status::OK();
   }
@@ -275,8 +270,13 @@ Result<size_t> GroupSocket::TakeFromSocket(char* into, size_t want) {
       msg.msg_controllen = sizeof(control);
       r = ::recvmsg(fd_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
       for (cmsghdr* c = r > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && passed_fd_ < 0) {
-          std::memcpy(&passed_fd_, CMSG_DATA(c), sizeof(int));
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+        if (passed_fd_ < 0) {
+          passed_fd_ = fd;
+        } else {
+          ::close(fd);  // (one pair is all a first frame brings)
         }
       }
     } else {
