@@ -61,6 +61,7 @@ class Group {
 
   std::vector<std::string> addresses() const { return channel_->addresses(); }
   int waiting_for() const { return channel_ ? channel_->waiting_for() : -1; }
+  int shared_memory_links() const { return channel_ ? channel_->shared_memory_links() : 0; }
 
   void Connect(const std::vector<std::tuple<pyb::bytes, std::vector<std::string>, std::string>>& peers,
                const std::string& nonce, int64_t timeout_ms) {
@@ -224,6 +225,8 @@ void BindGroups(pyb::module_& m) {
   pyb::class_<Group>(m, "Group")
       .def_property_readonly("addresses", &Group::addresses)
       .def_property_readonly("waiting_for", &Group::waiting_for, "The rank a call waits for now (-1: none).")
+      .def_property_readonly("shared_memory_links", &Group::shared_memory_links,
+                             "How many of this rank's connections go through shared memory (ranks on its node).")
       .def("connect", &Group::Connect, pyb::arg("peers"), pyb::arg("nonce"), pyb::arg("timeout_ms"),
            "Joins the other ranks: peers = [(node id, addresses, name)] by rank, this one's included.")
       .def("allreduce", &Group::Allreduce)

@@ -29,6 +29,10 @@ class Rank:
     def pid(self):
         return os.getpid()
 
+    def shared_memory_links(self):
+        from phalanx._private import collective_group
+        return collective_group._groups[self.group].channel.shared_memory_links
+
     def sliced(self):
         """How many allreduces this node's raylet ran as a ring."""
         return phalanx.cluster_stats()["allreduce_sliced"]
@@ -122,8 +126,15 @@ def test_a_rank_whose_node_dies_fails_the_call_instead_of_hanging_it(four_nodes)
     assert time.monotonic() - start < 20
 
 
-def test_a_rank_whose_process_exits_fails_the_call_and_every_later_one(four_nodes):
-    ranks = ranks_on([1, 2, 3], "exits")
+@pytest.mark.parametrize("one_node", [False, True])
+def test_a_rank_whose_process_exits_fails_the_call_and_every_later_one(four_nodes, one_node):
+    # Across nodes the ranks talk over TCP; on one node through shared-memory pipes, whose
+    # Unix socket closing is how the others learn the rank is gone.
+    if one_node:
+        ranks = [Rank.options(resources={"n0": 0.5}).remote(3, r, "exits") for r in range(3)]
+    else:
+        ranks = ranks_on([1, 2, 3], "exits")
+    assert phalanx.get([r.shared_memory_links.remote() for r in ranks], timeout=60) == [2 if one_node else 0] * 3
     pids = phalanx.get([r.pid.remote() for r in ranks], timeout=60)
     calls = [r.allreduce.remote((N,), None) for r in ranks[:2]]  # no timeout
     time.sleep(0.5)
