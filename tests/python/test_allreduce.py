@@ -79,17 +79,21 @@ def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_no
     # Waiting for a collective's inputs must not pull them all to the caller.
     actors = actors_on([1, 2])
     phalanx.get([a.host.remote() for a in actors], timeout=60)
-    before = phalanx.cluster_stats()["store_objects"]
     refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.5])]
     ready, not_ready = phalanx.wait(refs, num_returns=1, timeout=30, fetch_local=False)
     assert [r.hex() for r in ready] == [refs[0].hex()] and len(not_ready) == 1
     ready, not_ready = phalanx.wait(refs, num_returns=2, timeout=30, fetch_local=False)
     assert len(ready) == 2 and not not_ready
-    time.sleep(0.3)
-    assert phalanx.cluster_stats()["store_objects"] == before, "nothing was copied to the caller's node"
+    # (Whether the inputs are copied to this node: by the object directory's record of each, not
+    # by a count of this node's objects, which another test's late frees can move.)
+    here = phalanx.get_runtime_context().get_node_id()
+    time.sleep(0.3)  # (room for a copy that should not happen)
+    for r in refs:
+        assert here not in locations(four_nodes, r), "nothing was copied to the caller's node"
     ready, _ = phalanx.wait(refs, num_returns=2, timeout=30)  # the default, as Ray's: copies them here
     assert len(ready) == 2
-    assert phalanx.cluster_stats()["store_objects"] == before + 2
+    wait_until(lambda: all(here in locations(four_nodes, r) for r in refs), timeout=10.0,
+               what="both inputs copied to the caller's node")
 
 
 def test_two_inputs_on_one_node_in_any_arrival_order(four_nodes):
