@@ -337,9 +337,11 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
       tasks_->OnForwardFailed(tid, node_desc + " refused it: " + reply.status().message(), /*reached=*/true);
       return;
     }
-    // Results in that node's store stay there, held for this node, and are
-    // copied here in chunks (the drop handler lets go of them there after).
-    std::vector<std::string> remote;
+    // Results in that node's store stay there, held for this node, until
+    // their bytes are needed here (a get, a wait with fetch_local, a task's
+    // argument: ObjectTable::SetRemote), as a direct call's results do; then
+    // they are copied in chunks and the drop handler lets go of them there.
+    // (Copying every one at once moved a collective's inputs to the caller.)
     auto* returns = reply.mutable_returns();
     for (auto it = returns->begin(); it != returns->end();) {
       if (!IsObjectId(it->object_id()) || TaskIdOf(it->object_id()) != tid) {  // not one of this task's
@@ -350,9 +352,7 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
         ++it;
         continue;
       }
-      if (objects_->table().SetRemote(it->object_id(), node_id, it->size())) {
-        remote.push_back(it->object_id());
-      } else {
+      if (!objects_->table().SetRemote(it->object_id(), node_id, it->size())) {
         objects_->Release(node_id, {it->object_id()});  // (here already)
       }
       it = returns->erase(it);
@@ -364,7 +364,6 @@ void PeerManager::Call(const std::shared_ptr<RpcClient>& client, const std::stri
     objects_->Borrow(borrowed, node_id);
     tasks_->OnForwardedDone(tid, std::move(reply));
     for (const auto& id : borrowed) objects_->table().RemoveRef(id);
-    objects_->Fetch(remote, node_id);
   });
 }
 

@@ -75,8 +75,26 @@ def test_mismatched_inputs_fail_every_result_naming_them(four_nodes):
             phalanx.get(o, timeout=60)
 
 
+@phalanx.remote
+def made_on_another_node(value):
+    return np.full(N, value, np.float32)
+
+
 def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_nodes):
     # Waiting for a collective's inputs must not pull them all to the caller.
+    # Results that come back through the raylets (a task placed on another node; an actor's
+    # calls too, until the caller has its direct route) stay where they were made as well.
+    here = phalanx.get_runtime_context().get_node_id()
+    refs = [made_on_another_node.options(resources={f"n{k}": 1}).remote(k) for k in (1, 2)]
+    ready, _ = phalanx.wait(refs, num_returns=2, timeout=30, fetch_local=False)
+    assert len(ready) == 2
+    time.sleep(0.3)
+    for r in refs:
+        assert here not in locations(four_nodes, r), "a result placed on another node stays there till read"
+    assert [float(phalanx.get(r, timeout=30)[0]) for r in refs] == [1.0, 2.0]
+    assert all(here in locations(four_nodes, r) for r in refs), "read: copied here"
+    del refs, ready
+
     actors = actors_on([1, 2])
     phalanx.get([a.host.remote() for a in actors], timeout=60)
     refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.5])]
@@ -86,7 +104,6 @@ def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_no
     assert len(ready) == 2 and not not_ready
     # (Whether the inputs are copied to this node: by the object directory's record of each, not
     # by a count of this node's objects, which another test's late frees can move.)
-    here = phalanx.get_runtime_context().get_node_id()
     time.sleep(0.3)  # (room for a copy that should not happen)
     for r in refs:
         assert here not in locations(four_nodes, r), "nothing was copied to the caller's node"
