@@ -64,6 +64,10 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
     auto parent = tasks_.find(t.spec.parent_task_id());
     if (parent != tasks_.end()) t.spec.set_depth(parent->second.spec.depth() + 1);
   }
+  // A call to an actor known to live on another node: an argument made on
+  // some node other than this one is copied by the actor's node (from where
+  // it is; none at all when it was made there), not copied here first.
+  bool forwarded_call = t.spec.kind() == rpc::TASK_ACTOR_METHOD && actors_->IsRemote(t.spec.actor_id());
   std::vector<std::string> deps;
   for (const auto& a : t.spec.args()) {
     if (a.object_id().empty()) continue;
@@ -90,11 +94,12 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
     return;
   }
   for (const auto& d : deps) {
-    objects_->OnResident(d, [this, tid] {
+    auto one_less = [this, tid] {
       auto it = tasks_.find(tid);
       if (it == tasks_.end()) return;
       if (--it->second.deps_left == 0) BecomeReady(tid);
-    });
+    };
+    forwarded_call ? objects_->OnLocated(d, std::move(one_less)) : objects_->OnResident(d, std::move(one_less));
   }
 }
 
@@ -227,6 +232,9 @@ bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
   out->set_forwarded(true);
   for (auto& a : *out->mutable_args()) {
     if (a.object_id().empty()) continue;
+    if (!objects_->RemoteNode(a.object_id()).empty()) {
+      continue;  // on a third node (held there for this one): the other node copies it from there
+    }
     rpc::ObjectValue v;
     objects_->Describe(a.object_id(), &v, /*pin=*/false);
     if (v.state() == rpc::OBJ_IN_STORE) {

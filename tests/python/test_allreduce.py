@@ -9,7 +9,7 @@ import pytest
 
 import phalanx
 from phalanx import _core
-from conftest import wait_until
+from conftest import loopback_nodes, wait_until
 from test_reduce_chain import N, actors_on, directory_keys, four_nodes  # noqa: F401 (a fixture)
 
 
@@ -111,6 +111,32 @@ def test_wait_without_fetch_counts_values_on_other_nodes_and_copies_none(four_no
     assert len(ready) == 2
     wait_until(lambda: all(here in locations(four_nodes, r) for r in refs), timeout=10.0,
                what="both inputs copied to the caller's node")
+
+
+@pytest.fixture
+def four_nodes_through_raylets(monkeypatch):
+    """four_nodes with every actor call sent through the raylets (the route a
+    call takes before its caller knows the direct one)."""
+    monkeypatch.setenv("PHALANX_DIRECT_ACTOR_CALLS", "0")
+    with loopback_nodes([{f"n{k}": 2 if k == 0 else 1} for k in range(4)],
+                        ["--transfer-chunk-bytes", "262144"]) as node:
+        yield node
+
+
+def test_calls_through_the_raylets_leave_inputs_and_results_where_made(four_nodes_through_raylets):
+    actors = actors_on([1, 2])
+    phalanx.get([a.host.remote() for a in actors], timeout=60)
+    here = phalanx.get_runtime_context().get_node_id()
+    refs = [a.grad.remote(d) for a, d in zip(actors, [0.0, 0.2])]
+    outs = phalanx.collective.allreduce(refs, op="sum", timeout=60)
+    # A result handed back to the actor that made it: read on its node, not copied here first.
+    assert [phalanx.get(a.total.remote(o), timeout=60) for a, o in zip(actors, outs)] == [5.0 * N] * 2
+    # ... nor an input handed to the actor on the other node: copied there from where it was made.
+    assert phalanx.get(actors[1].total.remote(refs[0]), timeout=60) == 2.0 * N
+    assert _core.direct_calls_sent() == 0
+    nodes = four_nodes_through_raylets
+    for r in refs + outs:
+        assert here not in locations(nodes, r), "nothing was copied to the caller's node"
 
 
 def test_two_inputs_on_one_node_in_any_arrival_order(four_nodes):
