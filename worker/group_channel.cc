@@ -268,10 +268,7 @@ Status GroupChannel::Poll(Deadline until) {
     }
     if ((fds[i].revents & (POLLIN | POLLERR | POLLHUP)) || s->has_input()) {
       std::vector<Frame> frames;
-      std::vector<std::string> spares;
-      spares_->TakeAll(&spares);
-      Status st = s->Read(&frames, &spares);
-      for (auto& b : spares) spares_->Give(std::move(b));
+      Status st = s->Read(&frames, spares_.get());
       Dispatch(r, frames);
       if (!st.ok()) Gone(r, st.message());
     }
@@ -337,10 +334,7 @@ Status GroupChannel::SendParts(int to, uint64_t call, const std::string& what, c
   uint32_t len = static_cast<uint32_t>(what.size());
   std::memcpy(head.data(), &len, 4);
   std::memcpy(head.data() + 4, what.data(), what.size());
-  std::vector<GroupSocket::Bytes> bytes;
-  bytes.reserve(parts.size());
-  for (const auto& p : parts) bytes.push_back({static_cast<const char*>(p.data), p.size});
-  Status st = links_[to]->Write(Header(rpc::GROUP_DATA, call), head, bytes);
+  Status st = links_[to]->Write(Header(rpc::GROUP_DATA, call), head, parts);
   if (!st.ok()) {
     Gone(to, st.message());
     return Status(StatusCode::kCollectiveFailed, gone_[to]);

@@ -29,9 +29,9 @@ GroupSocket::~GroupSocket() {
 
 bool GroupSocket::has_input() const { return (tls_ && tls_->has_input()) || (in_pipe_ && in_pipe_->readable()); }
 
-Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vector<Bytes>& parts) {
+Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vector<Part>& parts) {
   char header[kFrameHeaderSize];
-  std::vector<Bytes> pieces;  // the frame's bytes in order
+  std::vector<Part> pieces;  // the frame's bytes in order
   pieces.reserve(parts.size() + 2);
   pieces.push_back({header, sizeof(header)});
   pieces.push_back({head.data(), head.size()});
@@ -45,7 +45,7 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vec
   total += sizeof(header) + head.size();
   if (tls_) {
     for (const auto& p : pieces) {
-      if (p.size > 0) PHALANX_RETURN_IF_ERROR(tls_->Write(p.data, p.size));
+      if (p.size > 0) PHALANX_RETURN_IF_ERROR(tls_->Write(static_cast<const char*>(p.data), p.size));
     }
     tls_->TakeOutput(&out_);
     return SendQueued();
@@ -54,7 +54,7 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vec
   size_t sent = 0;  // bytes of the frame gone (into the pipe or the socket)
   if (!was_pending && out_pipe_) {  // the caller's bytes straight into the pipe
     for (const auto& p : pieces) {
-      auto k = out_pipe_->Put(p.data, p.size);
+      auto k = out_pipe_->Put(static_cast<const char*>(p.data), p.size);
       if (!k.ok()) return Status::Unavailable(peer_ + ": " + k.status().message());
       sent += k.value();
       if (k.value() < p.size) break;
@@ -62,7 +62,7 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vec
     if (sent > 0 && out_pipe_->TakeReaderSleeping()) Ring();
   } else if (!was_pending && pieces.size() <= kMaxIov) {  // straight from the caller's bytes, in one call
     iovec iov[kMaxIov];
-    for (size_t i = 0; i < pieces.size(); ++i) iov[i] = {const_cast<char*>(pieces[i].data), pieces[i].size};
+    for (size_t i = 0; i < pieces.size(); ++i) iov[i] = {const_cast<void*>(pieces[i].data), pieces[i].size};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = pieces.size();
@@ -81,7 +81,8 @@ Status GroupSocket::Write(FrameHeader h, const std::string& head, const std::vec
   // The rest waits in the queue, in order.
   size_t at = 0;
   for (const auto& p : pieces) {
-    if (sent < at + p.size) out_.append(p.data + (sent > at ? sent - at : 0), p.size - (sent > at ? sent - at : 0));
+    size_t skip = sent > at ? sent - at : 0;
+    if (sent < at + p.size) out_.append(static_cast<const char*>(p.data) + skip, p.size - skip);
     at += p.size;
   }
   return was_pending ? SendQueued() : Status::OK();
@@ -176,11 +177,11 @@ Status GroupSocket::SendQueued() {
   return Status::OK();
 }
 
-Status GroupSocket::Read(std::vector<Frame>* out, std::vector<std::string>* spares) {
+Status GroupSocket::Read(std::vector<Frame>* out, SpareBodies* spares) {
   return tls_ ? ReadTls(out) : ReadPlain(out, spares);
 }
 
-Status GroupSocket::ReadPlain(std::vector<Frame>* out, std::vector<std::string>* spares) {
+Status GroupSocket::ReadPlain(std::vector<Frame>* out, SpareBodies* spares) {
   while (true) {
     char* into;
     size_t want;
@@ -208,13 +209,9 @@ Status GroupSocket::ReadPlain(std::vector<Frame>* out, std::vector<std::string>*
       frame_.header = DecodeHeader(header_);
       Status valid = ValidateHeader(frame_.header);
       if (!valid.ok()) return Status::Unavailable(peer_ + " sent a malformed frame: " + valid.message());
-      if (spares != nullptr && !spares->empty()) {  // a used body: no allocation, no clearing
-        frame_.body.swap(spares->back());
-        spares->pop_back();
-        if (frame_.body.size() > frame_.header.length) frame_.body.resize(frame_.header.length);
-      } else {
-        frame_.body.clear();
-      }
+      // A large body goes into a used one: no allocation, no clearing.
+      frame_.body = spares != nullptr ? spares->Take(frame_.header.length) : std::string();
+      if (frame_.body.size() > frame_.header.length) frame_.body.resize(frame_.header.length);
       body_got_ = 0;
     } else {
       body_got_ += static_cast<size_t>(r);

@@ -27,10 +27,12 @@
 #include "core/blocking_connection.h"
 #include "core/frame.h"
 #include "core/frame_reader.h"
+#include "core/group_links.h"
 #include "core/status.h"
 #include "core/tls.h"
 #include "worker/direct_io.h"
 #include "worker/shm_pipe.h"
+#include "worker/spare_bodies.h"
 
 namespace phalanx {
 
@@ -46,13 +48,10 @@ class GroupSocket {
   bool tcp() const { return tcp_; }
   // One frame: `h` (its length is set here), then `head`, then `parts`, one
   // after the other. Unavailable when the socket failed.
-  struct Bytes {
-    const char* data;
-    size_t size;
-  };
-  Status Write(FrameHeader h, const std::string& head, const std::vector<Bytes>& parts);
+  using Part = GroupLinks::Part;
+  Status Write(FrameHeader h, const std::string& head, const std::vector<Part>& parts);
   Status Write(FrameHeader h, const std::string& head, const void* data, size_t n) {
-    return Write(h, head, {Bytes{static_cast<const char*>(data), n}});
+    return Write(h, head, {Part{data, n}});
   }
   // Unix socket, accepting end, first frame: sends frame `h` + `head` with a
   // new pipe pair (`capacity` bytes each way); the frames after it go
@@ -78,10 +77,10 @@ class GroupSocket {
   bool PrepareToSleep();
   void Woke();
   // What has arrived, as whole frames appended to *out (without waiting).
-  // Plain bodies are read into strings taken from *spares when it has some
-  // (their memory is not cleared first). Unavailable when the peer closed or
-  // sent a malformed frame.
-  Status Read(std::vector<Frame>* out, std::vector<std::string>* spares = nullptr);
+  // Large plain bodies are read into strings taken from `spares` when it
+  // has some (their memory is not cleared first). Unavailable when the peer
+  // closed or sent a malformed frame.
+  Status Read(std::vector<Frame>* out, SpareBodies* spares = nullptr);
   // Bytes already here and not yet read (TLS: read from the socket and not
   // yet decrypted; pipes: in the in pipe): read again without waiting for
   // poll.
@@ -96,7 +95,7 @@ class GroupSocket {
   // The frame just read brought a pipe pair (fd `passed_fd_`): use it.
   Status UsePassedPipes();
   void Ring();  // a doorbell byte to the peer (never waits)
-  Status ReadPlain(std::vector<Frame>* out, std::vector<std::string>* spares);
+  Status ReadPlain(std::vector<Frame>* out, SpareBodies* spares);
   Status ReadTls(std::vector<Frame>* out);
   Status TakeFrames(std::vector<Frame>* out);  // TLS: the whole frames reader_ holds
 

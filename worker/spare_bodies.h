@@ -27,12 +27,16 @@ class SpareBodies {
     bytes_ += body.capacity();
     bodies_.push_back(std::move(body));
   }
-  // Moves every spare into *out (for a read to take from); Give back what it did not take.
-  void TakeAll(std::vector<std::string>* out) {
+  // A spare to read a body of `size` bytes into (its old bytes not cleared),
+  // or an empty string: none kept, or `size` too small to be worth one.
+  std::string Take(size_t size) {
+    if (size < kAtLeast) return std::string();
     std::lock_guard<std::mutex> l(mu_);
-    for (auto& b : bodies_) out->push_back(std::move(b));
-    bodies_.clear();
-    bytes_ = 0;
+    if (bodies_.empty()) return std::string();
+    std::string b = std::move(bodies_.back());
+    bodies_.pop_back();
+    bytes_ -= b.capacity();
+    return b;
   }
 
  private:
