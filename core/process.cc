@@ -1,6 +1,7 @@
 #include "core/process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -63,6 +64,8 @@ void SetCloseOnExec(int fd) {
   int flags = ::fcntl(fd, F_GETFD);
   if (flags >= 0 && !(flags & FD_CLOEXEC)) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
+
+void NameThisThread(const char* name) { (void)::pthread_setname_np(::pthread_self(), std::string(name).substr(0, 15).c_str()); }
 
 Result<int> ConnectTcpWithin(const std::string& host, int port, int64_t timeout_ms) {
   std::string address = host + ":" + std::to_string(port);

@@ -20,6 +20,9 @@ void StopProcess(pid_t pid, int grace_ms = 2000);
 // Marks `fd` close-on-exec (for descriptors opened by libraries that do not:
 // Asio's sockets, hiredis). No-op for fd < 0.
 void SetCloseOnExec(int fd);
+// Names the calling thread (as top -H, perf and /proc/PID/task/*/comm show
+// it); at most 15 characters are kept.
+void NameThisThread(const char* name);
 // OK if the process at the other end of Unix socket `fd` runs as this
 // process's user (or root); Unavailable naming its uid and pid if not.
 Status CheckPeerUser(int fd);

@@ -67,6 +67,7 @@ std::optional<Status> DirectCaller::CancelDirect(const rpc::CancelTask& m) {
   if (call == calls_.end()) return std::nullopt;
   auto r = routes_.find(call->second.spec.actor_id());
   if (r == routes_.end() || r->second.conn == 0) return std::nullopt;
+  std::lock_guard<std::mutex> s(send_mu_);  // (after the call it cancels)
   return io_->Send(r->second.conn, EncodeFrame(rpc::CANCEL_TASK, 0, 0, m));
 }
 
@@ -74,20 +75,20 @@ Status DirectCaller::Submit(rpc::TaskSpec spec) {
   const std::string actor = spec.actor_id();
   std::string actor_node;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
     Route& r = routes_[actor];
     if (r.conn == 0 && enabled_) MaybeGoDirect(actor, r);
     bool has_refs = spec.contained_ids_size() > 0;
     for (const auto& a : spec.args()) has_refs = has_refs || !a.object_id().empty();
-    if (!(r.conn != 0 && r.remote && has_refs)) return SendLocked(r, std::move(spec));
+    if (!(r.conn != 0 && r.remote && has_refs)) return Send(r, std::move(spec), l);
     actor_node = r.node_id;
   }
   // The actor's node cannot read this node's objects by id: small values
   // travel with the call, store objects are copied by the actor's raylet.
   // (Outside the lock: the values may be results that other direct calls bring.)
   PHALANX_RETURN_IF_ERROR(InlineRefArgs(&spec, actor_node));
-  std::lock_guard<std::mutex> l(mu_);
-  return SendLocked(routes_[actor], std::move(spec));
+  std::unique_lock<std::mutex> l(mu_);
+  return Send(routes_[actor], std::move(spec), l);
 }
 
 Status DirectCaller::InlineRefArgs(rpc::TaskSpec* spec, const std::string& actor_node) {
@@ -166,7 +167,7 @@ void DirectCaller::MaybeGoDirect(const std::string& actor_id, Route& r) {
   conn_actor_[r.conn] = actor_id;
 }
 
-Status DirectCaller::SendLocked(Route& r, rpc::TaskSpec spec) {
+Status DirectCaller::Send(Route& r, rpc::TaskSpec spec, std::unique_lock<std::mutex>& l) {
   if (r.conn == 0) {
     r.last_raylet_call = spec.task_id();
     if (r.count_raylet_calls && spec.num_returns() > 0) {
@@ -202,11 +203,14 @@ Status DirectCaller::SendLocked(Route& r, rpc::TaskSpec spec) {
   // A lone call goes at once; one made while others are in flight is written
   // with the calls after it (within ~200 us, or at the next get). A failed
   // write closes the connection, whose close hands the call to the raylet.
-  if (r.inflight.size() == 1) {
-    (void)io_->Send(r.conn, frame);
-  } else {
-    io_->SendLater(r.conn, frame);
+  uint64_t conn = r.conn;
+  std::lock_guard<std::mutex> s(send_mu_);
+  if (r.inflight.size() > 1) {
+    io_->SendLater(conn, frame);
+    return Status::OK();
   }
+  l.unlock();
+  (void)io_->Send(conn, frame);
   return Status::OK();
 }
 

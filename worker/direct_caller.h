@@ -6,7 +6,7 @@
 // that one is done, so one caller's calls keep their order). Results come
 // back on the connection; a connection that breaks hands its calls in
 // flight to the raylet, which retries or fails them.
-// Thread-safe. Lock order: its lock before the RefCounter's.
+// Thread-safe. Lock order: its lock before its send lock and the RefCounter's.
 #pragma once
 
 #include <atomic>
@@ -75,7 +75,10 @@ class DirectCaller {
   };
   // Under mu_: asks the raylet whether calls may go direct, and connects.
   void MaybeGoDirect(const std::string& actor_id, Route& r);
-  Status SendLocked(Route& r, rpc::TaskSpec spec);
+  // Sends `spec` on its route; `l` holds mu_, and may be let go before the
+  // write (the result can come before the write returns, and the thread
+  // that reads it takes mu_).
+  Status Send(Route& r, rpc::TaskSpec spec, std::unique_lock<std::mutex>& l);
   // For an actor on another node (`actor_node`): small ref arguments become
   // inline values, and refs nested in the arguments are lent to that node.
   Status InlineRefArgs(rpc::TaskSpec* spec, const std::string& actor_node);
@@ -87,6 +90,9 @@ class DirectCaller {
   WorkerObjects* objects_;
   DirectIo* io_;
   std::mutex mu_;
+  // Taken under mu_ by whoever writes a call or a cancel, and held through
+  // the write: frames go out in the order mu_ saw them. Lock order: mu_ first.
+  std::mutex send_mu_;
   std::unordered_map<std::string, Route> routes_;       // actor id -> route; guarded by mu_
   std::unordered_map<uint64_t, std::string> conn_actor_;  // connection -> actor; guarded by mu_
   std::unordered_map<std::string, Call> calls_;         // task id -> call in flight; guarded by mu_

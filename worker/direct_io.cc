@@ -465,6 +465,7 @@ bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
 }
 
 void DirectIo::Loop() {
+  NameThisThread("phalanx-direct");
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   std::vector<std::shared_ptr<Conn>> conns;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/process.h"
+
 namespace phalanx {
 
 void HeldCalls::set_unordered(bool unordered) {
@@ -167,6 +169,7 @@ bool HeldCalls::PromoteLocked() {
 }
 
 void HeldCalls::Run() {
+  NameThisThread("phalanx-held");
   while (true) {
     std::vector<std::shared_ptr<Held>> candidates;
     std::vector<std::string> task_ids;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/message_limits.h"
+#include "core/process.h"
 
 namespace phalanx {
 
@@ -85,11 +86,13 @@ Status RayletChannel::Flush() {
 }
 
 void RayletChannel::Nudge() {
+  bool wake;
   {
     std::lock_guard<std::mutex> l(mu_);
+    wake = !nudged_ && out_buf_.empty();  // (else the writer is on its way already)
     nudged_ = true;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 Status RayletChannel::WriteOutLocked() {
@@ -121,6 +124,7 @@ Result<Frame> RayletChannel::Call(uint16_t type, const google::protobuf::Message
 }
 
 void RayletChannel::Loop() {
+  NameThisThread("phalanx-batcher");
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
     cv_.wait(l, [&] { return stopping_ || nudged_ || !out_buf_.empty(); });

@@ -137,6 +137,7 @@ bool RefCounter::DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t in
         awaited = (!raylet_awaits_.empty() && raylet_awaits_.erase(r.object_id()) > 0) || awaited;
       }
     }
+    direct_changes_.fetch_add(1, std::memory_order_release);
   }
   direct_cv_.notify_all();
   return awaited;
@@ -149,6 +150,7 @@ void RefCounter::ForgetDirect(const std::vector<std::string>& ids) {
       direct_pending_.erase(id);
       raylet_awaits_.erase(id);
     }
+    direct_changes_.fetch_add(1, std::memory_order_release);
   }
   direct_cv_.notify_all();
 }
@@ -172,11 +174,15 @@ Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline dea
                                const InterruptCheck& interrupt) {
   std::unique_lock<std::mutex> l(mu_);
   if (!DirectPendingLocked(ids)) return Status::OK();
-  // A result usually comes within ~150 us: look for it before sleeping.
+  // A result usually comes within ~150 us: look for it before sleeping,
+  // without the lock (which the thread that reads results must not wait for).
   auto spin_until = Clock::now() + kResultSpin;
   while (DirectPendingLocked(ids) && Clock::now() < spin_until) {
+    uint64_t seen = direct_changes_.load(std::memory_order_acquire);
     l.unlock();
-    std::this_thread::yield();
+    while (direct_changes_.load(std::memory_order_acquire) == seen && Clock::now() < spin_until) {
+      std::this_thread::yield();
+    }
     l.lock();
   }
   while (DirectPendingLocked(ids) && !stopping_ && Clock::now() < deadline) {

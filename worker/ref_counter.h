@@ -101,6 +101,7 @@ class RefCounter : public PendingChanges {
   std::unordered_map<std::string, MappedObject> mapped_;  // guarded by mu_
   std::unordered_set<std::string> direct_pending_;        // guarded by mu_
   std::unordered_set<std::string> raylet_awaits_;         // of direct_pending_; guarded by mu_
+  std::atomic<uint64_t> direct_changes_{0};              // bumped (under mu_) when direct_pending_ shrinks
   std::atomic<bool> unmap_idle_{false};
   bool stopping_ = false;                                 // guarded by mu_
 };

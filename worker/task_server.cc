@@ -190,9 +190,14 @@ Status TaskServer::TaskDone(rpc::TaskDone done) {
     if (!st.ok()) return ReleaseHeldReturns(done);  // the caller is gone: so are its results
     return Status::OK();
   }
-  // Replies to a burst of calls go out together; the last one at once.
-  io_->SendLater(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
-  if (!raylet_->connection().HasPush()) io_->Flush();
+  // Replies to a burst of calls go out together; the last one at once, by
+  // this thread (after any queued before it), waking no other.
+  if (raylet_->connection().HasPush()) {
+    io_->SendLater(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
+    return Status::OK();
+  }
+  io_->Flush();
+  (void)io_->Send(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));  // (a failed write closes it)
   return Status::OK();
 }
 
