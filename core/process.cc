@@ -1,9 +1,9 @@
 #include "core/process.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -65,7 +65,9 @@ void SetCloseOnExec(int fd) {
   if (flags >= 0 && !(flags & FD_CLOEXEC)) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
-void NameThisThread(const char* name) { (void)::pthread_setname_np(::pthread_self(), std::string(name).substr(0, 15).c_str()); }
+void NameThisThread(const char* name) {
+  (void)::pthread_setname_np(::pthread_self(), std::string(name).substr(0, 15).c_str());
+}
 
 Result<int> ConnectTcpWithin(const std::string& host, int port, int64_t timeout_ms) {
   std::string address = host + ":" + std::to_string(port);

@@ -66,7 +66,8 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   }
   // A call to an actor known to live on another node: an argument made on
   // some node other than this one is copied by the actor's node (from where
-  // it is; none at all when it was made there), not copied here first.
+  // it is; none at all when it was made there), not copied here first. (One
+  // of this node's, spilled, is read back here: the other node copies it.)
   bool forwarded_call = t.spec.kind() == rpc::TASK_ACTOR_METHOD && actors_->IsRemote(t.spec.actor_id());
   std::vector<std::string> deps;
   for (const auto& a : t.spec.args()) {
@@ -99,7 +100,11 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
       if (it == tasks_.end()) return;
       if (--it->second.deps_left == 0) BecomeReady(tid);
     };
-    forwarded_call ? objects_->OnLocated(d, std::move(one_less)) : objects_->OnResident(d, std::move(one_less));
+    if (forwarded_call && !objects_->IsReady(d)) {
+      objects_->OnLocated(d, std::move(one_less));
+    } else {
+      objects_->OnResident(d, std::move(one_less));
+    }
   }
 }
 
