@@ -191,13 +191,14 @@ Status TaskServer::TaskDone(rpc::TaskDone done) {
     return Status::OK();
   }
   // Replies to a burst of calls go out together; the last one at once, by
-  // this thread (after any queued before it), waking no other.
+  // this thread, waking no other: written with those queued before it on
+  // its connection (one write), then the other connections' queues.
   if (raylet_->connection().HasPush()) {
     io_->SendLater(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));
     return Status::OK();
   }
-  io_->Flush();
   (void)io_->Send(direct.conn, EncodeFrame(rpc::DIRECT_DONE, 0, 0, done));  // (a failed write closes it)
+  io_->Flush();
   return Status::OK();
 }
 
