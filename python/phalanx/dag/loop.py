@@ -97,6 +97,8 @@ class _Loop:
         try:
             pos = [self._value(a, execution, args, kwargs, results, received) for a in step.args]
             kw = {k: self._value(a, execution, args, kwargs, results, received) for k, a in step.kwargs.items()}
+        except CollectiveError:
+            raise  # a rank gone: the loop ends (its error is not a value: the driver names the actor that died)
         except Exception as e:  # noqa: BLE001 - a missing input part: the error goes on as a value
             return wire.Raised(TaskError.make(step.describe, traceback.format_exc(), e))
         for v in (*pos, *kw.values()):
