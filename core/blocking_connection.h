@@ -6,10 +6,16 @@
 // reader, reads everything available, files replies by request id and
 // unsolicited frames (task pushes) in a queue, and wakes the others. This
 // keeps a synchronous call at one wake-up per message instead of two.
+// The reader may also be the first to read other sockets of this process
+// (WatchFirst: an actor's callers', worker/direct_io.h): the kernel wakes a
+// reader sleeping in its wait alone for them, and their other watcher only
+// when no reader waits (EPOLLEXCLUSIVE), so an idle worker's main thread
+// reads a call itself instead of being woken for it by another thread.
 // Thread-safe. Every wait takes a deadline; when the peer dies, every waiter
 // gets Unavailable naming the socket.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +84,20 @@ class BlockingConnection {
   // Queues `f` as if the peer had pushed it, waking a NextPush waiter (even
   // one sleeping in poll). For frames that arrive by another way.
   void InjectPush(std::vector<Frame>& frames);
+  // Reads a watched socket for the thread waiting on this connection.
+  class SideReader {
+   public:
+    virtual ~SideReader() = default;
+    // Socket `key` has bytes (or closed): read what it has without waiting,
+    // and InjectPush what concerns the waiters. Called by the reading thread.
+    virtual void Readable(uint64_t key) = 0;
+  };
+  // Watches `fd` (readable) on the reader's behalf, woken for it in
+  // preference to any later watcher that also uses EPOLLEXCLUSIVE; call it
+  // before anyone else watches `fd`. `key`: as `reader` knows the socket
+  // (never UINT64_MAX or UINT64_MAX - 1). One `reader` per connection.
+  Status WatchFirst(int fd, uint64_t key, SideReader* reader);
+  void Unwatch(int fd);
   // Stops every waiter with Unavailable and closes the socket.
   void Shutdown(const std::string& why);
   const std::string& peer_name() const { return peer_; }
@@ -93,12 +114,15 @@ class BlockingConnection {
   Status ReadExact(char* dst, size_t n, Deadline deadline);
 
   int fd_;
-  int wake_fd_;  // an eventfd the reader polls beside fd_ (InjectPush)
+  int wake_fd_;  // an eventfd the reader waits on beside fd_ (InjectPush)
+  int epoll_fd_;  // the reader's wait: fd_, wake_fd_, the watched sockets
+  std::atomic<SideReader*> side_{nullptr};
   std::string peer_;
   std::mutex write_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool reading_ = false;                       // guarded by mu_
+  std::thread::id reading_thread_;             // the thread reading while reading_; guarded by mu_
   Status status_;                              // guarded by mu_; non-OK once dead
   std::unordered_map<uint64_t, Frame> replies_;  // guarded by mu_
   std::deque<Frame> pushes_;                   // guarded by mu_

@@ -75,7 +75,7 @@ CoreWorker::CoreWorker(std::unique_ptr<BlockingConnection> conn, const CoreWorke
       tls_(tls),
       channel_(std::move(conn), &refs_, options.grace_ms),
       io_(cluster_token, std::move(tls), [this](uint64_t c, std::vector<Frame>& f) { OnDirectFrames(c, f); },
-          [this](uint64_t c, const Status& why) { OnDirectClose(c, why); }),
+          [this](uint64_t c, const Status& why) { OnDirectClose(c, why); }, &channel_.connection()),
       caller_(me_, options.direct_actor_calls, &channel_, &refs_, this, &io_),
       server_(me_, &channel_, this, &io_) {}
 

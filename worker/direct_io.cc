@@ -6,9 +6,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -27,6 +29,8 @@ namespace {
 constexpr size_t kReadChunk = 1 << 16;
 constexpr size_t kQueuedBytes = 1 << 16;               // SendLater writes at once past this
 constexpr auto kQueueDelay = std::chrono::microseconds(200);  // ... or after this
+constexpr uint64_t kWakeKey = 0;                   // epoll keys: the wake eventfd (socket ids start at 1),
+constexpr uint64_t kWritable = uint64_t{1} << 63;  // a blocked socket's EPOLLOUT dup (id | kWritable)
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -44,14 +48,24 @@ void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONB
 }  // namespace
 
 DirectIo::DirectIo(std::string token, std::shared_ptr<const TlsContext> tls, FrameHandler on_frames,
-                   CloseHandler on_close)
-    : token_(std::move(token)), tls_(std::move(tls)), on_frame_(std::move(on_frames)), on_close_(std::move(on_close)) {
+                   CloseHandler on_close, BlockingConnection* first_reader)
+    : token_(std::move(token)),
+      tls_(std::move(tls)),
+      on_frame_(std::move(on_frames)),
+      on_close_(std::move(on_close)),
+      first_reader_(first_reader) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeKey;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
 }
 
 DirectIo::~DirectIo() {
   Stop();
   if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 
 void DirectIo::Stop() {
@@ -63,13 +77,19 @@ void DirectIo::Stop() {
     poller = std::move(thread_);
   }
   if (poller.joinable()) poller.join();
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto& [id, c] : conns_) {
-    std::lock_guard<std::mutex> w(c->write_mu);
-    if (c->fd >= 0) ::close(c->fd);
-    c->fd = -1;
+  std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    conns.swap(conns_);
   }
-  conns_.clear();
+  for (auto& [id, c] : conns) {  // (the first reader may be reading one: read_mu first)
+    std::lock_guard<std::mutex> r(c->read_mu);
+    std::lock_guard<std::mutex> w(c->write_mu);
+    if (c->first_watched) first_reader_->Unwatch(c->fd);
+    if (c->out_fd >= 0) ::close(c->out_fd);
+    if (c->fd >= 0) ::close(c->fd);
+    c->fd = c->out_fd = -1;
+  }
 }
 
 void DirectIo::Wake() {
@@ -96,18 +116,31 @@ uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool a
     c->handshake_deadline = Clock::now() + std::chrono::milliseconds(kAuthTimeoutMs);
     c->reader.set_handshake_only(true);
   }
+  c->accepted = authenticate;
   SetNonBlocking(fd);
   if (!listener && tcp) TuneTcp(fd);
   uint64_t id;
   {
     std::lock_guard<std::mutex> l(mu_);
     id = next_id_++;
-    conns_[id] = std::move(c);
+    c->id = id;
+    if (c->handshake) handshakes_[id] = c->handshake_deadline;
+    conns_[id] = c;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
     // The poll thread starts with the first socket (most processes never make one).
     if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { Loop(); });
   }
-  Wake();
+  if (c->handshake) Wake();  // (its deadline counts from now)
   return id;
+}
+
+std::shared_ptr<DirectIo::Conn> DirectIo::Find(uint64_t id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = conns_.find(id);
+  return it == conns_.end() ? nullptr : it->second;
 }
 
 Status DirectIo::ListenUnix(const std::string& path) {
@@ -238,11 +271,16 @@ void DirectIo::DetachRequested() {
       continue;
     }
     Conn& c = *it->second;
+    // (try_lock: the first reader holds read_mu while it takes mu_; busy is busy)
+    std::unique_lock<std::mutex> r(c.read_mu, std::try_to_lock);
     std::lock_guard<std::mutex> w(c.write_mu);
-    if (c.listener || c.handshake || c.reader.buffered() > 0 || !c.out.empty() || !c.wire.empty()) {
+    if (!r.owns_lock() || c.listener || c.handshake || c.reader.buffered() > 0 || !c.out.empty() ||
+        !c.wire.empty()) {
       req->done.set_value(Status::Unavailable(c.peer + ": its connection is busy and cannot be handed over"));
       continue;
     }
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    if (c.first_watched) first_reader_->Unwatch(c.fd);
     Socket s;
     s.fd = c.fd;
     s.tcp = c.tcp;
@@ -300,9 +338,23 @@ Status DirectIo::WriteOutLocked(Conn& c) {
   }
   if (full) {
     c.blocked = true;
-    Wake();  // the poll thread adds POLLOUT for it
+    WatchWritable(c, true);  // the poll thread writes the rest when the socket has room
   }
   return Status::OK();
+}
+
+void DirectIo::WatchWritable(Conn& c, bool on) {
+  // (A dup: an EPOLLEXCLUSIVE registration cannot be modified to add EPOLLOUT.)
+  if (on && c.out_fd < 0 && c.fd >= 0) {
+    c.out_fd = ::fcntl(c.fd, F_DUPFD_CLOEXEC, 0);
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.u64 = c.id | kWritable;
+    if (c.out_fd >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.out_fd, &ev);
+  } else if (!on && c.out_fd >= 0) {
+    ::close(c.out_fd);  // (leaves the epoll set with it)
+    c.out_fd = -1;
+  }
 }
 
 void DirectIo::SendLater(uint64_t conn, const std::string& bytes) {
@@ -464,130 +516,185 @@ bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
   }
 }
 
+void DirectIo::Readable(uint64_t conn) {
+  std::shared_ptr<Conn> c = Find(conn);
+  if (!c) return;
+  std::vector<Frame> frames;
+  Status why;
+  bool open;
+  {
+    std::lock_guard<std::mutex> r(c->read_mu);
+    if (c->fd < 0) return;
+    open = ReadFrom(*c, &frames, &why);
+    if (!frames.empty()) on_frame_(conn, frames);
+  }
+  if (open) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);  // the poll thread reads it again, finds it closed and reports it
+    reread_.push_back(conn);
+  }
+  Wake();
+}
+
+int DirectIo::WaitEvents(std::vector<epoll_event>* events, Clock::time_point wake) {
+  int max = static_cast<int>(events->size());
+  if (wake == Clock::time_point::max()) return ::epoll_wait(epoll_fd_, events->data(), max, -1);
+  auto left = std::max(Clock::duration::zero(), wake - Clock::now());
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+#ifdef SYS_epoll_pwait2
+  // Sub-millisecond: a burst of SendLater frames gathers for 200 us.
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  int r = static_cast<int>(::syscall(SYS_epoll_pwait2, epoll_fd_, events->data(), max, &ts, nullptr, 0));
+  if (r >= 0 || errno != ENOSYS) return r;
+#endif
+  return ::epoll_wait(epoll_fd_, events->data(), max, static_cast<int>((ns + 999999) / 1000000));
+}
+
 void DirectIo::Loop() {
   NameThisThread("phalanx-direct");
-  std::vector<pollfd> fds;
-  std::vector<uint64_t> ids;
-  std::vector<std::shared_ptr<Conn>> conns;
+  std::vector<epoll_event> events(64);
   while (!stopping_) {
     DetachRequested();
-    fds.clear();
-    ids.clear();
-    conns.clear();
-    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
-    ids.push_back(0);
-    conns.push_back(nullptr);
     bool queued;
     Clock::time_point since;
     Clock::time_point auth_due = Clock::time_point::max();  // the next handshake deadline
-    bool unread = false;  // a TLS channel holds bytes already read from its socket
-    std::vector<std::pair<uint64_t, std::shared_ptr<Conn>>> expired;
+    std::vector<uint64_t> expired, reread;
     {
       std::lock_guard<std::mutex> l(mu_);
       queued = !queued_.empty();
       since = queued_since_;
       auto now = Clock::now();
-      for (auto& [id, c] : conns_) {
-        if (c->handshake) {
-          if (c->handshake_deadline <= now) {
-            expired.emplace_back(id, c);
-            continue;
-          }
-          auth_due = std::min(auth_due, c->handshake_deadline);
-        }
-        short events = POLLIN;
-        {
-          std::lock_guard<std::mutex> w(c->write_mu);
-          if (c->blocked) events |= POLLOUT;
-        }
-        unread = unread || (c->tls && c->unread);
-        fds.push_back(pollfd{c->fd, events, 0});
-        ids.push_back(id);
-        conns.push_back(c);
+      for (auto& [id, due] : handshakes_) {
+        if (due <= now) expired.push_back(id);
+        auth_due = std::min(auth_due, due);
+      }
+      reread.swap(reread_);
+    }
+    for (uint64_t id : expired) {  // silent or slow to authenticate: closed, never read
+      if (auto c = Find(id)) {
+        LogRefusedPeer(c->peer, "did not authenticate within " + std::to_string(kAuthTimeoutMs) + " ms");
+        Drop(id, *c, Status::Unavailable(c->peer + " did not authenticate"), /*report=*/false);
       }
     }
-    for (auto& [id, c] : expired) {  // silent or slow to authenticate: closed, never read
-      LogRefusedPeer(c->peer, "did not authenticate within " + std::to_string(kAuthTimeoutMs) + " ms");
-      Drop(id, *c, Status::Unavailable(c->peer + " did not authenticate"), /*report=*/false);
-    }
-    int r;
-    Clock::time_point wake = unread ? Clock::now() : auth_due;  // (unread: do not sleep)
+    std::vector<uint64_t> again;
+    again.swap(again_);
+    again.insert(again.end(), reread.begin(), reread.end());
+    Clock::time_point wake = again.empty() ? auth_due : Clock::now();  // (TLS bytes waiting: do not sleep)
+    if (!expired.empty()) wake = Clock::now();
     if (queued) wake = std::min(wake, since + kQueueDelay);
-    if (wake != Clock::time_point::max()) {
-      // Let a burst of SendLater frames gather, then write each socket's in one go.
-      auto left = std::max(Clock::duration::zero(), wake - Clock::now());
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-      r = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-      if (queued && Clock::now() >= since + kQueueDelay) Flush();
-    } else {
-      r = ::poll(fds.data(), fds.size(), -1);
-    }
-    if (r < 0) {
+    int n = WaitEvents(&events, wake);
+    if (n < 0) {
       if (errno == EINTR) continue;
-      PHALANX_LOG(Error) << "direct connections: poll failed: " << std::strerror(errno);
+      PHALANX_LOG(Error) << "direct connections: epoll_wait failed: " << std::strerror(errno);
       return;
     }
+    // Let a burst of SendLater frames gather, then write each socket's in one go.
+    if (queued && Clock::now() >= since + kQueueDelay) Flush();
     if (stopping_) return;
-    if (fds[0].revents) {
-      uint64_t v;
-      while (::read(wake_fd_, &v, sizeof(v)) > 0) {
-      }
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0 && !(conns[i]->tls && conns[i]->unread)) continue;
-      Conn& c = *conns[i];
-      uint64_t id = ids[i];
-      if (fds[i].revents & POLLOUT) {
-        std::lock_guard<std::mutex> w(c.write_mu);
-        c.blocked = false;
-        (void)WriteOutLocked(c);
-      }
-      if (c.listener) {
-        sockaddr_storage from{};
-        socklen_t from_len = sizeof(from);
-        int fd = ::accept4(c.fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) continue;
-        std::string peer = "caller on " + c.peer;
-        if (c.tcp && from.ss_family == AF_INET) {
-          char ip[INET_ADDRSTRLEN] = {};
-          auto* in = reinterpret_cast<sockaddr_in*>(&from);
-          ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-          peer = std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+    for (int i = 0; i < n; ++i) {
+      uint64_t key = events[i].data.u64;
+      if (key == kWakeKey) {
+        uint64_t v;
+        while (::read(wake_fd_, &v, sizeof(v)) > 0) {
         }
-        if (!c.tcp) {
-          Status who = CheckPeerUser(fd);
-          if (!who.ok()) {
-            LogRefusedPeer(c.peer, who.message());
-            ::close(fd);
-            continue;
-          }
-        }
-        Add(fd, false, c.tcp, peer, /*authenticate=*/true);
         continue;
       }
-      std::vector<Frame> frames;
-      Status why;
-      bool open = ReadFrom(c, &frames, &why);
-      if (!frames.empty()) on_frame_(id, frames);
-      if (open) continue;
-      bool authenticated = !c.handshake;
-      if (authenticated && !why.message().empty() && why.message().find("closed the connection") == std::string::npos) {
-        PHALANX_LOG(Warning) << "direct connection lost: " << why.message();
+      std::shared_ptr<Conn> c = Find(key & ~kWritable);
+      if (!c) continue;
+      if (key & kWritable) {
+        std::lock_guard<std::mutex> w(c->write_mu);
+        c->blocked = false;
+        (void)WriteOutLocked(*c);
+        if (!c->blocked || (events[i].events & (EPOLLERR | EPOLLHUP))) WatchWritable(*c, false);
+        continue;
       }
-      Drop(id, c, why, /*report=*/authenticated);
+      Service(c->id, c);
+    }
+    for (uint64_t id : again) {
+      if (auto c = Find(id)) Service(id, c);
     }
   }
+}
+
+void DirectIo::Service(uint64_t id, const std::shared_ptr<Conn>& conn) {
+  Conn& c = *conn;
+  if (c.listener) {
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof(from);
+    int fd = ::accept4(c.fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    std::string peer = "caller on " + c.peer;
+    if (c.tcp && from.ss_family == AF_INET) {
+      char ip[INET_ADDRSTRLEN] = {};
+      auto* in = reinterpret_cast<sockaddr_in*>(&from);
+      ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+      peer = std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+    }
+    if (!c.tcp) {
+      Status who = CheckPeerUser(fd);
+      if (!who.ok()) {
+        LogRefusedPeer(c.peer, who.message());
+        ::close(fd);
+        return;
+      }
+    }
+    Add(fd, false, c.tcp, peer, /*authenticate=*/true);
+    return;
+  }
+  std::vector<Frame> frames;
+  Status why;
+  bool open, authenticating;
+  {
+    std::lock_guard<std::mutex> r(c.read_mu);
+    if (c.fd < 0) return;
+    authenticating = c.handshake != nullptr;
+    open = ReadFrom(c, &frames, &why);
+    if (open && authenticating && !c.handshake) Authenticated(id, c);
+    if (!frames.empty()) on_frame_(id, frames);
+  }
+  if (open) {
+    if (c.tls && c.unread) again_.push_back(id);
+    return;
+  }
+  bool authenticated = !c.handshake;
+  if (authenticated && !why.message().empty() && why.message().find("closed the connection") == std::string::npos) {
+    PHALANX_LOG(Warning) << "direct connection lost: " << why.message();
+  }
+  Drop(id, c, why, /*report=*/authenticated);
+}
+
+void DirectIo::Authenticated(uint64_t id, Conn& c) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    handshakes_.erase(id);
+  }
+  if (!first_reader_ || c.tls) return;  // (TLS sockets: this thread decrypts them)
+  // The first reader's registration must come first in the socket's wait
+  // queue: out of this set, into the reader's, back into this one. Bytes
+  // that came meanwhile are seen by the ADD (level-triggered).
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = id;
+  if (first_reader_->WatchFirst(c.fd, id, this).ok()) {
+    c.first_watched = true;
+    ev.events |= EPOLLEXCLUSIVE;
+  }
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd, &ev);
 }
 
 void DirectIo::Drop(uint64_t id, Conn& c, const Status& why, bool report) {
   {
     std::lock_guard<std::mutex> l(mu_);
     conns_.erase(id);
+    handshakes_.erase(id);
   }
   {
+    std::lock_guard<std::mutex> r(c.read_mu);  // (the first reader may be reading it)
     std::lock_guard<std::mutex> w(c.write_mu);
-    if (c.fd >= 0) ::close(c.fd);
+    if (c.fd >= 0 && c.first_watched) first_reader_->Unwatch(c.fd);
+    WatchWritable(c, false);
+    if (c.fd >= 0) ::close(c.fd);  // (leaves the epoll sets with it)
     c.fd = -1;
   }
   if (report) on_close_(id, why);  // (a peer that never authenticated was never reported)

@@ -1,12 +1,17 @@
 // DirectIo: the sockets between a caller and an actor's worker, which carry
 // method calls straight to the actor without passing through a raylet.
 //
-// One thread polls every socket of the process (listeners, accepted and
-// connected ones) and hands the whole frames each read brings to `on_frames`
-// (a batch, so the handler takes its locks once per batch), on that thread;
-// a closed or failed socket is reported once to `on_close`. Writes never
+// One thread watches every socket of the process (listeners, accepted and
+// connected ones; an epoll set) and hands the whole frames each read brings
+// to `on_frames` (a batch, so the handler takes its locks once per batch),
+// on that thread; a closed or failed socket is reported once to `on_close`.
+// With a `first_reader` (a worker's raylet connection), the thread waiting
+// there is woken for an accepted plain socket in preference to this one and
+// reads it itself (Readable; frames still reach `on_frames`, one reader at a
+// time per socket, in order): an idle actor's main thread reads a call
+// without being woken for it by this thread. Writes never
 // block: the calling thread writes what the socket takes, the rest waits in
-// the socket's queue for the poll thread (POLLOUT), so two processes that
+// the socket's queue for the poll thread (EPOLLOUT), so two processes that
 // write to each other faster than they read cannot wedge each other. TCP
 // sockets use TCP_NODELAY and keepalive probes, so a peer whose machine
 // vanishes is noticed within seconds instead of never.
@@ -17,9 +22,11 @@
 // this process's user. With a TLS context (--tls), TCP sockets are TLS
 // under the handshake (core/tls.h); Unix sockets never leave the machine.
 // Memory follows the bytes that arrived (FrameReader).
-// The thread starts with the first socket; idle, it sleeps in poll(): no CPU.
+// The thread starts with the first socket; idle, it sleeps in epoll_wait: no CPU.
 // Thread-safe.
 #pragma once
+
+#include <sys/epoll.h>
 
 #include <atomic>
 #include <cstdint>
@@ -40,15 +47,17 @@
 
 namespace phalanx {
 
-class DirectIo {
+class DirectIo : public BlockingConnection::SideReader {
  public:
   using FrameHandler = std::function<void(uint64_t conn, std::vector<Frame>& frames)>;
   using CloseHandler = std::function<void(uint64_t conn, const Status& why)>;
 
   // `token`: the cluster token both ends of every connection prove
   // (non-empty); `tls`: TLS for TCP sockets (null: plain).
-  DirectIo(std::string token, std::shared_ptr<const TlsContext> tls, FrameHandler on_frames, CloseHandler on_close);
-  ~DirectIo();  // closes every socket (without calling on_close) and joins the thread
+  // `first_reader`: see above (null: this thread reads every socket).
+  DirectIo(std::string token, std::shared_ptr<const TlsContext> tls, FrameHandler on_frames, CloseHandler on_close,
+           BlockingConnection* first_reader = nullptr);
+  ~DirectIo() override;  // closes every socket (without calling on_close) and joins the thread
 
   // Listens; accepted sockets get ids of their own and report through the handlers.
   Status ListenUnix(const std::string& path);
@@ -89,12 +98,20 @@ class DirectIo {
   void Close(uint64_t conn);
   // Stops the thread and closes everything; on_close is not called. Idempotent.
   void Stop();
+  // The first reader's thread: accepted socket `conn` has bytes.
+  void Readable(uint64_t conn) override;
 
  private:
   struct Conn {
+    uint64_t id = 0;
     int fd = -1;
     bool listener = false;
     bool tcp = false;
+    bool accepted = false;
+    bool first_watched = false;  // also watched by the first reader (EPOLLEXCLUSIVE in both sets)
+    // Held by whoever reads the socket (the poll thread or the first
+    // reader's) while it reads and hands the frames on: one at a time, in order.
+    std::mutex read_mu;
     std::string peer;
     std::mutex write_mu;
     std::string out;        // bytes not written yet, in order; guarded by write_mu
@@ -106,7 +123,8 @@ class DirectIo {
     size_t written = 0;     // bytes at the front of `out` (TLS: `wire`) already written; guarded by write_mu
     bool tls_bound = false;  // the handshake is bound to the channel; poll thread
     std::atomic<bool> unread{false};  // TLS: bytes decrypted or fed and not yet read
-    bool blocked = false;   // the socket took no more: the poll thread writes `out` (POLLOUT); guarded
+    bool blocked = false;   // the socket took no more: the poll thread writes `out` (EPOLLOUT); guarded
+    int out_fd = -1;        // while blocked: a dup of fd in the epoll set for EPOLLOUT; guarded by write_mu
     FrameReader reader{64 << 10};  // (small while the peer authenticates)
     std::unique_ptr<Handshake> handshake;  // accepted sockets, until the peer authenticated
     Clock::time_point handshake_deadline;
@@ -127,6 +145,15 @@ class DirectIo {
   bool OnHandshakeFrame(Conn& c, const FrameHeader& h, const char* body, Status* why);
   void Wake();
   void Loop();
+  // Waits for events until `wake` (max: no limit); the count, or -1 (errno).
+  int WaitEvents(std::vector<epoll_event>* events, Clock::time_point wake);
+  // The poll thread: socket `c` has bytes or a peer to accept.
+  void Service(uint64_t id, const std::shared_ptr<Conn>& c);
+  // An accepted socket's peer proved the token: watched first by the first reader from now on.
+  void Authenticated(uint64_t id, Conn& c);
+  std::shared_ptr<Conn> Find(uint64_t id);
+  // While `c` is blocked, its dup is watched for EPOLLOUT. REQUIRES c.write_mu held.
+  void WatchWritable(Conn& c, bool on);
   // Forgets and closes `c`; tells on_close if `report`. Poll thread only.
   void Drop(uint64_t id, Conn& c, const Status& why, bool report);
   // Reads what `c` has; false when it closed or failed (`why` says how).
@@ -143,7 +170,9 @@ class DirectIo {
   std::shared_ptr<const TlsContext> tls_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
+  BlockingConnection* const first_reader_;
   int wake_fd_ = -1;
+  int epoll_fd_ = -1;
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns_;  // guarded by mu_
   uint64_t next_id_ = 1;                                       // guarded by mu_
@@ -153,6 +182,9 @@ class DirectIo {
   // no lock when nothing was queued. Set under mu_ with each push (so a
   // thread's own push is seen by its own Flush), cleared with the swap.
   std::atomic<bool> any_queued_{false};
+  std::unordered_map<uint64_t, Clock::time_point> handshakes_;  // accepted, not authenticated yet: deadlines; guarded by mu_
+  std::vector<uint64_t> reread_;  // sockets the first reader found closed: the poll thread reports them; guarded by mu_
+  std::vector<uint64_t> again_;   // TLS sockets holding decrypted bytes: read next turn; poll thread only
   std::vector<char> raw_;  // TLS: bytes just read from a socket; poll thread only
   std::atomic<bool> stopping_{false};
   std::vector<std::shared_ptr<DetachRequest>> detaches_;  // guarded by mu_
