@@ -352,7 +352,9 @@ void DirectIo::WatchWritable(Conn& c, bool on) {
     ev.data.u64 = c.id | kWritable;
     if (c.out_fd >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.out_fd, &ev);
   } else if (!on && c.out_fd >= 0) {
-    ::close(c.out_fd);  // (leaves the epoll set with it)
+    // (Closing a dup does not take it out of the set: the socket stays open.)
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.out_fd, nullptr);
+    ::close(c.out_fd);
     c.out_fd = -1;
   }
 }
@@ -694,7 +696,7 @@ void DirectIo::Drop(uint64_t id, Conn& c, const Status& why, bool report) {
     std::lock_guard<std::mutex> w(c.write_mu);
     if (c.fd >= 0 && c.first_watched) first_reader_->Unwatch(c.fd);
     WatchWritable(c, false);
-    if (c.fd >= 0) ::close(c.fd);  // (leaves the epoll sets with it)
+    if (c.fd >= 0) ::close(c.fd);  // (its last descriptor: it leaves the epoll sets)
     c.fd = -1;
   }
   if (report) on_close_(id, why);  // (a peer that never authenticated was never reported)

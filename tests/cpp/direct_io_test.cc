@@ -1,12 +1,16 @@
 // DirectIo (worker/direct_io.h) over TCP on loopback, plain and TLS: frames
 // both ways, a large one, many small ones in order, and a caller of another
-// cluster refused before anything it sends is handed on.
+// cluster refused before anything it sends is handed on; an idle poll thread
+// sleeps once a blocked write drained.
 #include "worker/direct_io.h"
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "core/frame.h"
 #include "core/proto/phalanx.pb.h"
@@ -85,6 +89,31 @@ TEST_P(DirectIoTest, FramesCrossBothWaysWholeAndInOrder) {
   ASSERT_TRUE(client_sink.WaitFor(1));
   std::lock_guard<std::mutex> l(client_sink.mu);
   EXPECT_EQ(client_sink.frames[0].second.body, big);
+}
+
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+TEST_P(DirectIoTest, OnceABlockedWriteDrainsThePollThreadSleeps) {
+  // A write larger than the socket takes waits for EPOLLOUT; once it is
+  // out, nothing may keep waking the poll thread (a stale EPOLLOUT watch
+  // spun it at 100% CPU).
+  Sink server_sink, client_sink;
+  DirectIo server(kToken, TlsFor(GetParam(), kToken), server_sink.on_frames(), server_sink.on_close());
+  DirectIo client(kToken, TlsFor(GetParam(), kToken), client_sink.on_frames(), client_sink.on_close());
+  auto port = server.ListenTcp("127.0.0.1");
+  ASSERT_TRUE(port.ok());
+  auto conn = client.ConnectTcp("127.0.0.1", port.value(), 5000);
+  ASSERT_TRUE(conn.ok());
+  std::string big(16 << 20, 'b');
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(client.Send(conn.value(), Frame(rpc::DIRECT_CALL, i, big)).ok());
+  ASSERT_TRUE(server_sink.WaitFor(4, 20000));
+  double before = CpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // (a window of idleness, measured)
+  EXPECT_LT(CpuSeconds() - before, 0.1) << "the process spent CPU while idle";
 }
 
 TEST_P(DirectIoTest, ACallerOfAnotherClusterIsRefusedAndHandsOnNothing) {
