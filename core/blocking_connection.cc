@@ -26,7 +26,8 @@ int64_t MsLeft(Deadline deadline) {
   return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
 }
 
-// How long a thread waiting for a reply polls before it sleeps; PHALANX_SPIN_US overrides.
+// How long a thread waiting for a reply polls before it sleeps (at most:
+// core/adaptive_spin.h); PHALANX_SPIN_US overrides.
 static int kSpinMicros = [] {
   const char* v = std::getenv("PHALANX_SPIN_US");
   return v ? std::atoi(v) : 150;
@@ -73,7 +74,8 @@ BlockingConnection::BlockingConnection(int fd, std::string peer)
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
       peer_(std::move(peer)),
-      reader_(1 << 16) {
+      reader_(1 << 16),
+      reply_spin_(kSpinMicros) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kRayletKey;
@@ -157,7 +159,9 @@ Result<Frame> BlockingConnection::Call(uint16_t type, const google::protobuf::Me
 }
 
 Result<Frame> BlockingConnection::WaitReply(uint64_t request_id, Deadline deadline) {
-  return WaitFor(kSpinMicros, [&] { return replies_.count(request_id) > 0; },
+  int spin = reply_spin_.Budget();
+  auto start = Clock::now();
+  auto got = WaitFor(spin, [&] { return replies_.count(request_id) > 0; },
                  [&] {
                    auto it = replies_.find(request_id);
                    Frame f = std::move(it->second);
@@ -165,6 +169,8 @@ Result<Frame> BlockingConnection::WaitReply(uint64_t request_id, Deadline deadli
                    return f;
                  },
                  deadline);
+  reply_spin_.Done(Clock::now() - start, spin);
+  return got;
 }
 
 void BlockingConnection::Pump(Deadline deadline) {

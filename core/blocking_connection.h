@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/adaptive_spin.h"
 #include "core/frame.h"
 #include "core/frame_reader.h"
 #include "core/status.h"
@@ -129,6 +130,7 @@ class BlockingConnection {
   PushFilter push_filter_;                     // guarded by mu_
   uint64_t next_request_id_ = 1;               // guarded by mu_
   FrameReader reader_;                         // touched only by the current reader
+  AdaptiveSpin reply_spin_;                    // WaitReply's
 };
 
 }  // namespace phalanx

@@ -10,7 +10,6 @@ namespace phalanx {
 namespace {
 constexpr size_t kFlushBatch = 4096;                          // flush at once past this many changes
 constexpr auto kWaitSlice = std::chrono::milliseconds(100);   // interrupt checks this often
-constexpr auto kResultSpin = std::chrono::microseconds(150);  // a direct result usually comes within this
 }  // namespace
 
 RefCounter::Flush RefCounter::Add(const std::string& id) {
@@ -176,7 +175,9 @@ Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline dea
   if (!DirectPendingLocked(ids)) return Status::OK();
   // A result usually comes within ~150 us: look for it before sleeping,
   // without the lock (which the thread that reads results must not wait for).
-  auto spin_until = Clock::now() + kResultSpin;
+  int spin = result_spin_.Budget();
+  auto start = Clock::now();
+  auto spin_until = start + std::chrono::microseconds(spin);
   while (DirectPendingLocked(ids) && Clock::now() < spin_until) {
     uint64_t seen = direct_changes_.load(std::memory_order_acquire);
     l.unlock();
@@ -193,6 +194,7 @@ Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline dea
       l.lock();
     }
   }
+  result_spin_.Done(Clock::now() - start, spin);
   return Status::OK();
 }
 

@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/adaptive_spin.h"
 #include "core/blocking_connection.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
@@ -102,6 +103,7 @@ class RefCounter : public PendingChanges {
   std::unordered_set<std::string> direct_pending_;        // guarded by mu_
   std::unordered_set<std::string> raylet_awaits_;         // of direct_pending_; guarded by mu_
   std::atomic<uint64_t> direct_changes_{0};              // bumped (under mu_) when direct_pending_ shrinks
+  AdaptiveSpin result_spin_{150};                         // AwaitDirect's: a result usually comes within 150 us
   std::atomic<bool> unmap_idle_{false};
   bool stopping_ = false;                                 // guarded by mu_
 };
