@@ -169,7 +169,7 @@ Result<Frame> BlockingConnection::WaitReply(uint64_t request_id, Deadline deadli
                    return f;
                  },
                  deadline);
-  reply_spin_.Done(Clock::now() - start, spin);
+  reply_spin_.Done(Clock::now() - start);
   return got;
 }
 

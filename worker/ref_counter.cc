@@ -194,7 +194,7 @@ Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline dea
       l.lock();
     }
   }
-  result_spin_.Done(Clock::now() - start, spin);
+  result_spin_.Done(Clock::now() - start);
   return Status::OK();
 }
 

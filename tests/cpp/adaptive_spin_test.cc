@@ -1,46 +1,44 @@
-// AdaptiveSpin (core/adaptive_spin.h): the full spin while replies come
-// within it, halved after each wait that outlasted it down to none, tried in
-// full every 16th wait, and full again once a reply comes quickly.
+// AdaptiveSpin (core/adaptive_spin.h): the full spin until four waits in a
+// row outlast it, then none, tried in full every 16th wait, and full again
+// once a reply comes within it.
 #include "core/adaptive_spin.h"
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace phalanx {
 namespace {
 
 using std::chrono::microseconds;
 
-TEST(AdaptiveSpinTest, QuickRepliesKeepTheFullSpin) {
+TEST(AdaptiveSpinTest, RepliesThatStraddleTheSpinKeepIt) {
   AdaptiveSpin s(150);
   for (int i = 0; i < 100; ++i) {
-    int b = s.Budget();
-    EXPECT_EQ(b, 150);
-    s.Done(microseconds(60), b);
+    EXPECT_EQ(s.Budget(), 150);
+    s.Done(microseconds(i % 3 == 0 ? 400 : 90));  // (never four long ones in a row)
   }
 }
 
-TEST(AdaptiveSpinTest, SlowRepliesHalveItToNoneAndAQuickOneRestoresIt) {
-  AdaptiveSpin s(160);
+TEST(AdaptiveSpinTest, FourLongWaitsInARowStopItAndAQuickReplyBringsItBack) {
+  AdaptiveSpin s(150);
   std::vector<int> seen;
   for (int i = 0; i < 6; ++i) {
-    int b = s.Budget();
-    seen.push_back(b);
-    s.Done(microseconds(900), b);
+    seen.push_back(s.Budget());
+    s.Done(microseconds(900));
   }
-  EXPECT_EQ(seen, (std::vector<int>{160, 80, 40, 20, 10, 0}));
-  // Without a spin, a reply that a spin would have caught brings it back.
-  s.Done(microseconds(40), 0);
-  EXPECT_EQ(s.Budget(), 160);
+  EXPECT_EQ(seen, (std::vector<int>{150, 150, 150, 150, 0, 0}));
+  s.Done(microseconds(40));  // (a wait without a spin that one would have caught)
+  EXPECT_EQ(s.Budget(), 150);
 }
 
 TEST(AdaptiveSpinTest, WithoutASpinEverySixteenthWaitTriesTheFullOne) {
   AdaptiveSpin s(150);
-  for (int b = s.Budget(); b > 0; b = s.Budget()) s.Done(microseconds(5000), b);
+  for (int i = 0; i < 4; ++i) s.Done(microseconds(5000));
   int full = 0;
   for (int i = 0; i < 64; ++i) {
-    int b = s.Budget();
-    if (b == 150) ++full;
-    s.Done(microseconds(5000), b);
+    if (s.Budget() == 150) ++full;
+    s.Done(microseconds(5000));
   }
   EXPECT_EQ(full, 4);
 }
