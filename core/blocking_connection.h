@@ -83,7 +83,7 @@ class BlockingConnection {
     return !pushes_.empty();
   }
   // Queues `f` as if the peer had pushed it, waking a NextPush waiter (even
-  // one sleeping in poll). For frames that arrive by another way.
+  // one sleeping in epoll_wait). For frames that arrive by another way.
   void InjectPush(std::vector<Frame>& frames);
   // Reads a watched socket for the thread waiting on this connection.
   class SideReader {

@@ -116,7 +116,6 @@ uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool a
     c->handshake_deadline = Clock::now() + std::chrono::milliseconds(kAuthTimeoutMs);
     c->reader.set_handshake_only(true);
   }
-  c->accepted = authenticate;
   SetNonBlocking(fd);
   if (!listener && tcp) TuneTcp(fd);
   uint64_t id;
@@ -582,7 +581,6 @@ void DirectIo::Loop() {
     again.swap(again_);
     again.insert(again.end(), reread.begin(), reread.end());
     Clock::time_point wake = again.empty() ? auth_due : Clock::now();  // (TLS bytes waiting: do not sleep)
-    if (!expired.empty()) wake = Clock::now();
     if (queued) wake = std::min(wake, since + kQueueDelay);
     int n = WaitEvents(&events, wake);
     if (n < 0) {

@@ -107,7 +107,6 @@ class DirectIo : public BlockingConnection::SideReader {
     int fd = -1;
     bool listener = false;
     bool tcp = false;
-    bool accepted = false;
     bool first_watched = false;  // also watched by the first reader (EPOLLEXCLUSIVE in both sets)
     // Held by whoever reads the socket (the poll thread or the first
     // reader's) while it reads and hands the frames on: one at a time, in order.
