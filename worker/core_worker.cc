@@ -314,8 +314,13 @@ bool CoreWorker::CancelRequested(const std::string& task_id, bool read) {
 bool CoreWorker::CancelSignalled(const std::string& task_id) { return server_.CancelSignalled(task_id); }
 
 void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
-  // A caller's connection brings results; an actor's brings its callers' hellos, calls and cancels.
-  if (!frames.empty() && frames.front().header.type == rpc::DIRECT_DONE) return caller_.OnResults(conn, frames);
+  // A caller's connection brings results; an actor's brings its callers'
+  // hellos, calls and cancels (anything else on it closes it). Told apart by
+  // the connection, not by what its peer sends: frames of an actor's
+  // connection may be read by a thread that holds the caller's lock.
+  if (!frames.empty() && frames.front().header.type == rpc::DIRECT_DONE && !io_.Accepted(conn)) {
+    return caller_.OnResults(conn, frames);
+  }
   server_.OnCallerFrames(conn, frames);
 }
 

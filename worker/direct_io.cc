@@ -116,6 +116,7 @@ uint64_t DirectIo::Add(int fd, bool listener, bool tcp, std::string peer, bool a
     c->handshake_deadline = Clock::now() + std::chrono::milliseconds(kAuthTimeoutMs);
     c->reader.set_handshake_only(true);
   }
+  c->accepted = authenticate;
   SetNonBlocking(fd);
   if (!listener && tcp) TuneTcp(fd);
   uint64_t id;
@@ -535,6 +536,11 @@ void DirectIo::Readable(uint64_t conn) {
     reread_.push_back(conn);
   }
   Wake();
+}
+
+bool DirectIo::Accepted(uint64_t conn) {
+  auto c = Find(conn);
+  return c && c->accepted;
 }
 
 int DirectIo::WaitEvents(std::vector<epoll_event>* events, Clock::time_point wake) {

@@ -100,6 +100,9 @@ class DirectIo : public BlockingConnection::SideReader {
   void Stop();
   // The first reader's thread: accepted socket `conn` has bytes.
   void Readable(uint64_t conn) override;
+  // Whether `conn` was accepted by a listener here (a caller of this actor),
+  // not connected from here. False once it is gone.
+  bool Accepted(uint64_t conn);
 
  private:
   struct Conn {
@@ -107,6 +110,7 @@ class DirectIo : public BlockingConnection::SideReader {
     int fd = -1;
     bool listener = false;
     bool tcp = false;
+    bool accepted = false;       // by a listener here
     bool first_watched = false;  // also watched by the first reader (EPOLLEXCLUSIVE in both sets)
     // Held by whoever reads the socket (the poll thread or the first
     // reader's) while it reads and hands the frames on: one at a time, in order.

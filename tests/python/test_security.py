@@ -204,6 +204,22 @@ def test_an_actor_workers_direct_port_acts_on_nothing_without_the_token(victim):
     _still_serving(victim)
 
 
+def test_an_actor_worker_closes_a_connection_of_its_callers_that_sends_results(victim):
+    # Results come back on connections the worker opened, never on its
+    # callers': one that brings some (from a peer holding the token) is
+    # closed, not read as results (the thread reading a caller's socket may
+    # hold the lock that reading results takes).
+    gcs_host, _, gcs_port = phalanx._private.state.info["gcs_address"].rpartition(":")
+    from phalanx import _core
+    actor = [a for a in _core.gcs_actors(gcs_host, int(gcs_port)) if a["state"] == "ALIVE"][0]
+    s = wire.connect(actor["worker_host"], actor["worker_port"])
+    wire.handshake(s, _token())
+    s.sendall(wire.frame(wire.DIRECT_DONE, wire.field_bytes(1, os.urandom(16))))
+    assert wire.closed_without_answer(s), "a caller's connection that sent results stayed open"
+    s.close()
+    _still_serving(victim)
+
+
 def test_a_silent_peer_is_closed_after_the_handshake_deadline(victim):
     host, port = _raylet_address()
     s = wire.connect(host, port)
