@@ -12,7 +12,12 @@
 //
 // A reader may find a record being written: each record's `seq` is written
 // last (release) with its slot's position + 1, and a reader keeps a record
-// only when `seq` is the same before and after copying it.
+// only when `seq` is the same before and after copying it. A writer
+// preempted between taking its position and writing its record, while
+// others go once round the whole ring, may leave its older record over a
+// newer one in that slot: the reader drops it (its `seq` is older than the
+// ring), so a ring read holds the newest records less at most one per
+// writer that lagged that far.
 #pragma once
 
 #include <atomic>
