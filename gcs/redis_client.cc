@@ -551,21 +551,27 @@ void RedisClient::Reconnected(RedisEndpoint at, int cmd_fd, std::unique_ptr<TlsS
   reconnecting_ = false;
   ++reconnects_;
   StartLinks(cmd_fd, std::move(cmd_tls), sub_fd, std::move(sub_tls));
-  if (!subscriptions_.empty()) {
-    std::vector<std::string> args = {"SUBSCRIBE"};
-    for (const auto& [ch, cb] : subscriptions_) args.push_back(ch);
-    sub_->Send(FormatRedisCommand(args));
-  }
   auto kept = std::move(backlog_);
   backlog_.clear();
   backlog_bytes_ = 0;
   PHALANX_LOG(Info) << "reconnected to redis-server (GCS) at " << address() << "; sending the " << kept.size()
                     << " commands kept meanwhile";
   for (auto& p : kept) Send(std::move(p));
-  auto cbs = reconnected_cbs_;
-  for (auto& f : cbs) {
-    if (connected_) f();
-  }
+  // The OnReconnected callbacks read what was published while away, so they
+  // run once every channel is subscribed again: a message published between
+  // their reads and the SUBSCRIBE would be lost. Redis confirms a SUBSCRIBE's
+  // channels in order: the last one's confirmation covers them all.
+  auto run_reconnected = [this] {
+    auto cbs = reconnected_cbs_;
+    for (auto& f : cbs) {
+      if (connected_) f();
+    }
+  };
+  if (subscriptions_.empty()) return run_reconnected();
+  std::vector<std::string> args = {"SUBSCRIBE"};
+  for (const auto& [ch, cb] : subscriptions_) args.push_back(ch);
+  unconfirmed_[args.back()].push_back(run_reconnected);
+  sub_->Send(FormatRedisCommand(args));
 }
 
 void RedisClient::GiveUp(const std::string& why) {

@@ -132,7 +132,8 @@ class RedisClient {
   // reconnect, `on_reconnected` once the server is back (either may be empty).
   void SetReconnect(int64_t deadline_ms, uint64_t backlog_bytes, std::function<void(const Status&)> on_lost,
                     std::function<void()> on_reconnected);
-  // Adds a callback run after each reconnect (after SetReconnect's own).
+  // Adds a callback run after each reconnect (after SetReconnect's own), once
+  // every channel is subscribed again (what it reads then misses no message).
   void OnReconnected(std::function<void()> cb) { reconnected_cbs_.push_back(std::move(cb)); }
   bool connected() const { return connected_; }
   // Lost and trying to reconnect (commands are kept meanwhile).

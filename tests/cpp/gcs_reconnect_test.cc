@@ -104,6 +104,34 @@ TEST_F(ReconnectTest, SubscriptionsAndObjectLocationWaitersSurviveAReconnect) {
   EXPECT_EQ(got[0], "hello");
 }
 
+// What a reconnect callback reads must not miss a message published right
+// after it read: when it runs, the channels are subscribed again.
+TEST_F(ReconnectTest, ReconnectCallbacksRunOnceTheChannelsAreSubscribedAgain) {
+  int receivers = -1;
+  client_->SetReconnect(10000, 0, nullptr, [&] {
+    redisContext* c = redisConnect("127.0.0.1", redis_->port());
+    ASSERT_TRUE(c && !c->err);
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "PUBLISH chan-b x"));
+    ASSERT_NE(reply, nullptr);
+    receivers = static_cast<int>(reply->integer);  // subscribers that got it
+    freeReplyObject(reply);
+    redisFree(c);
+  });
+  bool subscribed = false;
+  for (const char* ch : {"chan-a", "chan-b", "chan-c"}) {
+    client_->Subscribe(ch, [](const std::string&, const std::string&) {}, [&] { subscribed = true; });
+  }
+  RunUntil([&] { return subscribed; });
+  for (int round = 0; round < 5; ++round) {
+    redis_->KillHard();
+    RunUntil([&] { return client_->reconnecting(); });
+    receivers = -1;
+    redis_->Start();
+    RunUntil([&] { return receivers >= 0; });
+    EXPECT_EQ(receivers, 1) << "round " << round;
+  }
+}
+
 TEST_F(ReconnectTest, ResyncFeedsLocationsListedWhileAway) {
   client_->SetReconnect(10000, 0, nullptr, nullptr);
   GcsClient gcs(client_.get());
