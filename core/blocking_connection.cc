@@ -93,7 +93,10 @@ BlockingConnection::~BlockingConnection() {
 
 Status BlockingConnection::WatchFirst(int fd, uint64_t key, SideReader* reader) {
   if (key >= kWakeKey) return Status::InvalidArgument("reserved watch key");
-  side_.store(reader, std::memory_order_release);
+  SideReader* none = nullptr;  // (one side reader per connection, set by its first watch)
+  if (!side_.compare_exchange_strong(none, reader, std::memory_order_acq_rel) && none != reader) {
+    return Status::InvalidArgument("this connection's sockets are read first for another reader already");
+  }
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLEXCLUSIVE;
   ev.data.u64 = key;

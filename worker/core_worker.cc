@@ -74,7 +74,7 @@ CoreWorker::CoreWorker(std::unique_ptr<BlockingConnection> conn, const CoreWorke
       cluster_token_(cluster_token),
       tls_(tls),
       channel_(std::move(conn), &refs_, options.grace_ms),
-      io_(cluster_token, std::move(tls), [this](uint64_t c, std::vector<Frame>& f) { OnDirectFrames(c, f); },
+      io_(cluster_token, std::move(tls), [this](uint64_t c, bool accepted, std::vector<Frame>& f) { OnDirectFrames(c, accepted, f); },
           [this](uint64_t c, const Status& why) { OnDirectClose(c, why); }, &channel_.connection()),
       caller_(me_, options.direct_actor_calls, &channel_, &refs_, this, &io_),
       server_(me_, &channel_, this, &io_) {}
@@ -313,12 +313,12 @@ bool CoreWorker::CancelRequested(const std::string& task_id, bool read) {
 }
 bool CoreWorker::CancelSignalled(const std::string& task_id) { return server_.CancelSignalled(task_id); }
 
-void CoreWorker::OnDirectFrames(uint64_t conn, std::vector<Frame>& frames) {
+void CoreWorker::OnDirectFrames(uint64_t conn, bool accepted, std::vector<Frame>& frames) {
   // A caller's connection brings results; an actor's brings its callers'
   // hellos, calls and cancels (anything else on it closes it). Told apart by
   // the connection, not by what its peer sends: frames of an actor's
   // connection may be read by a thread that holds the caller's lock.
-  if (!frames.empty() && frames.front().header.type == rpc::DIRECT_DONE && !io_.Accepted(conn)) {
+  if (!frames.empty() && frames.front().header.type == rpc::DIRECT_DONE && !accepted) {
     return caller_.OnResults(conn, frames);
   }
   server_.OnCallerFrames(conn, frames);

@@ -233,7 +233,7 @@ class CoreWorker : public WorkerObjects {
   // What a reference change asks of the channel.
   void Apply(RefCounter::Flush flush);
   // DirectIo's frames and closes, to the caller's side or the actor's.
-  void OnDirectFrames(uint64_t conn, std::vector<Frame>& frames);
+  void OnDirectFrames(uint64_t conn, bool accepted, std::vector<Frame>& frames);
   void OnDirectClose(uint64_t conn, const Status& why);
   template <typename Reply>
   Result<Reply> CallFor(uint16_t type, const google::protobuf::MessageLite& m, int64_t timeout_ms, const char* what) {

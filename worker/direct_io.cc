@@ -521,16 +521,8 @@ bool DirectIo::ReadFrom(Conn& c, std::vector<Frame>* out, Status* why) {
 void DirectIo::Readable(uint64_t conn) {
   std::shared_ptr<Conn> c = Find(conn);
   if (!c) return;
-  std::vector<Frame> frames;
   Status why;
-  bool open;
-  {
-    std::lock_guard<std::mutex> r(c->read_mu);
-    if (c->fd < 0) return;
-    open = ReadFrom(*c, &frames, &why);
-    if (!frames.empty()) on_frame_(conn, frames);
-  }
-  if (open) return;
+  if (ReadAndHandOn(conn, *c, &why)) return;
   {
     std::lock_guard<std::mutex> l(mu_);  // the poll thread reads it again, finds it closed and reports it
     reread_.push_back(conn);
@@ -538,9 +530,15 @@ void DirectIo::Readable(uint64_t conn) {
   Wake();
 }
 
-bool DirectIo::Accepted(uint64_t conn) {
-  auto c = Find(conn);
-  return c && c->accepted;
+bool DirectIo::ReadAndHandOn(uint64_t id, Conn& c, Status* why) {
+  std::vector<Frame> frames;
+  std::lock_guard<std::mutex> r(c.read_mu);
+  if (c.fd < 0) return true;  // (dropped meanwhile: nothing more to do)
+  bool authenticating = c.handshake != nullptr;
+  bool open = ReadFrom(c, &frames, why);
+  if (open && authenticating && !c.handshake) Authenticated(id, c);
+  if (!frames.empty()) on_frame_(id, c.accepted, frames);
+  return open;
 }
 
 int DirectIo::WaitEvents(std::vector<epoll_event>* events, Clock::time_point wake) {
@@ -647,18 +645,8 @@ void DirectIo::Service(uint64_t id, const std::shared_ptr<Conn>& conn) {
     Add(fd, false, c.tcp, peer, /*authenticate=*/true);
     return;
   }
-  std::vector<Frame> frames;
   Status why;
-  bool open, authenticating;
-  {
-    std::lock_guard<std::mutex> r(c.read_mu);
-    if (c.fd < 0) return;
-    authenticating = c.handshake != nullptr;
-    open = ReadFrom(c, &frames, &why);
-    if (open && authenticating && !c.handshake) Authenticated(id, c);
-    if (!frames.empty()) on_frame_(id, frames);
-  }
-  if (open) {
+  if (ReadAndHandOn(id, c, &why)) {
     if (c.tls && c.unread) again_.push_back(id);
     return;
   }

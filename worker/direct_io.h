@@ -49,7 +49,9 @@ namespace phalanx {
 
 class DirectIo : public BlockingConnection::SideReader {
  public:
-  using FrameHandler = std::function<void(uint64_t conn, std::vector<Frame>& frames)>;
+  // `accepted`: `conn` was accepted by a listener here (a caller of this
+  // actor), not connected from here.
+  using FrameHandler = std::function<void(uint64_t conn, bool accepted, std::vector<Frame>& frames)>;
   using CloseHandler = std::function<void(uint64_t conn, const Status& why)>;
 
   // `token`: the cluster token both ends of every connection prove
@@ -100,9 +102,6 @@ class DirectIo : public BlockingConnection::SideReader {
   void Stop();
   // The first reader's thread: accepted socket `conn` has bytes.
   void Readable(uint64_t conn) override;
-  // Whether `conn` was accepted by a listener here (a caller of this actor),
-  // not connected from here. False once it is gone.
-  bool Accepted(uint64_t conn);
 
  private:
   struct Conn {
@@ -159,6 +158,9 @@ class DirectIo : public BlockingConnection::SideReader {
   void WatchWritable(Conn& c, bool on);
   // Forgets and closes `c`; tells on_close if `report`. Poll thread only.
   void Drop(uint64_t id, Conn& c, const Status& why, bool report);
+  // Reads what `c` has and hands the frames on (one reader at a time, under
+  // c.read_mu); false when it closed or failed (`why` says how).
+  bool ReadAndHandOn(uint64_t id, Conn& c, Status* why);
   // Reads what `c` has; false when it closed or failed (`why` says how).
   bool ReadFrom(Conn& c, std::vector<Frame>* out, Status* why);
   // TLS: feeds `n` bytes read from the socket to the channel and what it

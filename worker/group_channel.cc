@@ -67,7 +67,7 @@ Result<std::unique_ptr<GroupChannel>> GroupChannel::Open(Options options) {
 
 GroupChannel::GroupChannel(Options options)
     : o_(std::move(options)),
-      io_(o_.token, o_.tls, [this](uint64_t c, std::vector<Frame>& f) { OnFrames(c, f); },
+      io_(o_.token, o_.tls, [this](uint64_t c, bool, std::vector<Frame>& f) { OnFrames(c, f); },
           [this](uint64_t c, const Status& why) { OnClose(c, why); }),
       accepted_(o_.world, 0),
       links_(o_.world),

@@ -27,7 +27,7 @@ struct Sink {
   std::vector<std::pair<uint64_t, Frame>> frames;
   int closed = 0;
   DirectIo::FrameHandler on_frames() {
-    return [this](uint64_t conn, std::vector<Frame>& f) {
+    return [this](uint64_t conn, bool, std::vector<Frame>& f) {
       std::lock_guard<std::mutex> l(mu);
       for (auto& x : f) frames.emplace_back(conn, std::move(x));
       cv.notify_all();

@@ -57,7 +57,7 @@ class FirstReaderTest : public ::testing::Test {
     raylet_fd_ = ::accept(listen_fd_, nullptr, nullptr);
     actor_ = std::make_unique<DirectIo>(
         kToken, nullptr,
-        [this](uint64_t, std::vector<Frame>& frames) {
+        [this](uint64_t, bool, std::vector<Frame>& frames) {
           bool mine = std::this_thread::get_id() == waiter_;
           (mine ? by_waiter_ : by_io_thread_) += static_cast<int>(frames.size());
           conn_->InjectPush(frames);
@@ -69,7 +69,7 @@ class FirstReaderTest : public ::testing::Test {
         },
         conn_.get());
     ASSERT_TRUE(actor_->ListenUnix(dir_ + "/actor.sock").ok());
-    caller_ = std::make_unique<DirectIo>(kToken, nullptr, [](uint64_t, std::vector<Frame>&) {},
+    caller_ = std::make_unique<DirectIo>(kToken, nullptr, [](uint64_t, bool, std::vector<Frame>&) {},
                                          [](uint64_t, const Status&) {});
     auto c = caller_->ConnectUnix(dir_ + "/actor.sock", 5000);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
