@@ -1,5 +1,6 @@
 #include "core/message_limits.h"
 
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -62,6 +63,46 @@ Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
   if (!IsResourceAmount(spec.num_cpus())) return CheckResourceAmount("CPU", spec.num_cpus(), what());
   for (const auto& [name, amount] : spec.resources()) {
     if (!IsResourceAmount(amount)) return CheckResourceAmount(name, amount, what());
+  }
+  if (spec.has_runtime_env()) {
+    Status env = CheckRuntimeEnv(spec.runtime_env());
+    if (!env.ok()) return bad("runtime_env: " + env.message());
+  }
+  return Status::OK();
+}
+
+Status CheckRuntimeEnv(const rpc::RuntimeEnv& env) {
+  if (env.env_vars_size() > kMaxEnvVars) {
+    return Status::InvalidArgument(std::to_string(env.env_vars_size()) + " env_vars; at most " +
+                                   std::to_string(kMaxEnvVars));
+  }
+  size_t bytes = 0;
+  const std::string* last = nullptr;
+  for (const auto& v : env.env_vars()) {
+    const std::string& n = v.name();
+    bool name_ok = !n.empty() && !(n[0] >= '0' && n[0] <= '9');
+    for (char c : n) name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!name_ok) return Status::InvalidArgument("env_vars: '" + n + "' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    if (n.rfind("PHALANX_", 0) == 0) {
+      return Status::InvalidArgument("env_vars: " + n + " is phalanx's own (names starting PHALANX_ are reserved)");
+    }
+    if (v.value().find('\0') != std::string::npos) return Status::InvalidArgument("env_vars: " + n + " holds a NUL byte");
+    if (last != nullptr && !(*last < n)) return Status::InvalidArgument("env_vars: not sorted by name, or " + n + " twice");
+    last = &n;
+    bytes += n.size() + v.value().size();
+  }
+  if (bytes > kMaxEnvBytes) {
+    return Status::InvalidArgument("env_vars: " + std::to_string(bytes) + " bytes; at most " + std::to_string(kMaxEnvBytes));
+  }
+  if (!env.working_dir().empty() && env.working_dir().size() != kPackageIdSize) {
+    return Status::InvalidArgument("malformed working_dir package id");
+  }
+  if (env.py_modules_size() > kMaxPyModules) {
+    return Status::InvalidArgument(std::to_string(env.py_modules_size()) + " py_modules; at most " +
+                                   std::to_string(kMaxPyModules));
+  }
+  for (const auto& m : env.py_modules()) {
+    if (m.size() != kPackageIdSize) return Status::InvalidArgument("malformed py_modules package id");
   }
   return Status::OK();
 }

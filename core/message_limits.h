@@ -38,6 +38,17 @@ bool AllObjectIds(const Ids& ids) {
 // The ids of a task's results, and what they contain, are object ids.
 bool ResultIdsOk(const rpc::TaskDone& done);
 
+// A runtime environment's limits (its env_vars set a worker's environment;
+// its packages are function-table entries of kPackageIdSize-byte ids).
+inline constexpr int kMaxEnvVars = 1024;
+inline constexpr size_t kMaxEnvBytes = 1u << 20;
+inline constexpr int kMaxPyModules = 64;
+inline constexpr size_t kPackageIdSize = 16;
+// OK if `env` is well-formed: env_vars sorted, unique, named as shell
+// variables, none PHALANX_* (the worker's own), no NUL, within the limits
+// above; package ids of the right size. Says what is wrong otherwise.
+Status CheckRuntimeEnv(const rpc::RuntimeEnv& env);
+
 // OK if the spec is well-formed and within the limits: ids of the right
 // sizes, num_returns in [0, kMaxReturns], at most kMaxArgs arguments and
 // kMaxIdsPerMessage nested refs, finite non-negative resources, a known

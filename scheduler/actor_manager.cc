@@ -307,12 +307,12 @@ void ActorManager::PlacePending() {
       }
       a.has_resources = true;
     }
-    rpc::Language language = a.creation.language();
+    WorkerKind kind = WorkerKind::Of(a.creation);
     // Not the process of a creator of live actors: killing this actor would end them too.
     if (!owners) owners = Owners();
-    Worker* w = pool_->PopIdleIf(language, [&](const Worker& c) { return owners->count(c.client_id) == 0; });
+    Worker* w = pool_->PopIdleIf(kind, [&](const Worker& c) { return owners->count(c.client_id) == 0; });
     if (w == nullptr) {
-      if (pool_->num_starting(language) == 0) pool_->StartWorker(language);
+      if (pool_->num_starting(kind) == 0) pool_->StartWorker(kind);
       break;  // placed when a worker registers
     }
     w->actor_id = a.creation.actor_id();

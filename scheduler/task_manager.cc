@@ -53,6 +53,9 @@ void TaskManager::Submit(rpc::TaskSpec spec) {
   if (trace::ProcessRing() != nullptr) t.queued_ns = trace::NowNs();
   t.need.Set("CPU", spec.num_cpus());
   if (spec.language() != rpc::LANGUAGE_PYTHON) t.need.Set("lang:" + std::to_string(spec.language()), 0);  // its own queue
+  if (spec.has_runtime_env() && spec.kind() != rpc::TASK_ACTOR_METHOD) {  // its own queue, and its own workers
+    t.need.Set("env:" + std::to_string(std::hash<std::string>()(spec.runtime_env().SerializeAsString())), 0);
+  }
   for (const auto& [k, v] : spec.resources()) {
     if (v > 0) t.need.Set(k, v);
   }
@@ -125,6 +128,13 @@ size_t TaskManager::SoftWorkerLimit() const {
   return std::max<size_t>(cpus, 1) + blocked_ + actors_->num_alive() + actors_->num_pending();
 }
 
+void TaskManager::MakeRoomFor(const WorkerKind& kind) {
+  // An idle worker of another kind (another environment) is stopped for it,
+  // unless it created actors that live on (they would die with it).
+  auto owners = actors_->Owners();
+  pool_->StopIdleIf([&](const Worker& w) { return w.kind != kind && owners.count(w.client_id) == 0; });
+}
+
 bool TaskManager::IsShort(const std::string& function_id) const {
   auto it = exec_ewma_.find(function_id);
   return it != exec_ewma_.end() && it->second <= options_.short_task_seconds;
@@ -138,7 +148,7 @@ Worker* TaskManager::PipelineTarget(const Task& t) {
   Worker* best = nullptr;
   for (Worker* w : leased_) {
     if (w->dead || w->exiting || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
-        w->long_inflight > 0 || w->language != t.spec.language()) {
+        w->long_inflight > 0 || w->kind != WorkerKind::Of(t.spec)) {
       continue;
     }
     if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;
@@ -182,7 +192,7 @@ void TaskManager::Dispatch() {
       // a whole GPU that no single device has.
       bool fits_now = ledger_->TryAcquire(t.need, &gpus);
       if (fits_now) {
-        w = pool_->PopIdle(t.spec.language());
+        w = pool_->PopIdle(WorkerKind::Of(t.spec));
         if (w != nullptr) {
           w->leased = t.need;
           w->gpu_ids = std::move(gpus);
@@ -191,8 +201,10 @@ void TaskManager::Dispatch() {
           leased_.push_back(w);
         } else {
           ledger_->Release(t.need, gpus);
-          if (pool_->num_starting(t.spec.language()) < q.size() && pool_->size() < SoftWorkerLimit()) {
-            pool_->StartWorker(t.spec.language());
+          WorkerKind kind = WorkerKind::Of(t.spec);
+          if (pool_->num_starting(kind) < q.size()) {
+            if (pool_->size() >= SoftWorkerLimit()) MakeRoomFor(kind);
+            if (pool_->size() < SoftWorkerLimit()) pool_->StartWorker(kind);
           }
         }
       }

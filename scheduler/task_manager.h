@@ -166,6 +166,8 @@ class TaskManager final : public TaskTable,
   void Unpush(Worker* w, Task& t);
   void Record(const Task& t, rpc::TaskState state, const std::string& error);
   size_t SoftWorkerLimit() const;
+  // At the worker limit with none idle of `kind`: stops an idle one of another kind.
+  void MakeRoomFor(const WorkerKind& kind);
 
   boost::asio::io_context& io_;
   objectstore::ObjectTable* objects_;

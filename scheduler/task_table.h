@@ -105,17 +105,29 @@ class TaskInspection {
   virtual const Lineage& lineage() const = 0;
 };
 
+// What makes two workers interchangeable: the language the node's
+// configuration starts them with, and the runtime environment they start in.
+struct WorkerKind {
+  rpc::Language language = rpc::LANGUAGE_PYTHON;
+  std::string env;  // an rpc::RuntimeEnv as serialized; empty: the node's own environment
+  static WorkerKind Of(const rpc::TaskSpec& spec) {
+    return WorkerKind{spec.language(), spec.has_runtime_env() ? spec.runtime_env().SerializeAsString() : std::string()};
+  }
+  bool operator==(const WorkerKind& o) const { return language == o.language && env == o.env; }
+  bool operator!=(const WorkerKind& o) const { return !(*this == o); }
+};
+
 class WorkerSource {
  public:
   virtual ~WorkerSource() = default;
-  // An idle registered worker of that language, taken out of the idle list, or nullptr.
-  virtual Worker* PopIdle(rpc::Language language) = 0;
+  // An idle registered worker of that kind, taken out of the idle list, or nullptr.
+  virtual Worker* PopIdle(const WorkerKind& kind) = 0;
   // The same, among those for which `usable` is true (the others stay idle).
-  virtual Worker* PopIdleIf(rpc::Language language, const std::function<bool(const Worker&)>& usable) = 0;
+  virtual Worker* PopIdleIf(const WorkerKind& kind, const std::function<bool(const Worker&)>& usable) = 0;
   // Starts a worker process; false if it could not.
-  virtual bool StartWorker(rpc::Language language) = 0;
-  // Workers of that language started and not registered yet.
-  virtual size_t num_starting(rpc::Language language) const = 0;
+  virtual bool StartWorker(const WorkerKind& kind) = 0;
+  // Workers of that kind started and not registered yet.
+  virtual size_t num_starting(const WorkerKind& kind) const = 0;
 };
 
 // What the TaskManager tells the raylet: records of tasks as they end, and
@@ -146,7 +158,11 @@ class WorkerPoolView : public WorkerSource {
   virtual void PushIdle(Worker* w) = 0;
   // Every worker, live or starting.
   virtual std::vector<Worker*> All() const = 0;
+  // Workers live or starting, less those stopped and not gone yet.
   virtual size_t size() const = 0;
+  // Stops the longest idle worker for which `which` is true (to make room
+  // for a worker of another kind); false if none is.
+  virtual bool StopIdleIf(const std::function<bool(const Worker&)>& which) = 0;
 };
 
 }  // namespace phalanx::scheduler

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/message_limits.h"
 
 extern char** environ;
 
@@ -48,9 +50,9 @@ void WorkerPool::OnChildExit(pid_t pid, int status) {
   MarkDead(w, "worker process " + std::to_string(pid) + " " + DescribeExit(status));
 }
 
-size_t WorkerPool::num_starting(rpc::Language language) const {
+size_t WorkerPool::num_starting(const WorkerKind& kind) const {
   size_t n = 0;
-  for (const auto& [t, w] : starting_) n += w->language == language ? 1 : 0;
+  for (const auto& [t, w] : starting_) n += w->kind == kind ? 1 : 0;
   return n;
 }
 
@@ -70,16 +72,27 @@ constexpr const char* kThreadVars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"
                                        "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"};
 }  // namespace
 
-bool WorkerPool::StartWorker(rpc::Language language) {
+bool WorkerPool::StartWorker(const WorkerKind& kind) {
   if (closed_) return false;
+  rpc::Language language = kind.language;
+  rpc::RuntimeEnv env;
+  if (!kind.env.empty() && (!env.ParseFromString(kind.env) || !CheckRuntimeEnv(env).ok())) {
+    PHALANX_LOG(Error) << "cannot start a worker: a malformed runtime environment";  // (checked with the task)
+    return false;
+  }
   if (!CanStart(language).ok()) {
     PHALANX_LOG(Error) << "cannot start a worker: " << CanStart(language).message();
     return false;
   }
   std::string token = ToHex(RandomBytes(8));
+  // The environment's variables replace the raylet's of the same name.
+  std::set<std::string> replaced;
+  for (const auto& v : env.env_vars()) replaced.insert(v.name());
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "PHALANX_", 8) == 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr && replaced.count(std::string(*e, eq - *e))) continue;
     env_strings.emplace_back(*e);
   }
   // Math libraries (OpenMP, OpenBLAS, MKL, numexpr, Accelerate) start a
@@ -89,7 +102,7 @@ bool WorkerPool::StartWorker(rpc::Language language) {
   // each task's CPUs (PHALANX_THREADS=managed; python/phalanx/_private/worker.py).
   bool managed = true;
   for (const char* var : kThreadVars) {
-    if (std::getenv(var) != nullptr) managed = false;
+    if (std::getenv(var) != nullptr || replaced.count(var)) managed = false;
   }
   if (managed) {
     for (const char* var : kThreadVars) env_strings.push_back(std::string(var) + "=1");
@@ -99,6 +112,8 @@ bool WorkerPool::StartWorker(rpc::Language language) {
   env_strings.push_back("PHALANX_WORKER_TOKEN=" + token);
   env_strings.push_back("PHALANX_SESSION_DIR=" + options_.session_dir);
   for (const auto& [k, v] : options_.extra_env) env_strings.push_back(k + "=" + v);
+  for (const auto& v : env.env_vars()) env_strings.push_back(v.name() + "=" + v.value());
+  if (!kind.env.empty()) env_strings.push_back("PHALANX_RUNTIME_ENV=" + ToHex(kind.env));
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -131,7 +146,7 @@ bool WorkerPool::StartWorker(rpc::Language language) {
   }
   auto w = std::make_unique<Worker>();
   w->token = token;
-  w->language = language;
+  w->kind = kind;
   w->pid = pid;
   starting_[token] = w.get();
   by_pid_[pid] = w.get();
@@ -157,17 +172,31 @@ Worker* WorkerPool::Find(const std::string& token) {
   return it == by_token_.end() || it->second->dead ? nullptr : it->second.get();
 }
 
-Worker* WorkerPool::PopIdleIf(rpc::Language language, const std::function<bool(const Worker&)>& usable) {
+Worker* WorkerPool::PopIdleIf(const WorkerKind& kind, const std::function<bool(const Worker&)>& usable) {
   // Most recently used first: warm caches.
   for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
     Worker* w = *it;
     bool gone = w->dead || (w->conn && w->conn->closed());
-    if (w->language != language || (!gone && usable && !usable(*w))) continue;
+    if (w->kind != kind || (!gone && usable && !usable(*w))) continue;
     idle_.erase(std::next(it).base());
     if (!gone) return w;
-    return PopIdleIf(language, usable);  // dropped a dead one; look again
+    return PopIdleIf(kind, usable);  // dropped a dead one; look again
   }
   return nullptr;
+}
+
+bool WorkerPool::StopIdleIf(const std::function<bool(const Worker&)>& which) {
+  for (auto it = idle_.begin(); it != idle_.end(); ++it) {  // oldest first
+    Worker* w = *it;
+    if (w->dead || !which(*w)) continue;
+    idle_.erase(it);
+    w->stopped = true;
+    ++num_stopped_;
+    if (w->conn) w->conn->Close();
+    ::kill(w->pid, SIGTERM);
+    return true;
+  }
+  return false;
 }
 
 void WorkerPool::PushIdle(Worker* w) {
@@ -179,6 +208,7 @@ void WorkerPool::PushIdle(Worker* w) {
 void WorkerPool::MarkDead(Worker* w, const std::string& why) {
   if (w->dead) return;
   w->dead = true;
+  if (w->stopped) --num_stopped_;
   idle_.erase(std::remove(idle_.begin(), idle_.end(), w), idle_.end());
   starting_.erase(w->token);
   if (w->conn) w->conn->Close();

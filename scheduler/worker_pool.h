@@ -1,6 +1,9 @@
 // WorkerPool: the node's worker processes. It starts workers of each
 // language (Python, C++) with the command the raylet was configured with --
-// nothing a client or a peer sends decides what runs -- matches each one's registration to the
+// nothing a client or a peer sends decides what runs; a task's runtime
+// environment adds its env_vars and PHALANX_RUNTIME_ENV (the worker sets the
+// rest up itself), and workers of one environment serve only its tasks --
+// matches each one's registration to the
 // process it started (by a token passed in the environment), keeps the idle
 // ones, notices deaths (SIGCHLD and socket close, whichever comes first) and
 // reaps them. Not thread-safe; lives on the raylet's main loop.
@@ -41,7 +44,8 @@ struct Worker {
   bool exiting = false;                    // said it exits after its task: no new work
   std::string actor_id;                    // non-empty: dedicated to this actor for its life
   std::string client_id;                   // its connection's, once it registered
-  rpc::Language language = rpc::LANGUAGE_PYTHON;  // which of the configured commands started it
+  WorkerKind kind;                         // its language (which configured command started it) and environment
+  bool stopped = false;                    // stopped to make room (StopIdleIf); not gone yet
   // Store objects pushed to it as arguments, pinned until the worker releases
   // its views of them (or dies).
   std::unordered_map<std::string, int64_t> pins;
@@ -63,8 +67,8 @@ class WorkerPool final : public WorkerPoolView {
   WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options, WorkerDeaths* deaths);
   ~WorkerPool();
 
-  // Starts one worker process of `language`. Returns false (and logs) if it cannot.
-  bool StartWorker(rpc::Language language = rpc::LANGUAGE_PYTHON) override;
+  // Starts one worker process of `kind`. Returns false (and logs) if it cannot.
+  bool StartWorker(const WorkerKind& kind = WorkerKind()) override;
   // Whether this node was configured to start workers of `language`; if
   // not, NotFound saying how to configure it.
   Status CanStart(rpc::Language language) const override;
@@ -72,9 +76,10 @@ class WorkerPool final : public WorkerPoolView {
   Worker* Register(const std::string& token, int pid, std::shared_ptr<FramedConnection> conn);
   // The live worker started with `token`, or nullptr.
   Worker* Find(const std::string& token);
-  // An idle registered worker of `language`, or nullptr.
-  Worker* PopIdle(rpc::Language language = rpc::LANGUAGE_PYTHON) override { return PopIdleIf(language, nullptr); }
-  Worker* PopIdleIf(rpc::Language language, const std::function<bool(const Worker&)>& usable) override;
+  // An idle registered worker of `kind`, or nullptr.
+  Worker* PopIdle(const WorkerKind& kind = WorkerKind()) override { return PopIdleIf(kind, nullptr); }
+  Worker* PopIdleIf(const WorkerKind& kind, const std::function<bool(const Worker&)>& usable) override;
+  bool StopIdleIf(const std::function<bool(const Worker&)>& which) override;
   void PushIdle(Worker* w) override;
   // The worker is gone: called once per worker, from either signal.
   void MarkDead(Worker* w, const std::string& why);
@@ -85,10 +90,10 @@ class WorkerPool final : public WorkerPoolView {
   void KillAll(std::chrono::milliseconds grace);
 
   size_t num_starting() const { return starting_.size(); }
-  size_t num_starting(rpc::Language language) const override;
+  size_t num_starting(const WorkerKind& kind) const override;
   size_t num_registered() const { return by_token_.size() - starting_.size(); }
   size_t num_idle() const { return idle_.size(); }
-  size_t size() const override { return by_token_.size(); }
+  size_t size() const override { return by_token_.size() - num_stopped_; }
   std::vector<Worker*> All() const override;
 
  private:
@@ -103,6 +108,7 @@ class WorkerPool final : public WorkerPoolView {
   std::unordered_map<std::string, Worker*> starting_;
   std::deque<Worker*> idle_;
   WorkerDeaths* deaths_;
+  size_t num_stopped_ = 0;  // workers stopped by StopIdleIf, not gone yet
   bool closed_ = false;  // after KillAll: start nothing more
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "core/message_limits.h"
 #include "core/trace.h"
 #include "python/bindings/py_core.h"
 #include "worker/task_spec_builder.h"
@@ -99,7 +100,8 @@ void BindTasks(pyb::module_& m) {
          int max_retries, pyb::list contained, int kind, pyb::bytes actor_id, const std::string& method_name,
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
-         bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered) {
+         bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered,
+         pyb::bytes runtime_env) {
         auto core = RequireCore();
         TaskRequest req;
         req.kind = static_cast<rpc::TaskKind>(kind);
@@ -152,6 +154,10 @@ void BindTasks(pyb::module_& m) {
         req.actor_id = actor_id;
         req.method_name = method_name;
         rpc::TaskSpec spec = BuildTaskSpec(*core, std::move(req));
+        std::string env = runtime_env;
+        if (!env.empty() && !spec.mutable_runtime_env()->ParseFromString(env)) {
+          throw pyb::value_error("runtime_env: not one made by runtime_env_pack");
+        }
         for (auto a : args) {
           auto t = a.cast<pyb::tuple>();
           if (!t[1].is_none()) {
@@ -176,7 +182,34 @@ void BindTasks(pyb::module_& m) {
       pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
       pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
       pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1,
-      pyb::arg("calls_unordered") = false);
+      pyb::arg("calls_unordered") = false, pyb::arg("runtime_env") = pyb::bytes());
+
+  // Runtime environments (python/phalanx/_private/runtime_env.py): what
+  // submit_task's runtime_env takes, made from (env_vars as sorted (name,
+  // value) pairs, working_dir package id or b"", py_modules package ids),
+  // checked as the raylet checks it; and back.
+  m.def("runtime_env_pack", [](const std::vector<std::pair<std::string, std::string>>& env_vars,
+                               pyb::bytes working_dir, const std::vector<pyb::bytes>& py_modules) {
+    rpc::RuntimeEnv env;
+    for (const auto& [k, v] : env_vars) {
+      auto* var = env.add_env_vars();
+      var->set_name(k);
+      var->set_value(v);
+    }
+    env.set_working_dir(working_dir);
+    for (const auto& m : py_modules) env.add_py_modules(m);
+    Status ok = CheckRuntimeEnv(env);
+    if (!ok.ok()) throw pyb::value_error("runtime_env: " + ok.message());
+    return pyb::bytes(env.SerializeAsString());
+  });
+  m.def("runtime_env_unpack", [](pyb::bytes packed) {
+    rpc::RuntimeEnv env;
+    if (!env.ParseFromString(std::string(packed))) throw pyb::value_error("runtime_env: malformed");
+    pyb::list vars, mods;
+    for (const auto& v : env.env_vars()) vars.append(pyb::make_tuple(v.name(), v.value()));
+    for (const auto& m : env.py_modules()) mods.append(pyb::bytes(m));
+    return pyb::make_tuple(vars, pyb::bytes(env.working_dir()), mods);
+  });
 
   // The placement group of the running task or of this process's actor; empty bytes if none.
   m.def("current_placement_group", [] {

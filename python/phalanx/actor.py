@@ -32,7 +32,7 @@ import time
 import cloudpickle
 
 from phalanx import _core, generator
-from phalanx._private import actor_lifetime, api, state
+from phalanx._private import actor_lifetime, api, runtime_env, state
 from phalanx._private import serialization as ser
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
                                 PendingCallsLimitExceededError, SerializationError)
@@ -44,7 +44,7 @@ from phalanx.remote_function import scheduling_strategy_of, strategy_args
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
                   "max_pending_calls", "scheduling_strategy", "placement_group", "placement_group_bundle_index",
-                  "placement_group_capture_child_tasks", "checkpoint_interval_s"}
+                  "placement_group_capture_child_tasks", "checkpoint_interval_s", "runtime_env"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
@@ -126,6 +126,7 @@ def _check_actor_options(opts, where):
             raise ValueError(f"{key} must be an int >= -1 (-1: no limit), got {opts[key]!r}")
     check_resource_options(opts)
     strategy_args(scheduling_strategy_of(opts))
+    runtime_env.check(opts.get("runtime_env"), where)
     if opts.get("lifetime") not in (None, "detached", "non_detached"):
         raise ValueError(f"lifetime must be None, 'detached' or 'non_detached', got {opts['lifetime']!r}")
     if opts.get("name") is not None and (not isinstance(opts["name"], str) or not opts["name"]):
@@ -325,7 +326,7 @@ class ActorClass:
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
                                  actor_name=full_name, detached=opts["lifetime"] == "detached",
                                  resources=resource_map(opts), calls_unordered=self._runs_concurrently(opts),
-                                 **_strategy_kw(opts))
+                                 runtime_env=runtime_env.resolve(opts.get("runtime_env")), **_strategy_kw(opts))
         ready = refs[0]
         scoped = opts["lifetime"] != "detached"  # it ends when all its handles are gone (named or not, as in Ray)
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods,

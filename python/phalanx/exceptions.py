@@ -68,6 +68,11 @@ class CollectiveError(PhalanxError, ValueError):
     the inputs (their position in the list given and their ObjectRef)."""
 
 
+class RuntimeEnvSetupError(PhalanxError):
+    """A task's or actor's runtime environment (runtime_env) could not be set up on its node: a
+    package that cannot be fetched or unpacked (the message says which and why)."""
+
+
 class SerializationError(PhalanxError, TypeError):
     """A value could not be pickled or unpickled."""
 

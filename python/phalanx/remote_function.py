@@ -4,7 +4,7 @@ import inspect
 import pickle
 
 from phalanx import _core, generator
-from phalanx._private import api
+from phalanx._private import api, runtime_env
 from phalanx._private import serialization as ser
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
@@ -14,7 +14,8 @@ from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
-            "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls"}
+            "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls",
+            "runtime_env"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -74,6 +75,7 @@ def _check_options(opts, where):
         check_retry_exceptions(opts["retry_exceptions"])
     if "max_calls" in opts and (type(opts["max_calls"]) is not int or opts["max_calls"] < 0):
         raise ValueError(f"max_calls must be an int >= 0 (0: no limit), got {opts['max_calls']!r}")
+    runtime_env.check(opts.get("runtime_env"), where)
 
 
 class RemoteFunction:
@@ -126,6 +128,19 @@ class RemoteFunction:
             self._submit_kw["bundle_index"] = bundle
         if self._generator[0]:
             self._submit_kw.update(generator=self._generator[0], backpressure=self._generator[2])
+        self._env = self._options.get("runtime_env") or None
+        self._env_cache = None  # (the environment it was resolved over, the packed result)
+
+    def _packed_env(self):
+        """This function's runtime environment over the submitter's, its packages uploaded (once per
+        submitter's environment)."""
+        base = runtime_env.current
+        if self._env is None:
+            return base
+        cache = self._env_cache
+        if cache is None or cache[0] != base:
+            cache = self._env_cache = (base, runtime_env.resolve(self._env, base))
+        return cache[1]
 
     def _ensure_registered(self):
         if self._function_id is None:
@@ -156,8 +171,11 @@ class RemoteFunction:
         if opts.get("max_calls"):
             encoded.append((MAX_CALLS_ARG, None, _core.pack(0, pickle.dumps(opts["max_calls"]), [])))
         mode, n, backpressure = self._generator
+        kw = self._submit_kw
+        if self._env is not None or runtime_env.current:
+            kw = dict(kw, runtime_env=self._packed_env())
         refs = _core.submit_task(self._function_id, self._name, encoded, n, float(opts["num_cpus"]),
-                                 1 << 30 if retries == -1 else retries, contained, **self._submit_kw)
+                                 1 << 30 if retries == -1 else retries, contained, **kw)
         if mode:
             return generator.wrap(refs, mode, backpressure)
         if n == 1:

@@ -45,13 +45,13 @@ class FakeTasks : public TaskTable {
 
 class FakeWorkers : public WorkerSource {
  public:
-  Worker* PopIdle(rpc::Language) override {
+  Worker* PopIdle(const WorkerKind&) override {
     if (idle == 0) return nullptr;
     --idle;
     workers.push_back(std::make_unique<Worker>());
     return workers.back().get();
   }
-  Worker* PopIdleIf(rpc::Language l, const std::function<bool(const Worker&)>& usable) override {
+  Worker* PopIdleIf(const WorkerKind& l, const std::function<bool(const Worker&)>& usable) override {
     if (idle == 0) return nullptr;
     Worker* w = PopIdle(l);
     w->client_id = next_client_id;
@@ -60,11 +60,11 @@ class FakeWorkers : public WorkerSource {
     workers.pop_back();
     return nullptr;
   }
-  bool StartWorker(rpc::Language) override {
+  bool StartWorker(const WorkerKind&) override {
     ++started;
     return true;
   }
-  size_t num_starting(rpc::Language) const override { return 0; }
+  size_t num_starting(const WorkerKind&) const override { return 0; }
 
   int idle = 0;
   std::string next_client_id = "worker";  // the client id the next idle worker has

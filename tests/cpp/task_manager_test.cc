@@ -25,26 +25,31 @@ class FakePool : public WorkerPoolView {
   ~FakePool() override {
     for (int fd : peers_) ::close(fd);
   }
-  Worker* PopIdle(rpc::Language) override {
-    if (idle.empty()) return nullptr;
-    Worker* w = idle.front();
-    idle.pop_front();
-    return w;
-  }
-  Worker* PopIdleIf(rpc::Language l, const std::function<bool(const Worker&)>& usable) override {
+  Worker* PopIdle(const WorkerKind& kind) override { return PopIdleIf(kind, nullptr); }
+  Worker* PopIdleIf(const WorkerKind& kind, const std::function<bool(const Worker&)>& usable) override {
     for (auto it = idle.begin(); it != idle.end(); ++it) {
-      if (usable && !usable(**it)) continue;
+      if ((*it)->kind != kind || (usable && !usable(**it))) continue;
       Worker* w = *it;
       idle.erase(it);
       return w;
     }
     return nullptr;
   }
-  bool StartWorker(rpc::Language) override {
+  bool StartWorker(const WorkerKind& kind) override {
     ++started;
+    started_kinds.push_back(kind);
     return true;
   }
-  size_t num_starting(rpc::Language) const override { return 0; }
+  size_t num_starting(const WorkerKind&) const override { return 0; }
+  bool StopIdleIf(const std::function<bool(const Worker&)>& which) override {
+    for (auto it = idle.begin(); it != idle.end(); ++it) {
+      if (!which(**it)) continue;
+      stopped.push_back(*it);
+      idle.erase(it);
+      return true;
+    }
+    return false;
+  }
   Status CanStart(rpc::Language language) const override {
     if (language == rpc::LANGUAGE_CPP) return Status::NotFound("this node runs no C++ workers");
     return Status::OK();
@@ -55,7 +60,7 @@ class FakePool : public WorkerPoolView {
     for (const auto& w : workers) out.push_back(w.get());
     return out;
   }
-  size_t size() const override { return workers.size(); }
+  size_t size() const override { return workers.size() - stopped.size(); }
 
   // A registered worker (not yet handed to the TaskManager).
   Worker* Add() {
@@ -71,6 +76,8 @@ class FakePool : public WorkerPoolView {
 
   std::deque<Worker*> idle;
   int started = 0;
+  std::vector<WorkerKind> started_kinds;
+  std::vector<Worker*> stopped;  // by StopIdleIf
   std::vector<std::unique_ptr<Worker>> workers;
 
  private:

@@ -9,8 +9,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "core/ids.h"
 #include "scheduler/worker_pool.h"
 #include "tests/cpp/test_util.h"
 
@@ -131,7 +133,7 @@ TEST_F(WorkerPoolTest, ANodeWithoutACppCommandSaysHowToConfigureOne) {
   Status st = pool.CanStart(rpc::LANGUAGE_CPP);
   EXPECT_EQ(st.code(), StatusCode::kNotFound);
   EXPECT_NE(st.message().find("--cpp-worker-command"), std::string::npos) << st.ToString();
-  EXPECT_FALSE(pool.StartWorker(rpc::LANGUAGE_CPP));
+  EXPECT_FALSE(pool.StartWorker(WorkerKind{rpc::LANGUAGE_CPP, ""}));
   EXPECT_TRUE(pool.CanStart(rpc::LANGUAGE_PYTHON).ok());
 }
 
@@ -143,6 +145,80 @@ TEST_F(WorkerPoolTest, AfterKillAllEveryWorkerIsGoneAndNothingStarts) {
   pool.KillAll(std::chrono::milliseconds(1000));
   EXPECT_NE(::kill(started[0].second, 0), 0);  // (reaped: no such process)
   EXPECT_FALSE(pool.StartWorker());
+}
+
+// A runtime environment: its variables (replacing the raylet's own of that
+// name) and the environment itself reach the worker; its workers serve only
+// its kind; an idle one of another kind can be stopped to make room.
+TEST_F(WorkerPoolTest, AWorkerOfAnEnvironmentStartsWithItsVariablesAndServesOnlyItsKind) {
+  ::setenv("PHALANX_TEST_SHADOWED", "x", 1);  // (PHALANX_* of the raylet never reach a worker)
+  ::setenv("HOME_OF_TEST", "raylet's", 1);
+  WorkerPool& pool = Pool(
+      "sh -c 'echo \"$PHALANX_WORKER_TOKEN $$ [$HOME_OF_TEST] [$COLOR] [$PHALANX_RUNTIME_ENV] "
+      "[$PHALANX_TEST_SHADOWED] [$OMP_NUM_THREADS]\"; exec sleep 30'");
+  rpc::RuntimeEnv env;
+  auto* v = env.add_env_vars();
+  v->set_name("COLOR");
+  v->set_value("blue sky");
+  v = env.add_env_vars();
+  v->set_name("HOME_OF_TEST");
+  v->set_value("the task's");
+  v = env.add_env_vars();
+  v->set_name("OMP_NUM_THREADS");
+  v->set_value("7");
+  WorkerKind kind{rpc::LANGUAGE_PYTHON, env.SerializeAsString()};
+  ASSERT_TRUE(pool.StartWorker(kind));
+  ASSERT_TRUE(pool.StartWorker());
+  EXPECT_EQ(pool.num_starting(kind), 1u);
+  EXPECT_EQ(pool.num_starting(WorkerKind()), 1u);
+  auto started = Started(2);
+  ASSERT_EQ(started.size(), 2u);
+  std::map<std::string, std::string> lines;  // token -> what it printed
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    std::ifstream f(e.path());
+    std::string token, line;
+    if (e.path().filename().string().rfind("worker-", 0) == 0 && (f >> token) && std::getline(f, line)) {
+      lines[token] = line;
+    }
+  }
+  Worker* in_env = nullptr;
+  Worker* plain = nullptr;
+  for (const auto& [token, pid] : started) {
+    Worker* w = pool.Register(token, pid, nullptr);
+    ASSERT_NE(w, nullptr);
+    (w->kind == kind ? in_env : plain) = w;
+  }
+  ASSERT_TRUE(in_env && plain);
+  EXPECT_EQ(lines[in_env->token], " " + std::to_string(in_env->pid) + " [the task's] [blue sky] [" +
+                                      ToHex(kind.env) + "] [] [7]");
+  EXPECT_EQ(lines[plain->token], " " + std::to_string(plain->pid) + " [raylet's] [] [] [] [1]");
+  pool.PushIdle(in_env);
+  pool.PushIdle(plain);
+  EXPECT_EQ(pool.PopIdle(kind), in_env);
+  EXPECT_EQ(pool.PopIdle(kind), nullptr);
+  pool.PushIdle(in_env);
+  EXPECT_EQ(pool.PopIdle(), plain);
+  EXPECT_EQ(pool.size(), 2u);
+  EXPECT_FALSE(pool.StopIdleIf([&](const Worker& w) { return w.kind != kind; }));  // (none idle of another kind)
+  EXPECT_TRUE(pool.StopIdleIf([&](const Worker& w) { return w.kind == kind; }));
+  EXPECT_EQ(pool.size(), 1u);  // (room made at once, while it exits)
+  EXPECT_EQ(pool.PopIdle(kind), nullptr);
+  ASSERT_TRUE(RunUntil([&] { return !deaths_.deaths.empty(); }));
+  EXPECT_EQ(deaths_.deaths[0].first, in_env->pid);
+  EXPECT_EQ(pool.size(), 1u);
+  ::unsetenv("PHALANX_TEST_SHADOWED");
+  ::unsetenv("HOME_OF_TEST");
+}
+
+TEST_F(WorkerPoolTest, AMalformedEnvironmentStartsNothing) {
+  WorkerPool& pool = Pool(kSleeper);
+  rpc::RuntimeEnv env;
+  auto* v = env.add_env_vars();
+  v->set_name("PHALANX_WORKER_TOKEN");  // (would pass for another worker)
+  v->set_value("stolen");
+  EXPECT_FALSE(pool.StartWorker(WorkerKind{rpc::LANGUAGE_PYTHON, env.SerializeAsString()}));
+  EXPECT_FALSE(pool.StartWorker(WorkerKind{rpc::LANGUAGE_PYTHON, "\xff\xff not a message"}));
+  EXPECT_EQ(pool.size(), 0u);
 }
 
 }  // namespace

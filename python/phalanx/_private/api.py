@@ -8,6 +8,7 @@ import time
 
 from phalanx import _core
 from phalanx._private import gpu_objects as _gpu_objects
+from phalanx._private import runtime_env as _runtime_env
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx._private import stuck as _stuck
@@ -77,16 +78,15 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     `logging_level` (of the "phalanx" logger), `log_to_driver` (workers'
     output goes to the session's logs folder either way: see
     docs/ray_compat.md), `include_dashboard` (no dashboard yet: True is an
-    error), `runtime_env` (none yet: only None or {})."""
+    error), `runtime_env` (the environment of this job's tasks and actors:
+    working_dir, py_modules, env_vars; see phalanx/_private/runtime_env.py)."""
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError(f"namespace must be a str, got {type(namespace).__name__} {namespace!r}")
     if namespace is not None and (not namespace or "/" in namespace):
         raise ValueError(f"namespace must be a non-empty string without '/', got {namespace!r}")
     if include_dashboard:
         raise NotImplementedError("phalanx has no dashboard yet: use `phalanx status` (include_dashboard=True)")
-    if runtime_env:
-        raise NotImplementedError(f"runtime_env is not supported by phalanx: got {runtime_env!r}; install what "
-                                  "tasks need into the environment the workers run in")
+    _runtime_env.check(runtime_env, "phalanx.init()")
     if logging_level is not None:
         import logging
         logging.getLogger("phalanx").setLevel(logging_level)
@@ -147,6 +147,12 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 raise
         state.mode = "driver"
         _start_job(namespace)
+        if runtime_env:
+            try:
+                _runtime_env.current = _runtime_env.resolve(runtime_env, b"")
+            except BaseException:
+                shutdown()  # (nothing half-made stays: the embedded cluster stops)
+                raise
         _stuck.offer_driver_stacks(state.info["session_dir"])
         return InitContext(state.info)
 
@@ -234,6 +240,7 @@ def shutdown():
             _core.disconnect()
         finally:
             state.mode = None
+            _runtime_env.current = b""
             if state.node is not None:
                 state.node.stop()
                 state.node = None

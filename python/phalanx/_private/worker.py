@@ -31,11 +31,14 @@ from phalanx._private.node import _die_with_parent
 from phalanx.generator import DynamicObjectRefGenerator
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
 from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
-from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError, UnavailableError
+from phalanx._private import runtime_env
+from phalanx.exceptions import (RuntimeEnvSetupError, SerializationError, TaskCancelledError, TaskError,
+                                UnavailableError)
 
 _functions = {}
 _calls_left = {}  # function id -> runs left before this worker exits (max_calls)
 _exit_after_task = False
+_env_error = None  # why this worker's runtime environment could not be set up: its tasks fail with it
 _actors = {}  # actor id -> instance (a worker hosts at most one)
 _actor_creations = {}  # actor id -> its creation task's tuple less the arguments (its resources, name)
 _actor_class_names = {}  # actor id -> the class name its calls' handles show
@@ -106,6 +109,8 @@ def _return_values(result, num_returns, name):
 
 
 def _callable_for(kind, function_id, actor_id, method_name):
+    if _env_error is not None:
+        raise _env_error
     if kind == 2:  # an actor method
         instance = _actors.get(actor_id)
         if instance is None:
@@ -718,6 +723,13 @@ def main():
     token = os.environ["PHALANX_WORKER_TOKEN"]
     state.info = _core.connect(sock, True, token, 30000)
     state.mode = "worker"
+    global _env_error
+    try:
+        runtime_env.setup_worker()
+    except Exception as e:  # every task this worker takes fails with it (a worker started again would fail alike)
+        _env_error = RuntimeEnvSetupError(f"the runtime environment of this worker could not be set up: "
+                                          f"{type(e).__name__}: {e}")
+        print(_env_error, file=sys.stderr, flush=True)
     signal.signal(signal.SIGUSR2, _on_cancel_signal)
     # `phalanx stack`: SIGUSR1 writes every thread's Python stack to this worker's log.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
