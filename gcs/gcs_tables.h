@@ -14,5 +14,8 @@ inline constexpr char kPlacementGroups[] = "placement_groups";    // group id he
 inline constexpr char kClients[] = "clients";                    // client id hex -> node id hex
 inline constexpr char kFunctions[] = "functions";                // function id hex -> RegisterFunction
 inline constexpr char kTasks[] = "tasks";                        // task id hex -> lineage records
+// Jobs (written and read from Python only: python/phalanx/job/table.py): "jobs"
+// (submission id -> JSON record), "job_queue", "job_stops", "job_logs:ID",
+// "job_agent", "packages:HEX" (a job's runtime_env zips).
 
 }  // namespace phalanx::gcs_tables

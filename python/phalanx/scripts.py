@@ -7,6 +7,8 @@ this machine, and look at a running cluster.
     phalanx status [--address HOST:PORT]
     phalanx stack [--address HOST:PORT]                   # every worker's Python stacks (this machine)
     phalanx stop
+    phalanx job submit [--address HOST:PORT] [--working-dir DIR] -- python script.py   # docs/jobs.md
+    phalanx job status|logs [--follow]|stop|delete ID;  phalanx job list
     phalanx version
 
 Processes started here outlive the command; `phalanx stop` ends them. What
@@ -33,6 +35,7 @@ from phalanx._private.cluster_records import (cli_dir, current_head_address, hea
 from phalanx._private.node import (NodeProcesses, cpp_worker_binary, new_session_dir, remove_exited_rings,
                                    stop_restarted_redis)
 from phalanx._private.rpc_tables import alive_nodes, endpoints, primary
+from phalanx.job import cli as job_cli
 from phalanx.exceptions import PhalanxError, UnavailableError
 
 
@@ -139,6 +142,8 @@ def cmd_start(a):
     if a.dashboard and a.head:
         node.procs.append(("dashboard", _start_dashboard(redis, a.dashboard_host, a.dashboard_port,
                                                          node.session_dir)))
+    if a.head:
+        node.procs.append(("job-agent", _start_job_agent(redis, node.session_dir)))
     record(node, "head" if a.head else "node")
     if a.head:
         with open(head_file(), "w") as f:
@@ -386,6 +391,25 @@ def _start_dashboard(redis, host, port, session_dir):
     return p
 
 
+def _start_job_agent(redis, session_dir):
+    """The head's job agent (phalanx/job/agent.py): runs submitted jobs; `phalanx stop` stops it and them."""
+    import subprocess
+    from phalanx.job.table import JobTable
+    log_path = os.path.join(session_dir, "logs", "job-agent.log")
+    with open(log_path, "ab") as log:
+        p = subprocess.Popen([sys.executable, "-m", "phalanx.job.agent", "--address", redis, "--session-dir",
+                              session_dir], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    table, deadline = JobTable(redis), time.monotonic() + 15.0
+    while table.agent() is None:  # (up when `start` returns: a job submitted right after finds it)
+        if p.poll() is not None or time.monotonic() > deadline:
+            print(f"phalanx: warning: the job agent did not come up (jobs cannot run); see {log_path}",
+                  file=sys.stderr)
+            break
+        time.sleep(0.05)
+    return p
+
+
 def cmd_memory(a):
     with _driver_of(_cluster_address(a)):
         print(memory.format_summary(memory.summary(max(a.limit, 1) * 4), limit=a.limit))
@@ -487,6 +511,7 @@ def main(argv=None):
     mm.add_argument("--limit", type=int, default=20, help="objects shown per node (default: 20)")
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
+    job_cli.add_parser(sub)
     sub.add_parser("version")
     sub.add_parser("microbenchmark", add_help=False,
                    help="the microbenchmark with Ray's metric names (python -m phalanx.microbenchmark --help)")
@@ -501,7 +526,7 @@ def main(argv=None):
         return 0
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
-                "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard}[a.cmd](a)
+                "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard, "job": job_cli.run}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         if isinstance(e, PhalanxError):
             print(f"phalanx: {e}", file=sys.stderr)

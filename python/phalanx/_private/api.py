@@ -87,6 +87,11 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     if include_dashboard:
         raise NotImplementedError("phalanx has no dashboard yet: use `phalanx status` (include_dashboard=True)")
     _runtime_env.check(runtime_env, "phalanx.init()")
+    if os.environ.get("PHALANX_JOB_ID") and state.mode is None:
+        # The driver of a job (phalanx/job/agent.py): it joins the cluster that runs it, in the job's environment.
+        if address is None:
+            address = os.environ.get("PHALANX_ADDRESS")
+        runtime_env = _runtime_env.merged(json.loads(os.environ.get("PHALANX_JOB_RUNTIME_ENV") or "{}"), runtime_env)
     if logging_level is not None:
         import logging
         logging.getLogger("phalanx").setLevel(logging_level)

@@ -117,6 +117,14 @@ def resolve(runtime_env, base=None):
     return _core.runtime_env_pack(sorted(merged.items()), working_dir, py_modules)
 
 
+def merged(outer, inner):
+    """`inner` over `outer` (both runtime_env dicts): inner's fields replace outer's, env_vars merged by name."""
+    out = dict(outer or {})
+    for k, v in (inner or {}).items():
+        out[k] = dict(out.get("env_vars") or {}, **v) if k == "env_vars" else v
+    return out
+
+
 def describe(packed):
     """A packed environment as a dict (package ids in hex): for errors and `phalanx job status`."""
     if not packed:
@@ -152,30 +160,32 @@ _uploaded = {}  # (path, excludes, as_module) -> (what the folder held, package 
 
 
 def upload(path, excludes=(), as_module=False):
-    """Zips `path` (a directory, a .zip file, or a .py file as a module) and registers it; its id.
-    `as_module`: the directory goes in under its own name (so `import NAME` finds it)."""
+    """Zips `path` (a directory, a .zip file, or a .py file as a module) and registers it in the
+    function table; its id. `as_module`: the directory goes in under its own name (so `import NAME`
+    finds it). Zipped again only when a file in it changed."""
+    path = os.path.abspath(path)
+    key = (path, tuple(excludes), as_module)
+    files = None if path.endswith(".zip") else _listing(path, excludes, as_module)
+    signature = files and tuple((rel, st.st_size, st.st_mtime_ns) for rel, _, st in files)
+    hit = _uploaded.get(key)
+    if hit is not None and signature is not None and hit[0] == signature:
+        return hit[1]
+    pid, data = package(path, excludes, as_module, files)
+    _core.register_function(pid, f"runtime_env package {path}", data)  # (once per process and id: the core remembers)
+    _uploaded[key] = (signature, pid)
+    return pid
+
+
+def package(path, excludes=(), as_module=False, files=None):
+    """(id, zip bytes) of `path` as upload() packs it, without registering it (jobs store it in the GCS)."""
     path = os.path.abspath(path)
     if path.endswith(".zip") and os.path.isfile(path):
         with open(path, "rb") as f:
             data = f.read()
         _check_zip(data, path)
-        return _register(data, path)
-    files = _listing(path, excludes, as_module)
-    key = (path, tuple(excludes), as_module)
-    signature = tuple((rel, st.st_size, st.st_mtime_ns) for rel, _, st in files)
-    hit = _uploaded.get(key)
-    if hit is not None and hit[0] == signature:
-        return hit[1]
-    data = _zip(files)
-    pid = _register(data, path)
-    _uploaded[key] = (signature, pid)
-    return pid
-
-
-def _register(data, path):
-    pid = package_id(data)
-    _core.register_function(pid, f"runtime_env package {path}", data)  # (once per process and id: the core remembers)
-    return pid
+        return package_id(data), data
+    data = _zip(files if files is not None else _listing(path, excludes, as_module))
+    return package_id(data), data
 
 
 def _listing(path, excludes, as_module):
@@ -286,14 +296,15 @@ def _unpack(data, into):
                 os.chmod(target, mode | 0o600)
 
 
-def unpacked(pid, root):
-    """The folder package `pid` is unpacked in under `root`: fetched and unpacked by the first worker of
-    the node that needs it; the others find it whole (it is renamed into place once complete)."""
+def unpacked(pid, root, fetch=None):
+    """The folder package `pid` is unpacked in under `root`: fetched (`fetch(pid)`, default from the
+    function table) and unpacked by the first worker of the node that needs it; the others find it
+    whole (it is renamed into place once complete)."""
     final = os.path.join(root, "pkg-" + pid.hex())
     if os.path.isdir(final):
         return final
     os.makedirs(root, mode=0o700, exist_ok=True)
-    _, data = _core.get_function(pid, 60000)
+    data = fetch(pid) if fetch is not None else _core.get_function(pid, 60000)[1]
     if package_id(data) != pid:
         raise ValueError(f"runtime_env: package {pid.hex()} does not hold the bytes its id names")
     tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=root)

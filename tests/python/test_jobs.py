@@ -1,0 +1,153 @@
+"""Jobs: `phalanx job submit/status/logs/stop/list/delete` and phalanx.job.JobSubmissionClient against a
+head started with `phalanx start --head` (whose job agent runs the drivers): the driver runs in the job's
+working_dir with its env_vars and py_modules and joins the cluster with `phalanx.init()`; its output is
+streamed and kept; its exit status recorded in the GCS; a stop ends it; bad input is refused clearly."""
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import phalanx
+from phalanx.job import JobStatus, JobSubmissionClient
+from phalanx.job.table import JobTable
+
+PHALANX = [sys.executable, "-m", "phalanx.scripts"]
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    cli = str(tmp_path_factory.mktemp("cli"))
+    phalanx.shutdown()
+
+    def run(*args, check=True, timeout=120):
+        env = dict(os.environ, PHALANX_TMPDIR=cli)  # (the token: the one the head kept there)
+        env.pop("PHALANX_CLUSTER_TOKEN", None)
+        p = subprocess.run(PHALANX + list(args), capture_output=True, text=True, timeout=timeout, env=env)
+        if check and p.returncode != 0:
+            raise AssertionError(f"phalanx {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}")
+        return p
+
+    out = run("start", "--head", "--num-cpus", "2").stdout
+    address = out.split("GCS at ")[1].split()[0]
+    before = {k: os.environ.get(k) for k in ("PHALANX_TMPDIR", "PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")}
+    os.environ["PHALANX_TMPDIR"] = cli  # (the client finds the head's token there, as a user's would)
+    try:
+        yield address, run
+    finally:
+        run("stop", check=False)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _project(root):
+    os.makedirs(root / "lib" / "shapes", exist_ok=True)
+    (root / "lib" / "shapes" / "__init__.py").write_text("def area(w, h):\n    return w * h\n")
+    (root / "proj").mkdir(exist_ok=True)
+    (root / "proj" / "helper.py").write_text("K = 10\n")
+    (root / "proj" / "train.py").write_text(
+        "import os, sys\n"
+        "import phalanx, helper, shapes\n"
+        "phalanx.init()\n"
+        "@phalanx.remote\n"
+        "def f(x):\n"
+        "    import helper, shapes\n"
+        "    return shapes.area(x, helper.K), os.environ.get('MODE')\n"
+        "print('files', sorted(n for n in os.listdir('.') if n.endswith('.py')), 'MODE', os.environ['MODE'])\n"
+        "print('results', phalanx.get([f.remote(i) for i in range(3)]))\n"
+        "sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)\n")
+    return str(root / "proj"), str(root / "lib" / "shapes")
+
+
+def test_a_job_runs_on_the_head_with_its_code_and_environment_and_its_end_is_recorded(head, tmp_path):
+    address, run = head
+    proj, shapes = _project(tmp_path)
+    client = JobSubmissionClient(address)
+    env = {"working_dir": proj, "py_modules": [shapes], "env_vars": {"MODE": "fast"}}
+    ok = client.submit_job(entrypoint="python train.py", runtime_env=env, metadata={"owner": "test"})
+    failing = client.submit_job(entrypoint="python train.py 3", runtime_env=env, submission_id="exits-3")
+    assert client.wait(ok, timeout_s=120) == JobStatus.SUCCEEDED
+    assert client.wait(failing, timeout_s=120) == JobStatus.FAILED
+    logs = client.get_job_logs(ok)
+    assert "files ['helper.py', 'train.py'] MODE fast" in logs
+    assert "results [(0, 'fast'), (10, 'fast'), (20, 'fast')]" in logs
+    info = client.get_job_info(failing)
+    assert (info.driver_exit_code, info.message) == (3, "the driver exited with code 3")
+    # Recorded in the GCS, as anyone reading it finds it.
+    record = JobTable(address).get(ok)
+    assert (record["status"], record["driver_exit_code"], record["metadata"]) == ("SUCCEEDED", 0, {"owner": "test"})
+    assert record["runtime_env"]["working_dir"].startswith("pkg:")
+    assert os.path.exists(record["log_path"])
+    assert {ok, "exits-3"} <= {j.submission_id for j in client.list_jobs()}
+    out = run("job", "list").stdout
+    assert "exits-3" in out and "FAILED" in out
+    assert "FAILED  the driver exited with code 3" in run("job", "status", "exits-3").stdout
+    assert client.delete_job("exits-3")
+    with pytest.raises(ValueError, match="no job with submission id 'exits-3'"):
+        client.get_job_status("exits-3")
+
+
+def test_submit_on_the_command_line_streams_the_output_and_exits_with_the_jobs_result(head, tmp_path):
+    address, run = head
+    proj, _ = _project(tmp_path)
+    (tmp_path / "proj" / "count.py").write_text(
+        "import sys, time\nfor i in range(5):\n    print('tick', i, flush=True)\n    time.sleep(0.1)\n"
+        "sys.exit(int(sys.argv[1]))\n")
+    p = run("job", "submit", "--address", address, "--working-dir", proj, "--", "python", "count.py", "0")
+    assert [line for line in p.stdout.splitlines() if line.startswith("tick")] == [f"tick {i}" for i in range(5)]
+    assert "SUCCEEDED" in p.stdout.splitlines()[-1]
+    p = run("job", "submit", "--working-dir", proj, "--", "python", "count.py", "2", check=False)
+    assert p.returncode == 1 and "FAILED: the driver exited with code 2" in p.stdout
+
+
+def test_a_stopped_job_ends_and_says_so_and_logs_follow_until_the_end(head):
+    address, run = head
+    client = JobSubmissionClient(address)
+    sid = client.submit_job(entrypoint="python -c \"import time; print('up', flush=True); time.sleep(120)\"")
+    pieces = client.follow_logs(sid)
+    assert next(pieces).startswith("up")  # (streamed while it runs)
+    assert client.get_job_status(sid) == JobStatus.RUNNING
+    out = run("job", "stop", sid).stdout
+    assert f"job {sid} STOPPED" in out
+    assert list(pieces) == []  # (the follow ends with the job)
+    assert client.get_job_info(sid).message == "stopped by request"
+    assert not client.stop_job(sid)  # (ended already)
+
+
+def test_bad_submissions_are_refused_naming_what_is_wrong(head, tmp_path, monkeypatch):
+    address, run = head
+    client = JobSubmissionClient(address)
+    with pytest.raises(NotImplementedError, match="'pip' is not supported"):
+        client.submit_job(entrypoint="python x.py", runtime_env={"pip": ["requests"]})
+    with pytest.raises(ValueError, match="entrypoint must be a non-empty shell command"):
+        client.submit_job(entrypoint="  ")
+    with pytest.raises(ValueError, match="submission_id must be"):
+        client.submit_job(entrypoint="true", submission_id="../etc")
+    client.submit_job(entrypoint="true", submission_id="twice")
+    with pytest.raises(ValueError, match="a job with submission id 'twice' exists already"):
+        client.submit_job(entrypoint="true", submission_id="twice")
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr("../../outside.txt", "x")
+    with pytest.raises(ValueError, match=r"entry '\.\./\.\./outside\.txt' is a path that climbs out"):
+        client.submit_job(entrypoint="true", runtime_env={"working_dir": str(evil)})
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "blob.bin").write_bytes(b"x" * 700_000)
+    monkeypatch.setenv("PHALANX_RUNTIME_ENV_MAX_MB", "0.5")
+    p = run("job", "submit", "--working-dir", str(big), "--", "true", check=False)
+    assert p.returncode == 1 and "holds 0.7 MiB, over the limit of 0.5 MiB" in p.stderr
+    p = run("job", "status", "no-such-job", check=False)
+    assert p.returncode == 1 and "no job with submission id 'no-such-job'" in p.stderr
+    with pytest.raises(ValueError, match="give its HOST:PORT"):
+        JobSubmissionClient("http://127.0.0.1:8265")
+
+
+def test_a_cluster_without_a_job_agent_says_so(fresh_cluster):
+    info = fresh_cluster()  # (an embedded cluster runs no job agent)
+    with pytest.raises(phalanx.exceptions.UnavailableError, match="no job agent answers"):
+        JobSubmissionClient(info["gcs_address"]).submit_job(entrypoint="true")
