@@ -114,7 +114,7 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     del os.environ["PHALANX_CLUSTER_TOKEN"]
     assert len(_live_pids(pids)) == 3
     out = run("stop").stdout
-    assert "stopped 5 processes" in out  # redis-server, 3 raylets and the dashboard
+    assert "stopped 6 processes" in out  # redis-server, 3 raylets, the dashboard and the job agent
     assert _live_pids(pids) == []
     assert "nothing started here" in run("stop").stdout
 
