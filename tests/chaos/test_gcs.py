@@ -189,7 +189,7 @@ def test_cli_head_on_an_external_gcs_survives_a_replica_promotion(tmp_path, monk
         status = cli("status", "--address", address).stdout
         assert "nodes (2 alive, 2 known)" in status, status
         phalanx.shutdown()
-        assert "stopped 2 processes" in cli("stop").stdout  # two raylets: the GCS is the operator's
+        assert "stopped 3 processes" in cli("stop").stdout  # two raylets and the job agent: the GCS is the operator's
     finally:
         phalanx.shutdown()
         cli("stop", check=False)

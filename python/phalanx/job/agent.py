@@ -49,16 +49,23 @@ class JobAgent:
         self._stopping = True
 
     def run(self):
-        self._fail_orphans()
+        orphans_checked = False
         while not self._stopping:
-            now = time.monotonic()
-            if now >= self._beat_at:
-                self._table.beat(f"{os.getpid()}@{socket.gethostname()}")
-                self._beat_at = now + _BEAT_EVERY_S
-            submission_id = self._table.next(0.2)
-            if submission_id is not None:
-                self._start(submission_id)
-            self._service()
+            try:
+                if not orphans_checked:
+                    self._fail_orphans()
+                    orphans_checked = True
+                now = time.monotonic()
+                if now >= self._beat_at:
+                    self._table.beat(f"{os.getpid()}@{socket.gethostname()}")
+                    self._beat_at = now + _BEAT_EVERY_S
+                submission_id = self._table.next(0.2)
+                if submission_id is not None:
+                    self._start(submission_id)
+                self._service()
+            except Exception as e:  # noqa: BLE001 - the GCS away (restarting, failing over): try again
+                print(f"job agent: {type(e).__name__}: {e}; trying again", file=sys.stderr, flush=True)
+                time.sleep(0.5)
         for r in list(self._running.values()):  # the cluster stops: so do its jobs
             self._signal(r, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
@@ -103,8 +110,8 @@ class JobAgent:
             return
         record.update(status="RUNNING", start_time=int(time.time() * 1000), driver_pid=proc.pid, log_path=log_path,
                       message=f"running on {socket.gethostname()}")
+        self._running[submission_id] = _Running(record, proc, log_path)  # (followed even if the GCS is away now)
         self._table.put(record)
-        self._running[submission_id] = _Running(record, proc, log_path)
 
     def _environment(self, record):
         """(the driver's directory, its environment variables) for the job's runtime_env."""

@@ -12,6 +12,7 @@ import json
 
 from phalanx import _core
 from phalanx._private.rpc_tables import primary
+from phalanx.exceptions import UnavailableError
 
 MAX_LOG_BYTES = 16 << 20
 AGENT_TTL_S = 10
@@ -23,8 +24,14 @@ class JobTable:
         self._host, self._port = primary(address)
 
     def _cmd(self, *args, timeout=5.0):
-        return _core.redis_command(self._host, self._port, [a if isinstance(a, (bytes, str)) else str(a)
-                                                            for a in args], timeout)
+        args = [a if isinstance(a, (bytes, str)) else str(a) for a in args]
+        try:
+            return _core.redis_command(self._host, self._port, args, timeout)
+        except UnavailableError:
+            if "," not in self.address:
+                raise
+            self._host, self._port = primary(self.address)  # (a replica promoted since: the new primary)
+            return _core.redis_command(self._host, self._port, args, timeout)
 
     # Records.
     def put(self, info):
