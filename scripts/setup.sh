@@ -2,7 +2,8 @@
 # Installs everything phalanx needs on a fresh Debian 12 machine and builds it:
 #   - Debian packages: compilers, Boost, Protocol Buffers, hiredis, redis-server, GoogleTest, jemalloc,
 #     msgpack-c (the C++ API's serializer), OpenSSL's libcrypto (the handshake's HMAC and random source),
-#     util-linux (setpriv, for the test of another local user)
+#     util-linux (setpriv, for the test of another local user), OpenSSH's client and server (`phalanx up`
+#     and its test, whose hosts are network namespaces each running an sshd)
 #   - a virtual environment in .venv with the Python dependencies from pyproject.toml
 #   - phalanx itself (`pip install .`: CMake builds the extension, the raylet and the C++ tests)
 # Safe to run again: installed pieces are skipped, the build is incremental.
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential pkg-config libboost-dev libprotobuf-dev protobuf-compiler
               libhiredis-dev redis-server libgtest-dev libgmock-dev libjemalloc-dev libmsgpack-cxx-dev libssl-dev iproute2 procps util-linux
-              python3-venv python3-dev)
+              python3-venv python3-dev openssh-client openssh-server)
 bash scripts/install_debs.sh "${APT_PACKAGES[@]}"
 
 PY=${PYTHON:-python3}

@@ -9,6 +9,7 @@ this machine, and look at a running cluster.
     phalanx stop
     phalanx job submit [--address HOST:PORT] [--working-dir DIR] -- python script.py   # docs/jobs.md
     phalanx job status|logs [--follow]|stop|delete ID;  phalanx job list
+    phalanx up|down CLUSTER.yaml;  phalanx exec CLUSTER.yaml -- CMD   # machines over SSH: docs/cluster.md
     phalanx version
 
 Processes started here outlive the command; `phalanx stop` ends them. What
@@ -35,6 +36,7 @@ from phalanx._private.cluster_records import (cli_dir, current_head_address, hea
 from phalanx._private.node import (NodeProcesses, cpp_worker_binary, new_session_dir, remove_exited_rings,
                                    stop_restarted_redis)
 from phalanx._private.rpc_tables import alive_nodes, endpoints, primary
+from phalanx.cluster import cli as cluster_cli
 from phalanx.job import cli as job_cli
 from phalanx.exceptions import PhalanxError, UnavailableError
 
@@ -512,6 +514,7 @@ def main(argv=None):
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     job_cli.add_parser(sub)
+    cluster_cli.add_parsers(sub)
     sub.add_parser("version")
     sub.add_parser("microbenchmark", add_help=False,
                    help="the microbenchmark with Ray's metric names (python -m phalanx.microbenchmark --help)")
@@ -526,7 +529,8 @@ def main(argv=None):
         return 0
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
-                "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard, "job": job_cli.run}[a.cmd](a)
+                "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard, "job": job_cli.run,
+                "up": cluster_cli.run, "down": cluster_cli.run, "exec": cluster_cli.run}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         if isinstance(e, PhalanxError):
             print(f"phalanx: {e}", file=sys.stderr)

@@ -93,3 +93,48 @@ def node_procs():
     """{name: Popen} of the embedded cluster's processes."""
     from phalanx._private import state
     return {name: p for name, p in state.node.procs}
+
+
+@contextlib.contextmanager
+def veth_namespaces(a_ip, b_ip, prefix="phx"):
+    """Two network namespaces joined by a veth pair, `a_ip` and `b_ip` (/24) on its ends, loopback up in
+    each; yields their names and deletes them after. Skips the test, with the reason, where namespaces
+    cannot be made (not root, no iproute2)."""
+    import shutil
+    import subprocess
+    import uuid
+
+    def ip(*args):
+        return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2 (ip)")
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"{prefix}a{tag}", f"{prefix}b{tag}"
+    made = []
+    try:
+        for ns in (a, b):
+            r = ip("netns", "add", ns)
+            if r.returncode != 0:
+                pytest.skip(f"cannot create a network namespace here: {r.stderr.strip()}")
+            made.append(ns)
+        steps = [
+            ("link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"),
+            ("link", "set", f"va{tag}", "netns", a),
+            ("link", "set", f"vb{tag}", "netns", b),
+            ("-n", a, "addr", "add", f"{a_ip}/24", "dev", f"va{tag}"),
+            ("-n", b, "addr", "add", f"{b_ip}/24", "dev", f"vb{tag}"),
+            ("-n", a, "link", "set", f"va{tag}", "up"),
+            ("-n", b, "link", "set", f"vb{tag}", "up"),
+            ("-n", a, "link", "set", "lo", "up"),
+            ("-n", b, "link", "set", "lo", "up"),
+        ]
+        for step in steps:
+            r = ip(*step)
+            if r.returncode != 0:
+                pytest.skip(f"cannot wire the namespaces ({' '.join(step)}): {r.stderr.strip()}")
+        yield a, b
+    finally:
+        for ns in made:
+            ip("netns", "del", ns)
+

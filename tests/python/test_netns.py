@@ -4,7 +4,6 @@ A task that needs what only B has crosses the emulated network to B and its
 result comes back. Skipped, with the reason, where namespaces cannot be made
 (not root, no iproute2). Traffic stays inside the namespaces this test makes."""
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,47 +13,16 @@ import uuid
 import pytest
 
 import phalanx
+from conftest import veth_namespaces
 from phalanx._private.node import new_session_dir, raylet_binary, redis_binary
 
 A_IP, B_IP = "10.78.0.1", "10.78.0.2"
 
 
-def _ip(*args):
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
-
-
 @pytest.fixture
 def namespaces():
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2 (ip)")
-    tag = uuid.uuid4().hex[:6]
-    a, b = f"phxa{tag}", f"phxb{tag}"
-    made = []
-    try:
-        for ns in (a, b):
-            r = _ip("netns", "add", ns)
-            if r.returncode != 0:
-                pytest.skip(f"cannot create a network namespace here: {r.stderr.strip()}")
-            made.append(ns)
-        steps = [
-            ("link", "add", f"va{tag}", "type", "veth", "peer", "name", f"vb{tag}"),
-            ("link", "set", f"va{tag}", "netns", a),
-            ("link", "set", f"vb{tag}", "netns", b),
-            ("-n", a, "addr", "add", f"{A_IP}/24", "dev", f"va{tag}"),
-            ("-n", b, "addr", "add", f"{B_IP}/24", "dev", f"vb{tag}"),
-            ("-n", a, "link", "set", f"va{tag}", "up"),
-            ("-n", b, "link", "set", f"vb{tag}", "up"),
-            ("-n", a, "link", "set", "lo", "up"),
-            ("-n", b, "link", "set", "lo", "up"),
-        ]
-        for step in steps:
-            r = _ip(*step)
-            if r.returncode != 0:
-                pytest.skip(f"cannot wire the namespaces ({' '.join(step)}): {r.stderr.strip()}")
-        yield a, b
-    finally:
-        for ns in made:
-            _ip("netns", "del", ns)
+    with veth_namespaces(A_IP, B_IP) as pair:
+        yield pair
 
 
 TOKEN = uuid.uuid4().hex  # the cluster's shared token: redis-server refuses anyone without it
