@@ -54,6 +54,10 @@ def cpp_worker_binary():
 
 
 def redis_binary():
+    """The wheel's own redis-server (scripts/wheel.sh), else the one on PATH."""
+    bundled = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", "redis-server")
+    if os.path.exists(bundled):
+        return bundled
     path = shutil.which("redis-server") or "/usr/bin/redis-server"
     if not os.path.exists(path):
         raise UnavailableError("redis-server is not installed; run scripts/setup.sh "
