@@ -138,3 +138,23 @@ def veth_namespaces(a_ip, b_ip, prefix="phx"):
         for ns in made:
             ip("netns", "del", ns)
 
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="session")
+def phalanx_wheel(tmp_path_factory):
+    """(path, build log) of the wheel scripts/wheel.sh makes (once per test session)."""
+    import glob
+    import shutil
+    import subprocess
+    if os.geteuid() != 0 and shutil.which("sudo") is None:
+        pytest.skip("scripts/build_redis.sh installs Debian's source tools: needs root or sudo")
+    out = tmp_path_factory.mktemp("wheel")
+    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "wheel.sh")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=1500, env=dict(os.environ, WHEEL_DIR=str(out)))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    wheels = glob.glob(str(out / "phalanx-*-manylinux_*_x86_64.whl"))
+    assert len(wheels) == 1, os.listdir(out)
+    return wheels[0], p.stdout
+

@@ -58,6 +58,7 @@ def hosts(tmp_path):
 
 
 def _cluster_file(h, name="test", workers=(WORKER,), key=None, python=sys.executable, extra=""):
+    """A cluster file for the two namespaces (the head, WORKER and any others given)."""
     path = h["dir"] / f"{name}.yaml"
     path.write_text(f"cluster_name: {name}\n"
                     f"provider: {{type: local, head_ip: {HEAD}, worker_ips: [{', '.join(workers)}]}}\n"
@@ -152,3 +153,28 @@ def test_hosts_that_cannot_start_are_named_and_the_others_can_be_stopped(hosts):
 
     up = _phalanx(h, "up", _cluster_file(h, name="unknown", extra="max_workers: 4\n"))
     assert up.returncode == 1 and "unknown field 'max_workers'" in up.stderr, up.stderr
+
+
+def test_up_installs_phalanx_from_a_wheel_on_hosts_without_it(hosts, phalanx_wheel, tmp_path):
+    h = hosts
+    base = shutil.which("python3", path="/usr/bin:/bin")
+    if base is None or subprocess.run([base, "-c", "import phalanx"], capture_output=True).returncode == 0:
+        pytest.skip("needs a system python3 without phalanx")
+    # The wheel and its dependencies' wheels, gathered here (the hosts have no package index).
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    shutil.copy(phalanx_wheel[0], wheels)
+    p = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--dest", str(wheels),
+                        phalanx_wheel[0]], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    cluster = _cluster_file(h, name="fromwheel", python=base, extra=f"wheel: {wheels}\n")
+    up = _phalanx(h, "up", cluster, timeout=900)
+    assert up.returncode == 0, up.stdout + up.stderr
+    ex = _phalanx(h, "exec", cluster, "--", "python", "-c", DRIVER)
+    assert ex.returncode == 0 and f"ran in {WORKER}" in ex.stdout, ex.stdout + ex.stderr
+    venvs = os.listdir(h["dir"] / "state" / "venvs")
+    assert len(venvs) == 1  # (made once; the second host found it: they share this machine's disk)
+    again = _phalanx(h, "up", cluster)  # (installed already: nothing sent again, nothing restarted)
+    assert again.returncode == 0 and "head already running" in again.stdout, again.stdout + again.stderr
+    down = _phalanx(h, "down", cluster)
+    assert down.returncode == 0, down.stdout + down.stderr

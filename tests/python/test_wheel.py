@@ -11,22 +11,15 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import ROOT
+
 # What a manylinux system provides (auditwheel's policy): anything else must come from the wheel.
 SYSTEM_LIBS = re.compile(r"^(linux-vdso|ld-linux|libc|libm|libstdc\+\+|libgcc_s|libz|libpthread|libdl|librt)[.-]")
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    if os.geteuid() != 0 and shutil.which("sudo") is None:
-        pytest.skip("scripts/build_redis.sh installs Debian's source tools: needs root or sudo")
-    out = tmp_path_factory.mktemp("wheel")
-    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "wheel.sh")], cwd=ROOT, capture_output=True,
-                       text=True, timeout=1500, env=dict(os.environ, WHEEL_DIR=str(out)))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    wheels = glob.glob(str(out / "phalanx-*-manylinux_*_x86_64.whl"))
-    assert len(wheels) == 1, os.listdir(out)
-    return wheels[0], p.stdout
+def wheel(phalanx_wheel):
+    return phalanx_wheel
 
 
 @pytest.fixture(scope="module")

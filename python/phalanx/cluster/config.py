@@ -3,7 +3,8 @@
     cluster_name: demo
     provider: {type: local, head_ip: 10.0.0.1, worker_ips: [10.0.0.2, 10.0.0.3]}
     auth: {ssh_user: me, ssh_private_key: ~/.ssh/id_ed25519}
-    python: /opt/venv/bin/python        # on every host: a Python with phalanx installed
+    python: /opt/venv/bin/python        # on every host: a Python with phalanx installed, or with
+    wheel: dist/phalanx-....whl         #   a wheel (or a folder of wheels) `up` installs into a venv of it
     head_start_options: ["--num-cpus", "8"]
     worker_start_options: ["--resources", '{"sim": 8}']
 
@@ -13,8 +14,8 @@ import ipaddress
 import os
 import re
 
-_TOP = {"cluster_name", "provider", "auth", "python", "gcs_port", "head_start_options", "worker_start_options",
-        "setup_commands", "state_dir"}
+_TOP = {"cluster_name", "provider", "auth", "python", "wheel", "gcs_port", "head_start_options",
+        "worker_start_options", "setup_commands", "state_dir"}
 _PROVIDER = {"type", "head_ip", "worker_ips"}
 _AUTH = {"ssh_user", "ssh_private_key", "ssh_port", "ssh_known_hosts"}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -34,6 +35,7 @@ class ClusterConfig:
     ssh_port: int = 22
     ssh_known_hosts: str = None
     python: str = "python3"
+    wheel: str = None  # here: a phalanx wheel, or a folder with it and its dependencies' wheels
     gcs_port: int = 6379
     head_start_options: list = dataclasses.field(default_factory=list)
     worker_start_options: list = dataclasses.field(default_factory=list)
@@ -125,8 +127,14 @@ def parse(raw, path="cluster file"):
     python = raw.get("python", "python3")
     if not isinstance(python, str) or not python:
         raise ClusterConfigError(f"{path}: python must be the path of a Python with phalanx on the hosts")
+    wheel = raw.get("wheel")
+    if wheel is not None:
+        wheel = os.path.expanduser(str(wheel))
+        if not (os.path.isfile(wheel) and wheel.endswith(".whl")) and not (
+                os.path.isdir(wheel) and any(n.startswith("phalanx-") and n.endswith(".whl") for n in os.listdir(wheel))):
+            raise ClusterConfigError(f"{path}: wheel {wheel} is neither a phalanx wheel nor a folder holding one")
     return ClusterConfig(
-        cluster_name=name, head_ip=head, worker_ips=worker_ips, ssh_user=str(auth["ssh_user"]),
+        wheel=wheel, cluster_name=name, head_ip=head, worker_ips=worker_ips, ssh_user=str(auth["ssh_user"]),
         ssh_private_key=key, ssh_port=ports["ssh_port"],
         ssh_known_hosts=os.path.expanduser(auth["ssh_known_hosts"]) if auth.get("ssh_known_hosts") else None,
         python=python, gcs_port=ports["gcs_port"],

@@ -12,6 +12,7 @@ import shlex
 import sys
 import time
 
+from phalanx.cluster.install import WheelInstaller
 from phalanx.cluster.ssh import SshError, SshHost
 
 
@@ -33,6 +34,11 @@ class ClusterLauncher:
         self._register_timeout_s = register_timeout_s
         self._hosts = {h: SshHost(h, config.ssh_user, config.ssh_private_key, config.ssh_port, config.ssh_known_hosts)
                        for h in config.hosts}
+        base = config.state_dir
+        self._state_base = "$HOME" + base[1:] if base.startswith("~") else shlex.quote(base)
+        # The hosts' Python with phalanx, as shell text: the file's, or a venv of it made from `wheel`.
+        self._installer = WheelInstaller(config.wheel, config.python, self._state_base) if config.wheel else None
+        self._py = self._installer.venv() + "/bin/python" if self._installer else shlex.quote(config.python)
 
     def _say(self, line):
         print(line, file=self._out, flush=True)
@@ -40,15 +46,13 @@ class ClusterLauncher:
     def _dir(self, host):
         """The host's state folder for this cluster (0700: its token; under tmp/, what `phalanx start` keeps
         there as PHALANX_TMPDIR), as shell text."""
-        base = self._c.state_dir
-        base = "$HOME" + base[1:] if base.startswith("~") else shlex.quote(base)
-        return f"{base}/{self._c.cluster_name}-{host}"
+        return f"{self._state_base}/{self._c.cluster_name}-{host}"
 
     def _phalanx(self, host, args):
         """Shell text running `python -m phalanx.scripts ARGS` on `host` with the cluster's token and records."""
         d = self._dir(host)
         return (f"export PHALANX_TMPDIR={d}/tmp PHALANX_CLUSTER_TOKEN=\"$(cat {d}/token)\"; "
-                f"exec {shlex.quote(self._c.python)} -m phalanx.scripts {' '.join(shlex.quote(a) for a in args)}")
+                f"exec {self._py} -m phalanx.scripts {' '.join(shlex.quote(a) for a in args)}")
 
     # up
     def up(self):
@@ -96,7 +100,12 @@ class ClusterLauncher:
             code, out, err = ssh.run(cmd)
             if code != 0:
                 raise _HostError(f"setup command {cmd!r} exited with {code}: {(err or out).strip()[-300:]}")
-        py = shlex.quote(self._c.python)
+        if self._installer is not None:
+            try:
+                self._installer.install(ssh)
+            except RuntimeError as e:
+                raise _HostError(str(e)) from None
+        py = self._py
         code, out, err = ssh.run(f"command -v {py} >/dev/null 2>&1 || exit 90; "
                                  f"{py} -c 'import phalanx; print(phalanx.__version__)' || exit 91")
         if code == 90:
@@ -129,7 +138,7 @@ class ClusterLauncher:
                  f"print(json.dumps([n['address'] for n in alive_nodes({c.address!r})]))")
         d = self._dir(c.head_ip)
         code, out, _ = self._hosts[c.head_ip].run(
-            f"PHALANX_CLUSTER_TOKEN=\"$(cat {d}/token 2>/dev/null)\" {shlex.quote(c.python)} -c {shlex.quote(probe)}")
+            f"PHALANX_CLUSTER_TOKEN=\"$(cat {d}/token 2>/dev/null)\" {self._py} -c {shlex.quote(probe)}")
         if code != 0:
             return None
         return json.loads(out.strip().splitlines()[-1])
@@ -166,7 +175,7 @@ class ClusterLauncher:
         c = self._c
         cmd = " ".join(shlex.quote(a) for a in argv)
         d = self._dir(c.head_ip)
-        path = f"export PATH=\"$(dirname {shlex.quote(c.python)}):$PATH\"; " if "/" in c.python else ""
+        path = f"export PATH=\"$(dirname {self._py}):$PATH\"; " if "/" in self._py else ""
         return self._hosts[c.head_ip].stream(
             f"export PHALANX_TMPDIR={d}/tmp PHALANX_ADDRESS={c.address} PHALANX_CLUSTER_TOKEN=\"$(cat {d}/token)\"; "
             f"{path}{cmd}")

@@ -30,17 +30,20 @@ class SshHost:
     def run(self, script, stdin=None, timeout_s=120):
         """Runs `script` with /bin/sh on the host; (exit code, stdout, stderr). SshError when the
         host cannot be reached or refuses us; a command's own failure is its exit code."""
+        binary = isinstance(stdin, bytes)  # (a file sent over: bytes in, its output decoded after)
         try:
             p = subprocess.run(self._argv + ["--", "sh -c " + shlex.quote(script)], input=stdin, capture_output=True,
-                               text=True, timeout=timeout_s)
+                               text=not binary, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise SshError(self.host, f"no answer within {timeout_s} s") from None
         except FileNotFoundError:
             raise SshError(self.host, "no `ssh` client on this machine (Debian: apt-get install openssh-client)") \
                 from None
+        out, err = (p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")) if binary else (p.stdout,
+                                                                                                         p.stderr)
         if p.returncode == 255:  # ssh's own failures
-            raise SshError(self.host, _reason(p.stderr))
-        return p.returncode, p.stdout, p.stderr
+            raise SshError(self.host, _reason(err))
+        return p.returncode, out, err
 
     def stream(self, script, timeout_s=None):
         """Runs `script` with its output passed through to this process's; its exit code."""
