@@ -146,9 +146,10 @@ Worker* TaskManager::PipelineTarget(const Task& t) {
   if (!IsShort(t.spec.function_id())) return nullptr;
   size_t depth = options_.pipeline_depth;
   Worker* best = nullptr;
+  const WorkerKind kind = WorkerKind::Of(t.spec);
   for (Worker* w : leased_) {
     if (w->dead || w->exiting || w->blocked || w->conn->closed() || !(w->leased == t.need) || w->inflight.size() >= depth ||
-        w->long_inflight > 0 || w->kind != WorkerKind::Of(t.spec)) {
+        w->long_inflight > 0 || w->kind != kind) {
       continue;
     }
     if (best == nullptr || w->inflight.size() < best->inflight.size()) best = w;

@@ -224,6 +224,35 @@ TEST_F(TaskManagerTest, TasksRunAsCpusAllowAndWorkersAreStartedForThem) {
   EXPECT_NE(Running(b), nullptr);
 }
 
+// A task of a runtime environment runs only on a worker of that environment;
+// on a node at its worker limit (2 CPUs: 2 workers), an idle worker of
+// another environment is stopped to make room, and one of its own started.
+TEST_F(TaskManagerTest, ATaskOfAnEnvironmentGetsAWorkerOfItsOwnMakingRoomAtTheLimit) {
+  Worker* plain1 = pool_.Add();
+  Worker* plain2 = pool_.Add();
+  pool_.PushIdle(plain1);
+  pool_.PushIdle(plain2);
+  rpc::TaskSpec spec = Spec("f", 1);
+  auto* v = spec.mutable_runtime_env()->add_env_vars();
+  v->set_name("K");
+  v->set_value("1");
+  WorkerKind kind = WorkerKind::Of(spec);
+  std::string t = Submit(spec);
+  EXPECT_EQ(Running(t), nullptr) << "ran on a worker of the node's own environment";
+  ASSERT_EQ(pool_.stopped.size(), 1u) << "no idle worker of another environment was stopped";
+  EXPECT_TRUE(pool_.stopped[0] == plain1 || pool_.stopped[0] == plain2);
+  ASSERT_FALSE(pool_.started_kinds.empty());
+  EXPECT_TRUE(pool_.started_kinds.back() == kind) << "the worker started was not of its environment";
+  Worker* own = pool_.Add();
+  own->kind = kind;
+  tasks_.OnWorkerRegistered(own);
+  EXPECT_EQ(Running(t), own);
+  std::string plain_task = Submit(Spec("g", 1));
+  Worker* other = Running(plain_task);
+  ASSERT_NE(other, nullptr);
+  EXPECT_NE(other, own) << "a plain task ran on the environment's worker";
+}
+
 TEST_F(TaskManagerTest, AWorkerBlockedInAGetLendsItsCpus) {
   pool_.PushIdle(pool_.Add());
   pool_.PushIdle(pool_.Add());
