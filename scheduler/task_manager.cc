@@ -3,8 +3,10 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
+#include <optional>
+#include <unordered_set>
 
 #include "core/ids.h"
 #include "core/logging.h"
@@ -131,8 +133,14 @@ size_t TaskManager::SoftWorkerLimit() const {
 void TaskManager::MakeRoomFor(const WorkerKind& kind) {
   // An idle worker of another kind (another environment) is stopped for it,
   // unless it created actors that live on (they would die with it).
-  auto owners = actors_->Owners();
-  pool_->StopIdleIf([&](const Worker& w) { return w.kind != kind && owners.count(w.client_id) == 0; });
+  // (the owners are looked up only if an idle worker of another kind is there: at the limit with
+  // every worker busy, as under a stream of tasks, this costs nothing)
+  std::optional<std::unordered_set<std::string>> owners;
+  pool_->StopIdleIf([&](const Worker& w) {
+    if (w.kind == kind) return false;
+    if (!owners) owners = actors_->Owners();
+    return owners->count(w.client_id) == 0;
+  });
 }
 
 bool TaskManager::IsShort(const std::string& function_id) const {

@@ -86,7 +86,7 @@ class ClusterLauncher:
                   f"  run a command on the head: phalanx exec CLUSTER.yaml -- python script.py\n"
                   f"  submit a job:              phalanx job submit --address {c.address} -- python script.py "
                   "(with the cluster token)\n")
-        code, out, _ = self._hosts[c.head_ip].run(self._phalanx(c.head_ip, ["status", "--address", c.address]))
+        _, out, _ = self._hosts[c.head_ip].run(self._phalanx(c.head_ip, ["status", "--address", c.address]))
         self._say(out.rstrip())
         if failed:
             raise LaunchError(failed, started)
