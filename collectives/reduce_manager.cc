@@ -512,7 +512,10 @@ void ReduceManager::Take(const std::shared_ptr<Reduce>& r, int i) {
     bool same_shape = size == r->size && l.dtype == r->layout.dtype &&
                       std::memcmp(data, r->head.data(), r->head.size()) == 0;
     if (!same_shape) {
-      Fail(r, StatusCode::kCollectiveFailed, MismatchMessage(Name(*r, r->first), r->layout, Name(*r, i), l));
+      // Named in input order, whichever came first, so one mistake reads the same every run.
+      Fail(r, StatusCode::kCollectiveFailed,
+           i < r->first ? MismatchMessage(Name(*r, i), l, Name(*r, r->first), r->layout)
+                        : MismatchMessage(Name(*r, r->first), r->layout, Name(*r, i), l));
       return;
     }
     work = [acc = r->acc + l.data_offset, in = data + l.data_offset, op = r->op, l] {

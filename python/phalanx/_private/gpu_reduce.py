@@ -118,8 +118,10 @@ class GpuReduce:
             if acc is None:
                 acc, first = api.copy_to(x, self.index), ref
             elif x.dtype != acc.dtype or x.shape != acc.shape:
-                raise CollectiveError(f"reduce inputs do not match: {self._name(first)} is {acc.dtype} "
-                                      f"{tuple(acc.shape)}, {self._name(ref)} is {x.dtype} {tuple(x.shape)}")
+                # Named in input order, whichever arrived first, so one mistake reads the same every run.
+                pair = sorted([(first, acc), (ref, x)], key=lambda p: self._position[p[0].binary()])
+                raise CollectiveError("reduce inputs do not match: " + ", ".join(
+                    f"{self._name(r)} is {t.dtype} {tuple(t.shape)}" for r, t in pair))
             else:
                 combine(self.op, acc, x if x.device == acc.device else x.to(acc.device))
             self.used.append(ref)
