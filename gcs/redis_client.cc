@@ -126,12 +126,16 @@ int RedisConnection::ReleaseFd() {
 }
 
 Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& args) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  return Command(args, timeout_ms_);
+}
+
+Result<RedisReply> RedisConnection::Command(const std::vector<std::string>& args, int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   BlockingStream& s = *stream_;
   auto fail = [&](const Status& st) -> Status {
     if (st.code() == StatusCode::kTimedOut) {
       return Status::TimedOut("redis-server (GCS) at " + address_ + " did not answer within " +
-                              std::to_string(timeout_ms_) + " ms");
+                              std::to_string(timeout_ms) + " ms");
     }
     return st;
   };

@@ -77,6 +77,9 @@ class RedisConnection {
   ~RedisConnection();
   // One command and its reply (an error reply is a kError reply, not a Status).
   Result<RedisReply> Command(const std::vector<std::string>& args);
+  // The same within `timeout_ms` (a blocking command such as BLPOP waits longer
+  // than the rest). After a failure the connection's state is unknown: drop it.
+  Result<RedisReply> Command(const std::vector<std::string>& args, int64_t timeout_ms);
   // Hands the socket and its TLS channel over (to RedisClient); the connection is spent.
   int ReleaseFd();
   std::unique_ptr<TlsSession> ReleaseTls() { return stream_->ReleaseTls(); }

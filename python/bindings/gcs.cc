@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +59,62 @@ pyb::object RedisCommand(const std::string& host, int port, const std::vector<st
   return RedisToPython(r.value());
 }
 
+// One authenticated connection to a cluster's GCS kept for many commands
+// (the job agent and the submission client: a TLS handshake once, not per
+// command). "HOST:PORT[,HOST:PORT...]" finds the primary; a connection found
+// broken when reused is opened again once, at the primary of that moment (a
+// restarted server or a promoted replica), so the command is not lost; a
+// timed-out one is dropped and its error raised (whether it ran is unknown).
+class RedisSession {
+ public:
+  RedisSession(const std::string& address, double timeout_s)
+      : timeout_ms_(static_cast<int64_t>(std::max(timeout_s, 0.001) * 1000)) {
+    auto eps = ParseRedisEndpoints(address);
+    if (!eps.ok()) throw StatusError(eps.status());
+    endpoints_ = std::move(eps).value();
+    const char* env = std::getenv("PHALANX_CLUSTER_TOKEN");
+    token_ = env ? env : "";
+  }
+
+  pyb::object Command(const std::vector<std::string>& args, std::optional<double> timeout_s) {
+    int64_t ms = timeout_s ? static_cast<int64_t>(std::max(*timeout_s, 0.001) * 1000) : timeout_ms_;
+    auto once_more_if_stale = [&]() -> Result<RedisReply> {
+      pyb::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> hold(mu_);
+      bool reused = conn_ != nullptr;
+      auto r = Run(args, ms);
+      if (!r.ok() && reused && r.status().code() == StatusCode::kUnavailable) return Run(args, ms);
+      return r;
+    };
+    Result<RedisReply> r = once_more_if_stale();
+    if (!r.ok()) throw StatusError(r.status());
+    return RedisToPython(r.value());
+  }
+
+  void Close() {
+    pyb::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> hold(mu_);
+    conn_.reset();
+  }
+
+ private:
+  Result<RedisReply> Run(const std::vector<std::string>& args, int64_t ms) {
+    if (!conn_) {
+      PHALANX_ASSIGN_OR_RETURN(auto opened, OpenPrimary(endpoints_, token_, TlsFromEnvironment(token_), timeout_ms_));
+      conn_ = std::move(opened.first);
+    }
+    auto r = conn_->Command(args, ms);
+    if (!r.ok()) conn_.reset();
+    return r;
+  }
+
+  std::vector<RedisEndpoint> endpoints_;
+  std::string token_;
+  int64_t timeout_ms_;
+  std::mutex mu_;
+  std::unique_ptr<RedisConnection> conn_;  // under mu_; null until the first command or after a failure
+};
+
 }  // namespace
 
 void BindGcs(pyb::module_& m) {
@@ -98,6 +157,12 @@ void BindGcs(pyb::module_& m) {
     return out;
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);
 
+  pyb::class_<RedisSession>(m, "RedisSession",
+                            "One authenticated connection to the GCS at \"HOST:PORT[,HOST:PORT...]\" for many "
+                            "commands (token and TLS from the environment, as redis_command).")
+      .def(pyb::init<const std::string&, double>(), pyb::arg("address"), pyb::arg("timeout_s") = 5.0)
+      .def("command", &RedisSession::Command, pyb::arg("args"), pyb::arg("timeout_s") = pyb::none())
+      .def("close", &RedisSession::Close);
   m.def("redis_command", &RedisCommand, pyb::arg("host"), pyb::arg("port"), pyb::arg("args"),
         pyb::arg("timeout_s") = 5.0);
   m.def(

@@ -3,6 +3,7 @@ head started with `phalanx start --head` (whose job agent runs the drivers): the
 working_dir with its env_vars and py_modules and joins the cluster with `phalanx.init()`; its output is
 streamed and kept; its exit status recorded in the GCS; a stop ends it; bad input is refused clearly."""
 import os
+import socket
 import subprocess
 import sys
 import zipfile
@@ -151,3 +152,48 @@ def test_a_cluster_without_a_job_agent_says_so(fresh_cluster):
     info = fresh_cluster()  # (an embedded cluster runs no job agent)
     with pytest.raises(phalanx.exceptions.UnavailableError, match="no job agent answers"):
         JobSubmissionClient(info["gcs_address"]).submit_job(entrypoint="true")
+
+
+def test_the_job_table_keeps_one_connection_and_opens_it_again_after_the_gcs_restarts(tmp_path, monkeypatch):
+    from phalanx import _core
+    from phalanx._private.node import redis_binary
+    from conftest import wait_until
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = os.urandom(16).hex()
+
+    def serve():
+        return subprocess.Popen([redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", token,
+                                 "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def answers():
+        try:
+            return _core.redis_command("127.0.0.1", port, ["PING"], 1.0) == b"PONG"
+        except Exception:  # noqa: BLE001 - not up yet
+            return False
+
+    monkeypatch.setenv("PHALANX_CLUSTER_TOKEN", token)
+    monkeypatch.delenv("PHALANX_TLS", raising=False)
+    server = serve()
+    try:
+        wait_until(answers, what="redis-server up")
+        table = JobTable(f"127.0.0.1:{port}")
+        table._cmd("CLIENT", "SETNAME", "first")
+        assert table.append_log("j1", b"a" * 10) and table.append_log("j1", b"b" * 5)
+        assert table._cmd("CLIENT", "GETNAME") == b"first"  # (every command on the one connection)
+        assert table.read_log("j1") == b"a" * 10 + b"b" * 5
+        server.kill()
+        server.wait()
+        server = serve()
+        wait_until(answers, what="redis-server up again")
+        # The connection found broken is opened again once, and the command is not lost.
+        table.put({"submission_id": "j2", "status": "PENDING"})
+        assert table.get("j2")["status"] == "PENDING" and table._cmd("CLIENT", "GETNAME") is None
+        monkeypatch.setenv("PHALANX_CLUSTER_TOKEN", "not-the-token")
+        with pytest.raises(phalanx.exceptions.UnavailableError, match="token"):
+            JobTable(f"127.0.0.1:{port}").get("j2")
+    finally:
+        server.kill()
+        server.wait()

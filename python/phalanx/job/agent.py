@@ -161,9 +161,9 @@ class JobAgent:
             f.seek(r.sent)
             data = f.read(1 << 20)
         if data:
+            kept = self._table.append_log(r.record["submission_id"], data)  # (raises with the GCS away: sent again)
             r.sent += len(data)
-            if not self._table.append_log(r.record["submission_id"], data):
-                r.log_full = True
+            r.log_full = not kept
 
     def _signal(self, r, sig):
         try:
@@ -176,6 +176,7 @@ class JobAgent:
         while not r.log_full and r.sent < os.path.getsize(r.log_path):
             self._pump(r)
         del self._running[r.record["submission_id"]]
+        self._table.forget_log(r.record["submission_id"])
         code = r.proc.returncode
         record = r.record
         record.update(end_time=int(time.time() * 1000), driver_exit_code=code)

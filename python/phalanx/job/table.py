@@ -1,6 +1,7 @@
 """JobTable: the jobs' records in the GCS (redis-server), as the submission client and the head's job
-agent share them. Every command goes on a fresh authenticated connection (the cluster token from
-PHALANX_CLUSTER_TOKEN, TLS when PHALANX_TLS=1), so neither side needs a raylet.
+agent share them. Each side keeps one authenticated connection (the cluster token from
+PHALANX_CLUSTER_TOKEN, TLS when PHALANX_TLS=1; opened again at the primary of the moment when the
+GCS restarted or a replica took over), so neither side needs a raylet.
 
     jobs            hash: submission id -> the job's record (JSON: entrypoint, status, times, exit code, ...)
     job_queue       list: submission ids the agent has not started yet
@@ -11,8 +12,6 @@ PHALANX_CLUSTER_TOKEN, TLS when PHALANX_TLS=1), so neither side needs a raylet.
 import json
 
 from phalanx import _core
-from phalanx._private.rpc_tables import primary
-from phalanx.exceptions import UnavailableError
 
 MAX_LOG_BYTES = 16 << 20
 AGENT_TTL_S = 10
@@ -21,17 +20,14 @@ AGENT_TTL_S = 10
 class JobTable:
     def __init__(self, address):
         self.address = address
-        self._host, self._port = primary(address)
+        self._gcs = _core.RedisSession(address, 5.0)
+        self._log_bytes = {}  # submission id -> bytes of its output in the GCS (as the last APPEND said)
 
     def _cmd(self, *args, timeout=5.0):
-        args = [a if isinstance(a, (bytes, str)) else str(a) for a in args]
-        try:
-            return _core.redis_command(self._host, self._port, args, timeout)
-        except UnavailableError:
-            if "," not in self.address:
-                raise
-            self._host, self._port = primary(self.address)  # (a replica promoted since: the new primary)
-            return _core.redis_command(self._host, self._port, args, timeout)
+        return self._gcs.command([a if isinstance(a, (bytes, str)) else str(a) for a in args], timeout)
+
+    def close(self):
+        self._gcs.close()
 
     # Records.
     def put(self, info):
@@ -52,6 +48,7 @@ class JobTable:
     def delete(self, submission_id):
         self._cmd("HDEL", "jobs", submission_id)
         self._cmd("DEL", "job_logs:" + submission_id)
+        self._log_bytes.pop(submission_id, None)
 
     # The queue and stop requests.
     def enqueue(self, submission_id):
@@ -75,11 +72,17 @@ class JobTable:
     def append_log(self, submission_id, data):
         """Appends the driver's output; False once the GCS holds MAX_LOG_BYTES of it (nothing more kept there)."""
         key = "job_logs:" + submission_id
-        have = self._cmd("STRLEN", key)
+        have = self._log_bytes.get(submission_id)
+        if have is None:
+            have = self._cmd("STRLEN", key)  # (once per job: an agent that restarted goes on from there)
         if have >= MAX_LOG_BYTES:
             return False
-        self._cmd("APPEND", key, data[:MAX_LOG_BYTES - have])
+        self._log_bytes[submission_id] = self._cmd("APPEND", key, data[:MAX_LOG_BYTES - have])
         return have + len(data) <= MAX_LOG_BYTES
+
+    def forget_log(self, submission_id):
+        """Drops what this table remembers of a job's output (its length) once nothing more is appended."""
+        self._log_bytes.pop(submission_id, None)
 
     def read_log(self, submission_id, offset=0):
         return self._cmd("GETRANGE", "job_logs:" + submission_id, offset, -1) or b""
