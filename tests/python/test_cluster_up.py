@@ -89,7 +89,8 @@ DRIVER = ("import phalanx, socket\n"
 
 def test_up_exec_again_and_down_on_two_ssh_hosts(hosts):
     h = hosts
-    cluster = _cluster_file(h)
+    # (a setup command that reads its standard input: it gets none, and the token on SSH's stays whole)
+    cluster = _cluster_file(h, extra="setup_commands: ['cat > /dev/null', 'echo ready']\n")
     up = _phalanx(h, "up", cluster)
     assert up.returncode == 0, up.stdout + up.stderr
     assert f"is up: GCS at {HEAD}:6379" in up.stdout
@@ -150,6 +151,11 @@ def test_hosts_that_cannot_start_are_named_and_the_others_can_be_stopped(hosts):
 
     up = _phalanx(h, "up", _cluster_file(h, name="nopython", python="/no/such/python3"))
     assert up.returncode == 1 and f"{HEAD}: no Python at /no/such/python3" in up.stderr, up.stderr
+
+    bad = "setup_commands: ['true', 'echo no disk >&2; exit 3']\n"
+    up = _phalanx(h, "up", _cluster_file(h, name="badsetup", extra=bad))
+    assert up.returncode == 1 and f"{HEAD}: setup command 'echo no disk >&2; exit 3' exited with 3: no disk" in \
+        up.stderr, up.stderr
 
     up = _phalanx(h, "up", _cluster_file(h, name="unknown", extra="max_workers: 4\n"))
     assert up.returncode == 1 and "unknown field 'max_workers'" in up.stderr, up.stderr

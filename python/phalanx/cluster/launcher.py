@@ -59,20 +59,19 @@ class ClusterLauncher:
         c = self._c
         failed, started = {}, []
         try:
-            token = self._prepare(c.head_ip, None)
-            if self._alive_ips() is None:
+            token, running = self._prepare(c.head_ip, None)
+            if running:
+                self._say(f"{c.head_ip}: head already running")
+            else:
                 self._start(c.head_ip, ["start", "--head", "--node-ip", c.head_ip, "--port", str(c.gcs_port)]
                             + c.head_start_options)
                 started.append(c.head_ip)
-            else:
-                self._say(f"{c.head_ip}: head already running")
         except (SshError, _HostError) as e:
             raise LaunchError({c.head_ip: _why(e)}, []) from None
-        alive = set(self._alive_ips() or ())
         for host in c.worker_ips:
             try:
-                self._prepare(host, token)
-                if host in alive:
+                _, running = self._prepare(host, token)
+                if running:
                     self._say(f"{host}: node already running")
                     continue
                 self._start(host, ["start", "--address", c.address, "--node-ip", host] + c.worker_start_options)
@@ -93,37 +92,65 @@ class ClusterLauncher:
         return started
 
     def _prepare(self, host, token):
-        """Checks the host's Python and phalanx, runs setup_commands, and puts the cluster token in its state
-        folder (the head's own, or a new one for a new cluster); the token."""
+        """Readies `host` in one SSH round trip (two more to install a wheel there): runs setup_commands,
+        checks its Python and phalanx, puts the cluster token in its state folder (the head keeps the one it
+        has, else takes a new one) and says whether a node of this cluster file runs there already (a live
+        raylet in what its `phalanx start` recorded). (the token, whether a node runs there)."""
         ssh = self._hosts[host]
-        for cmd in self._c.setup_commands:
-            code, out, err = ssh.run(cmd)
-            if code != 0:
-                raise _HostError(f"setup command {cmd!r} exited with {code}: {(err or out).strip()[-300:]}")
+        head = token is None
+        setup_first = self._installer is not None and self._c.setup_commands  # (they may install what pip needs)
+        if setup_first:
+            self._check(ssh.run(self._setup_script()))
         if self._installer is not None:
             try:
                 self._installer.install(ssh)
             except RuntimeError as e:
                 raise _HostError(str(e)) from None
-        py = self._py
-        code, out, err = ssh.run(f"command -v {py} >/dev/null 2>&1 || exit 90; "
-                                 f"{py} -c 'import phalanx; print(phalanx.__version__)' || exit 91")
+        script = ("" if setup_first else self._setup_script()) + self._ready_script(host, head)
+        out = self._check(ssh.run(script, stdin=(secrets.token_hex(32) if head else token) + "\n"), host)
+        lines = out.strip().splitlines()
+        state = json.loads(lines[-1])
+        if head:
+            token = next(line[len("token "):] for line in lines if line.startswith("token "))
+        return token, state["running"]
+
+    def _setup_script(self):
+        """Shell text running the setup commands in order (stdin: none), the first failing one ending the script
+        with 100 + its index, its output's tail and its exit code on stderr."""
+        return "".join(f"_out=$( (sh -c {shlex.quote(cmd)}) </dev/null 2>&1 ); _c=$?; if [ $_c -ne 0 ]; then "
+                       f"printf '%s' \"$_out\" | tail -c 300 >&2; echo >&2; echo \"setup-exit $_c\" >&2; "
+                       f"exit {100 + i}; fi; "
+                       for i, cmd in enumerate(self._c.setup_commands))
+
+    def _ready_script(self, host, head):
+        """Shell text that reads the token on stdin (first, before anything else can), checks the Python,
+        writes the token, and prints (the head's token line and) the probe's JSON."""
+        d, py = self._dir(host), self._py
+        keep = f"[ -s {d}/token ] || " if head else ""
+        return (f"IFS= read -r _t || exit 92; command -v {py} >/dev/null 2>&1 || exit 90; "
+                f"umask 077 && mkdir -p {d} && chmod 700 {d} || exit 92; "
+                f"{keep}{{ printf '%s\\n' \"$_t\" > {d}/token.new && mv {d}/token.new {d}/token; }} || exit 92; "
+                + (f"printf 'token %s\\n' \"$(cat {d}/token)\"; " if head else "")
+                + f"PHALANX_TMPDIR={d}/tmp exec {py} -c {shlex.quote(_PROBE)}")
+
+    def _check(self, result, host=None):
+        """The output of a _prepare script that exited 0; _HostError saying what failed otherwise."""
+        code, out, err = result
+        if code == 0:
+            return out
+        if 100 <= code < 100 + len(self._c.setup_commands):
+            tail, _, exit_line = err.rstrip().rpartition("\n")
+            return_code = exit_line.split()[-1] if exit_line.startswith("setup-exit") else "?"
+            raise _HostError(f"setup command {self._c.setup_commands[code - 100]!r} exited with {return_code}: "
+                             f"{tail.strip()[-300:]}")
         if code == 90:
             raise _HostError(f"no Python at {self._c.python} (the cluster file's `python`)")
         if code == 91:
             raise _HostError(f"{self._c.python} has no phalanx: {err.strip()[-200:]} (install the wheel there, or "
                              "point `python` at an environment that has it)")
-        if code != 0:
-            raise _HostError(f"checking its Python failed ({code}): {err.strip()[-200:]}")
-        d = self._dir(host)
-        if token is None:  # the head: keep the token it has (a cluster running already), else make one
-            code, out, _ = ssh.run(f"cat {d}/token 2>/dev/null")
-            token = out.strip() if code == 0 and out.strip() else secrets.token_hex(32)
-        code, _, err = ssh.run(f"umask 077 && mkdir -p {d} && chmod 700 {d} && cat > {d}/token.new && "
-                               f"mv {d}/token.new {d}/token", stdin=token)
-        if code != 0:
-            raise _HostError(f"cannot write the cluster token into {d}: {err.strip()[-200:]}")
-        return token
+        if code == 92:
+            raise _HostError(f"cannot write the cluster token into {self._dir(host)}: {err.strip()[-200:]}")
+        raise _HostError(f"checking its Python failed ({code}): {err.strip()[-200:]}")
 
     def _start(self, host, args):
         code, out, err = self._hosts[host].run(self._phalanx(host, args) + " 2>&1")
@@ -183,6 +210,26 @@ class ClusterLauncher:
 
 class _HostError(RuntimeError):
     pass
+
+
+# Run on a host by its Python with PHALANX_TMPDIR set to the cluster's state there: exit 91 without phalanx;
+# else JSON saying whether a raylet that host's `phalanx start` recorded is alive (/proc: its command line).
+_PROBE = """import json, sys
+try:
+    import phalanx
+    from phalanx._private.cluster_records import records
+except Exception as e:
+    print(f"{type(e).__name__}: {e}", file=sys.stderr)
+    sys.exit(91)
+def raylet(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"raylet" in f.read()
+    except OSError:
+        return False
+print(json.dumps({"version": phalanx.__version__, "running": any(
+    raylet(p["pid"]) for _, r in records() for p in r.get("procs", []) if p.get("name") == "raylet")}))
+"""
 
 
 def _why(e):
