@@ -189,6 +189,20 @@ def test_a_zip_with_entries_outside_its_folder_is_refused_naming_the_entry(fresh
         assert repr(escape) in str(e.value) and "refused" in str(e.value)
 
 
+@pytest.mark.parametrize("name,why", [
+    ("../x", "climbs out"), ("a/../../x", "climbs out"), ("a\\..\\..\\x", "climbs out"),
+    ("/etc/passwd", "absolute"), ("\\x", "absolute"), ("C:/x", "absolute"), ("c:\\x", "absolute"), ("C:", "absolute"),
+    ("a:b", None), ("dir/a:b.txt", None), ("..hidden/x", None), ("x..y", None)])
+def test_zip_entries_are_judged_by_where_they_would_land(name, why):
+    info = zipfile.ZipInfo(name)
+    info.external_attr = 0o100644 << 16
+    got = runtime_env._unsafe_entry(info)
+    assert (got is None) if why is None else (why in got), got
+    link = zipfile.ZipInfo("link")
+    link.external_attr = 0o120777 << 16
+    assert runtime_env._unsafe_entry(link) == "a link or special file"
+
+
 def test_a_package_a_node_cannot_unpack_fails_its_tasks_with_the_reason_and_writes_nothing_outside(
         fresh_cluster, tmp_path):
     info = fresh_cluster()

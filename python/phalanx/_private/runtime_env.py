@@ -22,6 +22,7 @@ import fnmatch
 import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import sys
@@ -243,7 +244,7 @@ def _unsafe_entry(info):
     """Why a zip entry would land outside its folder (or is not a plain file or folder), or None."""
     name = info.filename
     parts = name.replace("\\", "/").split("/")
-    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+    if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:([/\\]|$)", name):  # (a drive: C:/x; not a:b)
         return "an absolute path"
     if ".." in parts:
         return "a path that climbs out of the folder ('..')"
