@@ -91,12 +91,6 @@ class RedisSession {
     return RedisToPython(r.value());
   }
 
-  void Close() {
-    pyb::gil_scoped_release unlocked;
-    std::lock_guard<std::mutex> hold(mu_);
-    conn_.reset();
-  }
-
  private:
   Result<RedisReply> Run(const std::vector<std::string>& args, int64_t ms) {
     if (!conn_) {
@@ -159,10 +153,9 @@ void BindGcs(pyb::module_& m) {
 
   pyb::class_<RedisSession>(m, "RedisSession",
                             "One authenticated connection to the GCS at \"HOST:PORT[,HOST:PORT...]\" for many "
-                            "commands (token and TLS from the environment, as redis_command).")
+                            "commands (token and TLS from the environment, as redis_command); closed with the object.")
       .def(pyb::init<const std::string&, double>(), pyb::arg("address"), pyb::arg("timeout_s") = 5.0)
-      .def("command", &RedisSession::Command, pyb::arg("args"), pyb::arg("timeout_s") = pyb::none())
-      .def("close", &RedisSession::Close);
+      .def("command", &RedisSession::Command, pyb::arg("args"), pyb::arg("timeout_s") = pyb::none());
   m.def("redis_command", &RedisCommand, pyb::arg("host"), pyb::arg("port"), pyb::arg("args"),
         pyb::arg("timeout_s") = 5.0);
   m.def(

@@ -26,9 +26,6 @@ class JobTable:
     def _cmd(self, *args, timeout=5.0):
         return self._gcs.command([a if isinstance(a, (bytes, str)) else str(a) for a in args], timeout)
 
-    def close(self):
-        self._gcs.close()
-
     # Records.
     def put(self, info):
         self._cmd("HSET", "jobs", info["submission_id"], json.dumps(info, sort_keys=True))
