@@ -197,3 +197,20 @@ def test_the_job_table_keeps_one_connection_and_opens_it_again_after_the_gcs_res
     finally:
         server.kill()
         server.wait()
+
+
+def test_followed_logs_keep_a_character_cut_between_two_reads():
+    class Table:  # (the GCS as follow_logs sees it: the output arrives in two pieces, the cut inside "é")
+        def __init__(self):
+            self.data, self.reads = "café\n".encode(), 0
+
+        def get(self, submission_id):
+            return {"status": "RUNNING" if self.reads < 2 else "SUCCEEDED"}
+
+        def read_log(self, submission_id, offset):
+            self.reads += 1
+            return self.data[offset:4] if self.reads == 1 else self.data[offset:]
+
+    client = JobSubmissionClient.__new__(JobSubmissionClient)
+    client.address, client._table = "127.0.0.1:1", Table()
+    assert "".join(client.follow_logs("j", poll_s=0)) == "café\n"

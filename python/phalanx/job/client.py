@@ -12,6 +12,7 @@ one; python/phalanx/job/agent.py): its driver runs there, its output is kept and
 recorded. The client needs the GCS address and the cluster token (this user's `phalanx start` on
 this machine keeps it; elsewhere export PHALANX_CLUSTER_TOKEN)."""
 import asyncio
+import codecs
 import dataclasses
 import enum
 import os
@@ -163,13 +164,19 @@ class JobSubmissionClient:
     def follow_logs(self, submission_id, poll_s=0.2):
         """Yields the job's output as it comes (str pieces) until it has ended and all was read."""
         offset = 0
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # (a character cut between two reads)
         while True:
             status = JobStatus(self._record(submission_id)["status"])  # (read first: nothing is missed at the end)
             data = self._table.read_log(submission_id, offset)
             if data:
                 offset += len(data)
-                yield data.decode(errors="replace")
+                piece = text.decode(data)
+                if piece:
+                    yield piece
             elif status.is_terminal():
+                rest = text.decode(b"", final=True)
+                if rest:
+                    yield rest
                 return
             else:
                 time.sleep(poll_s)
