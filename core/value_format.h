@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <string_view>
 
 namespace phalanx::value_format {
 
@@ -26,5 +28,14 @@ constexpr uint64_t kDeviceDescriptorBytes = 256;
 constexpr uint64_t HeaderSize(uint64_t nbuf) { return 24 + 8 * nbuf; }
 // Where a buffer starts after `offset` (store offsets are 64-byte aligned too).
 constexpr uint64_t AlignBuffer(uint64_t offset) { return (offset + 63) & ~63ull; }
+
+// Whether `value` (a whole serialized value, or its first bytes) is an
+// exception its task raised: a get of several ends at the first such.
+inline bool IsError(std::string_view value) {
+  uint32_t head[2];
+  if (value.size() < sizeof(head)) return false;
+  std::memcpy(head, value.data(), sizeof(head));
+  return head[0] == kMagic && head[1] == kKindError;
+}
 
 }  // namespace phalanx::value_format

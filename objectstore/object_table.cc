@@ -2,6 +2,7 @@
 
 #include "core/ids.h"
 #include "core/logging.h"
+#include "core/value_format.h"
 
 #include <cstring>
 
@@ -268,6 +269,13 @@ bool ObjectTable::IsReady(const std::string& id) const {
   auto it = entries_.find(id);
   if (it == entries_.end()) return WasFreed(id);
   return it->second.state != State::kPending;
+}
+
+bool ObjectTable::IsFailed(const std::string& id) const {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return WasFreed(id);
+  const Entry& e = it->second;
+  return e.state == State::kLost || (e.state == State::kInline && value_format::IsError(e.data));
 }
 
 void ObjectTable::Describe(const std::string& id, rpc::ObjectValue* out, bool pin) {

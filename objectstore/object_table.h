@@ -174,6 +174,8 @@ class ObjectTable {
   // Runs `cb` when `id` is ready or lost (now, if it already is).
   void OnReady(const std::string& id, ReadyCallback cb);
   bool IsReady(const std::string& id) const;
+  // Ready as a failure: lost, or an inline value that is its task's error.
+  bool IsFailed(const std::string& id) const;
   bool Contains(const std::string& id) const { return entries_.count(id) > 0; }
   // Whether the object's value holds references to other objects.
   bool ContainsRefs(const std::string& id) const { return !Contained(id).empty(); }

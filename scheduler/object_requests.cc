@@ -104,15 +104,34 @@ void ObjectRequests::HandleGet(const std::shared_ptr<Client>& c, uint64_t req, c
   g->request_id = req;
   g->ids.assign(m.object_ids().begin(), m.object_ids().end());
   const bool fetch = !m.locate_only();
-  for (const auto& id : g->ids) g->waiting += Counts(objects_, fetch, id, fetch) ? 0 : 1;
-  if (g->waiting == 0) return CompleteGet(g);
+  // A get of several values ends at the first that failed (as Ray's): the
+  // rest may wait on the program that waits on this get.
+  const bool many = fetch && g->ids.size() > 1;
+  bool failed = false;
+  for (const auto& id : g->ids) {
+    if (!Counts(objects_, fetch, id, fetch)) {
+      ++g->waiting;
+    } else if (many && objects_.IsFailed(id)) {
+      failed = true;
+    }
+  }
+  if (g->waiting == 0 || failed) return CompleteGet(g);
   CheckCreators(g->ids);
   for (const auto& id : g->ids) {
     if (Counts(objects_, fetch, id, fetch)) continue;
+    if (!many) {
+      WhenCounts(
+          objects_, fetch, id,
+          [this, g] {
+            if (--g->waiting == 0) CompleteGet(g);
+          },
+          fetch);
+      continue;
+    }
     WhenCounts(
         objects_, fetch, id,
-        [this, g] {
-          if (--g->waiting == 0) CompleteGet(g);
+        [this, g, id] {
+          if (--g->waiting == 0 || objects_.IsFailed(id)) CompleteGet(g);
         },
         fetch);
   }

@@ -9,12 +9,20 @@
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/trace.h"
+#include "core/value_format.h"
 #include "core/status_proto.h"
 
 namespace phalanx {
 
 namespace {
 constexpr auto kFullStoreRetry = std::chrono::seconds(1);     // creates retry this long on a full store
+// Whether one of the values a get has is its task's error (or lost).
+bool AnyFailed(const std::vector<rpc::ObjectValue>& values) {
+  for (const auto& v : values) {
+    if (v.state() == rpc::OBJ_LOST || (v.state() == rpc::OBJ_INLINE && value_format::IsError(v.data()))) return true;
+  }
+  return false;
+}
 }  // namespace
 
 Result<std::unique_ptr<CoreWorker>> CoreWorker::Connect(const CoreWorkerOptions& given) {
@@ -226,8 +234,11 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
                                                       bool locate_only) {
   Deadline deadline = DeadlineAfterMs(timeout_ms);
   io_.Flush();
+  // A get of several (reading values) ends at the first that failed, as
+  // Ray's: the rest come back pending, and the caller raises that failure.
+  const bool until_failure = !locate_only && ids.size() > 1;
   // Results of direct actor calls come to this process: wait for them here.
-  PHALANX_RETURN_IF_ERROR(refs_.AwaitDirect(ids, deadline, channel_.interrupt()));
+  PHALANX_RETURN_IF_ERROR(refs_.AwaitDirect(ids, deadline, channel_.interrupt(), until_failure));
   if (timeout_ms >= 0) {
     timeout_ms = MsLeft(deadline);
   }
@@ -236,6 +247,7 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
   std::vector<size_t> asked;  // positions in `out` the raylet answers
   refs_.AnswerLocally(ids, &out, &m, &asked);
   if (asked.empty()) return out;
+  if (until_failure && AnyFailed(out)) timeout_ms = 0;  // (the raylet says what it has now)
   m.set_timeout_ms(timeout_ms);
   m.set_locate_only(locate_only);
   PHALANX_ASSIGN_OR_RETURN(Frame f, channel_.Call(rpc::GET_OBJECTS, m, timeout_ms));

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/frame.h"
+#include "core/value_format.h"
 
 namespace phalanx {
 
@@ -31,6 +32,7 @@ RefCounter::Flush RefCounter::Remove(const std::string& id) {
   if (it == local_refs_.end() || --it->second > 0) return Flush::kNone;
   local_refs_.erase(it);
   local_values_.erase(id);
+  if (!failed_direct_.empty()) failed_direct_.erase(id);
   direct_pending_.erase(id);
   auto mo = mapped_.find(id);
   if (mo != mapped_.end() && mo->second.views == 0) {
@@ -130,6 +132,7 @@ bool RefCounter::DirectResultsCame(std::vector<rpc::TaskDone>* done, uint64_t in
         // Cached even when the ref is not adopted yet (the result can beat the
         // submitter's bookkeeping), not when its last ref is gone already.
         if (!r.in_store() && r.data().size() <= inline_limit && direct_pending_.count(r.object_id())) {
+          if (value_format::IsError(r.data())) failed_direct_.insert(r.object_id());
           local_values_[r.object_id()] = std::move(*r.mutable_data());
         }
         direct_pending_.erase(r.object_id());
@@ -161,24 +164,33 @@ void RefCounter::RayletAwaits(const std::vector<std::string>& ids) {
   }
 }
 
-bool RefCounter::DirectPendingLocked(const std::vector<std::string>& ids) const {
+bool RefCounter::DirectPendingLocked(const std::vector<std::string>& ids, bool until_failure) const {
   if (direct_pending_.empty()) return false;
+  bool pending = false;
   for (const auto& id : ids) {
-    if (direct_pending_.count(id)) return true;
+    if (direct_pending_.count(id)) {
+      pending = true;
+      break;
+    }
   }
-  return false;
+  if (!pending || !until_failure || failed_direct_.empty()) return pending;
+  for (const auto& id : ids) {
+    if (failed_direct_.count(id)) return false;  // (one failed: the get ends)
+  }
+  return true;
 }
 
 Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline deadline,
-                               const InterruptCheck& interrupt) {
+                               const InterruptCheck& interrupt, bool until_failure) {
   std::unique_lock<std::mutex> l(mu_);
-  if (!DirectPendingLocked(ids)) return Status::OK();
+  auto pending = [&] { return DirectPendingLocked(ids, until_failure); };
+  if (!pending()) return Status::OK();
   // A result usually comes within ~150 us: look for it before sleeping,
   // without the lock (which the thread that reads results must not wait for).
   int spin = result_spin_.Budget();
   auto start = Clock::now();
   auto spin_until = start + std::chrono::microseconds(spin);
-  while (DirectPendingLocked(ids) && Clock::now() < spin_until) {
+  while (pending() && Clock::now() < spin_until) {
     uint64_t seen = direct_changes_.load(std::memory_order_acquire);
     l.unlock();
     while (direct_changes_.load(std::memory_order_acquire) == seen && Clock::now() < spin_until) {
@@ -186,9 +198,9 @@ Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline dea
     }
     l.lock();
   }
-  while (DirectPendingLocked(ids) && !stopping_ && Clock::now() < deadline) {
+  while (pending() && !stopping_ && Clock::now() < deadline) {
     direct_cv_.wait_until(l, std::min(deadline, Clock::now() + kWaitSlice));
-    if (interrupt && DirectPendingLocked(ids)) {
+    if (interrupt && pending()) {
       l.unlock();
       PHALANX_RETURN_IF_ERROR(interrupt());
       l.lock();

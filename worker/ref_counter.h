@@ -76,7 +76,9 @@ class RefCounter : public PendingChanges {
   void RayletAwaits(const std::vector<std::string>& ids);
   // Waits until none of `ids` is a direct result on the way, the deadline
   // passes or `interrupt` says to stop; short results are looked for before sleeping.
-  Status AwaitDirect(const std::vector<std::string>& ids, Deadline deadline, const InterruptCheck& interrupt);
+  // `until_failure`: or until one of `ids` here is its task's error (a get of several ends there).
+  Status AwaitDirect(const std::vector<std::string>& ids, Deadline deadline, const InterruptCheck& interrupt,
+                     bool until_failure = false);
 
   // The raylet asked for the pins of mappings nothing reads now (UNMAP_IDLE):
   // they go with the next drain.
@@ -86,7 +88,7 @@ class RefCounter : public PendingChanges {
   void Stop();
 
  private:
-  bool DirectPendingLocked(const std::vector<std::string>& ids) const;
+  bool DirectPendingLocked(const std::vector<std::string>& ids, bool until_failure = false) const;
 
   struct MappedObject {
     uint64_t offset = 0;
@@ -102,6 +104,7 @@ class RefCounter : public PendingChanges {
   std::unordered_map<std::string, MappedObject> mapped_;  // guarded by mu_
   std::unordered_set<std::string> direct_pending_;        // guarded by mu_
   std::unordered_set<std::string> raylet_awaits_;         // of direct_pending_; guarded by mu_
+  std::unordered_set<std::string> failed_direct_;         // of local_values_: task errors; guarded by mu_
   std::atomic<uint64_t> direct_changes_{0};              // bumped (under mu_) when direct_pending_ shrinks
   AdaptiveSpin result_spin_{150};                         // AwaitDirect's: a result usually comes within 150 us
   std::atomic<bool> unmap_idle_{false};

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <thread>
 
 #include "core/framed_connection.h"
 #include "core/ids.h"
 #include "core/proto/phalanx.pb.h"
+#include "core/value_format.h"
 #include "tests/cpp/test_util.h"
 #include "worker/core_worker.h"
 
@@ -371,6 +373,26 @@ TEST(RefCounterTest, AGetWaitsForADirectResultAndStopsWaitingWhenItComes) {
   refs.AnswerLocally({"r"}, &out, &ask, &asked);
   EXPECT_TRUE(asked.empty());
   EXPECT_EQ(out[0].data(), "42");
+}
+
+TEST(RefCounterTest, AGetOfSeveralDirectResultsEndsAtTheFirstThatFailed) {
+  RefCounter refs;
+  refs.ExpectDirect({"slow", "bad"});
+  std::string error(32, '\0');  // (a task's error: the value header says so)
+  const uint32_t head[2] = {value_format::kMagic, value_format::kKindError};
+  std::memcpy(error.data(), head, sizeof(head));
+  std::vector<rpc::TaskDone> done(1);
+  auto* ret = done[0].add_returns();
+  ret->set_object_id("bad");
+  ret->set_data(error);
+  refs.DirectResultsCame(&done, 1024);
+  auto t = std::chrono::steady_clock::now();
+  ASSERT_TRUE(refs.AwaitDirect({"slow", "bad"}, DeadlineAfterMs(10000), nullptr, /*until_failure=*/true).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t, std::chrono::seconds(5));
+  // Without until_failure (a get that locates), it waits for all: here, to its deadline.
+  t = std::chrono::steady_clock::now();
+  ASSERT_TRUE(refs.AwaitDirect({"slow", "bad"}, DeadlineAfterMs(100), nullptr).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t, std::chrono::milliseconds(90));
 }
 
 TEST(RefCounterTest, ResultsARayletReduceAwaitsAreSaidSoOnce) {

@@ -4,9 +4,12 @@
 // cluster made fails at once naming it, a deadline answers what is not
 // there yet, a wait answers once enough are ready, a worker blocked in a
 // get lends its resources back until it returns, and a client's exit lets
-// go of what it held.
+// go of what it held; a get of several ends at the first failure.
 #include "scheduler/object_requests.h"
 
+#include <cstring>
+
+#include "core/value_format.h"
 #include "scheduler/worker_pool.h"
 #include "service_fixture.h"
 
@@ -77,6 +80,32 @@ TEST_F(ObjectRequestsTest, AGetPastItsDeadlineAnswersWhatIsThereAndPendingForThe
   ASSERT_EQ(r.objects_size(), 2);
   EXPECT_EQ(r.objects(0).state(), rpc::OBJ_INLINE);
   EXPECT_EQ(r.objects(1).state(), rpc::OBJ_PENDING);
+}
+
+TEST_F(ObjectRequestsTest, AGetOfSeveralEndsAtTheFirstFailureWithPendingForTheRest) {
+  const std::string later = ObjectOf(client_->client_id, 1), failed = ObjectOf(client_->client_id, 2);
+  const std::string more = ObjectOf(client_->client_id, 3);
+  std::string error(64, '\0');  // (a task's error: the value header says so)
+  const uint32_t head[2] = {value_format::kMagic, value_format::kKindError};
+  std::memcpy(error.data(), head, sizeof(head));
+  Send(rpc::GET_OBJECTS, 12, Get({later, failed}, -1));
+  FrameHeader h;
+  std::string body;
+  EXPECT_FALSE(Next(&h, &body, 200)) << "answered before anything was made";
+  PutInline(failed, error);
+  auto r = Reply<rpc::GetObjectsReply>(rpc::GET_OBJECTS, 12);
+  ASSERT_EQ(r.objects_size(), 2);
+  EXPECT_EQ(r.objects(0).state(), rpc::OBJ_PENDING);
+  EXPECT_EQ(r.objects(1).state(), rpc::OBJ_INLINE);
+  EXPECT_EQ(r.objects(1).data(), error);
+  // A failure there already ends the next at once; a value that is not an error does not.
+  Send(rpc::GET_OBJECTS, 13, Get({more, failed}, -1));
+  EXPECT_EQ(Reply<rpc::GetObjectsReply>(rpc::GET_OBJECTS, 13).objects(0).state(), rpc::OBJ_PENDING);
+  PutInline(ObjectOf(client_->client_id, 4), "fine");
+  Send(rpc::GET_OBJECTS, 14, Get({more, ObjectOf(client_->client_id, 4)}, -1));
+  EXPECT_FALSE(Next(&h, &body, 200)) << "a get of a value and a pending one answered early";
+  PutInline(more, "more");
+  EXPECT_EQ(Reply<rpc::GetObjectsReply>(rpc::GET_OBJECTS, 14).objects(0).data(), "more");
 }
 
 TEST_F(ObjectRequestsTest, AWaitAnswersOnceEnoughAreReady) {

@@ -173,3 +173,52 @@ def test_get_of_a_ref_nobody_made_fails_at_once(cluster):
         _time.sleep(1.5)
         return 3
     assert phalanx.get(slow.remote(), timeout=60) == 3
+
+
+@phalanx.remote
+class Gate:
+    def __init__(self):
+        self.opened = False
+
+    def open(self):
+        self.opened = True
+
+    def is_open(self):
+        return self.opened
+
+
+@phalanx.remote
+class Worker:
+    def fail(self):
+        raise ValueError("this call failed")
+
+    def wait_for(self, gate):
+        while not phalanx.get(gate.is_open.remote()):
+            time.sleep(0.01)
+        return "through"
+
+
+def test_a_get_of_several_ends_at_the_first_failure_as_rays(cluster):
+    # The rest wait on the program that waits on this get: waiting for them all would hang it.
+    @phalanx.remote
+    def bad():
+        raise ValueError("this task failed")
+
+    @phalanx.remote
+    def wait_for(gate):
+        while not phalanx.get(gate.is_open.remote()):
+            time.sleep(0.01)
+        return "through"
+
+    gate = Gate.remote()
+    a, b = Worker.remote(), Worker.remote()
+    for failing, blocked in ((bad.remote(), wait_for.remote(gate)),      # tasks, through the raylet
+                             (a.fail.remote(), b.wait_for.remote(gate)),  # direct actor calls
+                             (bad.remote(), b.wait_for.remote(gate))):    # one of each
+        t = time.monotonic()
+        with pytest.raises(ValueError, match="failed"):
+            phalanx.get([blocked, failing], timeout=60)
+        assert time.monotonic() - t < 15
+        phalanx.get(gate.open.remote(), timeout=60)
+        assert phalanx.get(blocked, timeout=60) == "through"  # (nothing of it was lost)
+        gate = Gate.remote()

@@ -310,6 +310,8 @@ def get(refs, timeout=None, device=None, copy=False, _probe=True, _asked=None):
     """The value of an ObjectRef (or a list of values for a list of refs).
     Blocks until ready; raises GetTimeoutError after `timeout` seconds, the
     task's TaskError if it raised, WorkerCrashedError if its worker died.
+    A list ends at the first of its objects that fails, as Ray's get does,
+    without waiting for the rest.
     numpy arrays in the store come back as read-only views, without a copy.
     `device` ("cpu", "cuda" or "cuda:N") puts every torch tensor in the
     values there (ValueError for a device this process does not have).
@@ -333,6 +335,10 @@ def get(refs, timeout=None, device=None, copy=False, _probe=True, _asked=None):
     stuck_ms = _stuck.threshold_ms()
     probe = _probe and stuck_ms > 0 and (ms < 0 or ms > stuck_ms)
     values = _core.get(ids, stuck_ms if probe else ms)
+    if len(values) > 1 and any(kind == 3 for kind, _ in values):
+        for kind, payload in values:  # (ended at a failure, the rest not ready: that failure, as Ray's get)
+            if ser.failed(kind, payload):
+                ser.resolve(kind, payload)
     out = []
     for (kind, payload), ref in zip(values, lst):
         if kind == 3:

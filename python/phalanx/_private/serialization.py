@@ -174,6 +174,14 @@ def deserialize(buf):
     return value
 
 
+_ERROR_HEAD = struct.pack("<II", _MAGIC, KIND_ERROR)
+
+
+def failed(kind, payload):
+    """Whether a (kind, payload) pair from _core.get is a failure: lost, or its task's error."""
+    return kind == 2 or (kind in (0, 1) and bytes(memoryview(payload)[:8]) == _ERROR_HEAD)
+
+
 def resolve(kind, payload):
     """The value of a (kind, payload) pair from _core.get / next_task."""
     if kind == 0 or kind == 1:
