@@ -33,6 +33,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::BUNDLE_RETURN:
     case rpc::GROUP_HELLO:
     case rpc::GROUP_ABORT:
+    case rpc::WORKER_OUTPUT:  // (60 KiB of text at most: scheduler/output_relay.h)
       return kSmallBody;
     case rpc::PG_CREATE:
       return kListBody;  // (up to 10,000 bundles)

@@ -204,6 +204,13 @@ void GcsClient::RegisterClient(const std::string& client_id, const std::string& 
   redis_->Command({"HSET", gcs_tables::kClients, ToHex(client_id), ToHex(node_id)});
 }
 
+void GcsClient::AppendOutput(const std::string& job_id, const OutputLines& lines) {
+  std::string key = std::string(gcs_tables::kOutputPrefix) + ToHex(job_id);
+  redis_->Command({"XADD", key, "MAXLEN", "~", "10000", "*", "pid", std::to_string(lines.pid), "ip", lines.ip, "src",
+                   lines.source, "err", lines.is_err ? "1" : "0", "text", lines.text});
+  redis_->Command({"EXPIRE", key, "86400"});
+}
+
 void GcsClient::ClientExists(const std::string& client_id, Callback<bool> cb) {
   redis_->Command({"HEXISTS", gcs_tables::kClients, ToHex(client_id)}, [cb](Result<RedisReply> r) {
     if (!r.ok()) return cb(r.status());

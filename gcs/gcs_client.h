@@ -78,6 +78,18 @@ class GcsClient {
   // Client table: clients hash (client id hex -> node id): every process that
   // ever registered with a raylet of this cluster, so the creators of objects.
   void RegisterClient(const std::string& client_id, const std::string& node_id);
+
+  // What a job's tasks and actors print (scheduler/output_relay.h): stream "output:<job id hex>", an
+  // entry per batch of whole lines (fields pid, ip, src, err "0"/"1", text), the newest ~10,000 kept,
+  // for a day after the last. The driver of the job reads it (python/phalanx/_private/log_stream.py).
+  struct OutputLines {
+    int pid = 0;
+    std::string ip;
+    std::string source;
+    bool is_err = false;
+    std::string text;
+  };
+  void AppendOutput(const std::string& job_id, const OutputLines& lines);
   void ClientExists(const std::string& client_id, Callback<bool> cb);
   // The node `client_id` registered with (its raylet submitted what it made);
   // NotFound when no process of this cluster had that id.

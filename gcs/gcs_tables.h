@@ -14,6 +14,7 @@ inline constexpr char kPlacementGroups[] = "placement_groups";    // group id he
 inline constexpr char kClients[] = "clients";                    // client id hex -> node id hex
 inline constexpr char kFunctions[] = "functions";                // function id hex -> RegisterFunction
 inline constexpr char kTasks[] = "tasks";                        // task id hex -> lineage records
+inline constexpr char kOutputPrefix[] = "output:";  // + job id hex: a stream of what the job's workers printed
 // Jobs (written and read from Python only: python/phalanx/job/table.py): "jobs"
 // (submission id -> JSON record), "job_queue", "job_stops", "job_logs:ID",
 // "job_agent", "packages:HEX" (a job's runtime_env zips).

@@ -147,6 +147,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
       object_requests_(io, node_id_, &om_, &tasks_, &peers_, &gcs_, &clients_, options_.copy_progress_ms),
       device_holders_(io, &om_.table(), &clients_),
       functions_(io, &gcs_),
+      output_(&gcs_, options_.node_ip),
       session_(io, node_id_, options_,
                SessionParts{&redis_, &gcs_, &peers_, &tasks_, &actors_, &pool_, &om_, &functions_, &clients_}),
       task_service_(node_id_, options_.inline_threshold, &om_, &tasks_, &streams_, &object_requests_, &clients_,
@@ -161,6 +162,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
   task_service_.AddRoutes(router_);
   actor_service_.AddRoutes(router_);
   functions_.AddRoutes(router_);
+  output_.AddRoutes(router_);
   peers_.AddRoutes(router_);
   object_requests_.AddRoutes(router_);
   device_holders_.AddRoutes(router_);

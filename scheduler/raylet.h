@@ -27,6 +27,7 @@
 #include "scheduler/collective_service.h"
 #include "scheduler/device_holders.h"
 #include "scheduler/function_table.h"
+#include "scheduler/output_relay.h"
 #include "scheduler/gcs_object_directory.h"
 #include "scheduler/gcs_session.h"
 #include "scheduler/inspection.h"
@@ -104,6 +105,7 @@ class Raylet final {
   ObjectRequests object_requests_;  // gets, waits, create/seal/put, holds and releases
   DeviceHolders device_holders_;    // who keeps GPU objects' bytes on a GPU, told when they are freed
   FunctionTable functions_;  // the functions clients registered or asked for
+  OutputRelay output_;       // what workers print, to their job's stream in the GCS
   GcsSession session_;       // the node's record, task records, heartbeats, GCS outages
   TaskService task_service_;    // submissions, results, expected returns, cancels
   ActorService actor_service_;  // actor lookups, routes, kills, checkpoints

@@ -165,6 +165,20 @@ Status CoreWorker::RegisterFunction(const std::string& id, const std::string& na
   return channel_.Send(rpc::REGISTER_FUNCTION, m);
 }
 
+Status CoreWorker::SendOutput(const std::string& job_id, const std::string& source, bool is_err,
+                              const std::string& text) {
+  constexpr size_t kPiece = 60 * 1024;  // (scheduler/output_relay.h's kMaxText)
+  rpc::WorkerOutput m;
+  m.set_job_id(job_id);
+  m.set_source(source.substr(0, 256));
+  m.set_is_err(is_err);
+  for (size_t at = 0; at < text.size(); at += kPiece) {
+    m.set_text(text.substr(at, kPiece));
+    PHALANX_RETURN_IF_ERROR(channel_.Send(rpc::WORKER_OUTPUT, m));
+  }
+  return Status::OK();
+}
+
 Result<rpc::GetFunctionReply> CoreWorker::GetFunction(const std::string& id, int64_t timeout_ms) {
   rpc::GetFunction m;
   m.set_function_id(id);

@@ -96,6 +96,9 @@ class CoreWorker : public WorkerObjects {
   // Functions are registered once per process per id.
   Status RegisterFunction(const std::string& id, const std::string& name, const std::string& pickled);
   Result<rpc::GetFunctionReply> GetFunction(const std::string& id, int64_t timeout_ms);
+  // Whole lines this worker's task or actor printed, for the driver of `job_id` (WORKER_OUTPUT, batched with
+  // the other one-way messages: before the task's results). `text` over OutputRelay's 60 KiB goes in pieces.
+  Status SendOutput(const std::string& job_id, const std::string& source, bool is_err, const std::string& text);
 
   // Submits a task. The raylet counts this process as holding the return
   // ids: the caller wraps each in exactly one adopted ref (AdoptLocalRef).

@@ -85,6 +85,9 @@ void BindTasks(pyb::module_& m) {
   m.def("register_function", [](pyb::bytes id, const std::string& name, pyb::bytes pickled) {
     ThrowIfError(RequireCore()->RegisterFunction(id, name, pickled));
   });
+  m.def("send_output", [](pyb::bytes job_id, const std::string& source, bool is_err, pyb::bytes text) {
+    ThrowIfError(RequireCore()->SendOutput(job_id, source, is_err, text));
+  });
   m.def("get_function", [](pyb::bytes id, int64_t timeout_ms) {
     auto core = RequireCore();
     std::string sid = id;

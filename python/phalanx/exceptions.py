@@ -134,6 +134,9 @@ def _dual_class(cause_cls):
     if cause_cls in _dual_cache:
         return _dual_cache[cause_cls]
     cls = None
+    if not issubclass(cause_cls, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit: raising one of
+        _dual_cache[cause_cls] = None         # those in the caller would end or interrupt it instead
+        return None
     try:
         cls = type(f"RayTaskError({cause_cls.__name__})", (TaskError, cause_cls),
                    {"__module__": __name__, "__init__": TaskError.__init__,

@@ -222,3 +222,86 @@ def test_a_get_of_several_ends_at_the_first_failure_as_rays(cluster):
         phalanx.get(gate.open.remote(), timeout=60)
         assert phalanx.get(blocked, timeout=60) == "through"  # (nothing of it was lost)
         gate = Gate.remote()
+
+
+# ---- sys.exit and KeyboardInterrupt in a task or actor never end the caller (issue 55) ----
+
+_EXITING_DRIVER = """
+import phalanx
+phalanx.init(num_cpus=1)
+
+@phalanx.remote
+class Quitter:
+    def quit(self):
+        import sys
+        sys.exit(1)
+
+q = Quitter.remote()
+phalanx.get(q.quit.remote(), timeout=60)
+print("NOT REACHED")
+"""
+
+
+def test_a_driver_whose_actor_calls_sys_exit_fails_with_rays_actor_error(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "driver.py"
+    script.write_text(_EXITING_DRIVER)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)  # before: 0, silently
+    assert "NOT REACHED" not in out.stdout
+    assert "ActorDiedError" in out.stderr and "Quitter.quit called sys.exit(1)" in out.stderr, out.stderr
+
+
+def test_sys_exit_in_an_actor_ends_it_for_good_and_the_caller_gets_an_actor_error(cluster):
+    @phalanx.remote(max_restarts=2)
+    class Quitter:
+        def quit(self, code):
+            import sys
+            sys.exit(code)
+
+        def pid(self):
+            return os.getpid()
+
+    q = Quitter.remote()
+    pid = phalanx.get(q.pid.remote())
+    with pytest.raises(phalanx.exceptions.RayActorError, match=r"called sys.exit\(3\)") as ei:
+        phalanx.get(q.quit.remote(3), timeout=60)
+    assert not isinstance(ei.value, (SystemExit, KeyboardInterrupt))
+    with pytest.raises(phalanx.exceptions.RayActorError):  # not restarted, though max_restarts=2
+        phalanx.get(q.pid.remote(), timeout=60)
+    with pytest.raises(ProcessLookupError):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)
+            time.sleep(0.05)
+
+
+def test_sys_exit_or_keyboard_interrupt_in_a_task_reaches_the_caller_as_an_ordinary_error(cluster):
+    @phalanx.remote(max_retries=0)
+    def quits():
+        import sys
+        sys.exit(2)
+
+    @phalanx.remote
+    def interrupted_in_a_thread():
+        errors = []
+
+        def run():
+            try:
+                raise KeyboardInterrupt("from the task's own code")
+            except BaseException as e:  # noqa: BLE001 - raised again in the task's own thread below
+                errors.append(e)
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        raise errors[0]
+
+    with pytest.raises(phalanx.exceptions.WorkerCrashedError, match=r"sys.exit\(2\)") as ei:
+        phalanx.get(quits.remote(), timeout=60)
+    assert not isinstance(ei.value, SystemExit)
+    with pytest.raises(phalanx.TaskError, match="from the task's own code") as ei:
+        phalanx.get(interrupted_in_a_thread.remote(), timeout=60)
+    assert not isinstance(ei.value, KeyboardInterrupt) and isinstance(ei.value.cause, KeyboardInterrupt)
+    assert phalanx.get(echo.remote(5)) == 5  # the cluster goes on
+

@@ -14,6 +14,7 @@ from phalanx._private import state
 from phalanx._private import stuck as _stuck
 from phalanx._private import tensors as _tensors
 from phalanx._private.cluster_records import current_head_address, use_cluster
+from phalanx._private.log_stream import LogFollower
 from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
 from phalanx._private.rpc_tables import alive_nodes, all_nodes
 from phalanx._private.task_options import check_amount
@@ -75,9 +76,9 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     Ray's keyword arguments: `namespace` (named actors are found within
     it; default: a namespace of this job's own, as in Ray),
     `ignore_reinit_error` (a second init() returns the first one's info),
-    `logging_level` (of the "phalanx" logger), `log_to_driver` (workers'
-    output goes to the session's logs folder either way: see
-    docs/ray_compat.md), `include_dashboard` (no dashboard yet: True is an
+    `logging_level` (of the "phalanx" logger), `log_to_driver` (default True: what the job's tasks and actors
+    print to sys.stdout and sys.stderr, on any node, is printed here too,
+    as `(f pid=123) line`; it always goes to the session's logs folder), `include_dashboard` (no dashboard yet: True is an
     error), `runtime_env` (the environment of this job's tasks and actors:
     working_dir, py_modules, env_vars; see phalanx/_private/runtime_env.py)."""
     if namespace is not None and not isinstance(namespace, str):
@@ -152,6 +153,8 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 raise
         state.mode = "driver"
         _start_job(namespace)
+        if log_to_driver:  # what the job's tasks and actors print, printed here (Ray's log_to_driver)
+            state.log_follower = LogFollower(state.info["gcs_address"], state.job_id, state.info["node_id"])
         if runtime_env:
             try:
                 _runtime_env.current = _runtime_env.resolve(runtime_env, b"")
@@ -240,6 +243,9 @@ def shutdown():
             return
         try:
             _stuck.withdraw_driver_stacks()
+            if state.log_follower is not None:
+                state.log_follower.stop()
+                state.log_follower = None
             _gpu_objects.shutdown()  # (the GPU objects this process kept: their memory goes)
             _tensors.release_registration()  # (CUDA's hold on the store's pages, before they are unmapped)
             _core.disconnect()

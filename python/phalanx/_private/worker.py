@@ -31,9 +31,9 @@ from phalanx._private.node import _die_with_parent
 from phalanx.generator import DynamicObjectRefGenerator
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
 from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
-from phalanx._private import runtime_env
-from phalanx.exceptions import (RuntimeEnvSetupError, SerializationError, TaskCancelledError, TaskError,
-                                UnavailableError)
+from phalanx._private import runtime_env, worker_output
+from phalanx.exceptions import (ActorDiedError, RuntimeEnvSetupError, SerializationError, TaskCancelledError,
+                                TaskError, UnavailableError, WorkerCrashedError)
 
 _functions = {}
 _calls_left = {}  # function id -> runs left before this worker exits (max_calls)
@@ -47,7 +47,12 @@ DEFAULT_ASYNC_CONCURRENCY = 1000
 
 
 def _set_gpus(gpu_ids):
-    """CUDA_VISIBLE_DEVICES for the task about to run: exactly its GPUs."""
+    """CUDA_VISIBLE_DEVICES for the task about to run: exactly its GPUs. The node's GPUs are numbered from 0
+    by the raylet; where the node was started with CUDA_VISIBLE_DEVICES set, GPU k is the k-th it lists, and
+    get_gpu_ids() gives those names (strings), as Ray's does."""
+    if _ORIGINAL_CUDA is not None and gpu_ids:
+        visible = [v.strip() for v in _ORIGINAL_CUDA.split(",") if v.strip()]
+        gpu_ids = [visible[g] if 0 <= g < len(visible) else str(g) for g in gpu_ids]
     state.gpu_ids = list(gpu_ids)
     if gpu_ids:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
@@ -216,15 +221,31 @@ def _returns_of(task_id, result, num_returns, name):
     return [_value_return(task_id, i, v, name) for i, v in enumerate(_return_values(result, num_returns, name), 1)]
 
 
-def _error_value(name, e):
-    """The stored form of an error: an argument's task's error passes on
+def _error_value(name, e, final=False):
+    """The stored form of an error: an argument's task's error (or a `final` one) passes on
     unchanged, anything else becomes a TaskError with its traceback."""
-    err = e if isinstance(e, (TaskError, TaskCancelledError)) else TaskError.make(name, traceback.format_exc(), e)
+    if final or isinstance(e, (TaskError, TaskCancelledError)):
+        err = e
+    else:
+        err = TaskError.make(name, traceback.format_exc(), e)
     return ser.serialize_error(err)
 
 
-def _error_returns(task_id, num_returns, name, e):
-    meta, bufs, contained = _error_value(name, e)
+def _exit_error(e, kind, name, actor_id):
+    """What the caller of a call that raised SystemExit (sys.exit) gets: never a SystemExit, which would end
+    the caller's own process, and with status 0 when its code is lost. An actor's method or constructor
+    ends the actor for good, as Ray's do (ActorDiedError, Ray's RayActorError); a task ends its worker
+    (WorkerCrashedError). The message names the call and the exit code."""
+    how = f"sys.exit({e.code!r})" if e.code is not None else "sys.exit()"
+    if kind == _core.TaskCall.TASK:
+        return WorkerCrashedError(f"task {name} ended its worker process (pid {os.getpid()}) with {how}")
+    actor = _actor_class_names.get(actor_id, name.rpartition(".")[0] or name)
+    return ActorDiedError(f"The actor {actor} ({actor_id.hex()}) exited: {name} called {how} "
+                          f"(an intended exit, as exit_actor(): the actor is not restarted)")
+
+
+def _error_returns(task_id, num_returns, name, e, final=False):
+    meta, bufs, contained = _error_value(name, e, final)
     returns = []
     for i in range(1, num_returns + 1):
         oid = _core.object_id(task_id, i)
@@ -428,12 +449,17 @@ def run_task(task):
             _cancels_seen.discard(task_id)
         if isinstance(e, KeyboardInterrupt) and _core.cancel_requested(task_id, False):  # phalanx.cancel
             e = TaskCancelledError(f"task {name} was cancelled while it ran (KeyboardInterrupt in it)")
-        error = f"{type(e).__name__}: {e}"
-        returns = _error_returns(task_id, num_returns, name, e)
+        exits = isinstance(e, SystemExit) and kind != _core.TaskCall.TASK  # an actor ends itself: for good
+        reported = _exit_error(e, kind, name, actor_id) if isinstance(e, SystemExit) else e
+        error = f"{type(reported).__name__}: {reported}"
+        returns = _error_returns(task_id, num_returns, name, reported, reported is not e)
         if stream:
             stream.end()
-        if isinstance(e, (KeyboardInterrupt, SystemExit)) and threading.current_thread() is threading.main_thread():
+        if exits or (isinstance(e, (KeyboardInterrupt, SystemExit)) and
+                     threading.current_thread() is threading.main_thread()):
             _core.task_done(task_id, returns, time.perf_counter() - start, error, True, name)
+            if exits:
+                _core.kill_actor(actor_id, True, 10000)  # (no restart, as exit_actor(); the raylet ends us)
             raise
     finally:
         state.current_task.reset(context)
@@ -715,6 +741,19 @@ def _start_actor_executor(instance, concurrency):
         _executor = _ThreadedExecutor(instance, max_concurrency or 1, groups)
 
 
+def _printing_for():
+    """(job id, name) of what this thread prints for (worker_output.py): a task's function, an actor's class
+    (its creator's job, from any of its threads), or None between tasks."""
+    task = state.current_task.get()
+    if task is not None and task.kind == 0:
+        return task.job_id, task.name.rpartition(".")[2]
+    for actor_id, creation in _actor_creations.items():  # (a worker hosts at most one actor)
+        return creation.job_id, _actor_class_names.get(actor_id, creation.name).rpartition(".")[2]
+    if task is not None:  # an actor's constructor
+        return task.job_id, task.name.rpartition(".")[2]
+    return None
+
+
 def main():
     _die_with_parent()  # a worker does not outlive its raylet, even mid-task
     if os.getppid() == 1:
@@ -730,6 +769,7 @@ def main():
         _env_error = RuntimeEnvSetupError(f"the runtime environment of this worker could not be set up: "
                                           f"{type(e).__name__}: {e}")
         print(_env_error, file=sys.stderr, flush=True)
+    worker_output.install(_printing_for)  # (prints reach the driver: log_to_driver)
     signal.signal(signal.SIGUSR2, _on_cancel_signal)
     # `phalanx stack`: SIGUSR1 writes every thread's Python stack to this worker's log.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
