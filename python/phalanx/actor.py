@@ -310,9 +310,7 @@ class ActorClass:
             if existing is not None:
                 if opts["get_if_exists"]:
                     return existing
-                raise ValueError(f"an actor named '{name}' already exists in namespace "
-                                 f"'{full_name.rpartition('/')[0]}'; use phalanx.get_actor('{name}') to reach it "
-                                 f"(or .options(name=..., get_if_exists=True))")
+                raise _name_taken(name, full_name)
         encoded, contained, holders = encode_args(args, kwargs, self._name, api.inline_limit())
         if opts["checkpoint_interval_s"] is not None and not callable(getattr(self._cls, "__phalanx_checkpoint__", None)):
             raise ValueError(f"checkpoint_interval_s needs {self._cls.__qualname__}.__phalanx_checkpoint__ (and "
@@ -331,14 +329,23 @@ class ActorClass:
         scoped = opts["lifetime"] != "detached"  # it ends when all its handles are gone (named or not, as in Ray)
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods,
                              ready if scoped else None, opts["max_pending_calls"], opts["max_task_retries"])
-        if opts["get_if_exists"] and full_name:
-            # Another process may also have found no such actor just now: the
-            # raylet gives the name to the creation it took first (this lookup
-            # follows ours on the connection), and the other one is refused.
+        if full_name:
+            # Another process may also have found no such actor just now: the raylets give the name to the
+            # creation that claimed it first (this lookup waits for ours to be settled), and the other one is
+            # refused here, at once, as Ray refuses it.
             owner = _lookup(full_name)
             if owner is not None and owner._actor_id != handle._actor_id:
-                return owner
+                if opts["get_if_exists"]:
+                    return owner
+                raise _name_taken(name, full_name)
         return handle
+
+
+def _name_taken(name, full_name):
+    namespace = full_name.rpartition("/")[0]
+    return ValueError(f"The name {name} (namespace={namespace}) is already taken: an actor named '{name}' already "
+                      f"exists in namespace '{namespace}'; use phalanx.get_actor('{name}') to reach it (or "
+                      ".options(name=..., get_if_exists=True))")
 
 
 class ActorHandle:
