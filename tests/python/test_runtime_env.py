@@ -129,7 +129,8 @@ def test_workers_of_other_environments_make_room_on_a_full_node(fresh_cluster):
     ({"conda": "base"}, NotImplementedError, ["'conda' is not supported"]),
     ({"colour": 1}, ValueError, ["unknown runtime_env field 'colour'"]),
     ({"env_vars": {"A": 1}}, TypeError, ["dict of str to str"]),
-    ({"working_dir": "s3://bucket/code.zip"}, NotImplementedError, ["remote URIs are not supported"]),
+    ({"working_dir": "s3://bucket/code.zip"}, ValueError, ["'s3' protocol is not supported", "https://"]),
+    ({"working_dir": "https://example.invalid/code.tar"}, ValueError, ["only .zip files are supported"]),
     ({"working_dir": "/no/such/dir"}, ValueError, ["'/no/such/dir' is not a directory"]),
     ("not a dict", TypeError, ["must be a dict"]),
 ])
@@ -234,3 +235,72 @@ def test_a_package_a_node_cannot_unpack_fails_its_tasks_with_the_reason_and_writ
     finally:
         runtime_env.current = before
     assert phalanx.get(f.remote(), timeout=60) == 1  # (other environments unaffected)
+
+
+# ---- issue 55: a worker of an environment serves the next task of it; .gitignore; URIs ----
+
+def test_a_worker_set_up_for_an_environment_serves_the_next_task_asking_for_it(fresh_cluster):
+    fresh_cluster(num_cpus=1)
+
+    @phalanx.remote
+    def pid():
+        return os.getpid(), os.environ.get("K")
+
+    f = pid.options(runtime_env={"env_vars": {"K": "v"}})
+    first = phalanx.get(f.remote(), timeout=60)
+    assert first[1] == "v"
+    again = [phalanx.get(pid.options(runtime_env={"env_vars": {"K": "v"}}).remote(), timeout=60) for _ in range(5)]
+    assert {p for p, _ in again} == {first[0]}  # the same process, not one started per task
+
+
+def test_a_working_dirs_gitignore_files_are_honoured_as_rays(fresh_cluster, tmp_path, monkeypatch):
+    root = _tree(tmp_path / "wd", {
+        ".gitignore": "*.ckpt\n/build/\n!keep.ckpt\n",
+        "main.py": "x = 1\n", "model.ckpt": "big", "keep.ckpt": "small", "build/out.o": "obj",
+        "sub/.gitignore": "local.txt\n", "sub/local.txt": "no", "sub/other.txt": "yes", "sub/build/x": "nested",
+    })
+    files = {rel for rel, _, _ in runtime_env._listing(root, [], False)}
+    assert files == {".gitignore", "main.py", "keep.ckpt", "sub/.gitignore", "sub/other.txt", "sub/build/x"}
+    monkeypatch.setenv("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "1")  # Ray's switch packs them all
+    assert "model.ckpt" in {rel for rel, _, _ in runtime_env._listing(root, [], False)}
+    monkeypatch.delenv("RAY_RUNTIME_ENV_IGNORE_GITIGNORE")
+    fresh_cluster(num_cpus=1)
+
+    @phalanx.remote
+    def listing():
+        return sorted(os.listdir(".")), sorted(os.listdir("sub"))
+
+    top, sub = phalanx.get(listing.options(runtime_env={"working_dir": root}).remote(), timeout=60)
+    assert "model.ckpt" not in top and "build" not in top and "keep.ckpt" in top
+    assert "local.txt" not in sub and "other.txt" in sub
+
+
+def test_a_remote_working_dir_is_fetched_or_refused_with_rays_value_error(fresh_cluster, tmp_path):
+    import http.server
+    import socket
+    import threading
+    pkg = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(pkg, "w") as z:  # one top-level folder, as Ray asks of a remote working_dir
+        z.writestr("project/data.txt", "fetched")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fresh_cluster(num_cpus=1)
+
+    @phalanx.remote
+    def read():
+        with open("data.txt") as f:
+            return f.read()
+
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/pkg.zip"
+        assert phalanx.get(read.options(runtime_env={"working_dir": url}).remote(), timeout=60) == "fetched"
+        with pytest.raises(ValueError, match="cannot be fetched"):
+            read.options(runtime_env={"working_dir": url.replace("pkg.zip", "missing.zip")}).remote()
+    finally:
+        server.shutdown()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    with pytest.raises(ValueError, match=f"'http://127.0.0.1:{closed}/x.zip' cannot be fetched"):
+        read.options(runtime_env={"working_dir": f"http://127.0.0.1:{closed}/x.zip"}).remote()

@@ -30,7 +30,10 @@ import tempfile
 import types
 import zipfile
 
+import pathspec
+
 from phalanx import _core
+from phalanx._private import remote_package
 
 SUPPORTED = ("working_dir", "py_modules", "env_vars", "excludes")
 # Ray's fields phalanx does not set up: a clear NotImplementedError names them.
@@ -92,9 +95,9 @@ def _check_local(path, field, where):
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{where}: runtime_env {field} entries must be paths, got {path!r}")
     path = os.fspath(path)
-    if "://" in path:
-        raise NotImplementedError(f"{where}: runtime_env {field} {path!r}: remote URIs are not supported by "
-                                  "phalanx; give a local directory (or .zip file): it is uploaded to the cluster")
+    if remote_package.is_uri(path):
+        remote_package.check(path, field, where)
+        return
     if not (os.path.isdir(path) or (os.path.isfile(path) and path.endswith(".zip")) or
             (field == "py_modules" and os.path.isfile(path) and path.endswith(".py"))):
         raise ValueError(f"{where}: runtime_env {field} {path!r} is not a directory or a .zip file here")
@@ -163,7 +166,17 @@ _uploaded = {}  # (path, excludes, as_module) -> (what the folder held, package 
 def upload(path, excludes=(), as_module=False):
     """Zips `path` (a directory, a .zip file, or a .py file as a module) and registers it in the
     function table; its id. `as_module`: the directory goes in under its own name (so `import NAME`
-    finds it). Zipped again only when a file in it changed."""
+    finds it). Zipped again only when a file in it changed. A URI (remote_package.py) is fetched once."""
+    if remote_package.is_uri(path):
+        hit = _uploaded.get((path, as_module))
+        if hit is None:
+            data = remote_package.fetch(path, max_bytes())
+            _check_zip(data, path)
+            if not as_module:
+                data = remote_package.without_top_directory(data)
+            hit = _uploaded[(path, as_module)] = (None, package_id(data))
+            _core.register_function(hit[1], f"runtime_env package {path}", data)
+        return hit[1]
     path = os.path.abspath(path)
     key = (path, tuple(excludes), as_module)
     files = None if path.endswith(".zip") else _listing(path, excludes, as_module)
@@ -179,6 +192,11 @@ def upload(path, excludes=(), as_module=False):
 
 def package(path, excludes=(), as_module=False, files=None):
     """(id, zip bytes) of `path` as upload() packs it, without registering it (jobs store it in the GCS)."""
+    if remote_package.is_uri(path):
+        data = remote_package.fetch(path, max_bytes())
+        _check_zip(data, path)
+        data = data if as_module else remote_package.without_top_directory(data)
+        return package_id(data), data
     path = os.path.abspath(path)
     if path.endswith(".zip") and os.path.isfile(path):
         with open(path, "rb") as f:
@@ -200,13 +218,16 @@ def _listing(path, excludes, as_module):
         return [(os.path.basename(path), path, st)]
     prefix = os.path.basename(path.rstrip(os.sep)) + "/" if as_module else ""
     out, total = [], 0
+    ignores = _Gitignores(path)
     for root, dirs, names in os.walk(path):
         rel_root = os.path.relpath(root, path)
         rel_root = "" if rel_root == "." else rel_root.replace(os.sep, "/") + "/"
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not _excluded(rel_root + d, excludes))
+        ignores.enter(rel_root, names)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not _excluded(rel_root + d, excludes) and
+                         not ignores.ignored(rel_root + d + "/"))
         for name in sorted(names):
             rel = rel_root + name
-            if _excluded(rel, excludes):
+            if _excluded(rel, excludes) or ignores.ignored(rel):
                 continue
             full = os.path.join(root, name)
             try:
@@ -225,7 +246,47 @@ def _listing(path, excludes, as_module):
 
 
 def _excluded(rel, excludes):
-    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in excludes)
+    """Whether `excludes` leaves out `rel` (relative to the package's folder): a pattern matching its path
+    or name (fnmatch), or matching it as a .gitignore line would (Ray's excludes are gitignore patterns)."""
+    if any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in excludes):
+        return True
+    return bool(excludes) and _spec(tuple(excludes)).match_file(rel)
+
+
+_specs = {}
+
+
+def _spec(lines):
+    spec = _specs.get(lines)
+    if spec is None:
+        spec = _specs[lines] = pathspec.GitIgnoreSpec.from_lines(lines)
+    return spec
+
+
+class _Gitignores:
+    """The .gitignore files of a folder being packed, as Ray honours them: each one's patterns apply to what
+    lies under its own folder. PHALANX_RUNTIME_ENV_IGNORE_GITIGNORE=1 (or Ray's
+    RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1) packs what they name too."""
+
+    def __init__(self, top):
+        self._top = top
+        self._off = any(os.environ.get(v) == "1" for v in ("PHALANX_RUNTIME_ENV_IGNORE_GITIGNORE",
+                                                           "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"))
+        self._specs = []  # (folder relative to top, ending in "/" or "", its spec)
+
+    def enter(self, rel_root, names):
+        """os.walk reached `rel_root`, holding files `names`."""
+        if self._off or ".gitignore" not in names:
+            return
+        try:
+            with open(os.path.join(self._top, rel_root, ".gitignore"), encoding="utf-8", errors="replace") as f:
+                self._specs.append((rel_root, pathspec.GitIgnoreSpec.from_lines(f.read().splitlines())))
+        except OSError:
+            pass
+
+    def ignored(self, rel):
+        """Whether a .gitignore above `rel` (a file, or a folder ending in "/") leaves it out."""
+        return any(rel.startswith(folder) and spec.match_file(rel[len(folder):]) for folder, spec in self._specs)
 
 
 def _zip(files):
