@@ -212,8 +212,11 @@ void TaskManager::Dispatch() {
           ledger_->Release(t.need, gpus);
           WorkerKind kind = WorkerKind::Of(t.spec);
           if (pool_->num_starting(kind) < q.size()) {
+            // A task whose CPUs fit now gets a worker, as in Ray (four 0.5-CPU tasks run at once on 2
+            // CPUs; the CPUs bound how many). Only tasks asking no CPU are held to the soft limit.
+            bool asks_cpu = t.spec.num_cpus() > 0;
             if (pool_->size() >= SoftWorkerLimit()) MakeRoomFor(kind);
-            if (pool_->size() < SoftWorkerLimit()) pool_->StartWorker(kind);
+            if (asks_cpu || pool_->size() < SoftWorkerLimit()) pool_->StartWorker(kind);
           }
         }
       }

@@ -140,3 +140,49 @@ def test_gpu_fractions_adding_up_to_a_whole_gpu_do_not_make_one(gpu_node, tmp_pa
     assert phalanx.get(rb, timeout=30) == [1]
     assert phalanx.get([ra, rc], timeout=30) == [[0], [1]]
     assert phalanx.get(rd, timeout=30)[1] in ([0], [1])
+
+
+def test_cuda_visible_devices_set_before_init_decides_the_gpu_ids_as_in_ray(fresh_cluster, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")  # the node may use these three GPUs
+    fresh_cluster(num_cpus=3, num_gpus=3)
+
+    @phalanx.remote(num_gpus=1)
+    def one():
+        time.sleep(0.2)
+        return phalanx.get_gpu_ids(), os.environ["CUDA_VISIBLE_DEVICES"]
+
+    @phalanx.remote(num_gpus=2)
+    def two():
+        return phalanx.get_gpu_ids(), os.environ["CUDA_VISIBLE_DEVICES"]
+
+    ones = phalanx.get([one.remote() for _ in range(6)], timeout=60)
+    for ids, env in ones:
+        assert len(ids) == 1 and ids[0] in ("4", "5", "6") and env == ids[0]  # Ray gives those names, as str
+    assert {ids[0] for ids, _ in ones} == {"4", "5", "6"}
+    ids, env = phalanx.get(two.remote(), timeout=60)
+    assert len(set(ids)) == 2 and set(ids) <= {"4", "5", "6"} and env == ",".join(ids)
+
+
+def test_tasks_of_fractional_cpus_run_as_many_at_once_as_fit_as_in_ray(fresh_cluster):
+    fresh_cluster(num_cpus=2)
+
+    @phalanx.remote(num_cpus=0)
+    class Gate:
+        def __init__(self):
+            self.n = 0
+
+        def arrive(self):
+            self.n += 1
+
+        def arrived(self):
+            return self.n
+
+    @phalanx.remote(num_cpus=0.5)
+    def half(gate):
+        phalanx.get(gate.arrive.remote())
+        while phalanx.get(gate.arrived.remote()) < 4:  # until all four run at once
+            time.sleep(0.01)
+        return os.getpid()
+
+    gate = Gate.remote()
+    assert len(set(phalanx.get([half.remote(gate) for _ in range(4)], timeout=60))) == 4
