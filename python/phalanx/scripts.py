@@ -459,7 +459,8 @@ def cmd_stop(a):
     return 0
 
 
-def main(argv=None):
+def parser():
+    """The `phalanx` command's argument parser (its subcommands are what `phalanx --help` lists)."""
     ap = argparse.ArgumentParser(prog="phalanx", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -518,6 +519,11 @@ def main(argv=None):
     sub.add_parser("version")
     sub.add_parser("microbenchmark", add_help=False,
                    help="the microbenchmark with Ray's metric names (python -m phalanx.microbenchmark --help)")
+    return ap
+
+
+def main(argv=None):
+    ap = parser()
     a, rest = ap.parse_known_args(argv)
     if a.cmd == "microbenchmark":
         from phalanx import microbenchmark
