@@ -14,6 +14,7 @@ names below are Ray's (docs/ray_compat.md lists what is covered).
 """
 import socket as _socket
 
+import cloudpickle  # (Ray's ray.cloudpickle: the same package, as phalanx pickles with it)
 from phalanx._core import ObjectRef
 from phalanx._private import api as _api
 from phalanx._private import futures as _futures

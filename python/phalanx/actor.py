@@ -44,7 +44,7 @@ from phalanx.remote_function import scheduling_strategy_of, strategy_args
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
                   "max_pending_calls", "scheduling_strategy", "placement_group", "placement_group_bundle_index",
-                  "placement_group_capture_child_tasks", "checkpoint_interval_s", "runtime_env"}
+                  "placement_group_capture_child_tasks", "checkpoint_interval_s", "runtime_env", "accelerator_type"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,

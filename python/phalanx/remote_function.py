@@ -15,7 +15,7 @@ from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
             "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls",
-            "runtime_env"}
+            "runtime_env", "accelerator_type"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 

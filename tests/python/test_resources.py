@@ -186,3 +186,20 @@ def test_tasks_of_fractional_cpus_run_as_many_at_once_as_fit_as_in_ray(fresh_clu
 
     gate = Gate.remote()
     assert len(set(phalanx.get([half.remote(gate) for _ in range(4)], timeout=60))) == 4
+
+
+def test_accelerator_type_places_work_on_a_node_of_that_type_as_in_ray(fresh_cluster):
+    from phalanx.util.accelerators import NVIDIA_A100, NVIDIA_TESLA_V100
+    fresh_cluster(num_cpus=2, resources={"accelerator_type:V100": 1},
+                  _system_config={"infeasible_timeout_ms": 1500})
+
+    @phalanx.remote
+    def where():
+        return phalanx.get_runtime_context().get_assigned_resources()
+
+    got = phalanx.get(where.options(accelerator_type=NVIDIA_TESLA_V100).remote(), timeout=60)
+    assert got.get("accelerator_type:V100") == pytest.approx(0.001)
+    with pytest.raises(phalanx.exceptions.InfeasibleError):  # no A100 node here
+        phalanx.get(where.options(accelerator_type=NVIDIA_A100).remote(), timeout=60)
+    with pytest.raises(ValueError, match="accelerator type name"):
+        where.options(accelerator_type=7)

@@ -78,9 +78,21 @@ def reduce_object_ref(ref):
     return (_core.ObjectRef, (ref.binary(),))
 
 
+# Serializers registered in this process (phalanx.util.register_serializer): class -> reducer. Both picklers
+# below look here first; a value of such a class is stored as (its deserializer, what its serializer made),
+# so the deserializer travels with it and the reader needs no registration (Ray's rule).
+custom_reducers = {}
+
+
+class _ValuePickler(cloudpickle.Pickler):
+    """cloudpickle's pickler with the registered serializers (used only while one is registered)."""
+    dispatch_table = collections.ChainMap(custom_reducers, cloudpickle.Pickler.dispatch_table)
+
+
 class _TensorPickler(cloudpickle.Pickler):
     """cloudpickle's pickler, with torch tensors out of band (used once torch
     is loaded); CUDA tensors collected for a GPU object when `collector` is given."""
+    dispatch_table = collections.ChainMap(custom_reducers, cloudpickle.Pickler.dispatch_table)
 
     def __init__(self, file, tensor_type, collector, **kwargs):
         super().__init__(file, **kwargs)
@@ -128,6 +140,10 @@ def serialize(value, object_id=None):
             meta = _dumps_with_tensors(value, lambda b: buffers.append(tensors.buffer_for(b)), gpu)
             if gpu is not None:
                 gpu.finish()
+        elif custom_reducers:
+            with io.BytesIO() as f:
+                _ValuePickler(f, protocol=5, buffer_callback=buffers.append).dump(value)
+                meta = f.getvalue()
         else:
             meta = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     finally:

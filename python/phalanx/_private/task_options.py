@@ -111,6 +111,10 @@ def check_resource_options(opts):
             if k == "bundle" or k.startswith("bundle_group_"):
                 raise ValueError(f"resources key {k!r} is reserved for placement groups' bundles (as in Ray)")
             check_amount(f"resources[{k!r}]", v)
+    accel = opts.get("accelerator_type")
+    if accel is not None and (not isinstance(accel, str) or not accel):
+        raise ValueError(f"accelerator_type must be an accelerator type name such as "
+                         f"ray.util.accelerators.NVIDIA_TESLA_V100 ('V100'), got {accel!r}")
 
 
 def resource_map(opts):
@@ -120,7 +124,12 @@ def resource_map(opts):
         out["GPU"] = float(opts["num_gpus"])
     if opts.get("memory"):
         out["memory"] = float(opts["memory"])
+    if opts.get("accelerator_type"):  # (Ray's: a sliver of the resource a node of that type offers)
+        out[ACCELERATOR_PREFIX + opts["accelerator_type"]] = 0.001
     return out
+
+
+ACCELERATOR_PREFIX = "accelerator_type:"
 
 
 def check_retry_exceptions(value):

@@ -19,6 +19,10 @@ _SUBMODULES = {
     "ray.util.placement_group": "phalanx.util.placement_group",
     "ray.util.scheduling_strategies": "phalanx.util.scheduling_strategies",
     "ray.util.collective": "phalanx.util.collective",
+    "ray.util.serialization": "phalanx.util.serialization",
+    "ray.util.check_serialize": "phalanx.util.check_serialize",
+    "ray.util.accelerators": "phalanx.util.accelerators",
+    "ray.cloudpickle": "cloudpickle",
 }
 
 for _alias, _name in _SUBMODULES.items():
