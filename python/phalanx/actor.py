@@ -241,8 +241,11 @@ class ActorClass:
                         f"use {self._cls.__name__}.remote(...)")
 
     def bind(self, *args, **kwargs):
-        raise TypeError(f"a call graph binds methods of live actors: make the actor first "
-                        f"(a = {self._cls.__name__}.remote(...)), then bind its methods (a.method.bind(...))")
+        """A node of a call graph that makes this actor when the graph runs (phalanx.dag.ClassNode)."""
+        if self._init_checker is not None:
+            self._init_checker.check(args, kwargs)
+        from phalanx.dag.nodes import ClassNode
+        return ClassNode(self, args, kwargs)
 
     def __getattr__(self, name):
         """The class's own attributes through its remote name, as Ray's ActorClass gives them: class
@@ -275,6 +278,7 @@ class ActorClass:
         clone = ActorClass.__new__(ActorClass)
         clone.__dict__.update(self.__dict__)
         clone._options = dict(self._options, **options)
+        clone._given_options = dict(getattr(self, "_given_options", {}), **options)
         _check_groups(self._cls, clone._options["concurrency_groups"])
         return clone
 

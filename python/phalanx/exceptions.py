@@ -152,6 +152,76 @@ def _rebuild_task_error(function_name, traceback_str, cause):
     return TaskError.make(function_name, traceback_str, cause)
 
 
+class RayChannelTimeoutError(CollectiveError, GetTimeoutError):
+    """A compiled graph's channel read or write ran past its timeout (also a GetTimeoutError and a
+    TimeoutError)."""
+
+
+class RayCgraphCapacityExceeded(CollectiveError):
+    """A compiled graph holds more results than it may (Ray's name; phalanx waits for the oldest instead,
+    within _submit_timeout, and raises RayChannelTimeoutError)."""
+
+
+class TaskUnschedulableError(PhalanxError):
+    """A task cannot be scheduled (its placement group or node is gone, for good)."""
+
+
+class ActorUnschedulableError(PhalanxError):
+    """An actor cannot be scheduled (its placement group or node is gone, for good)."""
+
+
+class TaskPlacementGroupRemoved(PhalanxError):
+    """The placement group a task was to run in was removed."""
+
+
+class ActorPlacementGroupRemoved(PhalanxError):
+    """The placement group an actor was to run in was removed."""
+
+
+class AsyncioActorExit(PhalanxError):
+    """Raised in an async actor's method to end the actor (exit_actor() inside one)."""
+
+
+class LocalRayletDiedError(PhalanxError):
+    """The raylet of this process's node died."""
+
+
+class OutOfDiskError(PhalanxError):
+    """The disk the object store spills to is full."""
+
+
+class PlasmaObjectNotAvailable(PhalanxError):
+    """An object is not in the store (yet)."""
+
+
+class ObjectReconstructionFailedMaxAttemptsExceededError(ObjectLostError):
+    """An object was lost and rebuilding it from its task failed too often."""
+
+
+class ObjectReconstructionFailedLineageEvictedError(ObjectLostError):
+    """An object was lost and the record of how to rebuild it was let go."""
+
+
+class CrossLanguageError(PhalanxError):
+    """A call across languages failed (phalanx refuses Java and C++ calls from Python: docs/ray_compat.md)."""
+
+
+class AuthenticationError(PhalanxError):
+    """A peer did not prove it holds the cluster's token."""
+
+
+class UnserializableException(PhalanxError):
+    """A task raised an exception that cannot be pickled: this stands for it, with its text and traceback."""
+
+    def __init__(self, original_stack_trace):
+        super().__init__(original_stack_trace)
+        self.original_stack_trace = original_stack_trace
+
+    def __str__(self):
+        return ("Failed to deserialize exception. Refer to the original stack trace below:\n"
+                f"{self.original_stack_trace}")
+
+
 _CODE_TO_CLASS = {8: WorkerCrashedError, 9: ObjectLostError, 5: ObjectStoreFullError,
                   4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError,
                   12: InfeasibleError, 13: CollectiveError, 14: TaskCancelledError}

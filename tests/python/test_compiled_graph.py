@@ -197,8 +197,8 @@ def test_bad_graphs_say_what_is_supported(cluster):
     assert ray.get(dag.execute(7), timeout=30) == 7  # a graph with a task runs without compiling
     with pytest.raises(TypeError, match="is a task: compiled graphs run actor methods"):
         dag.experimental_compile()
-    with pytest.raises(TypeError, match="make the actor first"):
-        EchoActor.bind()
+    with pytest.raises(TypeError, match="a compiled graph calls live actors; make the actor with .remote"):
+        EchoActor.bind().echo.bind(InputNode()).experimental_compile()
     with InputNode() as inp:
         dag = MultiOutputNode([a.echo.bind(inp), a.echo.bind(1)])
     with pytest.raises(ValueError, match="does not depend on the graph's InputNode"):
@@ -283,3 +283,53 @@ def _pid_of_stage(compiled, rank):
     """The process of rank `rank` of a compiled graph, from the name its channel gives it."""
     name = compiled._names[rank]
     return int(name.split("pid ")[1].split()[0])
+
+
+def test_a_graph_that_makes_its_actors_runs_uncompiled_as_rays(cluster):
+    # Ray's ClassNode: Actor.bind(...) makes the actor each time the graph runs; its methods bind as usual,
+    # next to tasks (FunctionNode), and a node's options come back from get_options().
+    @ray.remote
+    class Adder:
+        def __init__(self, k):
+            self.k = k
+
+        def add(self, x):
+            return x + self.k
+
+    adder = Adder.options(num_cpus=0).bind(10)
+    assert adder.get_options() == {"num_cpus": 0} and adder.get_args() == (10,)
+    with InputNode() as inp:
+        dag = MultiOutputNode([adder.add.bind(plain_task.bind(inp)), adder.add.bind(inp)])
+    assert ray.get(dag.execute(1), timeout=30) == [11, 11]
+    assert ray.get(dag.execute(5), timeout=30) == [15, 15]
+    with pytest.raises(AttributeError, match="has no method 'nope'"):
+        adder.nope.bind(1)
+    node = plain_task.options(num_cpus=0.5).bind(3)
+    assert node.get_options() == {"num_cpus": 0.5}
+    assert ray.get(node.execute(), timeout=30) == 3
+
+
+def test_compiled_graph_ids_execute_async_and_the_context_defaults(cluster):
+    import asyncio
+    from phalanx.dag.context import DAGContext
+    a = EchoActor.remote()
+    with InputNode() as inp:
+        dag = a.echo.bind(inp)
+    context = DAGContext.get_current()
+    before = context.submit_timeout
+    context.submit_timeout = 3.5
+    try:
+        compiled = dag.experimental_compile()
+    finally:
+        context.submit_timeout = before
+    try:
+        assert compiled._submit_timeout == 3.5
+        assert isinstance(compiled.get_id(), str) and len(compiled.get_id()) == 32
+
+        async def run():
+            fut = await compiled.execute_async("async")
+            return await fut
+
+        assert asyncio.run(run()) == "async"
+    finally:
+        compiled.teardown()

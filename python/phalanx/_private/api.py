@@ -48,8 +48,9 @@ def _connect(socket_path):
 
 
 def _find_raylet(address):
-    """The socket of a live raylet on this machine registered in the GCS at `address`."""
-    nodes = alive_nodes(address)
+    """The socket of a live raylet on this machine registered in the GCS at `address` (the oldest: the
+    head, where several run here, as in cluster_utils.Cluster)."""
+    nodes = sorted(alive_nodes(address), key=lambda n: n["start_time_ms"])
     local = [n for n in nodes if os.path.exists(n["socket_path"])]
     if not local:
         raise UnavailableError(f"no live raylet of the cluster at {address} runs on this machine; "

@@ -10,8 +10,10 @@
 """
 
 from phalanx.dag.compiled import CompiledDAG, CompiledDAGRef, CompiledGraphClosedError
-from phalanx.dag.nodes import ClassMethodNode, DAGNode, FunctionNode, InputAttributeNode, InputNode, \
-    MultiOutputNode
+from phalanx.dag.context import DAGContext
+from phalanx.dag.nodes import (ClassMethodNode, ClassNode, ClassNodeMethodNode, DAGInputData, DAGNode, FunctionNode,
+                               InputAttributeNode, InputNode, MultiOutputNode)
 
-__all__ = ["InputNode", "MultiOutputNode", "DAGNode", "ClassMethodNode", "FunctionNode", "InputAttributeNode",
-           "CompiledDAG", "CompiledDAGRef", "CompiledGraphClosedError"]
+__all__ = ["InputNode", "MultiOutputNode", "DAGNode", "ClassMethodNode", "ClassNode", "ClassNodeMethodNode",
+           "FunctionNode", "InputAttributeNode", "DAGInputData", "DAGContext", "CompiledDAG", "CompiledDAGRef",
+           "CompiledGraphClosedError"]

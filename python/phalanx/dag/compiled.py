@@ -13,6 +13,7 @@ import collections
 import os
 import threading
 import time
+import uuid
 import weakref
 
 from phalanx import _core
@@ -20,7 +21,8 @@ from phalanx._private import api, collective_group
 from phalanx.dag import plan as _plan
 from phalanx.dag import wire
 from phalanx.dag.loop import LOOP_METHOD
-from phalanx.exceptions import ActorDiedError, CollectiveError, GetTimeoutError, PhalanxError
+from phalanx.dag.context import DAGContext
+from phalanx.exceptions import ActorDiedError, CollectiveError, GetTimeoutError, PhalanxError, RayChannelTimeoutError
 
 DEFAULT_MAX_INFLIGHT = 10
 DEFAULT_SUBMIT_TIMEOUT = 10.0
@@ -68,8 +70,10 @@ class CompiledDAG:
             raise ValueError(f"_submit_timeout must be a positive number of seconds, got {submit_timeout!r}")
         self._plan = _plan.build(root)
         self._first = [self._plan.outputs.index(o) for o in self._plan.outputs]  # where each output is read
-        self._max_inflight = max_inflight or DEFAULT_MAX_INFLIGHT
-        self._submit_timeout = submit_timeout or DEFAULT_SUBMIT_TIMEOUT
+        context = DAGContext.get_current()  # (Ray's defaults, which a program may have changed)
+        self._max_inflight = max_inflight or context.max_inflight_executions or DEFAULT_MAX_INFLIGHT
+        self._submit_timeout = submit_timeout or context.submit_timeout or DEFAULT_SUBMIT_TIMEOUT
+        self._id = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._next = 1        # the next execution's number
         self._read = 1        # the first execution whose outputs are not all read
@@ -138,6 +142,18 @@ class CompiledDAG:
             raise ActorDiedError(f"compiling the graph: the loop of actor {actor._class_name} "
                                  f"({actor._actor_id.hex()[:12]}) ended before the graph formed")
 
+    def get_id(self):
+        """This compiled graph's id (a hex string, Ray's CompiledDAG.get_id)."""
+        return self._id
+
+    async def execute_async(self, *args, **kwargs):
+        """execute() for asyncio programs: awaiting it starts the execution (off the event loop); what it
+        returns is awaited for the value (`fut = await dag.execute_async(x); value = await fut`)."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        refs = await loop.run_in_executor(None, lambda: self.execute(*args, **kwargs))
+        return _AwaitableResult(refs)
+
     # ---- executions ----
 
     def execute(self, *args, **kwargs):
@@ -152,7 +168,7 @@ class CompiledDAG:
                 try:
                     self._read_one(self._submit_timeout)
                 except GetTimeoutError as e:
-                    raise GetTimeoutError(
+                    raise RayChannelTimeoutError(
                         f"{self._next - self._read} executions of this compiled graph are in flight "
                         f"(_max_inflight_executions={self._max_inflight}) and the oldest (execution {self._read}) "
                         f"did not finish within _submit_timeout={self._submit_timeout} s: {e}") from None
@@ -206,7 +222,7 @@ class CompiledDAG:
                 self._partial[i] = wire.loads(self._channel.recv_bytes(_plan.call_of(execution, slot), wire.WHAT, rank,
                                                                        ms, True))
             except GetTimeoutError:
-                raise GetTimeoutError(f"execution {execution} of the compiled graph gave no result within "
+                raise RayChannelTimeoutError(f"execution {execution} of the compiled graph gave no result within "
                                       f"{timeout} s (its output comes from {self._names[rank]})") from None
             except CollectiveError as e:
                 raise self._broken(e) from None
@@ -285,3 +301,16 @@ class CompiledDAG:
 
     def __repr__(self):
         return f"CompiledDAG({self._plan.world - 1} actors, {'closed' if self._closed else 'open'})"
+
+
+class _AwaitableResult:
+    """What execute_async gives: awaiting it gives the execution's value (a list for several outputs)."""
+
+    def __init__(self, refs):
+        self._refs = refs
+
+    def __await__(self):
+        import asyncio
+        refs = self._refs
+        get = (lambda: [r.get() for r in refs]) if isinstance(refs, list) else refs.get
+        return asyncio.get_running_loop().run_in_executor(None, get).__await__()

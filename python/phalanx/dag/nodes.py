@@ -29,6 +29,20 @@ class DAGNode:
         """The nodes this one's arguments are, in order."""
         return [a for a in itertools.chain(self._bound_args, self._bound_kwargs.values()) if isinstance(a, DAGNode)]
 
+    # Ray's accessors of a node (DAGNode.get_args, get_kwargs, get_options, get_stable_uuid).
+    def get_args(self):
+        return self._bound_args
+
+    def get_kwargs(self):
+        return dict(self._bound_kwargs)
+
+    def get_options(self):
+        """The options given to what this node calls (.options(...) before .bind()), or {}."""
+        return {}
+
+    def get_stable_uuid(self):
+        return f"{self._id:032x}"
+
     def execute(self, *args, **kwargs):
         """Runs the graph once with ordinary actor calls: the output's
         ObjectRef (a list of them for a MultiOutputNode)."""
@@ -59,6 +73,18 @@ class DAGNode:
         pos = [self._resolve(a, done, args, kwargs) for a in self._bound_args]
         kw = {k: self._resolve(v, done, args, kwargs) for k, v in self._bound_kwargs.items()}
         return pos, kw
+
+
+class DAGInputData:
+    """Ray's DAGInputData: what execute(*args, **kwargs) was given (`.args`, `.kwargs`; data[i] is a
+    positional argument, data["name"] a keyword one)."""
+
+    def __init__(self, *args, **kwargs):
+        self.args = args
+        self.kwargs = kwargs
+
+    def __getitem__(self, key):
+        return self.args[key] if isinstance(key, int) else self.kwargs[key]
 
 
 class InputNode(DAGNode):
@@ -135,9 +161,93 @@ class FunctionNode(DAGNode):
     def describe(self):
         return f"task {self._fn._name}"
 
+    def get_options(self):
+        return dict(getattr(self._fn, "_given", {}))
+
+    def options(self, **options):
+        """The same call with these options too (Ray's FunctionNode.options)."""
+        return FunctionNode(self._fn.options(**options), self._bound_args, self._bound_kwargs)
+
     def _run_once(self, done, args, kwargs):
         pos, kw = self._resolved(done, args, kwargs)
         return self._fn.remote(*pos, **kw)
+
+
+class ClassNode(DAGNode):
+    """`Actor.bind(*args, **kwargs)`: an actor, made each time the graph runs (`dag.execute()`, as Ray's
+    uncompiled graphs make theirs); `node.method.bind(...)` calls its methods. A compiled graph takes
+    live actors only (make it with .remote() first)."""
+    _kind = "class"
+
+    def __init__(self, actor_class, args, kwargs):
+        super().__init__(args, kwargs)
+        self._actor_class = actor_class  # the ActorClass (with its options)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        methods = self.__dict__["_actor_class"]._methods
+        if name not in methods:
+            raise AttributeError(f"actor class {self._actor_class._name} has no method '{name}'")
+        return _ClassNodeMethod(self, name)
+
+    def describe(self):
+        return f"actor {self._actor_class._name} (made by the graph)"
+
+    def get_options(self):
+        return dict(getattr(self._actor_class, "_given_options", {}))
+
+    def options(self, **options):
+        return ClassNode(self._actor_class.options(**options), self._bound_args, self._bound_kwargs)
+
+    def _run_once(self, done, args, kwargs):
+        pos, kw = self._resolved(done, args, kwargs)
+        return self._actor_class.remote(*pos, **kw)
+
+
+class _ClassNodeMethod:
+    """`class_node.method`: what `.bind(...)` and `.options(...)` take for a method of a ClassNode's actor."""
+
+    def __init__(self, class_node, name, options=None):
+        self._class_node = class_node
+        self._name = name
+        self._options = dict(options or {})
+
+    def options(self, **options):
+        return _ClassNodeMethod(self._class_node, self._name, dict(self._options, **options))
+
+    def bind(self, *args, **kwargs):
+        info = self._class_node._actor_class._methods[self._name]
+        if info.checker is not None:
+            info.checker.check(args, kwargs)
+        return ClassNodeMethodNode(self._class_node, self._name, args, kwargs, self._options)
+
+
+class ClassNodeMethodNode(DAGNode):
+    """A method call on a ClassNode's actor (Ray's ClassMethodNode on a ClassNode): runs uncompiled only."""
+    _kind = "class_method"
+
+    def __init__(self, class_node, name, args, kwargs, options):
+        super().__init__(args, kwargs)
+        self._class_node = class_node
+        self.method_name = name
+        self._options = options
+
+    def _upstream(self):
+        return [self._class_node] + super()._upstream()
+
+    def describe(self):
+        return f"{self._class_node._actor_class._name}.{self.method_name} (of an actor the graph makes)"
+
+    def get_options(self):
+        return dict(self._options)
+
+    def _run_once(self, done, args, kwargs):
+        pos, kw = self._resolved(done, args, kwargs)
+        method = getattr(done[self._class_node._id], self.method_name)
+        if self._options:
+            method = method.options(**self._options)
+        return method.remote(*pos, **kw)
 
 
 class MultiOutputNode(DAGNode):

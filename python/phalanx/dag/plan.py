@@ -104,6 +104,10 @@ def build(root):
         if n._kind == "task":
             raise TypeError(f"{n.describe()} is a task: {SUPPORTED}. Run a graph with tasks without compiling it "
                             "(dag.execute(...)), or make the task an actor's method")
+        if n._kind in ("class", "class_method"):
+            raise TypeError(f"{n.describe()}: a compiled graph calls live actors; make the actor with "
+                            f".remote() first and bind its methods (a = Actor.remote(); a.method.bind(...)): "
+                            f"{SUPPORTED}")
         if n._kind not in ("input", "input_part", "method", "outputs"):
             raise TypeError(f"a {type(n).__name__} cannot be compiled: {SUPPORTED}")
     for o in outputs:

@@ -18,9 +18,7 @@ _KW = re.compile(r"^(?P<fn>[\w.]+)\((?P<kw>\w+)=\)$")
 
 
 # Names there that do not yet work as Ray's (each: why). They count as missing.
-_THERE_BUT_NOT_RAYS = {
-    "ray.actor.ActorClass.bind": "raises TypeError: no ClassNode yet (ray.dag's class nodes)",
-}
+_THERE_BUT_NOT_RAYS = {}
 
 
 def _instance_attribute(cls, attr):

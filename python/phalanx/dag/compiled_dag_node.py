@@ -1,0 +1,2 @@
+"""Ray's module path `ray.dag.compiled_dag_node`."""
+from phalanx.dag.compiled import CompiledDAG  # noqa: F401

@@ -1,0 +1,2 @@
+"""Ray's module path `ray.dag.output_node`."""
+from phalanx.dag.nodes import MultiOutputNode  # noqa: F401
