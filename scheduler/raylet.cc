@@ -126,7 +126,8 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
           &directory_),
       pool_(io,
             WorkerPoolOptions{options_.worker_command, options_.cpp_worker_command, options_.socket_path,
-                              options_.session_dir, options_.session_dir + "/logs", {}},
+                              options_.session_dir, options_.session_dir + "/logs",
+                              {{"PHALANX_NODE_IP", options_.node_ip}}},  // (ray.util.get_node_ip_address in a worker)
             &tasks_),
       redis_(io, options_.redis_host, options_.redis_port, options_.cluster_token, options_.tls),
       gcs_(&redis_),

@@ -224,6 +224,12 @@ void BindTasks(pyb::module_& m) {
     return pyb::bytes(pg);
   });
 
+  // Whether what the running task (or this process's actor) submits goes into its placement group by default
+  // (placement_group_capture_child_tasks=True).
+  m.def("captures_child_tasks", [] {
+    return !CurrentJob().capture_pg.empty() || g_actor_captures.load(std::memory_order_acquire);
+  });
+
   // this_thread: only for the calling thread (a worker thread running a
   // task); else the process's default (a driver at init).
   m.def("set_job_context", [](pyb::bytes job_id, const std::string& ns, bool this_thread, pyb::bytes parent_task) {

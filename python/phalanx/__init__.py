@@ -22,7 +22,8 @@ from phalanx._private import state as _state
 from phalanx._private import timeline as _timeline
 from phalanx._private.api import (available_resources, cancel, cluster_resources, cluster_stats, get, init,
                                   is_initialized, put, shutdown, wait)
-from phalanx import collective, dag, exceptions, util
+from phalanx import collective, dag, exceptions, job_config, runtime_env, util
+from phalanx.logging_config import LoggingConfig
 from phalanx.actor import ActorClass, ActorHandle, checkpoint, get_actor, kill, method
 from phalanx.exceptions import (ActorDiedError, CollectiveError, GetTimeoutError, InfeasibleError, NotFoundError,
                                 ObjectLostError, ObjectStoreFullError, PhalanxError, SerializationError, TaskError,
@@ -72,6 +73,11 @@ def get_gpu_ids():
     return list(_state.gpu_ids)
 
 
+def get_neuron_core_ids():
+    """The AWS Neuron cores this task or actor may use: none here (phalanx schedules CPUs and CUDA GPUs)."""
+    return []
+
+
 def remote(*args, **options):
     """Makes a function remote (a task) or a class remote (an actor):
     `@phalanx.remote`, `@phalanx.remote(num_cpus=1, num_returns=2, max_retries=3)`,
@@ -96,4 +102,5 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "NodeAffinitySchedulingStrategy", "ActorClass", "ActorHandle", "ActorDiedError", "NotFoundError",
            "ObjectRef", "ObjectRefGenerator", "DynamicObjectRefGenerator", "RemoteFunction", "PhalanxError", "TaskError", "GetTimeoutError",
            "WorkerCrashedError", "ObjectStoreFullError", "ObjectLostError", "UnavailableError",
-           "SerializationError", "CollectiveError", "collective", "dag"]
+           "SerializationError", "CollectiveError", "collective", "dag", "LoggingConfig", "get_neuron_core_ids",
+           "job_config", "runtime_env"]

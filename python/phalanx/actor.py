@@ -315,22 +315,24 @@ class ActorClass:
                 if opts["get_if_exists"]:
                     return existing
                 raise _name_taken(name, full_name)
+        lifetime = opts["lifetime"] or state.default_actor_lifetime  # (init(job_config=)'s default)
         encoded, contained, holders = encode_args(args, kwargs, self._name, api.inline_limit())
         if opts["checkpoint_interval_s"] is not None and not callable(getattr(self._cls, "__phalanx_checkpoint__", None)):
             raise ValueError(f"checkpoint_interval_s needs {self._cls.__qualname__}.__phalanx_checkpoint__ (and "
                              "__phalanx_restore__ to use what it returns after a restart)")
-        if opts["max_concurrency"] or opts["concurrency_groups"] or opts["checkpoint_interval_s"]:
+        if opts["max_concurrency"] or opts["concurrency_groups"] or opts["checkpoint_interval_s"] or name:
             encoded.append(_hidden_arg({"max_concurrency": opts["max_concurrency"],
                                         "groups": opts["concurrency_groups"],
-                                        "checkpoint_interval_s": opts["checkpoint_interval_s"]}))
+                                        "checkpoint_interval_s": opts["checkpoint_interval_s"],
+                                        "name": name}))  # (get_runtime_context().get_actor_name())
         refs = _core.submit_task(self._function_id, self._name, encoded, 1, float(opts["num_cpus"]), 0,
                                  contained, kind=_KIND_CREATION,
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
-                                 actor_name=full_name, detached=opts["lifetime"] == "detached",
+                                 actor_name=full_name, detached=lifetime == "detached",
                                  resources=resource_map(opts), calls_unordered=self._runs_concurrently(opts),
                                  runtime_env=runtime_env.resolve(opts.get("runtime_env")), **_strategy_kw(opts))
         ready = refs[0]
-        scoped = opts["lifetime"] != "detached"  # it ends when all its handles are gone (named or not, as in Ray)
+        scoped = lifetime != "detached"  # it ends when all its handles are gone (named or not, as in Ray)
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods,
                              ready if scoped else None, opts["max_pending_calls"], opts["max_task_retries"])
         if full_name:

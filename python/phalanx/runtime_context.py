@@ -8,6 +8,8 @@ Ray's `ray.get_runtime_context()` reports it.
     ctx.current_actor                # a handle to the actor this method runs in
     ctx.is_canceled()                # phalanx.cancel reached the running task or actor call
     ctx.namespace"""
+import json
+import os
 import sys
 
 from phalanx import _core
@@ -152,6 +154,57 @@ class RuntimeContext:
             if ".".join(parts[:k]) in sys.modules:
                 return ".".join(parts[k:])
         return name
+
+    def get_task_function_name(self):
+        """The running task's function (or Class.method), fully qualified: module.name; None in a driver."""
+        t = self._task()
+        return None if t is None else t.name
+
+    def get_actor_name(self):
+        """The name of the actor this runs in ("" if it has none); None outside an actor."""
+        t = self._task()
+        if t is None or t.kind == TaskCall.TASK:
+            return None
+        return worker._actor_names.get(t.actor_id, "")
+
+    def get_worker_id(self):
+        """The id (hex) of this process as the cluster knows it (its client id)."""
+        api.ensure_initialized()
+        return state.info["client_id"].hex()
+
+    def get_session_name(self):
+        """The name of this cluster's session (its folder's name)."""
+        api.ensure_initialized()
+        return os.path.basename(state.info["session_dir"].rstrip("/"))
+
+    def get_node_labels(self):
+        """This node's labels: Ray's default one, ray.io/node_id."""
+        return {"ray.io/node_id": self.get_node_id()}
+
+    def get_resource_ids(self):
+        """The accelerators this task or actor may use, by resource ({"GPU": [ids]}; Ray's older name of
+        get_accelerator_ids)."""
+        return self.get_accelerator_ids()
+
+    def get_runtime_env_string(self):
+        """The runtime environment of this job or task as a JSON string."""
+        return json.dumps(dict(self.runtime_env))
+
+    @property
+    def runtime_env(self):
+        """The runtime environment this code runs in (a RuntimeEnv: a dict)."""
+        from phalanx._private import runtime_env as _env
+        from phalanx.runtime_env import RuntimeEnv
+        return RuntimeEnv(**_env.describe(_env.current)) if _env.current else RuntimeEnv()
+
+    @property
+    def current_placement_group_id(self):
+        return _hex_id(self.get_placement_group_id())
+
+    @property
+    def should_capture_child_tasks_in_placement_group(self):
+        """Whether what this task or actor submits goes into its placement group by default."""
+        return bool(_core.is_connected() and _core.captures_child_tasks())
 
     # Ray's properties beside the get_* methods.
     @property

@@ -386,11 +386,8 @@ def cmd_dashboard(a):
 
 def _start_dashboard(redis, host, port, session_dir):
     """`phalanx start --head --dashboard`: the dashboard as a process of its own, stopped by `phalanx stop`."""
-    import subprocess
-    log = open(os.path.join(session_dir, "logs", "dashboard.log"), "ab")
-    p = subprocess.Popen([sys.executable, "-m", "phalanx.scripts", "dashboard", "--address", redis, "--host", host,
-                          "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    return p
+    from phalanx._private.node import start_dashboard
+    return start_dashboard(redis, host, port, session_dir, tie_to_parent=False)
 
 
 def _start_job_agent(redis, session_dir):

@@ -7,6 +7,7 @@ import threading
 import time
 
 from phalanx import _core
+from phalanx._private import driver_record as _driver_record
 from phalanx._private import gpu_objects as _gpu_objects
 from phalanx._private import runtime_env as _runtime_env
 from phalanx._private import serialization as ser
@@ -14,8 +15,9 @@ from phalanx._private import state
 from phalanx._private import stuck as _stuck
 from phalanx._private import tensors as _tensors
 from phalanx._private.cluster_records import current_head_address, use_cluster
+from phalanx._private.init_options import InitOptions
 from phalanx._private.log_stream import LogFollower
-from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env
+from phalanx._private.node import NodeProcesses, new_session_dir, restore_cluster_env, start_dashboard
 from phalanx._private.rpc_tables import alive_nodes, all_nodes
 from phalanx._private.task_options import check_amount
 from phalanx.exceptions import GetTimeoutError, InvalidArgumentError, UnavailableError
@@ -60,7 +62,8 @@ def _find_raylet(address):
 
 def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_store_memory=None,
          num_nodes=1, _system_config=None, *, namespace=None, ignore_reinit_error=False, logging_level=None,
-         log_to_driver=True, include_dashboard=None, runtime_env=None, configure_logging=True):
+         log_to_driver=True, include_dashboard=None, runtime_env=None, configure_logging=True, logging_format=None,
+         **ray_options):
     """Connects this process to phalanx as a driver.
 
     With no address, starts an embedded local cluster (redis-server and one
@@ -81,13 +84,17 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
     print to sys.stdout and sys.stderr, on any node, is printed here too,
     as `(f pid=123) line`; it always goes to the session's logs folder), `include_dashboard` (no dashboard yet: True is an
     error), `runtime_env` (the environment of this job's tasks and actors:
-    working_dir, py_modules, env_vars; see phalanx/_private/runtime_env.py)."""
+    working_dir, py_modules, env_vars; see phalanx/_private/runtime_env.py).
+    Ray's other keywords (job_config, logging_config, dashboard_host/port with
+    include_dashboard=True, _temp_dir, _node_ip_address, ...) are read by
+    _private/init_options.py, which says what each does here."""
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError(f"namespace must be a str, got {type(namespace).__name__} {namespace!r}")
     if namespace is not None and (not namespace or "/" in namespace):
         raise ValueError(f"namespace must be a non-empty string without '/', got {namespace!r}")
-    if include_dashboard:
-        raise NotImplementedError("phalanx has no dashboard yet: use `phalanx status` (include_dashboard=True)")
+    extra = InitOptions(ray_options)
+    namespace = extra.namespace(namespace)
+    runtime_env = extra.runtime_env(runtime_env)
     _runtime_env.check(runtime_env, "phalanx.init()")
     if os.environ.get("PHALANX_JOB_ID") and state.mode is None:
         # The driver of a job (phalanx/job/agent.py): it joins the cluster that runs it, in the job's environment.
@@ -118,25 +125,28 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 check_amount(f"resources[{k!r}]", v)
             if not isinstance(num_nodes, int) or num_nodes < 1:
                 raise ValueError(f"num_nodes must be a positive int, got {num_nodes!r}")
-            node = NodeProcesses(new_session_dir())
+            node = NodeProcesses(new_session_dir(extra.session_root()), token=extra.token())
             try:
                 redis_addr = node.start_redis()
-                extra = []
+                raylet_args = extra.raylet_args()
                 if num_gpus is not None:
-                    extra += ["--num-gpus", str(int(num_gpus))]
+                    raylet_args += ["--num-gpus", str(int(num_gpus))]
                 for k, v in (_system_config or {}).items():
-                    extra += [f"--{k.replace('_', '-')}", str(v)]
+                    raylet_args += [f"--{k.replace('_', '-')}", str(v)]
                 cpus = num_cpus if num_cpus is not None else os.cpu_count()
                 socks = []
                 for k in range(num_nodes):
                     res = dict(resources or {})
                     if num_nodes > 1:
                         res[f"node:{k}"] = 1000
-                    args = extra + (["--resources", json.dumps(res)] if res else [])
+                    args = raylet_args + (["--resources", json.dumps(res)] if res else [])
                     socks.append(node.start_raylet(redis_addr, cpus, object_store_memory, extra_args=args))
                 _connect(socks[0])
                 if num_nodes > 1:
                     _wait_for_nodes(num_nodes, node.session_dir)
+                dashboard = extra.dashboard(include_dashboard)
+                if dashboard is not None:  # (it reads the cluster through a raylet: after them)
+                    node.procs.append(("dashboard", start_dashboard(redis_addr, *dashboard, node.session_dir)))
             except BaseException:
                 node.stop()
                 raise
@@ -153,7 +163,11 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 _restore_token()
                 raise
         state.mode = "driver"
+        state.default_actor_lifetime = extra.default_actor_lifetime()
+        state.job_metadata = extra.job_metadata()
         _start_job(namespace)
+        _driver_record.started(state.namespace, runtime_env)  # (the state API's jobs)
+        extra.configure_driver(logging_format)
         if log_to_driver:  # what the job's tasks and actors print, printed here (Ray's log_to_driver)
             state.log_follower = LogFollower(state.info["gcs_address"], state.job_id, state.info["node_id"])
         if runtime_env:
@@ -163,7 +177,11 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 shutdown()  # (nothing half-made stays: the embedded cluster stops)
                 raise
         _stuck.offer_driver_stacks(state.info["session_dir"])
-        return InitContext(state.info)
+        info = InitContext(state.info)
+        if state.node is not None and any(name == "dashboard" for name, _ in state.node.procs):
+            host, port = extra.dashboard(include_dashboard)
+            info["webui_url"] = f"{host}:{port}"
+        return info
 
 
 class InitContext(dict):
@@ -243,6 +261,7 @@ def shutdown():
         if state.mode is None:
             return
         try:
+            _driver_record.finished()
             _stuck.withdraw_driver_stacks()
             if state.log_follower is not None:
                 state.log_follower.stop()

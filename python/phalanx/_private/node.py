@@ -403,3 +403,27 @@ class NodeProcesses:
         if os.environ.get("PHALANX_CLUSTER_TOKEN") != self.token:
             return  # someone set another since
         restore_cluster_env(self._env_before)
+
+
+def start_dashboard(redis_address, host, port, session_dir, tie_to_parent=True, wait_s=15.0):
+    """The dashboard (`phalanx dashboard`) as a process of its own, serving the cluster at `redis_address`
+    on host:port; returns its Popen once it answers (UnavailableError with its log's end if it does not)."""
+    import socket
+    log_path = os.path.join(session_dir, "logs", "dashboard.log")
+    with open(log_path, "ab") as log:
+        p = subprocess.Popen([sys.executable, "-m", "phalanx.scripts", "dashboard", "--address", redis_address,
+                              "--host", host, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                             preexec_fn=_die_with_parent if tie_to_parent else None,
+                             start_new_session=not tie_to_parent)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise UnavailableError(f"the dashboard exited with code {p.returncode}; its log {log_path} ends with:\n"
+                                   f"{_tail(log_path)}")
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return p
+        except OSError:
+            time.sleep(0.05)
+    p.kill()
+    raise UnavailableError(f"the dashboard did not answer on {host}:{port} within {wait_s} s; log {log_path}")

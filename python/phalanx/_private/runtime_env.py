@@ -35,7 +35,7 @@ import pathspec
 from phalanx import _core
 from phalanx._private import remote_package
 
-SUPPORTED = ("working_dir", "py_modules", "env_vars", "excludes")
+SUPPORTED = ("working_dir", "py_modules", "env_vars", "excludes", "config")
 # Ray's fields phalanx does not set up: a clear NotImplementedError names them.
 _NOT_SUPPORTED = ("pip", "conda", "uv", "container", "image_uri", "java_jars", "py_executable", "nsight", "mpi")
 _DEFAULT_MAX_MB = 100
@@ -85,6 +85,10 @@ def check(runtime_env, where):
         for m in mods:
             if not isinstance(m, types.ModuleType):
                 _check_local(m, "py_modules", where)
+    config = runtime_env.get("config")
+    if config is not None:
+        from phalanx.runtime_env import RuntimeEnvConfig
+        RuntimeEnvConfig.parse(config)  # (raises naming what is wrong; phalanx sets an environment up in time)
     excludes = runtime_env.get("excludes")
     if excludes is not None and (not isinstance(excludes, (list, tuple)) or
                                  not all(isinstance(e, str) for e in excludes)):

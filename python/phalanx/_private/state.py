@@ -11,6 +11,8 @@ env_token_before = False  # joined a cluster: {PHALANX_CLUSTER_TOKEN, PHALANX_TL
 job_id = b""          # the job (driver) this process works for: the driver's own, or the running task's
 namespace = ""        # its namespace (named actors are found within it)
 log_follower = None   # a driver's log_stream.LogFollower (log_to_driver), or None
+default_actor_lifetime = "non_detached"  # a driver's JobConfig's: actors made without a lifetime get it
+job_metadata = {}     # a driver's JobConfig metadata
 # In a worker: the task (next_task's tuple) this thread, or this asyncio task, runs.
 current_task = contextvars.ContextVar("phalanx_current_task", default=None)
 # Placement groups whose ready ref was handed out here, by that ref (binary): a get of it that times

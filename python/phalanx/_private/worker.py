@@ -31,6 +31,7 @@ from phalanx._private.node import _die_with_parent
 from phalanx.generator import DynamicObjectRefGenerator
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
 from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
+from phalanx import logging_config
 from phalanx._private import runtime_env, worker_output
 from phalanx.exceptions import (ActorDiedError, RuntimeEnvSetupError, SerializationError, TaskCancelledError,
                                 TaskError, UnavailableError, WorkerCrashedError)
@@ -42,6 +43,7 @@ _env_error = None  # why this worker's runtime environment could not be set up: 
 _actors = {}  # actor id -> instance (a worker hosts at most one)
 _actor_creations = {}  # actor id -> its creation task's tuple less the arguments (its resources, name)
 _actor_class_names = {}  # actor id -> the class name its calls' handles show
+_actor_names = {}  # actor id -> the name it was made with ("" if none)
 _ORIGINAL_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES")
 DEFAULT_ASYNC_CONCURRENCY = 1000
 
@@ -427,6 +429,7 @@ def run_task(task):
             _actors[actor_id] = result
             _actor_creations[actor_id] = creation
             _actor_class_names[actor_id] = name
+            _actor_names[actor_id] = (concurrency or {}).get("name") or ""
             _restore_checkpoint(actor_id, result, concurrency)  # (after a restart: before any call runs)
             _start_actor_executor(result, concurrency)
             result = None
@@ -770,6 +773,8 @@ def main():
                                           f"{type(e).__name__}: {e}")
         print(_env_error, file=sys.stderr, flush=True)
     worker_output.install(_printing_for)  # (prints reach the driver: log_to_driver)
+    if os.environ.get(logging_config.ENV):  # the job's init(logging_config=...)
+        logging_config.apply_from_environment()
     signal.signal(signal.SIGUSR2, _on_cancel_signal)
     # `phalanx stack`: SIGUSR1 writes every thread's Python stack to this worker's log.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)

@@ -8,11 +8,11 @@ from phalanx.util.actor_pool import ActorPool
 from phalanx.util.check_serialize import inspect_serializability
 from phalanx.util.helpers import as_completed, map_unordered
 from phalanx.util.names import get_node_instance_id, get_node_ip_address, list_named_actors
-from phalanx.util.placement_group import (PlacementGroup, get_placement_group, placement_group,
-                                          placement_group_table, remove_placement_group)
+from phalanx.util.placement_group import (PlacementGroup, get_current_placement_group, get_placement_group,
+                                          placement_group, placement_group_table, remove_placement_group)
 from phalanx.util.serialization import deregister_serializer, register_serializer
 
 __all__ = ["ActorPool", "PlacementGroup", "accelerators", "as_completed", "deregister_serializer",
-           "get_node_instance_id", "get_node_ip_address", "get_placement_group", "inspect_serializability",
+           "get_current_placement_group", "get_node_instance_id", "get_node_ip_address", "get_placement_group", "inspect_serializability",
            "list_named_actors", "map_unordered", "placement_group", "placement_group_table", "register_serializer",
            "remove_placement_group"]

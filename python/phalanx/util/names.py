@@ -1,5 +1,7 @@
 """Ray's `ray.util` look-ups of the cluster: the named actors (`list_named_actors`) and this node's
 address (`get_node_ip_address`, `get_node_instance_id`)."""
+import os
+
 from phalanx import _core
 from phalanx._private import api, state
 from phalanx._private.rpc_tables import primary
@@ -29,6 +31,8 @@ def list_named_actors(all_namespaces=False):
 
 def get_node_ip_address():
     """The address of the node this process runs on, as the cluster knows it."""
+    if os.environ.get("PHALANX_NODE_IP") and state.mode == "worker":  # (the raylet's word: workers hold no token)
+        return os.environ["PHALANX_NODE_IP"]
     api.ensure_initialized()
     node_id = state.info["node_id"].hex()
     return next((n["address"] for n in api.gcs_nodes() if n["node_id"] == node_id), "127.0.0.1")

@@ -59,6 +59,11 @@ class PlacementGroup:
         self._name = name
 
     @property
+    def is_empty(self):
+        """Whether this names no placement group (Ray's PlacementGroup.empty())."""
+        return not self.id
+
+    @property
     def bundle_count(self):
         return len(self.bundle_specs)
 
@@ -158,6 +163,18 @@ def _row(fields):
             "state": _STATES.get(state, "?"), "bundles": {i: b for i, (b, _) in enumerate(bundles)},
             "bundles_to_node_id": {i: n.hex() for i, (_, n) in enumerate(bundles) if n},
             "why_pending": why}
+
+
+def get_current_placement_group():
+    """The placement group the running task or actor was placed in (Ray's): None in a driver, or when it
+    was placed in none."""
+    if not _core.is_connected():
+        return None
+    pg_id = _core.current_placement_group()
+    if not pg_id:
+        return None
+    info = _lookup(pg_id, "")
+    return PlacementGroup(info["id"], list(info["bundles"].values()), None, info["name"])
 
 
 def get_placement_group(placement_group_name):

@@ -96,6 +96,9 @@ def _there(name, cli):
         if fn == "ray.actor.ActorClass.options":
             from phalanx import actor
             return kw in actor._ACTOR_OPTIONS
+        if fn == "ray.init":
+            from phalanx._private import api, init_options
+            return kw in inspect.signature(api.init).parameters or kw in init_options.KNOWN - init_options.NOT_YET
         obj = _object(fn)
         if obj is _ABSENT:
             return False
