@@ -16,8 +16,9 @@ CMAKE=cmake; NINJA=ninja
 [ -x .venv/bin/ninja ] && NINJA=$PWD/.venv/bin/ninja
 command -v "$CMAKE" >/dev/null || { echo "cmake is missing: run scripts/setup.sh first"; exit 1; }
 
+source scripts/ccache_env.sh
 echo "== building the fuzz targets (clang, ASan, UBSan) in build-fuzz/"
-"$CMAKE" -S . -B build-fuzz -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" -DCMAKE_C_COMPILER=clang \
+"$CMAKE" -S . -B build-fuzz -G Ninja -DCMAKE_MAKE_PROGRAM="$NINJA" -DCMAKE_C_COMPILER=clang ${CCACHE_LAUNCHERS:-} \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPHALANX_BUILD_FUZZ=ON \
   -DPHALANX_BUILD_PYTHON=OFF -DPHALANX_BUILD_TESTS=OFF -DPHALANX_WITH_CUDA=OFF >/dev/null
 "$NINJA" -C build-fuzz fuzz_wire fuzz_raylet >/dev/null

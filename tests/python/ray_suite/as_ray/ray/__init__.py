@@ -19,10 +19,22 @@ _SUBMODULES = {
     "ray.util.placement_group": "phalanx.util.placement_group",
     "ray.util.scheduling_strategies": "phalanx.util.scheduling_strategies",
     "ray.util.collective": "phalanx.util.collective",
+    "ray.util.multiprocessing": "phalanx.util.multiprocessing",
     "ray.util.serialization": "phalanx.util.serialization",
     "ray.util.check_serialize": "phalanx.util.check_serialize",
     "ray.util.accelerators": "phalanx.util.accelerators",
     "ray.cloudpickle": "cloudpickle",
+    "ray.cluster_utils": "phalanx.cluster_utils",
+    "ray.job_config": "phalanx.job_config",
+    "ray.runtime_env": "phalanx.runtime_env",
+    "ray.dag": "phalanx.dag",
+    "ray.dag.input_node": "phalanx.dag.input_node",
+    "ray.dag.output_node": "phalanx.dag.output_node",
+    "ray.dag.function_node": "phalanx.dag.function_node",
+    "ray.dag.class_node": "phalanx.dag.class_node",
+    "ray.dag.dag_node": "phalanx.dag.dag_node",
+    "ray.dag.compiled_dag_node": "phalanx.dag.compiled_dag_node",
+    "ray.dag.context": "phalanx.dag.context",
 }
 
 for _alias, _name in _SUBMODULES.items():
