@@ -38,6 +38,7 @@ from phalanx._private.node import (NodeProcesses, cpp_worker_binary, new_session
 from phalanx._private.rpc_tables import alive_nodes, endpoints, primary
 from phalanx.cluster import cli as cluster_cli
 from phalanx.job import cli as job_cli
+from phalanx.util.state import cli as state_cli
 from phalanx.exceptions import PhalanxError, UnavailableError
 
 
@@ -512,6 +513,7 @@ def parser():
     sp = sub.add_parser("stop", help="stop what `phalanx start` started on this machine")
     sp.add_argument("--grace", type=float, default=10.0)
     job_cli.add_parser(sub)
+    state_cli.add_parsers(sub)
     cluster_cli.add_parsers(sub)
     sub.add_parser("version")
     sub.add_parser("microbenchmark", add_help=False,
@@ -533,7 +535,8 @@ def main(argv=None):
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,
                 "timeline": cmd_timeline, "memory": cmd_memory, "dashboard": cmd_dashboard, "job": job_cli.run,
-                "up": cluster_cli.run, "down": cluster_cli.run, "exec": cluster_cli.run}[a.cmd](a)
+                "up": cluster_cli.run, "down": cluster_cli.run, "exec": cluster_cli.run,
+                **dict.fromkeys(state_cli.COMMANDS, state_cli.run)}[a.cmd](a)
     except Exception as e:  # a clear one-line error, not a traceback, for operators
         if isinstance(e, PhalanxError):
             print(f"phalanx: {e}", file=sys.stderr)

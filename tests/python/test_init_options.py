@@ -141,3 +141,21 @@ def test_runtime_env_classes_and_the_contexts_remaining_methods(fresh, tmp_path)
     assert got == (pg.id.hex(), pg.id.hex(), True)
     assert phalanx.util.get_current_placement_group() is None  # (a driver is in none)
     assert not pg.is_empty and phalanx.get_neuron_core_ids() == []
+
+
+def test_a_task_reads_the_cluster_as_a_driver_does(fresh):
+    phalanx.init(num_cpus=2, address="local")  # (Ray's "local": a new cluster here)
+
+    @phalanx.remote
+    def look():
+        import phalanx.util as util
+        return (phalanx.cluster_resources()["CPU"], len(phalanx.nodes()), util.get_node_ip_address(),
+                util.list_named_actors())
+
+    @phalanx.remote
+    class Named:
+        pass
+
+    keep = Named.options(name="seen").remote()  # noqa: F841
+    cpus, nodes, ip, names = phalanx.get(look.remote(), timeout=60)
+    assert (cpus, nodes, ip) == (2.0, 1, "127.0.0.1") and "seen" in names

@@ -111,11 +111,14 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 return InitContext(state.info)
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first "
                                "(or pass ignore_reinit_error=True)")
+        if address == "local":  # (Ray's: a new local cluster, whatever else runs here)
+            address = None
         if address == "auto":
-            address = os.environ.get("PHALANX_ADDRESS") or current_head_address()
+            address = os.environ.get("PHALANX_ADDRESS") or os.environ.get("RAY_ADDRESS") or current_head_address()
             if not address:
-                raise UnavailableError("address='auto' but no cluster is known here: PHALANX_ADDRESS is not "
-                                       "set and `phalanx start --head` was not run; pass address='HOST:PORT'")
+                raise UnavailableError("address='auto' but no cluster is known here: PHALANX_ADDRESS (or "
+                                       "RAY_ADDRESS) is not set and `phalanx start --head` was not run; pass "
+                                       "address='HOST:PORT'")
         if address is None:
             if num_cpus is not None:
                 check_amount("num_cpus", num_cpus)

@@ -27,7 +27,7 @@ import cloudpickle
 from phalanx import _core
 from phalanx._private import serialization as ser
 from phalanx._private import state
-from phalanx._private.node import _die_with_parent
+from phalanx._private.node import _die_with_parent, read_session_tls, read_session_token
 from phalanx.generator import DynamicObjectRefGenerator
 from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never sees it)
 from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
@@ -744,6 +744,18 @@ def _start_actor_executor(instance, concurrency):
         _executor = _ThreadedExecutor(instance, max_concurrency or 1, groups)
 
 
+def _read_cluster_credentials(session_dir):
+    """The cluster's token and TLS setting from the node's session folder (0600, this user's, as the token
+    Ray's workers hold), so a task can read the GCS as a driver does: nodes(), cluster_resources(),
+    the state API. The raylet does not put them in a worker's environment."""
+    if session_dir and not os.environ.get("PHALANX_CLUSTER_TOKEN"):
+        token = read_session_token(session_dir)
+        if token:
+            os.environ["PHALANX_CLUSTER_TOKEN"] = token
+        if read_session_tls(session_dir):
+            os.environ["PHALANX_TLS"] = "1"
+
+
 def _printing_for():
     """(job id, name) of what this thread prints for (worker_output.py): a task's function, an actor's class
     (its creator's job, from any of its threads), or None between tasks."""
@@ -765,6 +777,7 @@ def main():
     token = os.environ["PHALANX_WORKER_TOKEN"]
     state.info = _core.connect(sock, True, token, 30000)
     state.mode = "worker"
+    _read_cluster_credentials(os.environ.get("PHALANX_SESSION_DIR", ""))
     global _env_error
     try:
         runtime_env.setup_worker()

@@ -6,6 +6,7 @@ Resolution: "ray.a.b.c" through the longest proper prefix in MODULE_ALIASES, the
 keyword of F (the options of @remote on functions and classes from their option tables); "cli:WORDS" a
 subcommand of `phalanx`; "runtime_env:FIELD" a field runtime_env accepts. "metric:NAME" is checked by the
 metrics tests once there is an exporter (counted as missing until then)."""
+import argparse
 import importlib
 import inspect
 import re
@@ -71,10 +72,10 @@ def _cli_commands():
 
     def walk(ap, prefix):
         for action in ap._actions:
-            for name, sub in getattr(action, "choices", None).items() if action.__class__.__name__ == \
-                    "_SubParsersAction" else ():
-                found.add((prefix + " " + name).strip())
-                walk(sub, prefix + " " + name)
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action._name_parser_map.items():
+                    found.add((prefix + " " + name).strip())
+                    walk(sub, prefix + " " + name)
     walk(scripts.parser(), "")
     return found
 
