@@ -193,3 +193,32 @@ def test_every_op_at_every_size_on_one_node_and_across_nodes(four_nodes, world, 
             assert all(ok), (world, spread, n, ok)
     for r in ranks:
         phalanx.kill(r)
+
+
+def test_rays_remaining_collective_names_reduce_to_one_rank_and_name_the_backends(cluster):
+    import numpy as np
+    from phalanx.util import collective as col
+
+    @phalanx.remote(num_cpus=0)
+    class Rank:
+        def __init__(self, rank):
+            col.init_collective_group(2, rank, backend=col.Backend("gloo"), group_name="rr")
+            self.rank = rank
+
+        def reduce_to_one(self):
+            x = np.full(4, self.rank + 1.0)
+            col.reduce(x, dst_rank=1, group_name="rr")
+            col.synchronize()
+            return x.tolist(), col.get_group_handle("rr") is not None, col.gloo_available()
+
+    ranks = [Rank.remote(r) for r in range(2)]
+    got = phalanx.get([r.reduce_to_one.remote() for r in ranks], timeout=60)
+    assert got[0] == ([1.0] * 4, True, True)  # rank 0 keeps its own
+    assert got[1] == ([3.0] * 4, True, True)  # rank 1 has the sum
+    with pytest.raises(ValueError, match="Unrecognized backend"):
+        col.Backend("carrier-pigeon")
+    with pytest.raises(ValueError, match="no collective group"):
+        col.get_group_handle("nope")
+    import torch
+    if not torch.cuda.is_available():
+        assert col.nccl_available() is False

@@ -21,6 +21,25 @@ class ReduceOp(enum.Enum):
     MAX = "max"
 
 
+class Backend:
+    """Ray's backend names (ray.util.collective.types.Backend); Backend("GLOO") is "gloo". Every one runs
+    over phalanx's object layer."""
+    NCCL = "nccl"
+    MPI = "mpi"
+    GLOO = "gloo"
+    TORCH_GLOO = "torch_gloo"
+    NIXL = "nixl"
+    UNRECOGNIZED = "unrecognized"
+
+    def __new__(cls, name):
+        backend = getattr(cls, str(name).upper(), cls.UNRECOGNIZED)
+        if backend == cls.UNRECOGNIZED:
+            raise ValueError(f"Unrecognized backend: '{name}'")
+        if backend == cls.MPI:
+            raise RuntimeError("Ray does not support MPI backend.")
+        return backend
+
+
 _BACKENDS = ("nccl", "gloo", "torch_gloo", "phalanx", "auto")
 
 
@@ -95,3 +114,55 @@ def send(tensor, dst_rank, group_name="default"):
 
 def recv(tensor, src_rank, group_name="default"):
     _g.group_recv(tensor, src_rank, group_name)
+
+
+def reduce(tensor, dst_rank=0, group_name="default", op=ReduceOp.SUM):
+    """Ray's reduce: `tensor` on rank `dst_rank` becomes the reduction over the group; the other ranks'
+    tensors stay as they were."""
+    result = _copy(tensor)
+    _g.group_allreduce(result, _op(op), group_name)
+    if get_rank(group_name) == dst_rank:
+        _assign(tensor, result)
+
+
+def get_group_handle(group_name="default"):
+    """The group this process joined as `group_name` (ValueError if it has not)."""
+    g = _g._groups.get(group_name)
+    if g is None:
+        raise ValueError(f"this process is in no collective group named {group_name!r}: call "
+                         "init_collective_group first")
+    return g
+
+
+def synchronize(gpu_id=0):
+    """Waits for the work queued on GPU `gpu_id` (torch's CUDA stream); nothing to wait for without one."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize(gpu_id)
+
+
+def gloo_available():
+    """Whether the "gloo" backend can be named: always (every backend runs over phalanx's object layer)."""
+    return True
+
+
+def nccl_available():
+    """Whether this process can use NCCL (torch with a CUDA device, and the library)."""
+    from phalanx._private import nccl
+    try:
+        nccl.check_available()
+        return True
+    except (RuntimeError, OSError):
+        return False
+
+
+def _copy(tensor):
+    return tensor.clone() if hasattr(tensor, "clone") else tensor.copy()
+
+
+def _assign(tensor, value):
+    if hasattr(tensor, "copy_"):
+        tensor.copy_(value)
+    else:
+        tensor[...] = value

@@ -19,6 +19,7 @@ _SUBMODULES = {
     "ray.util.placement_group": "phalanx.util.placement_group",
     "ray.util.scheduling_strategies": "phalanx.util.scheduling_strategies",
     "ray.util.collective": "phalanx.util.collective",
+    "ray.util.collective.types": "phalanx.util.collective",
     "ray.util.multiprocessing": "phalanx.util.multiprocessing",
     "ray.util.serialization": "phalanx.util.serialization",
     "ray.util.check_serialize": "phalanx.util.check_serialize",
