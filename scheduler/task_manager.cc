@@ -130,6 +130,18 @@ size_t TaskManager::SoftWorkerLimit() const {
   return std::max<size_t>(cpus, 1) + blocked_ + actors_->num_alive() + actors_->num_pending();
 }
 
+size_t TaskManager::WorkerLimitFor(double num_cpus) const {
+  // Tasks of a fraction of a CPU run as many at once as fit, as in Ray (four 0.5-CPU tasks at once on
+  // 2 CPUs): the soft limit counts CPUs / fraction for them. (Starting workers count too, so a queue of
+  // them never starts more than that.)
+  size_t limit = SoftWorkerLimit();
+  if (num_cpus > 0 && num_cpus < 1) {
+    double cpus = std::ceil(ledger_->total().Get("CPU"));
+    limit += static_cast<size_t>(std::ceil(cpus / num_cpus)) - static_cast<size_t>(cpus);
+  }
+  return limit;
+}
+
 void TaskManager::MakeRoomFor(const WorkerKind& kind) {
   // An idle worker of another kind (another environment) is stopped for it,
   // unless it created actors that live on (they would die with it).
@@ -212,11 +224,9 @@ void TaskManager::Dispatch() {
           ledger_->Release(t.need, gpus);
           WorkerKind kind = WorkerKind::Of(t.spec);
           if (pool_->num_starting(kind) < q.size()) {
-            // A task whose CPUs fit now gets a worker, as in Ray (four 0.5-CPU tasks run at once on 2
-            // CPUs; the CPUs bound how many). Only tasks asking no CPU are held to the soft limit.
-            bool asks_cpu = t.spec.num_cpus() > 0;
-            if (pool_->size() >= SoftWorkerLimit()) MakeRoomFor(kind);
-            if (asks_cpu || pool_->size() < SoftWorkerLimit()) pool_->StartWorker(kind);
+            size_t limit = WorkerLimitFor(t.spec.num_cpus());
+            if (pool_->size() >= limit) MakeRoomFor(kind);
+            if (pool_->size() < limit) pool_->StartWorker(kind);
           }
         }
       }

@@ -166,6 +166,8 @@ class TaskManager final : public TaskTable,
   void Unpush(Worker* w, Task& t);
   void Record(const Task& t, rpc::TaskState state, const std::string& error);
   size_t SoftWorkerLimit() const;
+  // The soft limit for a task asking `num_cpus` (more for a fraction of a CPU).
+  size_t WorkerLimitFor(double num_cpus) const;
   // At the worker limit with none idle of `kind`: stops an idle one of another kind.
   void MakeRoomFor(const WorkerKind& kind);
 

@@ -44,7 +44,10 @@ from phalanx.remote_function import scheduling_strategy_of, strategy_args
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
                   "max_pending_calls", "scheduling_strategy", "placement_group", "placement_group_bundle_index",
-                  "placement_group_capture_child_tasks", "checkpoint_interval_s", "runtime_env", "accelerator_type"}
+                  "placement_group_capture_child_tasks", "checkpoint_interval_s", "runtime_env", "accelerator_type",
+                  # Ray's: calls taken as their arguments are ready (also a sync actor's); task events (the
+                  # timeline records calls either way); GPU tensors by reference (accepted: gpu_objects.py)
+                  "allow_out_of_order_execution", "enable_task_events", "enable_tensor_transport"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
@@ -134,6 +137,9 @@ def _check_actor_options(opts, where):
     ns = opts.get("namespace")
     if ns is not None and (not isinstance(ns, str) or not ns or "/" in ns):
         raise ValueError(f"namespace must be a non-empty string without '/', got {ns!r}")
+    for flag in ("allow_out_of_order_execution", "enable_task_events", "enable_tensor_transport"):
+        if opts.get(flag) is not None and not isinstance(opts[flag], bool):
+            raise ValueError(f"{flag} must be a bool, got {opts[flag]!r}")
     mc = opts.get("max_concurrency")
     if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
         raise ValueError(f"max_concurrency must be an int >= 1, got {mc!r}")
@@ -298,7 +304,8 @@ class ActorClass:
         if self._is_async is None:
             self._is_async = any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
                                  for _, m in inspect.getmembers(self._cls, predicate=inspect.isfunction))
-        return self._is_async or (opts["max_concurrency"] or 1) > 1 or bool(opts["concurrency_groups"])
+        return self._is_async or (opts["max_concurrency"] or 1) > 1 or bool(opts["concurrency_groups"]) or \
+            bool(opts.get("allow_out_of_order_execution"))
 
     def remote(self, *args, **kwargs):
         if self._init_checker is not None:

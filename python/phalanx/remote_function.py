@@ -15,7 +15,7 @@ from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
             "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls",
-            "runtime_env", "accelerator_type"}
+            "runtime_env", "accelerator_type", "enable_task_events"}  # (the timeline records tasks either way)
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -66,6 +66,8 @@ def _check_options(opts, where):
         raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
                          f"valid ones are {sorted(_OPTIONS)}")
     check_resource_options(opts)
+    if opts.get("enable_task_events") is not None and not isinstance(opts["enable_task_events"], bool):
+        raise ValueError(f"enable_task_events must be a bool, got {opts['enable_task_events']!r}")
     strategy_args(scheduling_strategy_of(opts))
     if "num_returns" in opts:
         check_num_returns(opts["num_returns"])

@@ -516,6 +516,8 @@ def parser():
     state_cli.add_parsers(sub)
     cluster_cli.add_parsers(sub)
     sub.add_parser("version")
+    for verb in ("enable", "disable"):  # Ray's commands; phalanx sends nothing anywhere, so there is nothing to turn
+        sub.add_parser(f"{verb}-usage-stats", help="phalanx collects no usage statistics (Ray's command, a no-op)")
     sub.add_parser("microbenchmark", add_help=False,
                    help="the microbenchmark with Ray's metric names (python -m phalanx.microbenchmark --help)")
     return ap
@@ -531,6 +533,10 @@ def main(argv=None):
         ap.error("unrecognized arguments: " + " ".join(rest))
     if a.cmd == "version":
         print(phalanx.__version__)
+        return 0
+    if a.cmd.endswith("-usage-stats"):
+        print("phalanx collects no usage statistics: nothing is sent anywhere, so there is nothing to "
+              f"{a.cmd.split('-')[0]}")
         return 0
     try:
         return {"start": cmd_start, "status": cmd_status, "stop": cmd_stop, "stack": cmd_stack,

@@ -88,3 +88,31 @@ def phalanx_differs(reason, strict=True, run=True):
     import pytest
     return pytest.mark.xfail(os.environ.get("RAY_SUITE_TARGET", "phalanx") == "phalanx", reason=reason,
                              strict=strict, run=run)
+
+
+def wait_for_pid_to_exit(pid, timeout=20):
+    """Ray's test helper of this name (ray._private.test_utils), written here: waits until process `pid` is
+    gone (a zombie counts as gone, as in Ray's), else TimeoutError."""
+    import os
+
+    def alive():
+        if os.path.isdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:
+                return False
+        try:  # no /proc (macOS): signal 0 tells whether it exists
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"Timed out while waiting for process {pid} to exit.")

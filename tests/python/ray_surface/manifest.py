@@ -214,7 +214,7 @@ NAMES: List[Tuple[str, str, str, str]] = [
     ("ray.remote(placement_group_bundle_index=)", "core", "has", ""),
     ("ray.remote(placement_group_capture_child_tasks=)", "core", "has", ""),
     ("ray.remote(runtime_env=)", "core", "has", ""),
-    ("ray.remote(enable_task_events=)", "core", "missing", ""),
+    ("ray.remote(enable_task_events=)", "core", "has", ""),
     ("ray.remote(_generator_backpressure_num_objects=)", "core", "has", ""),
     # actor options: @ray.remote on a class and ActorClass.options (ray_option_utils actor_options)
     ("ray.actor.ActorClass.options(num_cpus=)", "core", "has", ""),
@@ -234,9 +234,9 @@ NAMES: List[Tuple[str, str, str, str]] = [
     ("ray.actor.ActorClass.options(max_pending_calls=)", "core", "has", ""),
     ("ray.actor.ActorClass.options(max_concurrency=)", "core", "has", ""),
     ("ray.actor.ActorClass.options(concurrency_groups=)", "core", "has", ""),
-    ("ray.actor.ActorClass.options(allow_out_of_order_execution=)", "core", "missing", ""),
-    ("ray.actor.ActorClass.options(enable_tensor_transport=)", "core", "missing", ""),
-    ("ray.actor.ActorClass.options(enable_task_events=)", "core", "missing", ""),
+    ("ray.actor.ActorClass.options(allow_out_of_order_execution=)", "core", "has", ""),
+    ("ray.actor.ActorClass.options(enable_tensor_transport=)", "core", "has", ""),
+    ("ray.actor.ActorClass.options(enable_task_events=)", "core", "has", ""),
     ("ray.actor.ActorClass.options(scheduling_strategy=)", "core", "has", ""),
     ("ray.actor.ActorClass.options(placement_group=)", "core", "has", ""),
     ("ray.actor.ActorClass.options(placement_group_bundle_index=)", "core", "has", ""),
@@ -262,8 +262,8 @@ NAMES: List[Tuple[str, str, str, str]] = [
     ("cli:timeline", "core", "has", "`phalanx timeline`"),
     ("cli:status", "core", "has", "`phalanx status`"),
     ("cli:debug", "core", "missing", ""),
-    ("cli:disable-usage-stats", "core", "missing", "phalanx collects no usage stats"),
-    ("cli:enable-usage-stats", "core", "missing", "phalanx collects no usage stats"),
+    ("cli:disable-usage-stats", "core", "has", "phalanx collects no usage stats"),
+    ("cli:enable-usage-stats", "core", "has", "phalanx collects no usage stats"),
 
     # ---------------------------------------------------------------- utility (utility.rst)
     ("ray.util.ActorPool", "utility", "has", ""),
