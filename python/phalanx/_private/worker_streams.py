@@ -1,0 +1,138 @@
+"""What a worker hands in for a call: the stored form of an error (error_value), and the items of a
+generator call as it yields them (_Stream: each stored and handed in at once, with backpressure; the
+drivers of sync and async generators)."""
+import asyncio
+import inspect
+import traceback
+
+from phalanx import _core
+from phalanx._private import serialization as ser
+from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError
+from phalanx.generator import DynamicObjectRefGenerator
+
+
+def error_value(name, e, final=False):
+    """The stored form of an error: an argument's task's error (or a `final` one) passes on
+    unchanged, anything else becomes a TaskError with its traceback."""
+    if final or isinstance(e, (TaskError, TaskCancelledError)):
+        err = e
+    else:
+        err = TaskError.make(name, traceback.format_exc(), e)
+    return ser.serialize_error(err)
+
+
+class _Stream:
+    """The producer's side of one generator call: each value it yields is
+    stored and handed in at once; with backpressure it waits for the caller
+    to read before it runs ahead by more. Made before the call runs, so that
+    however the call ends its stream ends too."""
+
+    def __init__(self, task_id, name, mode, backpressure):
+        self.task_id = task_id
+        self.name = name
+        self.mode = mode
+        self.backpressure = backpressure
+        self.count = 0
+        self.consumed = 0
+        self.ended = False
+
+    def _hand_in(self, kind, meta, bufs, contained, oid=None):
+        oid = oid or self._next_id()
+        _core.stream_item(self.task_id, (oid, _core.prepare_return(oid, kind, meta, bufs, contained, True),
+                                         contained))
+        self.count += 1
+
+    def _next_id(self):
+        return _core.stream_item_id(self.task_id, self.count)
+
+    def put(self, value):
+        """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
+        oid = self._next_id()
+        try:
+            meta, bufs, contained = ser.serialize(value, oid)
+        except Exception as e:
+            raise SerializationError(f"item {self.count} of {self.name} cannot be pickled: "
+                                     f"{type(e).__name__}: {e}") from e
+        self._hand_in(ser.kind_of(value), meta, bufs, contained, oid)
+        return 0 < self.backpressure <= self.count - self.consumed
+
+    def failed(self, e):
+        """The producer raised: (the return's value, error text). Streaming:
+        the error is the caller's next item (as in Ray); dynamic: the return is the error."""
+        if self.mode == 2:
+            raise e
+        self._hand_in(ser.KIND_ERROR, *error_value(self.name, e))
+        return self.result(), f"{type(e).__name__}: {e}"
+
+    def wait_credit(self):
+        """Waits until the caller has read enough; False when it let go."""
+        need = self.count - self.backpressure + 1
+        while self.consumed < need:
+            consumed, dropped = _core.stream_credit(self.task_id, need, 1000)
+            if dropped:
+                return False
+            self.consumed = max(self.consumed, consumed)
+        return True
+
+    def end(self):
+        """Says the stream is over, once, however it ended (the caller's raylet
+        then knows how many items to wait for, whichever way they come)."""
+        if not self.ended:
+            self.ended = True
+            _core.stream_item(self.task_id, None, True, self.count)
+
+    def result(self):
+        """The value of the call's return."""
+        if self.mode == 1:
+            return self.count
+        return DynamicObjectRefGenerator(_core.ObjectRef(_core.stream_item_id(self.task_id, k))
+                                         for k in range(self.count))
+
+    def returns(self, result):
+        """The call's one return. A dynamic one's value holds the items' refs
+        and travels inline (its items are held for the caller only until it
+        is recorded: a copy left in this node's store would not hold them there)."""
+        oid = _core.object_id(self.task_id, 1)
+        meta, bufs, contained = ser.serialize(result)
+        if self.mode == 2:
+            return [(oid, _core.pack(ser.kind_of(result), meta, bufs), contained)]
+        return [(oid, _core.prepare_return(oid, ser.kind_of(result), meta, bufs, contained), contained)]
+
+
+def _not_a_generator(name, result):
+    return TypeError(f"{name} was called as a generator (num_returns='streaming' or 'dynamic') but returned "
+                     f"{type(result).__name__}, not a generator: give it a yield, or call it with a number of "
+                     f"returns")
+
+
+def _run_generator(stream, gen):
+    """Runs a generator call to its end: (value of its return, error text)."""
+    if not inspect.isgenerator(gen):
+        if inspect.isasyncgen(gen):
+            return asyncio.run(_run_async_generator(stream, gen))
+        raise _not_a_generator(stream.name, gen)
+    try:
+        for value in gen:
+            if stream.put(value) and not stream.wait_credit():
+                gen.close()  # the caller let go: GeneratorExit at its yield
+                break
+    except Exception as e:  # noqa: BLE001 - it reaches the caller
+        return stream.failed(e)
+    finally:
+        stream.end()
+    return stream.result(), ""
+
+
+async def _run_async_generator(stream, agen):
+    loop = asyncio.get_running_loop()
+    try:
+        async for value in agen:
+            # (credit is waited for off the loop: the actor's other calls go on meanwhile)
+            if stream.put(value) and not await loop.run_in_executor(None, stream.wait_credit):
+                await agen.aclose()
+                break
+    except Exception as e:  # noqa: BLE001 - it reaches the caller
+        return stream.failed(e)
+    finally:
+        stream.end()
+    return stream.result(), ""
