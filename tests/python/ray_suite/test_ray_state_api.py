@@ -219,6 +219,7 @@ def test_list_get_workers(shutdown_only):
     wait_for_condition(verify)
 
     workers = list_workers()
+    assert workers[-1]["pid"] != os.getpid()  # (never this test's own process: the suite would die with it)
     os.kill(workers[-1]["pid"], signal.SIGKILL)
 
     def verify():

@@ -34,7 +34,7 @@ _ORDER = {
     StateResource.NODES: lambda r: r["node_id"],
     StateResource.PLACEMENT_GROUPS: lambda r: r["placement_group_id"],
     StateResource.JOBS: lambda r: (r["start_time"] or 0, r["job_id"] or "", r["submission_id"] or ""),
-    StateResource.WORKERS: lambda r: (r["node_id"], r["pid"]),
+    StateResource.WORKERS: lambda r: (r["worker_type"] != "DRIVER", r["node_id"], r["pid"]),  # (drivers first)
     StateResource.TASKS: lambda r: (r["creation_time_ms"] or r["end_time_ms"] or 0, r["task_id"], r["attempt_number"]),
     StateResource.OBJECTS: lambda r: (-r["object_size"], r["object_id"], r["pid"] or 0, r["reference_type"]),
     StateResource.RUNTIME_ENVS: lambda r: (r["node_id"] or "", repr(sorted(r["runtime_env"].items()))),
