@@ -16,7 +16,7 @@ from phalanx import _core
 from phalanx._private.rpc_tables import all_nodes
 
 _KEY_PREFIX = "output:"  # (gcs/gcs_tables.h kOutputPrefix)
-_BLOCK_MS = 200
+_POLL_S = 0.1  # how often the thread reads the stream (a non-blocking XREAD, then a wait in Python)
 _NUMBERS = re.compile(r"(\d+|0x[0-9a-fA-F]+)")
 
 
@@ -95,12 +95,14 @@ class LogFollower:
         self._thread.start()
 
     def stop(self):
-        """Prints what is in the stream now and the counts still held back. The thread ends on its own
-        within its read's block (what it reads after this is dropped: this last read covers it)."""
+        """Ends the thread (it waits in Python, not in a blocking read, so it ends at once: a thread left
+        inside C++ at the interpreter's exit would abort the process), then prints what is in the
+        stream now and the counts still held back."""
         self._stop.set()
+        self._thread.join(5.0)
         with self._lock:
             try:
-                self._show(self._read(_core.RedisSession(self._gcs_address, 2.0), None))
+                self._show(self._read(self._session, None))
             except Exception:  # noqa: BLE001 - the GCS is gone with the cluster: nothing more to read
                 pass
             if self._dedup:
@@ -109,13 +111,12 @@ class LogFollower:
     def _run(self):
         while not self._stop.is_set():
             try:
-                entries = self._read(self._session, _BLOCK_MS)
                 with self._lock:
-                    if self._stop.is_set():
-                        return
+                    entries = self._read(self._session, None)  # (no BLOCK: a round trip, then a wait here)
                     self._show(entries)
                     if self._dedup:
                         self._print(self._dedup.due())
+                self._stop.wait(_POLL_S)
             except Exception:  # noqa: BLE001 - the GCS is away: try again
                 self._stop.wait(1.0)
 
