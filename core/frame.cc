@@ -34,6 +34,7 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::GROUP_HELLO:
     case rpc::GROUP_ABORT:
     case rpc::WORKER_OUTPUT:  // (60 KiB of text at most: scheduler/output_relay.h)
+    case rpc::METRICS_REPORT:  // (the client splits a larger report)
       return kSmallBody;
     case rpc::PG_CREATE:
       return kListBody;  // (up to 10,000 bundles)

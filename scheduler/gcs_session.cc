@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "core/ids.h"
 #include "core/logging.h"
 
 namespace phalanx::scheduler {
@@ -83,6 +84,9 @@ rpc::NodeInfo GcsSession::NodeInfoNow() const {
   n.set_actors_alive(parts_.actors->num_alive());
   n.set_store_used(store.used);
   n.set_peers_alive(parts_.peers->peers_alive());
+  if (parts_.metrics != nullptr) n.set_metrics_export_port(parts_.metrics->port());
+  for (const auto& [k, v] : options_.labels) (*n.mutable_labels())[k] = v;
+  (*n.mutable_labels())["ray.io/node-id"] = ToHex(node_id_);
   return n;
 }
 

@@ -22,6 +22,7 @@
 #include "gcs/redis_client.h"
 #include "objectstore/object_manager.h"
 #include "scheduler/clients.h"
+#include "scheduler/metrics_exporter.h"
 #include "scheduler/function_table.h"
 #include "scheduler/gcs_keeper.h"
 #include "scheduler/heartbeat.h"
@@ -44,6 +45,7 @@ struct SessionParts {
   objectstore::ObjectManager* objects;
   FunctionTable* functions;
   Clients* clients;
+  const MetricsExporter* metrics;  // its port goes in the node's record
 };
 
 class GcsSession final : public NodeAnnouncer, public TaskRecords {

@@ -73,6 +73,11 @@ class PlacementGroups final : public GroupPlacement {
   // The record of a group coordinated here, or nullptr.
   const rpc::PlacementGroupInfo* Find(const std::string& pg_id) const;
   bool Coordinates(const std::string& pg_id) const { return groups_.count(pg_id) > 0; }
+  // Each group coordinated here.
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (const auto& [id, g] : groups_) fn(g.info);
+  }
 
   // Where a task or actor in bundle `index` (-1: any) of `pg_id` must go.
   using Where = BundleWhere;

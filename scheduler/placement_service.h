@@ -33,6 +33,7 @@ class PlacementService final : public ClientWatcher, private GroupHost {
                    GroupActors* actors, NodeAnnouncer* node);
 
   GroupPlacement* groups() { return &pgs_; }
+  const PlacementGroups& table() const { return pgs_; }  // (the metrics page counts them)
   // Client messages.
   // Its client messages (create, remove, get) and peer messages (bundle operations, removal).
   void AddRoutes(Router& router);

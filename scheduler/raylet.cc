@@ -149,14 +149,21 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
       device_holders_(io, &om_.table(), &clients_),
       functions_(io, &gcs_),
       output_(&gcs_, options_.node_ip),
+      metrics_(options_.node_ip, MetricsPage::SessionName(options_.session_dir)),
+      metrics_page_(options_.node_ip, options_.session_dir,
+                    options_.gcs_restart_file.empty() ? "" : options_.session_dir + "/redis.pid",
+                    MetricsPageParts{&inspection_, &tasks_, &actors_, &placement_.table(), &clients_, &peers_, &metrics_}),
+      metrics_exporter_(io, &metrics_page_, options_.cluster_token),
       session_(io, node_id_, options_,
-               SessionParts{&redis_, &gcs_, &peers_, &tasks_, &actors_, &pool_, &om_, &functions_, &clients_}),
+               SessionParts{&redis_, &gcs_, &peers_, &tasks_, &actors_, &pool_, &om_, &functions_, &clients_,
+                            &metrics_exporter_}),
       task_service_(node_id_, options_.inline_threshold, &om_, &tasks_, &streams_, &object_requests_, &clients_,
                     &session_),
       actor_service_(&actors_, &tasks_, &gcs_, options_.checkpoint_max_bytes),
       // A client's exit: its groups, its rendezvous, its generators, what it held, its GPU objects, the actors it owned.
       client_service_(io, node_id_, options_, &router_, &clients_, &pool_, &om_, &redis_, &object_requests_, &tasks_,
-                      {&placement_, &collectives_, &streams_, &object_requests_, &device_holders_, &actor_service_}),
+                      {&placement_, &collectives_, &streams_, &object_requests_, &device_holders_, &actor_service_,
+                       &metrics_}),
       tidy_timer_(io) {
   // Every service lists the messages it owns, from clients and from peers.
   client_service_.AddRoutes(router_);
@@ -164,6 +171,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
   actor_service_.AddRoutes(router_);
   functions_.AddRoutes(router_);
   output_.AddRoutes(router_);
+  metrics_.AddRoutes(router_);
   peers_.AddRoutes(router_);
   object_requests_.AddRoutes(router_);
   device_holders_.AddRoutes(router_);
@@ -187,6 +195,9 @@ Status Raylet::Start() {
   EnableSpilling();
   PHALANX_RETURN_IF_ERROR(client_service_.Listen());
   PHALANX_RETURN_IF_ERROR(peers_.Listen());
+  if (options_.metrics_export_port >= 0) {  // (-1: no endpoint)
+    PHALANX_RETURN_IF_ERROR(metrics_exporter_.Listen(options_.node_ip, options_.metrics_export_port));
+  }
   redis_.SetDisconnectCallback([this](const Status& why) { Stop(why.message()); });
   trace::OpenProcessRing(options_.session_dir, node_id_, "raylet", /*capacity=*/65536);  // (8 MiB)
   session_.Start();
@@ -226,6 +237,7 @@ void Raylet::Stop(const std::string& why) {
   placement_.Stop();
   PHALANX_LOG(Info) << "raylet stopping: " << why;
   tidy_timer_.cancel();
+  metrics_exporter_.Stop();
   session_.Stop();
   object_requests_.Stop();
   client_service_.Stop("raylet " + options_.socket_path + " stopped: " + why);

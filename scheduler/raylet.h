@@ -27,6 +27,9 @@
 #include "scheduler/collective_service.h"
 #include "scheduler/device_holders.h"
 #include "scheduler/function_table.h"
+#include "scheduler/metrics_exporter.h"
+#include "scheduler/metrics_page.h"
+#include "scheduler/metrics_registry.h"
 #include "scheduler/output_relay.h"
 #include "scheduler/gcs_object_directory.h"
 #include "scheduler/gcs_session.h"
@@ -106,6 +109,9 @@ class Raylet final {
   DeviceHolders device_holders_;    // who keeps GPU objects' bytes on a GPU, told when they are freed
   FunctionTable functions_;  // the functions clients registered or asked for
   OutputRelay output_;       // what workers print, to their job's stream in the GCS
+  MetricsRegistry metrics_;  // what drivers and workers record (phalanx.util.metrics)
+  MetricsPage metrics_page_;  // the node's Prometheus page: its system metrics, then metrics_'s
+  MetricsExporter metrics_exporter_;  // serves it (GET /metrics)
   GcsSession session_;       // the node's record, task records, heartbeats, GCS outages
   TaskService task_service_;    // submissions, results, expected returns, cancels
   ActorService actor_service_;  // actor lookups, routes, kills, checkpoints

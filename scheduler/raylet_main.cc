@@ -28,6 +28,7 @@ const char kUsage[] =
     "         [--gcs-reconnect-timeout-ms MS (60000)] [--gcs-restart-file PATH [--gcs-restart-tied 0|1]] [--stall-ms MS (60000)]\n"
     "         [--checkpoint-max-bytes BYTES (64 MiB)] [--spill-dir DIR (SESSION/spill)] [--spill-max-bytes BYTES (0: the disk's 95%)]\n"
     "         [--spill 0|1 (1)] [--lineage-max-bytes BYTES (64 MiB)] [--copy-progress-ms MS (5000)]\n"
+    "         [--metrics-export-port PORT (0: a free one; -1: none)] [--labels 'key=value,key=value']\n"
     "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
     "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
@@ -56,6 +57,26 @@ std::map<std::string, double> ParseResources(const std::string& text) {
     if (!(v >= 0 && v <= 1e12)) throw std::invalid_argument("--resources: " + name + " must be from 0 to 1e12");
     if (name == "CPU" || name == "GPU") throw std::invalid_argument("--resources: use --num-cpus/--num-gpus for " + name);
     out[name] = v;
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Parses node labels: "region=us,zone=a" (keys and values as Ray's: python/phalanx/_private/labels.py checks them).
+std::map<std::string, std::string> ParseLabels(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(pos, end - pos);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || item.size() > 512) {
+      throw std::invalid_argument("--labels: cannot read '" + item + "' (want key=value)");
+    }
+    std::string key = item.substr(0, eq);
+    if (key.rfind("ray.io/", 0) == 0) throw std::invalid_argument("--labels: keys under ray.io/ are the system's: " + key);
+    out[key] = item.substr(eq + 1);
     pos = end + 1;
   }
   return out;
@@ -118,6 +139,11 @@ int main(int argc, char** argv) {
     if (f.count("lineage-max-bytes")) o.lineage_max_bytes = std::stoull(f["lineage-max-bytes"]);
     if (f.count("heartbeat-ms")) o.heartbeat_ms = std::stoi(f["heartbeat-ms"]);
     if (f.count("prestart-workers")) o.prestart_workers = std::stoi(f["prestart-workers"]);
+    if (f.count("metrics-export-port")) o.metrics_export_port = std::stoi(f["metrics-export-port"]);
+    if (o.metrics_export_port < -1 || o.metrics_export_port > 65535) {
+      throw std::invalid_argument("--metrics-export-port wants 0 to 65535 (or -1: none)");
+    }
+    if (f.count("labels")) o.labels = ParseLabels(f["labels"]);
     if (f.count("inline-threshold")) o.inline_threshold = std::stoull(f["inline-threshold"]);
     if (f.count("pipeline-depth")) o.pipeline_depth = std::stoi(f["pipeline-depth"]);
     if (f.count("num-gpus")) o.num_gpus = std::stoi(f["num-gpus"]);

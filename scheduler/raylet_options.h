@@ -59,6 +59,10 @@ struct RayletOptions {
   // Main loop silent this long: the heartbeat thread stops beating (scheduler/heartbeat.h).
   int64_t stall_ms = 60000;
   int prestart_workers = -1;            // -1: one per CPU
+  // The node's Prometheus endpoint (scheduler/metrics_exporter.h) on node_ip: 0 picks a free port, -1 none.
+  int metrics_export_port = 0;
+  // The node's labels (Ray's node labels: what label_selector matches), besides ray.io/node-id.
+  std::map<std::string, std::string> labels;
   int pipeline_depth = 8;
   objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
 };

@@ -179,6 +179,24 @@ Status CoreWorker::SendOutput(const std::string& job_id, const std::string& sour
   return Status::OK();
 }
 
+Status CoreWorker::SendMetrics(const rpc::MetricsReport& report) {
+  constexpr size_t kPiece = 60 * 1024;  // (core/frame.h's kSmallBody is 64 KiB)
+  rpc::MetricsReport piece;
+  size_t bytes = 0;
+  for (const auto& s : report.series()) {
+    size_t n = s.ByteSizeLong() + 8;
+    if (bytes + n > kPiece && piece.series_size() > 0) {
+      PHALANX_RETURN_IF_ERROR(channel_.Send(rpc::METRICS_REPORT, piece));
+      piece.Clear();
+      bytes = 0;
+    }
+    *piece.add_series() = s;
+    bytes += n;
+  }
+  if (piece.series_size() > 0) PHALANX_RETURN_IF_ERROR(channel_.Send(rpc::METRICS_REPORT, piece));
+  return Status::OK();
+}
+
 Result<rpc::GetFunctionReply> CoreWorker::GetFunction(const std::string& id, int64_t timeout_ms) {
   rpc::GetFunction m;
   m.set_function_id(id);

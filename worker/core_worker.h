@@ -99,6 +99,9 @@ class CoreWorker : public WorkerObjects {
   // Whole lines this worker's task or actor printed, for the driver of `job_id` (WORKER_OUTPUT, batched with
   // the other one-way messages: before the task's results). `text` over OutputRelay's 60 KiB goes in pieces.
   Status SendOutput(const std::string& job_id, const std::string& source, bool is_err, const std::string& text);
+  // This process's metrics that changed (METRICS_REPORT, one-way), in as many messages as the frame's
+  // limit needs (a series of more than 60 KiB is malformed: the caller keeps them small).
+  Status SendMetrics(const rpc::MetricsReport& report);
 
   // Submits a task. The raylet counts this process as holding the return
   // ids: the caller wraps each in exactly one adopted ref (AdoptLocalRef).

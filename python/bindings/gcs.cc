@@ -119,7 +119,8 @@ void BindGcs(pyb::module_& m) {
     for (size_t i = 1; i < raw.size(); i += 2) {
       rpc::NodeInfo n;
       if (!n.ParseFromString(raw[i].cast<std::string>())) continue;
-      pyb::dict total, avail;
+      pyb::dict total, avail, labels;
+      for (const auto& [k, v] : n.labels()) labels[pyb::str(k)] = pyb::str(v);
       for (const auto& [k, v] : n.resources_total()) total[pyb::str(k)] = v;
       for (const auto& [k, v] : n.resources_available()) avail[pyb::str(k)] = v;
       out.append(pyb::dict(pyb::arg("node_id") = ToHex(n.node_id()), pyb::arg("address") = n.address(),
@@ -130,7 +131,8 @@ void BindGcs(pyb::module_& m) {
                            pyb::arg("session_dir") = n.session_dir(), pyb::arg("tasks_queued") = n.tasks_queued(),
                            pyb::arg("tasks_running") = n.tasks_running(), pyb::arg("workers") = n.workers(),
                            pyb::arg("actors_alive") = n.actors_alive(), pyb::arg("store_used") = n.store_used(),
-                           pyb::arg("peers_alive") = n.peers_alive()));
+                           pyb::arg("peers_alive") = n.peers_alive(),
+                           pyb::arg("metrics_export_port") = n.metrics_export_port(), pyb::arg("labels") = labels));
     }
     return out;
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);

@@ -88,6 +88,23 @@ void BindTasks(pyb::module_& m) {
   m.def("send_output", [](pyb::bytes job_id, const std::string& source, bool is_err, pyb::bytes text) {
     ThrowIfError(RequireCore()->SendOutput(job_id, source, is_err, text));
   });
+  // series: (name, kind 0/1/2, description, tag_keys, tag_values, value, boundaries, bucket_counts) each.
+  m.def("send_metrics", [](const pyb::list& series) {
+    rpc::MetricsReport report;
+    for (const auto& item : series) {
+      auto t = item.cast<pyb::tuple>();
+      auto* s = report.add_series();
+      s->set_name(t[0].cast<std::string>());
+      s->set_kind(static_cast<rpc::MetricSeries::Kind>(t[1].cast<int>()));
+      s->set_description(t[2].cast<std::string>());
+      for (const auto& k : t[3]) s->add_tag_keys(k.cast<std::string>());
+      for (const auto& v : t[4]) s->add_tag_values(v.cast<std::string>());
+      s->set_value(t[5].cast<double>());
+      for (const auto& b : t[6]) s->add_boundaries(b.cast<double>());
+      for (const auto& c : t[7]) s->add_bucket_counts(c.cast<uint64_t>());
+    }
+    ThrowIfError(RequireCore()->SendMetrics(report));
+  });
   m.def("get_function", [](pyb::bytes id, int64_t timeout_ms) {
     auto core = RequireCore();
     std::string sid = id;

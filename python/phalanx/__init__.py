@@ -47,7 +47,8 @@ def nodes():
         n.update(NodeID=n["node_id"], Alive=n["alive"], NodeManagerAddress=n["address"],
                  NodeManagerHostname=_socket.gethostname() if n["address"] in ("127.0.0.1", "localhost")
                  else n["address"], NodeManagerPort=n["port"], NodeName=n["address"],
-                 RayletSocketName=n["socket_path"], Resources=dict(n["resources_total"]), Labels={})
+                 RayletSocketName=n["socket_path"], Resources=dict(n["resources_total"]),
+                 Labels=dict(n["labels"]), MetricsExportPort=n["metrics_export_port"])
         out.append(n)
     return out
 

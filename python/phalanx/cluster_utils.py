@@ -20,6 +20,7 @@ import subprocess
 import time
 
 from phalanx._private import api, state
+from phalanx._private import labels as _labels
 from phalanx._private.node import NodeProcesses, new_session_dir
 from phalanx._private.rpc_tables import all_nodes
 from phalanx.exceptions import GetTimeoutError
@@ -41,6 +42,9 @@ class ClusterNode:
         self.node_id = None  # hex, once the GCS has the node
         self.address = "127.0.0.1"
         self.node_ip_address = self.address
+        self.metrics_export_port = None  # (the node's Prometheus endpoint, once the GCS has the node)
+        self.address_info = {"node_ip_address": self.address, "raylet_socket_name": socket_path,
+                              "metrics_export_port": None}
 
     @property
     def unique_id(self):
@@ -117,7 +121,7 @@ class Cluster:
         if args.get("resources"):
             extra += ["--resources", json.dumps(args["resources"])]
         if args.get("labels"):
-            raise NotImplementedError("Cluster.add_node(labels=...): node labels are not there yet (issue 55)")
+            extra += ["--labels", _labels.raylet_flag(_labels.check_node_labels(args["labels"]))]
         before = {n["node_id"] for n in all_nodes(self._redis)}
         sock = self._procs.start_raylet(self._redis, args["num_cpus"], args["object_store_memory"],
                                         extra_args=extra)
@@ -137,6 +141,8 @@ class Cluster:
             for n in all_nodes(self._redis):
                 if n["node_id"] not in before and n["socket_path"] == node.raylet_socket_name and n["alive"]:
                     node.node_id = n["node_id"]
+                    node.metrics_export_port = n["metrics_export_port"]
+                    node.address_info["metrics_export_port"] = n["metrics_export_port"]
                     return
             if not node.all_processes_alive():
                 raise RuntimeError(f"the node's raylet exited at start (logs in {self.session_dir}/logs)")

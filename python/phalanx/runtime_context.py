@@ -178,8 +178,13 @@ class RuntimeContext:
         return os.path.basename(state.info["session_dir"].rstrip("/"))
 
     def get_node_labels(self):
-        """This node's labels: Ray's default one, ray.io/node_id."""
-        return {"ray.io/node_id": self.get_node_id()}
+        """This node's labels: those it was started with (init(labels=), `phalanx start --labels`) and
+        Ray's default one, ray.io/node-id (its id in hex)."""
+        node_id = self.get_node_id()
+        for n in api.gcs_nodes():
+            if n["node_id"] == node_id:
+                return dict(n["labels"])
+        return {"ray.io/node-id": node_id}
 
     def get_resource_ids(self):
         """The accelerators this task or actor may use, by resource ({"GPU": [ids]}; Ray's older name of

@@ -87,8 +87,10 @@ def test_rays_other_init_keywords_act_or_say_why(fresh, tmp_path):
     assert info["session_dir"].startswith(str(tmp_path / "tmp"))
     assert phalanx.cluster_resources()["memory"] == 123456789
     phalanx.shutdown()
-    with pytest.raises(NotImplementedError, match="node labels"):
-        phalanx.init(labels={"zone": "a"})
+    with pytest.raises(ValueError, match="ray.io/"):
+        phalanx.init(labels={"ray.io/zone": "a"})  # (the system's prefix)
+    with pytest.raises(ValueError, match="Invalid label value"):
+        phalanx.init(labels={"zone": "not ok"})
     with pytest.raises(NotImplementedError, match="cgroups"):
         phalanx.init(enable_resource_isolation=True)
     with pytest.raises(TypeError, match="no_such_option"):
@@ -125,7 +127,7 @@ def test_runtime_env_classes_and_the_contexts_remaining_methods(fresh, tmp_path)
             return c.get_actor_name(), c.get_task_function_name(), c.get_node_labels()
 
     name, fn, labels = phalanx.get(Named.options(name="n1").remote().who.remote(), timeout=60)
-    assert name == "n1" and fn.endswith("Named.who") and labels["ray.io/node_id"] == ctx.get_node_id()
+    assert name == "n1" and fn.endswith("Named.who") and labels["ray.io/node-id"] == ctx.get_node_id()
 
     pg = placement_group([{"CPU": 1}])
     phalanx.get(pg.ready(), timeout=60)

@@ -10,6 +10,7 @@ from phalanx import _core
 from phalanx._private import driver_record as _driver_record
 from phalanx._private import gpu_objects as _gpu_objects
 from phalanx._private import runtime_env as _runtime_env
+from phalanx._private import metrics_recorder
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx._private import stuck as _stuck
@@ -143,6 +144,8 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                     if num_nodes > 1:
                         res[f"node:{k}"] = 1000
                     args = raylet_args + (["--resources", json.dumps(res)] if res else [])
+                    if k == 0 and extra.metrics_export_port() is not None:
+                        args += ["--metrics-export-port", str(extra.metrics_export_port())]
                     socks.append(node.start_raylet(redis_addr, cpus, object_store_memory, extra_args=args))
                 _connect(socks[0])
                 if num_nodes > 1:
@@ -158,6 +161,9 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             if any(v is not None for v in (num_cpus, num_gpus, resources, object_store_memory)):
                 raise ValueError("num_cpus, num_gpus, resources and object_store_memory are set when a "
                                  "node starts; they cannot be given when joining a cluster")
+            if extra.labels:
+                raise ValueError("When connecting to an existing cluster, labels must not be provided: a node's "
+                                 "labels are set when it starts (phalanx start --labels)")
             # PHALANX_CLUSTER_TOKEN and PHALANX_TLS, or what `phalanx start` kept here
             state.env_token_before = use_cluster(address)
             try:
@@ -181,6 +187,8 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 raise
         _stuck.offer_driver_stacks(state.info["session_dir"])
         info = InitContext(state.info)
+        mine = [n for n in gcs_nodes() if n["node_id"] == state.info["node_id"].hex()]
+        info["metrics_export_port"] = mine[0]["metrics_export_port"] if mine else 0
         if state.node is not None and any(name == "dashboard" for name, _ in state.node.procs):
             host, port = extra.dashboard(include_dashboard)
             info["webui_url"] = f"{host}:{port}"
@@ -271,6 +279,7 @@ def shutdown():
                 state.log_follower = None
             _gpu_objects.shutdown()  # (the GPU objects this process kept: their memory goes)
             _tensors.release_registration()  # (CUDA's hold on the store's pages, before they are unmapped)
+            metrics_recorder.flush()
             _core.disconnect()
         finally:
             state.mode = None

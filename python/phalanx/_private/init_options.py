@@ -7,19 +7,18 @@ import os
 import warnings
 
 from phalanx import logging_config as _logging_config
+from phalanx._private import labels as _labels
 from phalanx._private import runtime_env as _runtime_env
 
 # Accepted with no effect, and why (each also in docs/ray_compat.md).
 NO_EFFECT = {
     "_plasma_directory": "the object store is shared memory (memfd), not files in a folder",
     "_redis_max_memory": "the GCS keeps what the cluster needs; redis-server's own limit is not set",
-    "_metrics_export_port": "no metrics exporter yet",
     "_enable_object_reconstruction": "lost objects are always rebuilt from lineage where they can be",
     "system_reserved_cpu": "no resource isolation (cgroups) here",
     "system_reserved_memory": "no resource isolation (cgroups) here",
 }
-NOT_YET = {"labels"}  # known, to say so clearly, but not there
-KNOWN = {"labels", "local_mode", "dashboard_host", "dashboard_port", "job_config", "logging_format", "logging_config",
+KNOWN = {"labels", "_metrics_export_port", "local_mode", "dashboard_host", "dashboard_port", "job_config", "logging_format", "logging_config",
          "enable_resource_isolation", "_node_ip_address", "_memory", "_redis_password", "_temp_dir",
          "_tracing_startup_hook", "_node_name"} | set(NO_EFFECT)
 
@@ -32,9 +31,7 @@ class InitOptions:
         if unknown:
             raise TypeError(f"init() got unexpected keyword argument(s) {sorted(unknown)}")
         self.given = given
-        if given.get("labels"):
-            raise NotImplementedError("init(labels=...): node labels are not there yet (issue 55); place work with "
-                                      "custom resources (resources={'name': amount}) meanwhile")
+        self.labels = _labels.check_node_labels(given.get("labels"))
         if given.get("enable_resource_isolation"):
             raise NotImplementedError("init(enable_resource_isolation=True): phalanx sets up no cgroups for its "
                                       "processes")
@@ -80,7 +77,18 @@ class InitOptions:
             args += ["--node-ip", str(self.given["_node_ip_address"])]
         if self.given.get("_memory"):
             args += ["--memory", str(int(self.given["_memory"]))]
+        if self.labels:
+            args += ["--labels", _labels.raylet_flag(self.labels)]
         return args
+
+    def metrics_export_port(self):
+        """The first raylet's Prometheus port (None: a free one), checked."""
+        port = self.given.get("_metrics_export_port")
+        if port is None:
+            return None
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"_metrics_export_port must be a port number (0-65535), got {port!r}")
+        return port
 
     def session_root(self):
         return self.given.get("_temp_dir")

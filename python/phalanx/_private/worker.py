@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import cloudpickle
 
 from phalanx import _core
+from phalanx._private import metrics_recorder
 from phalanx._private import serialization as ser
 from phalanx._private import state
 from phalanx._private.node import _die_with_parent, read_session_tls, read_session_token
@@ -685,6 +686,7 @@ def main():
             break  # max_calls reached: the raylet starts a fresh worker for the next one
         if not ok:
             gc.collect()  # a raised exception's traceback holds the frames that held them, in a cycle
+    metrics_recorder.flush()  # (what the last tasks recorded: the raylet keeps counters of workers gone)
     _core.disconnect()
 
 

@@ -24,6 +24,7 @@ _SUBMODULES = {
     "ray.util.serialization": "phalanx.util.serialization",
     "ray.util.check_serialize": "phalanx.util.check_serialize",
     "ray.util.accelerators": "phalanx.util.accelerators",
+    "ray.util.metrics": "phalanx.util.metrics",
     "ray.util.state": "phalanx.util.state",
     "ray.util.state.api": "phalanx.util.state.api",
     "ray.util.state.common": "phalanx.util.state.common",
