@@ -31,6 +31,30 @@ Status CheckResourceAmount(const std::string& name, double amount, const std::st
   return Status::OK();
 }
 
+Status CheckLabelSelectors(const rpc::TaskSpec& spec) {
+  auto check = [](const google::protobuf::RepeatedPtrField<rpc::LabelConstraint>& cs) {
+    if (cs.size() > kMaxLabelConstraints) {
+      return Status::InvalidArgument("a label selector has at most " + std::to_string(kMaxLabelConstraints) + " keys");
+    }
+    for (const auto& c : cs) {
+      if (c.key().empty() || c.key().size() > kMaxLabelBytes || c.values_size() > kMaxLabelConstraints ||
+          !rpc::LabelConstraint::Op_IsValid(c.op())) {
+        return Status::InvalidArgument("malformed label selector (key '" + c.key().substr(0, 64) + "')");
+      }
+      for (const auto& v : c.values()) {
+        if (v.size() > kMaxLabelBytes) return Status::InvalidArgument("a label value is at most 256 bytes");
+      }
+    }
+    return Status::OK();
+  };
+  PHALANX_RETURN_IF_ERROR(check(spec.label_selector()));
+  if (spec.label_fallbacks_size() > kMaxLabelConstraints) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxLabelConstraints) + " fallback selectors");
+  }
+  for (const auto& f : spec.label_fallbacks()) PHALANX_RETURN_IF_ERROR(check(f.constraints()));
+  return Status::OK();
+}
+
 Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
   // (Names are built only for an error: this runs for every task.)
   auto what = [&] { return "task " + (spec.function_name().empty() ? std::string("(unnamed)") : spec.function_name()); };
@@ -63,6 +87,10 @@ Status ValidateTaskSpec(const rpc::TaskSpec& spec) {
   if (!IsResourceAmount(spec.num_cpus())) return CheckResourceAmount("CPU", spec.num_cpus(), what());
   for (const auto& [name, amount] : spec.resources()) {
     if (!IsResourceAmount(amount)) return CheckResourceAmount(name, amount, what());
+  }
+  if (spec.label_selector_size() > 0 || spec.label_fallbacks_size() > 0) {
+    Status labels = CheckLabelSelectors(spec);
+    if (!labels.ok()) return bad(labels.message());
   }
   if (spec.has_runtime_env()) {
     Status env = CheckRuntimeEnv(spec.runtime_env());

@@ -49,6 +49,12 @@ inline constexpr size_t kPackageIdSize = 16;
 // above; package ids of the right size. Says what is wrong otherwise.
 Status CheckRuntimeEnv(const rpc::RuntimeEnv& env);
 
+// A task's label selectors (scheduler/label_match.h): at most kMaxLabelConstraints keys a selector (and values
+// a key, and fallback selectors), keys and values of at most kMaxLabelBytes, known operators.
+inline constexpr int kMaxLabelConstraints = 64;
+inline constexpr size_t kMaxLabelBytes = 256;
+Status CheckLabelSelectors(const rpc::TaskSpec& spec);
+
 // OK if the spec is well-formed and within the limits: ids of the right
 // sizes, num_returns in [0, kMaxReturns], at most kMaxArgs arguments and
 // kMaxIdsPerMessage nested refs, finite non-negative resources, a known

@@ -8,6 +8,7 @@
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/status_proto.h"
+#include "scheduler/label_match.h"
 
 namespace phalanx::scheduler {
 
@@ -277,8 +278,13 @@ void ActorManager::PlacePending() {
     if (!a.has_resources && !a.strategy_tried) {
       a.strategy_tried = true;
       std::string why;
-      if (PlaceByStrategy(a, &why)) {
+      bool wait = false;
+      if (PlaceByStrategy(a, &why, &wait)) {
         it = pending_.erase(it);
+        continue;
+      }
+      if (wait) {  // (no live node has its labels yet: looked at again soon)
+        ++it;
         continue;
       }
       if (!why.empty()) {
@@ -328,11 +334,30 @@ void ActorManager::PlacePending() {
   for (const auto& [actor, why] : unplaceable) FailInfeasible(actor, why);
 }
 
-bool ActorManager::PlaceByStrategy(Actor& a, std::string* why) {
+bool ActorManager::PlaceByStrategy(Actor& a, std::string* why, bool* wait) {
   const rpc::TaskSpec& c = a.creation;
   if (remote_ == nullptr || c.forwarded()) return false;
   std::string node;
-  if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY) {
+  bool by_labels = HasLabelSelector(c) &&
+                   (c.strategy() == rpc::STRATEGY_DEFAULT || c.strategy() == rpc::STRATEGY_SPREAD);
+  if (by_labels) {
+    auto where = remote_->PlaceByLabels(c, a.need);
+    if (!where.ok()) {  // looked at again while a node with the labels may join, then it fails
+      int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
+      if (a.labels_unmet_since == 0) a.labels_unmet_since = now;
+      if (now - a.labels_unmet_since >= tasks_->infeasible_timeout_ms()) {
+        *why = where.status().message();
+        return false;
+      }
+      a.strategy_tried = false;
+      *wait = true;
+      tasks_->After(kLabelRetryMs, [this] { PlacePending(); });
+      return false;
+    }
+    node = where.value();
+    if (node.empty()) return false;  // here
+  } else if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY) {
     node = c.affinity_node();
   } else if (c.strategy() == rpc::STRATEGY_SPREAD) {
     node = remote_->NextSpreadNode();

@@ -131,6 +131,7 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
     std::string death_cause;
     bool claiming = false;              // its name is being claimed in the GCS: not placed yet
     bool name_held = false;             // it has its name cluster-wide (freed when it dies)
+    int64_t labels_unmet_since = 0;  // (steady ms) no live node had the labels it asks for, since
     bool strategy_tried = false;        // SPREAD or node affinity was applied (once: restarts stay here)
     std::vector<std::function<void()>> claim_waiters;  // WhenNamed
     // Where the live worker takes direct calls (set when its constructor returns).
@@ -153,7 +154,9 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
   // SPREAD and node affinity: sends the creation to its node (true), or
   // leaves it here (false; *why says why it cannot be placed at all: a hard
   // affinity to a node that is not alive).
-  bool PlaceByStrategy(Actor& a, std::string* why);
+  // `wait`: no live node has the labels it asks for yet; it is looked at again in kLabelRetryMs.
+  bool PlaceByStrategy(Actor& a, std::string* why, bool* wait);
+  static constexpr int64_t kLabelRetryMs = 250;
   std::string Describe(const Actor& a) const;
 
   TaskTable* tasks_;

@@ -26,6 +26,7 @@ void ClusterView::Update(const std::vector<rpc::NodeInfo>& nodes,
   silent_.clear();
   std::unordered_map<std::string, Beat> beats;
   for (const auto& n : nodes) {
+    if (n.node_id() == self_ && !n.labels().empty()) self_labels_ = n.labels();
     if (n.node_id() == self_ || !n.alive()) continue;
     auto hb = heartbeats.find(ToHex(n.node_id()));
     std::string value = hb != heartbeats.end() ? hb->second : "t" + std::to_string(n.heartbeat_ms());
@@ -65,10 +66,11 @@ void ClusterView::Suspect(const std::string& node_id) {
   nodes_.erase(node_id);
 }
 
-const rpc::NodeInfo* ClusterView::PickNode(const ResourceSet& need) const {
+const rpc::NodeInfo* ClusterView::PickNode(const ResourceSet& need, const LabelConstraints* selector) const {
   const rpc::NodeInfo* best = nullptr;
   double best_cpu = -1;
   for (const auto& [id, n] : nodes_) {
+    if (selector != nullptr && !LabelsMatch(n.labels(), *selector)) continue;
     ResourceSet avail = Available(n);
     auto r = reserved_.find(id);
     if (r != reserved_.end()) avail.Subtract(r->second);
@@ -79,6 +81,54 @@ const rpc::NodeInfo* ClusterView::PickNode(const ResourceSet& need) const {
     }
   }
   return best;
+}
+
+const LabelConstraints* ClusterView::SelectorFor(const rpc::TaskSpec& spec, const ResourceSet& need,
+                                                 const ResourceSet& self_total) const {
+  return ApplicableSelector(spec, [&](const LabelConstraints& c) {
+    if (LabelsMatch(self_labels_, c) && self_total.Contains(need)) return true;
+    for (const auto& [id, n] : nodes_) {
+      if (LabelsMatch(n.labels(), c) && Total(n).Contains(need)) return true;
+    }
+    return false;
+  });
+}
+
+Result<std::string> ClusterView::PlaceByLabels(const rpc::TaskSpec& spec, const ResourceSet& need,
+                                               const ResourceSet& self_total, const ResourceSet& self_free) const {
+  // Room now, selector by selector (a NodeLabelSchedulingStrategy's soft expressions are a first selector
+  // whose fallback is its hard ones: a node with both is taken when it has room, else one with the hard ones).
+  std::vector<const LabelConstraints*> selectors{&spec.label_selector()};
+  for (const auto& f : spec.label_fallbacks()) selectors.push_back(&f.constraints());
+  for (const LabelConstraints* s : selectors) {
+    if (LabelsMatch(self_labels_, *s) && self_free.Contains(need)) return std::string();
+    if (const rpc::NodeInfo* n = PickNode(need, s)) return n->node_id();
+  }
+  const LabelConstraints* selector = SelectorFor(spec, need, self_total);
+  if (selector == nullptr) {
+    std::string why = "no live node has the labels " + DescribeSelector(spec.label_selector());
+    for (const auto& f : spec.label_fallbacks()) why += " or " + DescribeSelector(f.constraints());
+    why += " and room for " + need.ToString() + "; the nodes' labels: ";
+    auto describe = [](const std::string& id, const NodeLabels& labels) {
+      std::string out = ToHex(id).substr(0, 12) + " {";
+      std::vector<std::string> pairs;
+      for (const auto& [k, v] : labels) {
+        if (k != "ray.io/node-id") pairs.push_back(k + "=" + v);
+      }
+      std::sort(pairs.begin(), pairs.end());
+      for (size_t i = 0; i < pairs.size(); ++i) out += (i ? ", " : "") + pairs[i];
+      return out + "}";
+    };
+    why += describe(self_, self_labels_);
+    for (const rpc::NodeInfo* n : Others()) why += ", " + describe(n->node_id(), n->labels());
+    return Status(StatusCode::kInfeasible, why);
+  }
+  if (LabelsMatch(self_labels_, *selector) && self_total.Contains(need)) return std::string();
+  if (const rpc::NodeInfo* n = PickNode(need, selector)) return n->node_id();
+  for (const rpc::NodeInfo* n : Others()) {  // none has room now: the first that could ever hold it (it waits there)
+    if (LabelsMatch(n->labels(), *selector) && Total(*n).Contains(need)) return n->node_id();
+  }
+  return std::string();  // (not reached: SelectorFor found one)
 }
 
 bool ClusterView::FitsSomewhere(const ResourceSet& need, const ResourceSet& self_total) const {

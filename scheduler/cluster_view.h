@@ -19,7 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/ids.h"
 #include "core/proto/phalanx.pb.h"
+#include "core/status.h"
+#include "scheduler/label_match.h"
 #include "scheduler/resources.h"
 
 namespace phalanx::scheduler {
@@ -27,7 +30,9 @@ namespace phalanx::scheduler {
 class ClusterView {
  public:
   explicit ClusterView(std::string self_id, int64_t dead_after_ms)
-      : self_(std::move(self_id)), dead_after_ms_(dead_after_ms) {}
+      : self_(std::move(self_id)), dead_after_ms_(dead_after_ms) {
+    self_labels_["ray.io/node-id"] = ToHex(self_);  // (the rest from this node's record, at each Update)
+  }
 
   // Replaces the view with the node table and heartbeats (node id hex ->
   // value) as read now (`now_ms`: this process's steady clock). A node with
@@ -36,8 +41,18 @@ class ClusterView {
               const std::unordered_map<std::string, std::string>& heartbeats, int64_t now_ms);
   // Every node's silence counts from `now_ms` again.
   void Forgive(int64_t now_ms);
-  // Another live node whose free resources hold `need` now (the one with the most free CPU), or nullptr.
-  const rpc::NodeInfo* PickNode(const ResourceSet& need) const;
+  // Another live node whose free resources hold `need` now (the one with the most free CPU), or nullptr;
+  // with `selector`, only one whose labels match it.
+  const rpc::NodeInfo* PickNode(const ResourceSet& need, const LabelConstraints* selector = nullptr) const;
+  // The label selector of `spec` that applies now (label_match.h's ApplicableSelector over the live nodes,
+  // this one with `self_total`, that could hold `need`), or nullptr when no live node has the labels.
+  const LabelConstraints* SelectorFor(const rpc::TaskSpec& spec, const ResourceSet& need,
+                                      const ResourceSet& self_total) const;
+  // RemoteNodes::PlaceByLabels, over this view: the first selector (its own, then its fallbacks) with a
+  // matching node where `need` fits now (this one first: `self_free`); else the first with a matching
+  // node that could ever hold it (it waits there).
+  Result<std::string> PlaceByLabels(const rpc::TaskSpec& spec, const ResourceSet& need,
+                                    const ResourceSet& self_total, const ResourceSet& self_free) const;
   // The live node with that id (not this one), or nullptr.
   const rpc::NodeInfo* Find(const std::string& node_id) const;
   // The live other nodes, in a stable order (for round robin).
@@ -62,6 +77,7 @@ class ClusterView {
 
   std::string self_;
   int64_t dead_after_ms_;
+  NodeLabels self_labels_;  // this node's, from its record
   std::unordered_map<std::string, rpc::NodeInfo> nodes_;  // live others, by node id
   std::unordered_map<std::string, ResourceSet> reserved_;
   std::vector<rpc::NodeInfo> silent_;

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "core/logging.h"
+#include "core/process.h"
 
 namespace phalanx::scheduler {
 
@@ -141,6 +142,7 @@ Status MetricsExporter::Listen(const std::string& host, int port) {
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(64, ec);
   if (ec) return Status::Unavailable("metrics endpoint: cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  SetCloseOnExec(acceptor_.native_handle());  // (workers the raylet starts must not hold it)
   port_ = acceptor_.local_endpoint().port();
   Accept();
   return Status::OK();
@@ -157,7 +159,11 @@ void MetricsExporter::Accept() {
   }
   acceptor_.async_accept([this](auto ec, tcp::socket socket) {
     if (stopped_ || ec == asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<Connection>(this, std::move(socket))->Start();
+    if (!ec) {
+      // A worker started while this is open must not hold it: the scraper would wait for its close.
+      SetCloseOnExec(socket.native_handle());
+      std::make_shared<Connection>(this, std::move(socket))->Start();
+    }
     Accept();
   });
 }

@@ -236,7 +236,15 @@ void PeerManager::HandleForward(const PeerReply& answer, rpc::ForwardTask m) {
 }
 
 std::string PeerManager::Spill(const rpc::TaskSpec& forward, const ResourceSet& need) {
-  const rpc::NodeInfo* node = view_.PickNode(need);
+  const rpc::NodeInfo* node = nullptr;
+  if (HasLabelSelector(forward)) {  // only to a node with the labels it asks for: its selectors in order
+    node = view_.PickNode(need, &forward.label_selector());
+    for (int i = 0; node == nullptr && i < forward.label_fallbacks_size(); ++i) {
+      node = view_.PickNode(need, &forward.label_fallbacks(i).constraints());
+    }
+  } else {
+    node = view_.PickNode(need);
+  }
   if (node == nullptr) return "";
   view_.Reserve(node->node_id(), need);
   std::string id = node->node_id();

@@ -86,6 +86,11 @@ class PeerManager final : public RemoteNodes,
   void Connect(const std::string& node_id, std::function<void(Result<std::shared_ptr<RpcClient>>)> done);
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   std::string NextSpreadNode() override;
+  Result<std::string> PlaceByLabels(const rpc::TaskSpec& spec, const ResourceSet& need) override {
+    auto where = view_.PlaceByLabels(spec, need, tasks_->total(), tasks_->available());
+    if (where.ok() && !where.value().empty()) view_.Reserve(where.value(), need);  // (booked till the next read)
+    return where;
+  }
   // The other live nodes and what each has free, as last heard.
   std::vector<std::pair<std::string, ResourceSet>> FreeElsewhere() const override;
   void Stop();

@@ -75,7 +75,7 @@ std::map<std::string, std::string> ParseLabels(const std::string& text) {
       throw std::invalid_argument("--labels: cannot read '" + item + "' (want key=value)");
     }
     std::string key = item.substr(0, eq);
-    if (key.rfind("ray.io/", 0) == 0) throw std::invalid_argument("--labels: keys under ray.io/ are the system's: " + key);
+    if (key == "ray.io/node-id") throw std::invalid_argument("--labels: ray.io/node-id is the system's (the node's id)");
     out[key] = item.substr(eq + 1);
     pos = end + 1;
   }

@@ -33,6 +33,16 @@ class RemoteNodes {
   virtual bool FitsSomewhere(const ResourceSet& need) const = 0;
   // SPREAD: the next node in round robin over this one and the others; "" means this one.
   virtual std::string NextSpreadNode() = 0;
+  // A task or actor creation with a label selector (label_match.h): "" to
+  // stay here (this node has the labels and could hold `need`), or a live
+  // node that has them (where `need` fits now, if one does); not OK, naming
+  // the selector and the nodes' labels, when no live node has them and could
+  // hold `need`. (A node without peers: here.)
+  virtual Result<std::string> PlaceByLabels(const rpc::TaskSpec& spec, const ResourceSet& need) {
+    (void)spec;
+    (void)need;
+    return std::string();
+  }
   // Cancels a task that was sent to `node_id` (fire and forget).
   virtual void CancelTask(const std::string& node_id, const rpc::CancelTask& m) = 0;
   // Asks the node hosting an actor to kill it; `done` gets that node's answer
@@ -69,8 +79,9 @@ class ForwardedTasks {
   virtual void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached) = 0;
   // The cluster changed: queued tasks may fit somewhere now.
   virtual void Redispatch() = 0;
-  // What this node has in all.
+  // What this node has in all, and free now.
   virtual const ResourceSet& total() const = 0;
+  virtual const ResourceSet& available() const = 0;
 };
 
 // What the PeerManager asks of the actors whose home is this node (the ActorManager implements it).

@@ -11,6 +11,7 @@
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/trace.h"
+#include "scheduler/label_match.h"
 
 namespace phalanx::scheduler {
 
@@ -198,7 +199,8 @@ void TaskManager::Dispatch() {
         continue;
       }
       Task& t = it->second;
-      if (t.spec.strategy() != rpc::STRATEGY_DEFAULT && !t.spec.forwarded() && !t.placed) {
+      if ((t.spec.strategy() != rpc::STRATEGY_DEFAULT || HasLabelSelector(t.spec)) && !t.spec.forwarded() &&
+          !t.placed) {
         bool wait = false;
         if (PlaceByStrategy(q.front(), &wait)) {
           q.pop_front();
@@ -295,7 +297,33 @@ bool TaskManager::PlaceByStrategy(const std::string& task_id, bool* wait) {
     return false;
   }
   std::string node;
-  switch (t.spec.strategy()) {
+  if (HasLabelSelector(t.spec) &&
+      (t.spec.strategy() == rpc::STRATEGY_DEFAULT || t.spec.strategy() == rpc::STRATEGY_SPREAD)) {
+    auto where = remote_->PlaceByLabels(t.spec, t.need);
+    if (!where.ok()) {  // looked at again while a node with the labels may join, then it fails
+      int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
+      std::string msg = "task " + t.spec.function_name() + " cannot be placed: " + where.status().message();
+      if (t.labels_unmet_since == 0) {
+        t.labels_unmet_since = now;
+        if (events_ != nullptr) {
+          events_->Warn(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
+                                                " s for such a node, then fails");
+        }
+      }
+      if (now - t.labels_unmet_since >= options_.infeasible_timeout_ms) {
+        t.placed = true;
+        FailTask(task_id, StatusCode::kInfeasible, msg);
+        return true;
+      }
+      After(kLabelRetryMs, [this, task_id] {
+        if (tasks_.count(task_id)) BecomeReady(task_id);
+      });
+      return true;  // (out of the ready queue until then)
+    }
+    node = where.value();
+  }
+  switch (node.empty() ? t.spec.strategy() : rpc::STRATEGY_DEFAULT) {
     case rpc::STRATEGY_SPREAD:
       node = remote_->NextSpreadNode();
       break;
@@ -467,6 +495,13 @@ void TaskManager::Cancel(const rpc::CancelTask& m) {
   // reading: the signal has it read the notice now, and a task (not an actor's
   // call) that runs it gets KeyboardInterrupt.
   if (w->pid > 0) ::kill(w->pid, SIGUSR2);
+}
+
+void TaskManager::After(int64_t ms, std::function<void()> fn) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(ms));
+  timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+    if (!ec) fn();
+  });
 }
 
 void TaskManager::WatchInfeasible(const std::string& tid) {

@@ -91,6 +91,8 @@ class TaskManager final : public TaskTable,
   // kFreeReplacements times: the node is suspected meanwhile, so it is not
   // picked again until it heartbeats).
   void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached) override;
+  // How often a task whose labels no live node has looks again.
+  static constexpr int64_t kLabelRetryMs = 250;
   static constexpr int kFreeReplacements = 8;
   // phalanx.cancel: a task queued here never runs; one running here gets
   // KeyboardInterrupt (CANCEL_TASK to its worker, and SIGUSR2 to a task's
@@ -115,6 +117,8 @@ class TaskManager final : public TaskTable,
   void TraceInFlight(std::string* out, size_t max) const override;
   bool BuildForwardSpec(const std::string& task_id, rpc::TaskSpec* out) override;
   void Redispatch() override { Dispatch(); }
+  void After(int64_t ms, std::function<void()> fn) override;
+  int64_t infeasible_timeout_ms() const override { return options_.infeasible_timeout_ms; }
   const ResourceSet& available() const override { return ledger_->available(); }
   const ResourceSet& total() const override { return ledger_->total(); }
   TaskManagerStats Stats() const override;
@@ -128,6 +132,7 @@ class TaskManager final : public TaskTable,
     bool pushed_long = false;              // counted in its worker's long_inflight
     bool pushed = false;                   // handed to a worker (running, or queued in it)
     bool placed = false;                   // its scheduling strategy was applied
+    int64_t labels_unmet_since = 0;        // (steady ms) no live node had the labels it asks for, since
     std::string spilled_to;                // the node it was sent to
     bool cancelled = false;                // phalanx.cancel reached it while it ran
     int unreached = 0;                     // sent to nodes that could not be connected to

@@ -40,6 +40,10 @@ class TaskTable {
   virtual void FinishTask(const std::string& task_id, bool ok, const std::string& error) = 0;
   // Something was freed or became ready: look at the queues again.
   virtual void Redispatch() = 0;
+  // Runs `fn` on the raylet's loop in `ms` (a placement tried again: a node with the labels asked for may join).
+  virtual void After(int64_t ms, std::function<void()> fn) = 0;
+  // How long work that no node can hold waits for one before it fails.
+  virtual int64_t infeasible_timeout_ms() const = 0;
 };
 
 // What the object requests ask of the task queue (the TaskManager implements

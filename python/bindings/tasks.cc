@@ -121,7 +121,7 @@ void BindTasks(pyb::module_& m) {
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
          bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered,
-         pyb::bytes runtime_env) {
+         pyb::bytes runtime_env, pyb::object labels) {
         auto core = RequireCore();
         TaskRequest req;
         req.kind = static_cast<rpc::TaskKind>(kind);
@@ -190,6 +190,20 @@ void BindTasks(pyb::module_& m) {
           }
         }
         for (auto c : contained) spec.add_contained_ids(c.cast<std::string>());
+        if (!labels.is_none()) {  // (selector, fallbacks): lists of (key, op, [values]) (_private/label_strategy.py)
+          auto pair = labels.cast<pyb::tuple>();
+          auto add = [](google::protobuf::RepeatedPtrField<rpc::LabelConstraint>* out, const pyb::handle& list) {
+            for (const auto& item : list) {
+              auto t = item.cast<pyb::tuple>();
+              auto* c = out->Add();
+              c->set_key(t[0].cast<std::string>());
+              c->set_op(static_cast<rpc::LabelConstraint::Op>(t[1].cast<int>()));
+              for (const auto& v : t[2]) c->add_values(v.cast<std::string>());
+            }
+          };
+          add(spec.mutable_label_selector(), pair[0]);
+          for (const auto& f : pair[1]) add(spec.add_label_fallbacks()->mutable_constraints(), f);
+        }
         ThrowIfError(core->SubmitTask(spec));
         pyb::list refs;
         for (int i = 1; i <= num_returns; ++i) refs.append(AdoptRef(MakeObjectId(spec.task_id(), i)));
@@ -202,7 +216,7 @@ void BindTasks(pyb::module_& m) {
       pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
       pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
       pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1,
-      pyb::arg("calls_unordered") = false, pyb::arg("runtime_env") = pyb::bytes());
+      pyb::arg("calls_unordered") = false, pyb::arg("runtime_env") = pyb::bytes(), pyb::arg("labels") = pyb::none());
 
   // Runtime environments (python/phalanx/_private/runtime_env.py): what
   // submit_task's runtime_env takes, made from (env_vars as sorted (name,

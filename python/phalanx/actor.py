@@ -39,6 +39,7 @@ from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundEr
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
                                            retry_arg)
+from phalanx._private.label_strategy import label_args
 from phalanx.remote_function import scheduling_strategy_of, strategy_args
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
@@ -47,7 +48,8 @@ _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts",
                   "placement_group_capture_child_tasks", "checkpoint_interval_s", "runtime_env", "accelerator_type",
                   # Ray's: calls taken as their arguments are ready (also a sync actor's); task events (the
                   # timeline records calls either way); GPU tensors by reference (accepted: gpu_objects.py)
-                  "allow_out_of_order_execution", "enable_task_events", "enable_tensor_transport"}
+                  "allow_out_of_order_execution", "enable_task_events", "enable_tensor_transport",
+                  "label_selector", "fallback_strategy"}
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
@@ -59,7 +61,11 @@ _KIND_METHOD = 2
 def _strategy_kw(opts):
     """submit_task's keywords for the actor's scheduling strategy."""
     strategy, node, soft, bundle = strategy_args(scheduling_strategy_of(opts))
-    return {"strategy": strategy, "affinity_node": node, "affinity_soft": soft, "bundle_index": bundle}
+    kw = {"strategy": strategy, "affinity_node": node, "affinity_soft": soft, "bundle_index": bundle}
+    labels = label_args(opts, scheduling_strategy_of(opts))
+    if labels:
+        kw["labels"] = labels
+    return kw
 # A hidden keyword argument of a creation (how the actor runs its calls) or
 # of a call (.options(concurrency_group=)); the worker takes it out.
 CONCURRENCY_ARG = "\x00phalanx_concurrency"

@@ -6,6 +6,7 @@ import pickle
 from phalanx import _core, generator
 from phalanx._private import api, runtime_env
 from phalanx._private import serialization as ser
+from phalanx._private.label_strategy import NodeLabelSchedulingStrategy, label_args
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
                                            retry_arg, MAX_CALLS_ARG)
@@ -15,7 +16,8 @@ from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
             "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls",
-            "runtime_env", "accelerator_type", "enable_task_events"}  # (the timeline records tasks either way)
+            "runtime_env", "accelerator_type", "enable_task_events",  # (the timeline records tasks either way)
+            "label_selector", "fallback_strategy"}
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -53,13 +55,15 @@ def strategy_args(strategy):
         return 1, b"", False, -1
     if isinstance(strategy, NodeAffinitySchedulingStrategy):
         return 2, strategy.node_id, strategy.soft, -1
+    if isinstance(strategy, NodeLabelSchedulingStrategy):  # (its labels go in label_args)
+        return 0, b"", False, -1
     if isinstance(strategy, PlacementGroupSchedulingStrategy):
         if strategy.placement_group is None:
             return 0, b"", False, -1
         capture = 256 if strategy.placement_group_capture_child_tasks else 0  # (the binding's kCaptureFlag)
         return 3 | capture, strategy.placement_group.id, False, strategy.placement_group_bundle_index
-    raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD', a NodeAffinitySchedulingStrategy or a "
-                     f"PlacementGroupSchedulingStrategy, got {strategy!r}")
+    raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD', a NodeAffinitySchedulingStrategy, a "
+                     f"NodeLabelSchedulingStrategy or a PlacementGroupSchedulingStrategy, got {strategy!r}")
 def _check_options(opts, where):
     unknown = set(opts) - _OPTIONS
     if unknown:
@@ -69,6 +73,7 @@ def _check_options(opts, where):
     if opts.get("enable_task_events") is not None and not isinstance(opts["enable_task_events"], bool):
         raise ValueError(f"enable_task_events must be a bool, got {opts['enable_task_events']!r}")
     strategy_args(scheduling_strategy_of(opts))
+    label_args(opts, scheduling_strategy_of(opts))
     if "num_returns" in opts:
         check_num_returns(opts["num_returns"])
     if "max_retries" in opts and (not isinstance(opts["max_retries"], int) or opts["max_retries"] < -1):
@@ -128,6 +133,9 @@ class RemoteFunction:
                            "affinity_soft": soft}
         if strategy == 3:
             self._submit_kw["bundle_index"] = bundle
+        labels = label_args(self._options, scheduling_strategy_of(self._options))
+        if labels:
+            self._submit_kw["labels"] = labels
         if self._generator[0]:
             self._submit_kw.update(generator=self._generator[0], backpressure=self._generator[2])
         self._env = self._options.get("runtime_env") or None

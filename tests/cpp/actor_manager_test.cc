@@ -34,6 +34,8 @@ class FakeTasks : public TaskTable {
   }
   void FinishTask(const std::string& id, bool, const std::string&) override { over.insert(id); }
   void Redispatch() override { ++redispatches; }
+  void After(int64_t, std::function<void()>) override {}
+  int64_t infeasible_timeout_ms() const override { return 0; }
 
   std::map<std::string, rpc::TaskSpec> specs;
   std::vector<std::string> pushed;

@@ -36,6 +36,7 @@ class FakeTasks final : public ForwardedTasks {
   }
   void Redispatch() override {}
   const ResourceSet& total() const override { return total_; }
+  const ResourceSet& available() const override { return total_; }
   std::vector<std::string> submitted, cancelled, done, failed;
 
  private:

@@ -68,6 +68,8 @@ class SpecTable final : public TaskTable {
   void FailTask(const std::string&, StatusCode, const std::string&) override {}
   void FinishTask(const std::string&, bool, const std::string&) override {}
   void Redispatch() override {}
+  void After(int64_t, std::function<void()>) override {}
+  int64_t infeasible_timeout_ms() const override { return 0; }
   std::map<std::string, rpc::TaskSpec> specs;
 };
 

@@ -35,16 +35,15 @@ def check_value(key, value):
 
 
 def check_node_labels(labels):
-    """A node's labels, as given by a user: a dict of str to str, no key under ray.io/. Returns a copy."""
+    """A node's labels, as given by a user: a dict of str to str; ray.io/node-id is the system's. Returns a copy."""
     if labels is None:
         return {}
     if not isinstance(labels, dict):
         raise ValueError(f"labels must be a dict of str to str, got {type(labels).__name__}")
     for key, value in labels.items():
         check_key(key)
-        if key.startswith(SYSTEM_PREFIX):
-            raise ValueError(f"Custom label keys `{key}` must not start with the prefix `{SYSTEM_PREFIX}`: it is "
-                             "reserved for the system's labels")
+        if key == NODE_ID:
+            raise ValueError(f"The label key `{NODE_ID}` is the system's: each node has its id under it")
         check_value(key, value)
     return dict(labels)
 
