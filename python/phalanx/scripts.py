@@ -30,6 +30,7 @@ import time
 
 import phalanx
 from phalanx import _core, dashboard
+from phalanx._private import labels as _labels
 from phalanx._private import memory
 from phalanx._private.cluster_records import (cli_dir, current_head_address, head_file, record, records,
                                               use_cluster)
@@ -69,7 +70,25 @@ def _resource_args(a):
         extra += ["--spill-dir", os.path.abspath(a.spill_dir)]
     if a.spill_max_bytes is not None:
         extra += ["--spill-max-bytes", str(a.spill_max_bytes)]
+    if a.labels:
+        extra += ["--labels", _labels.raylet_flag(_read_labels(a.labels))]
+    if a.metrics_export_port is not None:
+        extra += ["--metrics-export-port", str(a.metrics_export_port)]
     return extra
+
+
+def _read_labels(text):
+    """`phalanx start --labels`: Ray's forms, a JSON object ('{"zone": "a"}') or "zone=a,gpu=h100"; checked."""
+    text = text.strip()
+    try:
+        if text.startswith("{"):
+            labels = json.loads(text)
+        else:
+            labels = dict(item.split("=", 1) for item in text.split(",") if item.strip())
+            labels = {k.strip(): v.strip() for k, v in labels.items()}
+        return _labels.check_node_labels(labels)
+    except ValueError as e:
+        raise SystemExit(f"phalanx: --labels: {e}") from None
 
 
 def _cluster_address(a):
@@ -478,6 +497,9 @@ def parser():
     s.add_argument("--spill-max-bytes", type=int, help="at most this much on disk (default: until the disk is "
                    "95%% full)")
     s.add_argument("--node-ip", default="127.0.0.1")
+    s.add_argument("--labels", help='the node\'s labels (what label_selector= matches): "zone=a,gpu=h100" or JSON')
+    s.add_argument("--metrics-export-port", type=int, help="the node's Prometheus endpoint (default: a free port, "
+                   "in phalanx.nodes()'s MetricsExportPort; docs/observability.md)")
     s.add_argument("--tls", action="store_true",
                    help="TLS for every connection between machines (GCS, raylets, actor calls); give it on "
                         "every node (or set PHALANX_TLS=1); docs/security.md")

@@ -42,7 +42,7 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
     out = run("start", "--head", "--num-cpus", "1", "--dashboard", "--dashboard-port", str(dash_port)).stdout
     assert f"dashboard:         http://127.0.0.1:{dash_port}/" in out
     address = out.split("GCS at ")[1].split()[0]
-    run("start", "--address", address, "--num-cpus", "1", "--resources", '{"sim": 2}')
+    run("start", "--address", address, "--num-cpus", "1", "--resources", '{"sim": 2}', "--labels", "zone=z2")
     out = run("start", "--address", address, "--num-cpus", "1", "--num-gpus", "1", "--wait-for-nodes", "3").stdout
     assert "waiting for nodes: " in out and "phalanx: 3 nodes alive" in out
 
@@ -61,6 +61,9 @@ def test_three_node_cluster_start_use_status_stop(cli_dir):
             self.v = v
             return v
     assert phalanx.get([double.remote(i) for i in range(20)]) == [2 * i for i in range(20)]
+    labelled = phalanx.get(phalanx.remote(lambda: phalanx.get_runtime_context().get_node_labels())
+                           .options(label_selector={"zone": "z2"}).remote())
+    assert labelled["zone"] == "z2"  # (the node started with --labels)
     k = Keeper.options(name="keeper").remote()
     assert phalanx.get(k.set.remote(7)) == 7
 
