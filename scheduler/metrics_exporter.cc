@@ -41,6 +41,15 @@ std::string Header(const std::string& head, const std::string& name) {
   return "";
 }
 
+// Whether `head` (what has come so far) can be the start of an HTTP request: a method of capital letters, then a space.
+bool LooksLikeHttp(const std::string& head) {
+  for (size_t i = 0; i < head.size() && i < 8; ++i) {
+    if (head[i] == ' ') return i > 0;
+    if (head[i] < 'A' || head[i] > 'Z') return false;
+  }
+  return head.size() < 8;
+}
+
 }  // namespace
 
 std::string MetricsExporter::Respond(const std::string& head, const std::string& token, MetricsSource* source) {
@@ -94,6 +103,9 @@ class MetricsExporter::Connection : public std::enable_shared_from_this<Connecti
     socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](auto ec, size_t n) {
       if (ec) return self->Close();
       self->head_.append(self->chunk_, n);
+      if (!LooksLikeHttp(self->head_)) {  // (another protocol's bytes: refused now, not at the head's timeout)
+        return self->Write(Response(400, "Bad Request", "text/plain", "phalanx metrics: not an HTTP request\n"));
+      }
       size_t end = self->head_.find("\r\n\r\n");
       if (end == std::string::npos) {
         if (self->head_.size() > kMaxHead) {

@@ -50,8 +50,14 @@ def test_a_counter_recorded_on_another_node_is_on_that_nodes_page_and_outlives_i
 
     where = phalanx.get(work.remote(3))
     phalanx.get(work.remote(4))  # (max_calls=1: each ran in a worker that exited after it)
-    lines = _wait_for_line(nodes[where], "ray_jobs_done_total{")
+    deadline = time.monotonic() + 20
+    while True:  # (each worker's report comes on its own: 3 from the first, 4 from the second)
+        lines = _wait_for_line(nodes[where], "ray_jobs_done_total{")
+        if sum(float(line.rsplit(" ", 1)[1]) for line in lines) == 7.0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert sum(float(line.rsplit(" ", 1)[1]) for line in lines) == 7.0, lines
+    assert len({line.split("WorkerId=")[1] for line in lines}) == 2, lines  # (two workers, both gone now)
     assert all('kind="sim"' in line and 'Component="core_worker"' in line and "WorkerId=" in line
                and 'NodeAddress="127.0.0.1"' in line for line in lines), lines
     buckets = _wait_for_line(nodes[where], 'ray_step_seconds_bucket{')

@@ -26,6 +26,21 @@ def namespaces():
 
 
 TOKEN = uuid.uuid4().hex  # the cluster's shared token: redis-server refuses anyone without it
+METRICS_PORT = 9464  # raylet A's Prometheus endpoint (its namespace is this test's alone: nothing else holds it)
+
+# From another host: the endpoint off loopback answers 401 without the token, the page with it.
+_SCRAPE = """
+import urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({{}}))
+url = "http://{host}:{port}/metrics"
+try:
+    opener.open(url, timeout=10)
+    print("without token: 200")
+except urllib.error.HTTPError as e:
+    print("without token:", e.code)
+page = opener.open(urllib.request.Request(url, headers={{"Authorization": "Bearer {token}"}}), timeout=10).read()
+print("with token:", page.decode().count("ray_tasks{{"))
+"""
 
 
 def _spawn(ns, cmd, log):
@@ -67,14 +82,15 @@ print("answered:", answered)
 """
 
 
-def _listening_port(ns, pid):
+def _listening_port(ns, pid, besides=()):
     """The TCP port process `pid` listens on in namespace `ns` (read there, so
-    no traffic leaves the namespaces)."""
+    no traffic leaves the namespaces), other than those `besides`."""
     out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltnp"], capture_output=True, text=True,
                          timeout=20).stdout
     for line in out.splitlines():
-        if f"pid={pid}," in line:
-            return int(line.split()[3].rpartition(":")[2])
+        port = int(line.split()[3].rpartition(":")[2])
+        if f"pid={pid}," in line and port not in besides:
+            return port
     raise AssertionError(f"process {pid} listens on nothing in {ns}:\n{out}")
 
 
@@ -84,7 +100,7 @@ def _attack_from(ns, session, where, ns_a, raylet_a):
     keeper = Keeper.remote()
     assert phalanx.get(keeper.touch.remote(), timeout=30) == "alive"
     secret = phalanx.put(b"s" * (1 << 20))
-    port_a = _listening_port(ns_a, raylet_a.pid)
+    port_a = _listening_port(ns_a, raylet_a.pid, besides=(METRICS_PORT,))  # (raylet A's port for other raylets)
     marker = os.path.join(session, "attack-ran")
     script = _ATTACK.format(tests=os.path.dirname(os.path.abspath(__file__)), host=A_IP, port=port_a,
                             oid=secret.binary(), aid=keeper._actor_id, marker=marker)
@@ -130,7 +146,8 @@ def test_task_crosses_to_a_node_in_another_namespace(namespaces, tls, monkeypatc
                   "--num-cpus", "1", "--heartbeat-ms", "200", "--tls", "1" if tls else "0"]
         sock_a, sock_b = os.path.join(session, "a.sock"), os.path.join(session, "b.sock")
         time.sleep(0.3)
-        procs.append(_spawn(ns_a, [raylet_binary(), "--socket", sock_a, "--node-ip", A_IP] + common,
+        procs.append(_spawn(ns_a, [raylet_binary(), "--socket", sock_a, "--node-ip", A_IP,
+                                   "--metrics-export-port", str(METRICS_PORT)] + common,
                             os.path.join(logs, "raylet-a.log")))
         raylet_b = _spawn(ns_b, [raylet_binary(), "--socket", sock_b, "--node-ip", B_IP,
                                  "--resources", '{"far": 1}'] + common, os.path.join(logs, "raylet-b.log"))
@@ -159,6 +176,11 @@ def test_task_crosses_to_a_node_in_another_namespace(namespaces, tls, monkeypatc
         big = bytes(range(256)) * (12 << 10)  # 3 MiB each way, copied between the namespaces
         assert phalanx.get(flip.remote(phalanx.put(big)), timeout=60) == big[::-1]
         _attack_from(ns_b, session, where, ns_a, procs[1])
+        env = {k: v for k, v in os.environ.items() if k != "PHALANX_CLUSTER_TOKEN"}
+        scrape = subprocess.run(["ip", "netns", "exec", ns_b, sys.executable, "-c",
+                                 _SCRAPE.format(host=A_IP, port=METRICS_PORT, token=TOKEN)],
+                                capture_output=True, text=True, timeout=60, env=env)
+        assert "without token: 401" in scrape.stdout and "with token: 4" in scrape.stdout, scrape.stdout + scrape.stderr
     finally:
         phalanx.shutdown()
         for p in reversed(procs):
