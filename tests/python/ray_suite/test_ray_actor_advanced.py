@@ -1013,7 +1013,8 @@ def test_get_actor_race_condition(shutdown_only):
 
 
 @phalanx_differs("ray.kill releases the actor's name asynchronously: creating an actor of the same name right "
-                 "after ray.kill raises 'already taken' (free ~50 ms later); Ray allows it at once (ray issue 20092)")
+                 "after ray.kill raises 'already taken' (free ~50 ms later); Ray allows it at once (ray issue 20092). "
+                 "A race: it passes when the release wins", strict=False)
 def test_get_actor_in_remote_workers(ray_start_cluster):
     """Make sure we can get and create actors without
     race condition in a remote worker.
