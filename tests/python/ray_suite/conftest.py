@@ -54,6 +54,20 @@ def _fresh(**kwargs):
     return _init(**kwargs)
 
 
+@pytest.fixture
+def ray_start_cluster():
+    """Ray's fixture of this name: a cluster of nodes on this machine (ray.cluster_utils.Cluster; none yet, the
+    first added is the head); it and the driver are shut down afterwards."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster()
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
 @pytest.fixture(scope="module")
 def ray_start_regular_shared():
     yield _fresh(num_cpus=4)

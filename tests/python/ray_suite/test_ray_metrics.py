@@ -96,19 +96,6 @@ _NODE_COMPONENT_METRICS = [
 
 
 @pytest.fixture
-def ray_start_cluster():
-    """Ray's fixture of this name: a Cluster with no node yet; shut down (and the driver) afterwards."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster()
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
-
-
-@pytest.fixture
 def _setup_cluster_for_test(ray_start_cluster, monkeypatch):
     """Ray's fixture of this name (enable_metrics_collection=True, its only parameter the ported tests use):
     two nodes, custom metrics from the driver, a task and an actor (the task and the actor stay alive, so are

@@ -56,19 +56,6 @@ from ray.util.scheduling_strategies import (
 from suite_utils import phalanx_differs
 
 
-@pytest.fixture
-def ray_start_cluster():
-    """Ray's fixture of this name: a Cluster with no node yet; shut down (and the driver) afterwards."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster()
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
-
-
 def add_default_labels_for_test(node_info, labels):
     labels["ray.io/node-id"] = node_info["NodeID"]
     return labels

@@ -66,19 +66,6 @@ def class_ray_instance():
     ray.shutdown()
 
 
-@pytest.fixture
-def ray_start_cluster():
-    """Ray's fixture of this name: a cluster of nodes on this machine, the first added the head."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster()
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
-
-
 def test_list_api_options_has_conflicting_filters():
     options = ListApiOptions(filters=[("name", "=", "task_name")])
     assert not options.has_conflicting_filters()

@@ -24,19 +24,6 @@ def ensure_cpu_returned(expected_cpus):
     wait_for_condition(lambda: (ray.available_resources().get("CPU", 0) == expected_cpus))
 
 
-@pytest.fixture
-def ray_start_cluster():
-    """Ray's fixture of this name: a cluster of nodes on this machine (none yet; the first added is the head)."""
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster()
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
-
-
 def test_threaded_actor_basic(ray_start_cluster):
     """Test the basic threaded actor."""
     ray.init(num_cpus=1)
