@@ -35,6 +35,8 @@ uint32_t MaxFrameBody(uint16_t type, uint16_t flags) {
     case rpc::GROUP_ABORT:
     case rpc::WORKER_OUTPUT:  // (60 KiB of text at most: scheduler/output_relay.h)
     case rpc::METRICS_REPORT:  // (the client splits a larger report)
+    case rpc::WORKER_BLOCKED:
+    case rpc::WORKER_UNBLOCKED:
       return kSmallBody;
     case rpc::PG_CREATE:
       return kListBody;  // (up to 10,000 bundles)

@@ -8,7 +8,7 @@
 #include "core/ids.h"
 #include "core/logging.h"
 #include "core/status_proto.h"
-#include "scheduler/label_match.h"
+#include "scheduler/label_placement.h"
 
 namespace phalanx::scheduler {
 
@@ -338,24 +338,25 @@ bool ActorManager::PlaceByStrategy(Actor& a, std::string* why, bool* wait) {
   const rpc::TaskSpec& c = a.creation;
   if (remote_ == nullptr || c.forwarded()) return false;
   std::string node;
-  bool by_labels = HasLabelSelector(c) &&
-                   (c.strategy() == rpc::STRATEGY_DEFAULT || c.strategy() == rpc::STRATEGY_SPREAD);
-  if (by_labels) {
-    auto where = remote_->PlaceByLabels(c, a.need);
-    if (!where.ok()) {  // looked at again while a node with the labels may join, then it fails
-      int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
-      if (a.labels_unmet_since == 0) a.labels_unmet_since = now;
-      if (now - a.labels_unmet_since >= tasks_->infeasible_timeout_ms()) {
-        *why = where.status().message();
-        return false;
-      }
-      a.strategy_tried = false;
-      *wait = true;
-      tasks_->After(kLabelRetryMs, [this] { PlacePending(); });
+  if (PlacedByLabels(c)) {
+    LabelPlacement p = PlaceByLabels(*remote_, c, a.need, tasks_->infeasible_timeout_ms(), &a.labels_unmet_since);
+    if (p.kind == LabelPlacement::kFail) {
+      *why = p.why;
       return false;
     }
-    node = where.value();
+    if (p.kind == LabelPlacement::kWait) {  // looked at again while a node with the labels may join
+      a.strategy_tried = false;
+      *wait = true;
+      if (!label_retry_armed_) {  // (one timer for every actor that waits: each PlacePending looks at all)
+        label_retry_armed_ = true;
+        tasks_->After(LabelPlacement::kRetryMs, [this] {
+          label_retry_armed_ = false;
+          PlacePending();
+        });
+      }
+      return false;
+    }
+    node = p.node;
     if (node.empty()) return false;  // here
   } else if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY) {
     node = c.affinity_node();

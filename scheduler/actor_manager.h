@@ -154,9 +154,8 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
   // SPREAD and node affinity: sends the creation to its node (true), or
   // leaves it here (false; *why says why it cannot be placed at all: a hard
   // affinity to a node that is not alive).
-  // `wait`: no live node has the labels it asks for yet; it is looked at again in kLabelRetryMs.
+  // `wait`: no live node has the labels it asks for yet; it is looked at again in LabelPlacement::kRetryMs.
   bool PlaceByStrategy(Actor& a, std::string* why, bool* wait);
-  static constexpr int64_t kLabelRetryMs = 250;
   std::string Describe(const Actor& a) const;
 
   TaskTable* tasks_;
@@ -166,6 +165,7 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
   std::unordered_map<std::string, Actor> actors_;
   std::unordered_map<std::string, std::string> names_;  // live named actors -> id
   std::deque<std::string> pending_;                     // actors waiting for placement
+  bool label_retry_armed_ = false;  // PlacePending runs again in LabelPlacement::kRetryMs (one timer for all)
   ActorDirectory* directory_;
   RemoteNodes* remote_;
   GroupPlacement* groups_;

@@ -35,6 +35,9 @@ struct Client {
   // Results of this client's direct actor calls, not handed in yet (EXPECT_RETURNS).
   std::unordered_set<std::string> expected;
   bool met = false;  // made a rendezvous (a static group's rank): its exit is news to the other ranks
+  // Sleeping in a get for its direct actor calls' results (WORKER_BLOCKED), in lease `direct_blocked_lease`.
+  bool direct_blocked = false;
+  uint64_t direct_blocked_lease = 0;
 };
 
 // A part with something of a client's that must go when the client does

@@ -24,9 +24,11 @@ void ClusterView::Update(const std::vector<rpc::NodeInfo>& nodes,
   nodes_.clear();
   reserved_.clear();
   silent_.clear();
+  dead_ = 0;
   std::unordered_map<std::string, Beat> beats;
   for (const auto& n : nodes) {
     if (n.node_id() == self_ && !n.labels().empty()) self_labels_ = n.labels();
+    if (n.node_id() != self_ && !n.alive()) ++dead_;
     if (n.node_id() == self_ || !n.alive()) continue;
     auto hb = heartbeats.find(ToHex(n.node_id()));
     std::string value = hb != heartbeats.end() ? hb->second : "t" + std::to_string(n.heartbeat_ms());

@@ -69,6 +69,8 @@ class ClusterView {
   // Nodes whose heartbeat was already too old at the last Update.
   const std::vector<rpc::NodeInfo>& Silent() const { return silent_; }
   size_t size() const { return nodes_.size(); }
+  // Other nodes the node table holds dead, at the last Update.
+  size_t dead() const { return dead_; }
   int64_t dead_after_ms() const { return dead_after_ms_; }
 
  private:
@@ -78,6 +80,7 @@ class ClusterView {
   std::string self_;
   int64_t dead_after_ms_;
   NodeLabels self_labels_;  // this node's, from its record
+  size_t dead_ = 0;
   std::unordered_map<std::string, rpc::NodeInfo> nodes_;  // live others, by node id
   std::unordered_map<std::string, ResourceSet> reserved_;
   std::vector<rpc::NodeInfo> silent_;

@@ -47,6 +47,41 @@ double ReadNumber(const std::string& path) {
   }
 }
 
+// This process's memory cgroup: its use and limit (-1: unlimited or unknown), v2 or v1, at the path
+// /proc/self/cgroup names under the mount, else at the mount's root (a container's own cgroup namespace).
+void CgroupMemory(double* used, double* limit) {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line, v2_path, v1_path;
+  bool v1 = false;
+  while (std::getline(in, line)) {
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (line.compare(0, a, "0") == 0 && controllers.empty()) v2_path = path;
+    std::istringstream cs(controllers);
+    for (std::string c; std::getline(cs, c, ',');) {
+      if (c == "memory") {
+        v1 = true;
+        v1_path = path;
+      }
+    }
+  }
+  auto read_pair = [&](const std::string& dir, const char* use_file, const char* limit_file) {
+    double u = ReadNumber(dir + "/" + use_file);
+    if (u < 0) return false;
+    *used = u;
+    double l = ReadNumber(dir + "/" + limit_file);
+    *limit = l >= 0 && l < 1e18 ? l : -1;  // (v1 writes ~2^63 for no limit)
+    return true;
+  };
+  if (v1) {
+    if (read_pair("/sys/fs/cgroup/memory" + v1_path, "memory.usage_in_bytes", "memory.limit_in_bytes")) return;
+    if (read_pair("/sys/fs/cgroup/memory", "memory.usage_in_bytes", "memory.limit_in_bytes")) return;
+  }
+  if (!v2_path.empty() && read_pair("/sys/fs/cgroup" + v2_path, "memory.current", "memory.max")) return;
+  read_pair("/sys/fs/cgroup", "memory.current", "memory.max");
+}
+
 double Rate(double now_value, double then_value, double seconds) {
   return seconds > 0 && now_value >= then_value ? (now_value - then_value) / seconds : -1;
 }
@@ -76,8 +111,8 @@ MachineReading HostStats::Machine(const std::string& disk_path) {
   if (mem.count("MemTotal")) r.mem_total = mem["MemTotal"];
   if (mem.count("MemAvailable")) r.mem_available = mem["MemAvailable"];
   if (mem.count("Shmem")) r.mem_shared = mem["Shmem"];
-  r.cgroup_mem_used = ReadNumber("/sys/fs/cgroup/memory.current");
-  r.cgroup_mem_limit = ReadNumber("/sys/fs/cgroup/memory.max");
+  CgroupMemory(&r.cgroup_mem_used, &r.cgroup_mem_limit);
+  if (r.cgroup_mem_used >= 0 && r.cgroup_mem_limit < 0) r.cgroup_mem_limit = r.mem_total;  // (no limit: the host's)
   struct statvfs fs {};
   if (::statvfs(disk_path.c_str(), &fs) == 0) {
     r.disk_total = static_cast<double>(fs.f_blocks) * static_cast<double>(fs.f_frsize);

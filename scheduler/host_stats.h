@@ -17,7 +17,7 @@ struct MachineReading {
   int cpu_count = 0;
   double cpu_percent = -1;        // all CPUs busy: 100
   double mem_total = -1, mem_available = -1, mem_shared = -1;  // bytes
-  double cgroup_mem_used = -1, cgroup_mem_limit = -1;          // this cgroup's (v2), when limited
+  double cgroup_mem_used = -1, cgroup_mem_limit = -1;          // this cgroup's (v1 or v2; no limit: the host's)
   double disk_total = -1, disk_free = -1;                       // the file system of the path asked
   double disk_read_bytes = -1, disk_write_bytes = -1;           // since boot, all block devices
   double disk_reads = -1, disk_writes = -1;                     // requests since boot

@@ -93,6 +93,13 @@ void MetricsPage::System(PrometheusText* page) {
   if (page->Family("ray_cluster_active_nodes", "gauge", "Nodes alive, as this node sees the cluster")) {
     page->Sample("ray_cluster_active_nodes", Labels(), static_cast<double>(parts_.peers->peers_alive() + 1));
   }
+  if (page->Family("ray_cluster_failed_nodes", "gauge", "Nodes the cluster holds dead, as this node sees it")) {
+    page->Sample("ray_cluster_failed_nodes", Labels(), static_cast<double>(parts_.peers->peers_dead()));
+  }
+  if (page->Family("ray_cluster_pending_nodes", "gauge",
+                   "Nodes being launched (phalanx launches none by itself: `phalanx up` starts them at once)")) {
+    page->Sample("ray_cluster_pending_nodes", Labels(), 0);
+  }
 }
 
 void MetricsPage::Machine(PrometheusText* page) {

@@ -435,6 +435,21 @@ void ObjectRequests::AddRoutes(Router& router) {
     HandleGet(c, req, m);
     return true;
   });
+  // A worker's get for results that come to it directly: its CPUs are lent while it sleeps, as in HandleGet.
+  router.OnClient(rpc::WORKER_BLOCKED, "blocked", [this](C c, uint64_t, const char*, size_t) {
+    if (c->worker != nullptr && !c->direct_blocked) {
+      c->direct_blocked = true;
+      c->direct_blocked_lease = c->worker->lease_seq;
+      tasks_->OnWorkerBlocked(c->worker);
+    }
+    return true;
+  });
+  router.OnClient(rpc::WORKER_UNBLOCKED, "unblocked", [this](C c, uint64_t, const char*, size_t) {
+    if (!c->direct_blocked) return true;
+    c->direct_blocked = false;
+    if (c->worker != nullptr && c->worker->lease_seq == c->direct_blocked_lease) tasks_->OnWorkerUnblocked(c->worker);
+    return true;
+  });
   router.OnClient(rpc::WAIT_OBJECTS, "wait", [this](C c, uint64_t req, const char* b, size_t n) {
     rpc::WaitObjects m;
     if (!ParseBody(&m, b, n) || !AllObjectIds(m.object_ids())) return false;

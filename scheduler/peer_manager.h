@@ -64,6 +64,7 @@ class PeerManager final : public RemoteNodes,
   // Every node's silence counts from now again (the GCS was away: nobody could heartbeat).
   void Forgive() override;
   size_t peers_alive() const override { return view_.size(); }
+  size_t peers_dead() const override { return view_.dead(); }
   // RemoteNodes (for the TaskManager and the ActorManager).
   std::string Spill(const rpc::TaskSpec& forward, const ResourceSet& need) override;
   // Whether `node_id` is another node, alive as last heard.

@@ -160,6 +160,8 @@ class PeerView {
   // How many other nodes the view holds alive (the node record carries it:
   // who starts a cluster waits until every raylet sees every other).
   virtual size_t peers_alive() const = 0;
+  // How many other nodes the node table holds dead (for the metrics page).
+  virtual size_t peers_dead() const { return 0; }
 };
 
 // ... and of the actors whose home is this node (the ActorManager implements it).

@@ -1,8 +1,11 @@
 // ResourceSet: named quantities ("CPU", "GPU", "memory", custom names) a node
 // offers and a task asks for. Quantities are doubles so fractional GPUs work;
+// sums are kept on Ray's grid of 1/10000 (Ray counts in fixed-point units of
+// that size), so that taking and giving back 0.1s returns 2.0, not 1.9999...;
 // comparisons allow for rounding. A value type; not thread-safe.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -27,11 +30,19 @@ class ResourceSet {
     return true;
   }
   void Add(const ResourceSet& o) {
-    for (const auto& [k, v] : o.amounts_) amounts_[k] += v;
+    for (const auto& [k, v] : o.amounts_) {
+      double& have = amounts_[k];
+      have = OnGrid(have + v);
+    }
   }
   void Subtract(const ResourceSet& o) {
-    for (const auto& [k, v] : o.amounts_) amounts_[k] -= v;
+    for (const auto& [k, v] : o.amounts_) {
+      double& have = amounts_[k];
+      have = OnGrid(have - v);
+    }
   }
+  // `v` on the grid of 1/10000 (amounts of memory in bytes are whole already: kept as they are).
+  static double OnGrid(double v) { return std::fabs(v) < 1e12 ? std::round(v * 1e4) / 1e4 : v; }
   bool operator==(const ResourceSet& o) const { return amounts_ == o.amounts_; }
   const std::map<std::string, double>& amounts() const { return amounts_; }
   std::string ToString() const {

@@ -12,6 +12,7 @@
 #include "core/logging.h"
 #include "core/trace.h"
 #include "scheduler/label_match.h"
+#include "scheduler/label_placement.h"
 
 namespace phalanx::scheduler {
 
@@ -297,31 +298,25 @@ bool TaskManager::PlaceByStrategy(const std::string& task_id, bool* wait) {
     return false;
   }
   std::string node;
-  if (HasLabelSelector(t.spec) &&
-      (t.spec.strategy() == rpc::STRATEGY_DEFAULT || t.spec.strategy() == rpc::STRATEGY_SPREAD)) {
-    auto where = remote_->PlaceByLabels(t.spec, t.need);
-    if (!where.ok()) {  // looked at again while a node with the labels may join, then it fails
-      int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
-      std::string msg = "task " + t.spec.function_name() + " cannot be placed: " + where.status().message();
-      if (t.labels_unmet_since == 0) {
-        t.labels_unmet_since = now;
-        if (events_ != nullptr) {
-          events_->Warn(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
-                                                " s for such a node, then fails");
-        }
+  if (PlacedByLabels(t.spec)) {
+    LabelPlacement p = PlaceByLabels(*remote_, t.spec, t.need, options_.infeasible_timeout_ms, &t.labels_unmet_since);
+    if (p.kind != LabelPlacement::kNode) {  // looked at again while a node with the labels may join, then it fails
+      std::string msg = "task " + t.spec.function_name() + " cannot be placed: " + p.why;
+      if (p.first_miss && events_ != nullptr) {
+        events_->Warn(t.spec.caller_id(), msg + "; it waits " + std::to_string(options_.infeasible_timeout_ms / 1000) +
+                                              " s for such a node, then fails");
       }
-      if (now - t.labels_unmet_since >= options_.infeasible_timeout_ms) {
+      if (p.kind == LabelPlacement::kFail) {
         t.placed = true;
         FailTask(task_id, StatusCode::kInfeasible, msg);
         return true;
       }
-      After(kLabelRetryMs, [this, task_id] {
+      After(LabelPlacement::kRetryMs, [this, task_id] {
         if (tasks_.count(task_id)) BecomeReady(task_id);
       });
       return true;  // (out of the ready queue until then)
     }
-    node = where.value();
+    node = p.node;
   }
   switch (node.empty() ? t.spec.strategy() : rpc::STRATEGY_DEFAULT) {
     case rpc::STRATEGY_SPREAD:

@@ -91,8 +91,6 @@ class TaskManager final : public TaskTable,
   // kFreeReplacements times: the node is suspected meanwhile, so it is not
   // picked again until it heartbeats).
   void OnForwardFailed(const std::string& task_id, const std::string& why, bool reached) override;
-  // How often a task whose labels no live node has looks again.
-  static constexpr int64_t kLabelRetryMs = 250;
   static constexpr int kFreeReplacements = 8;
   // phalanx.cancel: a task queued here never runs; one running here gets
   // KeyboardInterrupt (CANCEL_TASK to its worker, and SIGUSR2 to a task's

@@ -270,7 +270,8 @@ Result<std::vector<rpc::ObjectValue>> CoreWorker::Get(const std::vector<std::str
   // Ray's: the rest come back pending, and the caller raises that failure.
   const bool until_failure = !locate_only && ids.size() > 1;
   // Results of direct actor calls come to this process: wait for them here.
-  PHALANX_RETURN_IF_ERROR(refs_.AwaitDirect(ids, deadline, channel_.interrupt(), until_failure));
+  PHALANX_RETURN_IF_ERROR(refs_.AwaitDirect(ids, deadline, channel_.interrupt(), until_failure,
+                                            options_.is_worker ? &blocked_notice_ : nullptr));
   if (timeout_ms >= 0) {
     timeout_ms = MsLeft(deadline);
   }

@@ -47,6 +47,7 @@
 #include "core/status.h"
 #include "worker/device_frees.h"
 #include "worker/direct_caller.h"
+#include "worker/blocked_notice.h"
 #include "worker/direct_io.h"
 #include "worker/group_channel.h"
 #include "worker/raylet_channel.h"
@@ -262,6 +263,7 @@ class CoreWorker : public WorkerObjects {
   // The parts, in the order they are built (each is given those before it).
   RefCounter refs_;
   RayletChannel channel_;
+  BlockedNotice blocked_notice_{&channel_};  // (workers only: a driver has no CPUs to lend)
   DirectIo io_;
   DirectCaller caller_;
   TaskServer server_;

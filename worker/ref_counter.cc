@@ -181,7 +181,7 @@ bool RefCounter::DirectPendingLocked(const std::vector<std::string>& ids, bool u
 }
 
 Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline deadline,
-                               const InterruptCheck& interrupt, bool until_failure) {
+                               const InterruptCheck& interrupt, bool until_failure, DirectWaitObserver* observer) {
   std::unique_lock<std::mutex> l(mu_);
   auto pending = [&] { return DirectPendingLocked(ids, until_failure); };
   if (!pending()) return Status::OK();
@@ -198,16 +198,30 @@ Status RefCounter::AwaitDirect(const std::vector<std::string>& ids, Deadline dea
     }
     l.lock();
   }
+  bool slept = false;
+  Status st;
   while (pending() && !stopping_ && Clock::now() < deadline) {
+    if (observer != nullptr && !slept) {
+      slept = true;
+      l.unlock();
+      observer->Sleeping();
+      l.lock();
+      continue;  // (look again: it may have come meanwhile)
+    }
     direct_cv_.wait_until(l, std::min(deadline, Clock::now() + kWaitSlice));
     if (interrupt && pending()) {
       l.unlock();
-      PHALANX_RETURN_IF_ERROR(interrupt());
+      st = interrupt();
       l.lock();
+      if (!st.ok()) break;
     }
   }
   result_spin_.Done(Clock::now() - start);
-  return Status::OK();
+  if (slept) {
+    l.unlock();
+    observer->Awake();
+  }
+  return st;
 }
 
 void RefCounter::DrainInto(std::string* out) {

@@ -37,6 +37,15 @@ class PendingChanges {
   virtual void DrainInto(std::string* out) = 0;
 };
 
+// Told when a wait for direct results goes to sleep and when that sleep ends (a worker
+// lends its task's CPUs meanwhile); called without RefCounter's lock.
+class DirectWaitObserver {
+ public:
+  virtual ~DirectWaitObserver() = default;
+  virtual void Sleeping() = 0;
+  virtual void Awake() = 0;
+};
+
 class RefCounter : public PendingChanges {
  public:
   // What a change asks of the channel: nothing, a flush soon (the first
@@ -77,8 +86,9 @@ class RefCounter : public PendingChanges {
   // Waits until none of `ids` is a direct result on the way, the deadline
   // passes or `interrupt` says to stop; short results are looked for before sleeping.
   // `until_failure`: or until one of `ids` here is its task's error (a get of several ends there).
+  // `observer` (if any) hears when the wait goes to sleep and wakes.
   Status AwaitDirect(const std::vector<std::string>& ids, Deadline deadline, const InterruptCheck& interrupt,
-                     bool until_failure = false);
+                     bool until_failure = false, DirectWaitObserver* observer = nullptr);
 
   // The raylet asked for the pins of mappings nothing reads now (UNMAP_IDLE):
   // they go with the next drain.

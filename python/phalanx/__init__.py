@@ -14,7 +14,6 @@ names below are Ray's (docs/ray_compat.md lists what is covered).
 """
 import socket as _socket
 
-import cloudpickle  # (Ray's ray.cloudpickle: the same package, as phalanx pickles with it)
 from phalanx._core import ObjectRef
 from phalanx._private import api as _api
 from phalanx._private import futures as _futures
@@ -22,6 +21,7 @@ from phalanx._private import state as _state
 from phalanx._private import timeline as _timeline
 from phalanx._private.api import (available_resources, cancel, cluster_resources, cluster_stats, get, init,
                                   is_initialized, put, shutdown, wait)
+from phalanx import cloudpickle  # (Ray's ray.cloudpickle: the package phalanx pickles with)
 from phalanx import collective, dag, exceptions, job_config, runtime_env, util
 from phalanx.logging_config import LoggingConfig
 from phalanx.actor import ActorClass, ActorHandle, checkpoint, get_actor, kill, method

@@ -23,6 +23,7 @@ time, unless the actor says otherwise:
 
 An actor with an `async def` method runs every call on one event loop, up
 to max_concurrency (default 1000) at once; `await ref` works inside."""
+import warnings
 import functools
 import hashlib
 import inspect
@@ -41,6 +42,7 @@ from phalanx._private.task_options import (ArgumentChecker, check_num_returns, c
                                            retry_arg)
 from phalanx._private.label_strategy import label_args
 from phalanx.remote_function import scheduling_strategy_of, strategy_args
+from phalanx.util.placement_group import bundle_misfit, ray_resources
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "max_task_retries", "name",
                   "lifetime", "namespace", "get_if_exists", "max_concurrency", "concurrency_groups",
@@ -49,7 +51,8 @@ _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts",
                   # Ray's: calls taken as their arguments are ready (also a sync actor's); task events (the
                   # timeline records calls either way); GPU tensors by reference (accepted: gpu_objects.py)
                   "allow_out_of_order_execution", "enable_task_events", "enable_tensor_transport",
-                  "label_selector", "fallback_strategy"}
+                  "label_selector", "fallback_strategy",
+                  "object_store_memory"}  # (Ray's: deprecated for actors, reserves nothing; warned of, ignored)
 _ACTOR_DEFAULTS = {"num_cpus": 0, "num_gpus": 0, "memory": 0, "resources": None, "max_restarts": 0,
                    "max_task_retries": 0, "name": None, "lifetime": None, "namespace": None,
                    "get_if_exists": False, "max_concurrency": None, "concurrency_groups": None,
@@ -126,6 +129,13 @@ def _qualified(name, namespace):
     return f"{namespace or current_namespace()}/{name}"
 
 
+def _asks_resources(options):
+    """Whether options given to an actor class ask for resources (Ray: memory aside); if not, Ray creates the
+    actor with 1 CPU and runs it with none."""
+    return any(options.get(k) for k in ("num_cpus", "num_gpus", "resources", "accelerator_type")) or \
+        options.get("num_cpus") == 0
+
+
 def _check_actor_options(opts, where):
     unknown = set(opts) - _ACTOR_OPTIONS
     if unknown:
@@ -134,15 +144,35 @@ def _check_actor_options(opts, where):
         if key in opts and (not isinstance(opts[key], int) or opts[key] < -1):
             raise ValueError(f"{key} must be an int >= -1 (-1: no limit), got {opts[key]!r}")
     check_resource_options(opts)
+    if opts.get("object_store_memory") is not None:
+        osm = opts["object_store_memory"]
+        if not isinstance(osm, int):
+            raise TypeError(f"The type of keyword 'object_store_memory' must be (<class 'int'>, <class 'NoneType'>), "
+                            f"but received type {type(osm)}")
+        if osm < 0:
+            raise ValueError("The keyword 'object_store_memory' only accepts None, 0 or a positive integer.")
+        warnings.warn("Setting 'object_store_memory' for actors is deprecated since it doesn't actually reserve the "
+                      "required object store memory. Use object spilling that's enabled by default instead to "
+                      "bypass the object store memory size limitation.", DeprecationWarning, stacklevel=1)
     strategy_args(scheduling_strategy_of(opts))
     runtime_env.check(opts.get("runtime_env"), where)
     if opts.get("lifetime") not in (None, "detached", "non_detached"):
         raise ValueError(f"lifetime must be None, 'detached' or 'non_detached', got {opts['lifetime']!r}")
-    if opts.get("name") is not None and (not isinstance(opts["name"], str) or not opts["name"]):
-        raise ValueError(f"name must be a non-empty string, got {opts['name']!r}")
+    if opts.get("name") is not None:  # (Ray's checks and words)
+        if not isinstance(opts["name"], str):
+            raise TypeError(f"name must be None or a string, got: '{type(opts['name'])}'.")
+        if not opts["name"]:
+            raise ValueError("Actor name cannot be an empty string.")
+    if opts.get("get_if_exists") and opts.get("name") is None:
+        raise ValueError("The actor name must be specified to use `get_if_exists`.")
     ns = opts.get("namespace")
-    if ns is not None and (not isinstance(ns, str) or not ns or "/" in ns):
-        raise ValueError(f"namespace must be a non-empty string without '/', got {ns!r}")
+    if ns is not None:
+        if not isinstance(ns, str):
+            raise TypeError("namespace must be None or a string.")
+        if not ns:
+            raise ValueError('"" is not a valid namespace. Pass None to not specify a namespace.')
+        if "/" in ns:
+            raise ValueError(f"namespace must not contain '/' (phalanx joins it and the name with '/'), got {ns!r}")
     for flag in ("allow_out_of_order_execution", "enable_task_events", "enable_tensor_transport"):
         if opts.get(flag) is not None and not isinstance(opts[flag], bool):
             raise ValueError(f"{flag} must be a bool, got {opts[flag]!r}")
@@ -236,6 +266,7 @@ class ActorClass:
         _check_actor_options(options, f"@phalanx.remote on class {cls.__qualname__}")
         self._cls = cls
         self._options = dict(_ACTOR_DEFAULTS, **options)
+        self._resources_given = _asks_resources(options)
         _check_groups(cls, self._options["concurrency_groups"])
         self._name = f"{cls.__module__}.{cls.__qualname__}"
         self._pickled = None
@@ -291,8 +322,19 @@ class ActorClass:
         clone.__dict__.update(self.__dict__)
         clone._options = dict(self._options, **options)
         clone._given_options = dict(getattr(self, "_given_options", {}), **options)
+        clone._resources_given = self._resources_given or _asks_resources(options)
         _check_groups(self._cls, clone._options["concurrency_groups"])
         return clone
+
+    def _bundle_misfit(self, opts):
+        """Ray's check of an actor for its placement group (util/placement_group.bundle_misfit): an actor that
+        asks for no resources (memory aside) is created with 1 CPU in Ray, and must fit that too."""
+        strategy = scheduling_strategy_of(opts)
+        if getattr(strategy, "placement_group", None) is None:
+            return None
+        resources = ray_resources(opts, opts["num_cpus"] if self._resources_given else None)
+        placement = resources if self._resources_given else dict(resources, CPU=1)
+        return bundle_misfit(strategy, resources, placement, self._cls.__qualname__)
 
     def _register(self):
         if self._function_id is None:
@@ -328,6 +370,9 @@ class ActorClass:
                 if opts["get_if_exists"]:
                     return existing
                 raise _name_taken(name, full_name)
+        misfit = self._bundle_misfit(opts)
+        if misfit:
+            raise ValueError(misfit)
         lifetime = opts["lifetime"] or state.default_actor_lifetime  # (init(job_config=)'s default)
         encoded, contained, holders = encode_args(args, kwargs, self._name, api.inline_limit())
         if opts["checkpoint_interval_s"] is not None and not callable(getattr(self._cls, "__phalanx_checkpoint__", None)):
@@ -349,6 +394,7 @@ class ActorClass:
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods,
                              ready if scoped else None, opts["max_pending_calls"], opts["max_task_retries"])
         if full_name:
+            handle._full_name = full_name
             # Another process may also have found no such actor just now: the raylets give the name to the
             # creation that claimed it first (this lookup waits for ours to be settled), and the other one is
             # refused here, at once, as Ray refuses it.
@@ -362,9 +408,10 @@ class ActorClass:
 
 def _name_taken(name, full_name):
     namespace = full_name.rpartition("/")[0]
-    return ValueError(f"The name {name} (namespace={namespace}) is already taken: an actor named '{name}' already "
-                      f"exists in namespace '{namespace}'; use phalanx.get_actor('{name}') to reach it (or "
-                      ".options(name=..., get_if_exists=True))")
+    from phalanx.exceptions import ActorAlreadyExistsError
+    return ActorAlreadyExistsError(f"The name {name} (namespace={namespace}) is already taken. Please use a different "
+                                   f"name or get the existing actor using ray.get_actor('{name}', "
+                                   f"namespace='{namespace}')")
 
 
 class ActorHandle:
@@ -374,6 +421,8 @@ class ActorHandle:
     # What phalanx.cancel(handle) says (api.py).
     CANCEL_REFUSAL = ("cancel() takes the ObjectRef of a task or actor call, not an actor handle: "
                       "phalanx.kill(actor) stops an actor")
+
+    _full_name = None  # "namespace/name" when this process made or looked up the actor by its name
 
     def __init__(self, actor_id, function_id, class_name, methods, ready_ref=None, max_pending_calls=-1,
                  max_task_retries=0):
@@ -500,7 +549,9 @@ def _lookup(full_name, timeout=10.0):
     if methods is None:
         _, pickled = _core.get_function(function_id, int(timeout * 1000))
         methods = _class_tables[function_id] = _method_table(cloudpickle.loads(pickled))
-    return ActorHandle(actor_id, function_id, class_name, methods)
+    handle = ActorHandle(actor_id, function_id, class_name, methods)
+    handle._full_name = full_name
+    return handle
 
 
 def get_actor(name, namespace=None, timeout=10.0):
@@ -526,6 +577,17 @@ def kill(handle, no_restart=True):
         raise InvalidArgumentError(f"kill() takes an actor handle, got {type(handle).__name__}")
     api.ensure_initialized()
     _core.kill_actor(handle._actor_id, no_restart, 10000)
+    if no_restart and handle._full_name:
+        # As Ray's kill returns once the GCS has the death: the name is free when this returns.
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            try:
+                owner = _core.get_actor(handle._full_name, 2000)[0]
+            except NotFoundError:
+                break
+            if owner != handle._actor_id:
+                break
+            time.sleep(0.005)
 
 
 def exit_actor():

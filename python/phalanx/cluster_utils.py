@@ -129,6 +129,7 @@ class Cluster:
         node = ClusterNode(process, sock, is_head=self.head_node is None)
         if node.is_head:
             self.head_node = node
+            api._local_cluster_address = self._redis  # (init() with no address joins it, as Ray's)
         else:
             self.worker_nodes.add(node)
         if wait:
@@ -170,6 +171,12 @@ class Cluster:
         """The nodes of this cluster now: the head (if any) first."""
         return ([self.head_node] if self.head_node else []) + sorted(self.worker_nodes, key=id)
 
+    def remaining_processes_alive(self):
+        """Whether every node's processes (and the GCS's redis-server) are still running; a node removed with
+        remove_node is no longer counted (Ray's)."""
+        gcs = [proc for name, proc in self._procs.procs if name == "redis-server"]
+        return all(p.poll() is None for p in gcs) and all(n.remaining_processes_alive() for n in self.list_all_nodes())
+
     def wait_for_nodes(self, timeout=30):
         """Until the GCS sees exactly this cluster's nodes alive (removed ones declared dead)."""
         want = {n.node_id for n in self.list_all_nodes()}
@@ -194,6 +201,8 @@ class Cluster:
         if self._shut:
             return
         self._shut = True
+        if api._local_cluster_address == self._redis:
+            api._local_cluster_address = None
         if state.mode == "driver" and state.info.get("gcs_address") == self.address:
             api.shutdown()
         self._procs.stop()

@@ -62,6 +62,15 @@ class PendingCallsLimitExceededError(PhalanxError):
     """An actor handle has `max_pending_calls` calls in flight already."""
 
 
+class OufOfBandObjectRefSerializationException(PhalanxError):
+    """Ray's (its spelling): an ObjectRef pickled outside a value phalanx stores, with
+    RAY_allow_out_of_band_object_ref_serialization=0."""
+
+
+class ActorAlreadyExistsError(PhalanxError, ValueError):
+    """Ray's: an actor of that name exists already in the namespace (also a ValueError, as Ray's)."""
+
+
 class CollectiveError(PhalanxError, ValueError):
     """A reduce could not complete: its inputs differ in dtype or shape, one is
     not a numeric numpy array, or too many of them failed. The message names

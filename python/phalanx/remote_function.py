@@ -10,14 +10,15 @@ from phalanx._private.label_strategy import NodeLabelSchedulingStrategy, label_a
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
                                            retry_arg, MAX_CALLS_ARG)
-from phalanx.exceptions import SerializationError
-from phalanx.util.placement_group import PlacementGroupSchedulingStrategy
+from phalanx.exceptions import OufOfBandObjectRefSerializationException, SerializationError
+from phalanx.util.placement_group import PlacementGroupSchedulingStrategy, bundle_misfit, ray_resources
 
 _OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "name",
             "scheduling_strategy", "_generator_backpressure_num_objects", "placement_group",
             "placement_group_bundle_index", "placement_group_capture_child_tasks", "retry_exceptions", "max_calls",
             "runtime_env", "accelerator_type", "enable_task_events",  # (the timeline records tasks either way)
-            "label_selector", "fallback_strategy"}
+            "label_selector", "fallback_strategy",
+            "object_store_memory"}  # (Ray's option table has it; set, it is refused below, as Ray refuses it)
 _DEFAULTS = {"num_cpus": 1.0, "num_gpus": 0, "memory": 0, "resources": None, "num_returns": 1, "max_retries": 3,
              "scheduling_strategy": None}
 
@@ -70,6 +71,8 @@ def _check_options(opts, where):
         raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
                          f"valid ones are {sorted(_OPTIONS)}")
     check_resource_options(opts)
+    if opts.get("object_store_memory") is not None:
+        raise ValueError("Setting 'object_store_memory' is not implemented for tasks")
     if opts.get("enable_task_events") is not None and not isinstance(opts["enable_task_events"], bool):
         raise ValueError(f"enable_task_events must be a bool, got {opts['enable_task_events']!r}")
     strategy_args(scheduling_strategy_of(opts))
@@ -128,6 +131,9 @@ class RemoteFunction:
         """What every .remote() passes on, worked out once per set of options:
         (generator mode, number of returns, backpressure) and submit_task's keywords."""
         self._generator = generator_plan(self._fn, self._given, where)
+        self._bundle_misfit = bundle_misfit(scheduling_strategy_of(self._options),
+                                            ray_resources(self._options, self._options["num_cpus"]), {},
+                                            self._fn.__qualname__)  # (raised at .remote(), as Ray's)
         strategy, node, soft, bundle = strategy_args(scheduling_strategy_of(self._options))
         self._submit_kw = {"resources": resource_map(self._options), "strategy": strategy, "affinity_node": node,
                            "affinity_soft": soft}
@@ -156,6 +162,8 @@ class RemoteFunction:
         if self._function_id is None:
             try:
                 self._pickled = ser.dumps_function(self._fn)
+            except OufOfBandObjectRefSerializationException:
+                raise  # (Ray's own error for a ref in the closure, as Ray raises it)
             except Exception as e:
                 raise SerializationError(f"remote function {self._name} cannot be pickled: "
                                          f"{type(e).__name__}: {e}") from e
@@ -171,6 +179,8 @@ class RemoteFunction:
 
     def remote(self, *args, **kwargs):
         self._checker.check(args, kwargs)
+        if self._bundle_misfit:
+            raise ValueError(self._bundle_misfit)
         api.ensure_initialized()
         self._ensure_registered()
         opts = self._options

@@ -520,6 +520,7 @@ def parser():
     sk = sub.add_parser("stack", help="the Python stacks of every worker and driver of the cluster on this machine")
     sk.add_argument("--address")
     sk.add_argument("--wait", type=float, default=0.5, help="seconds to give processes to write their stacks")
+    sub.add_parser("debug", help="Ray's remote debugger: phalanx has none (it says why)")
     tl = sub.add_parser("timeline", help="write the cluster's timeline as a Chrome trace (docs/observability.md)")
     tl.add_argument("--address")
     tl.add_argument("-o", "--output", default="timeline.json", help="the JSON file to write (default: timeline.json)")
@@ -556,6 +557,10 @@ def main(argv=None):
     if a.cmd == "version":
         print(phalanx.__version__)
         return 0
+    if a.cmd == "debug":
+        from phalanx.util.rpdb import WHY
+        print(f"phalanx debug: {WHY}", file=sys.stderr)
+        return 2
     if a.cmd.endswith("-usage-stats"):
         print("phalanx collects no usage statistics: nothing is sent anywhere, so there is nothing to "
               f"{a.cmd.split('-')[0]}")

@@ -429,3 +429,65 @@ TEST_F(ActorManagerTest, AnActorIsNotPlacedInTheProcessOfACreatorOfLiveActors) {
 }
 
 }  // namespace phalanx::scheduler
+
+namespace phalanx::scheduler {
+namespace {
+
+// No node has the labels any actor asks for: each placement says so.
+class NoLabelledNodes : public RemoteNodes {
+ public:
+  std::string Spill(const rpc::TaskSpec&, const ResourceSet&) override { return ""; }
+  bool SpillTo(const std::string&, const rpc::TaskSpec&) override { return false; }
+  bool FitsSomewhere(const ResourceSet&) const override { return true; }
+  std::string NextSpreadNode() override { return ""; }
+  Result<std::string> PlaceByLabels(const rpc::TaskSpec&, const ResourceSet&) override {
+    return Status(StatusCode::kInfeasible, "no live node has the labels {zone in (mars)}");
+  }
+  void CancelTask(const std::string&, const rpc::CancelTask&) override {}
+  void KillActor(const std::string&, const std::string&, bool, std::function<void(const Status&)> done) override {
+    done(Status::OK());
+  }
+};
+
+class TimedTasks : public FakeTasks {
+ public:
+  void After(int64_t, std::function<void()> fn) override { timers.push_back(std::move(fn)); }
+  int64_t infeasible_timeout_ms() const override { return 60000; }
+  std::vector<std::function<void()>> timers;
+};
+
+TEST(ActorManagerLabels, ActorsWaitingForLabelsShareOneRetryTimer) {
+  // Each actor used to arm a timer of its own at every look, and each timer looked at them all: the timers
+  // multiplied (3 actors: 3^n) until the raylet answered nothing else.
+  TimedTasks tasks;
+  FakeWorkers pool;
+  ResourceLedger ledger(ResourceSet({{"CPU", 2}}));
+  NoLabelledNodes remote;
+  ActorManager actors(&tasks, &ledger, &pool, "node-a", nullptr, &remote);
+  for (int i = 1; i <= 3; ++i) {
+    rpc::TaskSpec s;
+    s.set_task_id(std::string(kTaskIdSize, static_cast<char>(i)));
+    s.set_actor_id(s.task_id());
+    s.set_kind(rpc::TASK_ACTOR_CREATION);
+    s.set_function_name("test.Labelled");
+    auto* c = s.add_label_selector();
+    c->set_key("zone");
+    c->add_values("mars");
+    tasks.Submit(s);
+    actors.OnCreationSubmitted(s, ResourceSet());
+    actors.OnTaskReady(s);
+  }
+  actors.PlacePending();  // (the task manager's dispatch does)
+  actors.PlacePending();
+  EXPECT_EQ(tasks.timers.size(), 1u);
+  for (int round = 0; round < 6; ++round) {
+    auto due = std::move(tasks.timers);
+    tasks.timers.clear();
+    for (auto& fn : due) fn();
+    EXPECT_EQ(tasks.timers.size(), 1u) << "round " << round;
+  }
+  EXPECT_TRUE(tasks.failed.empty());  // (they wait: 60 s have not passed)
+}
+
+}  // namespace
+}  // namespace phalanx::scheduler

@@ -1,5 +1,6 @@
 """Fixtures: every test talks to a real redis-server and a real raylet,
-started on free ports by phalanx.init() and stopped afterwards."""
+started on free ports by phalanx.init(address="local") and stopped afterwards (a new cluster even where
+`phalanx start` runs one on this machine, which init() with no address would join, as Ray's)."""
 import contextlib
 import json
 import os
@@ -18,7 +19,7 @@ def cluster():
     """An embedded cluster (2 CPUs, 1 GiB store) shared by consecutive tests;
     started again after a test that needed one of its own."""
     if not phalanx.is_initialized():
-        _shared["info"] = phalanx.init(num_cpus=2, object_store_memory=1 << 30)
+        _shared["info"] = phalanx.init(address="local", num_cpus=2, object_store_memory=1 << 30)
     return _shared["info"]
 
 
@@ -26,7 +27,7 @@ def cluster():
 def cluster_gpu():
     """A cluster of its own with the GPUs the driver reports (tests that need one skip without it)."""
     phalanx.shutdown()
-    yield phalanx.init(num_cpus=4, object_store_memory=1 << 30)
+    yield phalanx.init(address="local", num_cpus=4, object_store_memory=1 << 30)
     phalanx.shutdown()
 
 
@@ -37,6 +38,8 @@ def fresh_cluster():
 
     def start(**kwargs):
         kwargs.setdefault("num_cpus", 2)
+        if not any(k in kwargs for k in ("address", "_node_ip_address")):
+            kwargs["address"] = "local"  # (a new cluster, whatever `phalanx start` runs on this machine)
         return phalanx.init(**kwargs)
 
     yield start

@@ -56,6 +56,9 @@ def test_removing_the_node_the_driver_uses_is_refused_with_rays_value_error(clus
 def test_a_node_killed_without_grace_is_declared_dead(cluster):
     worker = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
+    assert cluster.remaining_processes_alive()
+    worker.kill_raylet()  # (a node's raylet gone: not every process remains)
+    assert not cluster.remaining_processes_alive()
     cluster.remove_node(worker, allow_graceful=False)
     cluster.wait_for_nodes(timeout=30)  # (heartbeats: dead after 1.5 s)
     with pytest.raises(ValueError, match="unknown argument"):

@@ -73,6 +73,22 @@ def test_bad_options_are_rejected():
         phalanx.remote(num_returns=-1)(lambda: 0)
 
 
+def test_object_store_memory_is_refused_for_tasks_and_deprecated_for_actors_as_in_ray():
+    with pytest.raises(ValueError, match="Setting 'object_store_memory' is not implemented for tasks"):
+        phalanx.remote(object_store_memory=1 << 20)(lambda: 0)
+    phalanx.remote(object_store_memory=None)(lambda: 0)  # (None: as if not given)
+
+    class A:
+        pass
+
+    with pytest.warns(DeprecationWarning, match="Setting 'object_store_memory' for actors is deprecated"):
+        phalanx.remote(object_store_memory=1 << 20)(A)
+    with pytest.raises(ValueError, match="only accepts None, 0 or a positive integer"):
+        phalanx.remote(object_store_memory=-1)(A)
+    with pytest.raises(TypeError, match="must be"):
+        phalanx.remote(object_store_memory=1.5)(A)
+
+
 def test_worker_crash_is_retried(cluster, tmp_path):
     marker = tmp_path / "crashed-once"
 
@@ -305,3 +321,14 @@ def test_sys_exit_or_keyboard_interrupt_in_a_task_reaches_the_caller_as_an_ordin
     assert not isinstance(ei.value, KeyboardInterrupt) and isinstance(ei.value.cause, KeyboardInterrupt)
     assert phalanx.get(echo.remote(5)) == 5  # the cluster goes on
 
+
+
+def test_rays_remote_debugger_is_refused_saying_why(capsys):
+    from phalanx import scripts
+    from phalanx.util import pdb, rpdb
+
+    with pytest.raises(NotImplementedError, match="no remote debugger"):
+        rpdb.set_trace()
+    assert pdb.set_trace is rpdb.set_trace
+    assert scripts.main(["debug"]) == 2
+    assert "no remote debugger" in capsys.readouterr().err

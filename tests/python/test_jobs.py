@@ -78,6 +78,12 @@ def test_a_job_runs_on_the_head_with_its_code_and_environment_and_its_end_is_rec
     assert "results [(0, 'fast'), (10, 'fast'), (20, 'fast')]" in logs
     info = client.get_job_info(failing)
     assert (info.driver_exit_code, info.message) == (3, "the driver exited with code 3")
+    assert info.error_type == "JOB_ENTRYPOINT_COMMAND_ERROR"
+    from phalanx.util.state import list_nodes
+    head_node = min(list_nodes(address=address), key=lambda n: n.start_time_ms)
+    assert info.driver_node_id == head_node.node_id
+    assert info.driver_info.node_ip_address == head_node.node_ip and int(info.driver_info.pid) > 0
+    assert client.get_job_info(ok).error_type is None
     # Recorded in the GCS, as anyone reading it finds it.
     record = JobTable(address).get(ok)
     assert (record["status"], record["driver_exit_code"], record["metadata"]) == ("SUCCEEDED", 0, {"owner": "test"})
@@ -146,6 +152,18 @@ def test_bad_submissions_are_refused_naming_what_is_wrong(head, tmp_path, monkey
     assert p.returncode == 1 and "no job with submission id 'no-such-job'" in p.stderr
     with pytest.raises(ValueError, match="give its HOST:PORT"):
         JobSubmissionClient("http://127.0.0.1:8265")
+    with pytest.raises(ValueError, match="a job's driver runs on the head, whose labels are"):
+        client.submit_job(entrypoint="true", entrypoint_label_selector={"zone": "mars"})
+
+
+def test_a_clients_metadata_goes_with_every_job_it_submits(head):
+    address, _ = head
+    client = JobSubmissionClient(address, metadata={"team": "rl", "owner": "client"}, headers={"X-Who": "me"},
+                                 verify=False, create_cluster_if_needed=False)
+    assert client.get_address() == address and client.get_version() == phalanx.__version__
+    sid = client.submit_job(entrypoint="true", metadata={"owner": "job"})
+    assert client.get_job_info(sid).metadata == {"team": "rl", "owner": "job"}
+    assert client.wait(sid, timeout_s=60) == JobStatus.SUCCEEDED
 
 
 def test_a_cluster_without_a_job_agent_says_so(fresh_cluster):

@@ -179,3 +179,31 @@ def test_a_task_printing_a_lot_is_not_slowed_or_failed_and_every_line_arrives(cl
     wait_until(lambda: seen.append(capsys.readouterr().out) or "no newline at the end" in "".join(seen),
                what="the last line")
     assert len([line for line in "".join(seen).splitlines() if "xxxxxxxxxx" in line]) == 2000
+
+
+def test_a_tasks_tqdm_ray_bar_is_shown_by_the_driver_as_progress_not_json(tmp_path):
+    out = _run_driver(tmp_path, """
+        import os
+        import phalanx
+        from phalanx.experimental.tqdm_ray import tqdm
+        phalanx.init(num_cpus=1)
+
+        @phalanx.remote
+        def work(n):
+            bar = tqdm(total=n, desc="work", flush_interval_s=0)
+            for _ in range(n):
+                bar.update(1)
+            bar.close()
+            return os.getpid()
+
+        print("PID", phalanx.get(work.remote(4)))
+        for _ in tqdm(range(3), desc="here"):
+            pass
+        phalanx.shutdown()
+    """)
+    assert out.returncode == 0, out.stderr
+    pid = next(line for line in out.stdout.splitlines() if line.startswith("PID")).split()[1]
+    assert f"(work pid={pid}) work:  50%|#####     | 2/4 it" in out.stderr, out.stderr
+    assert f"(work pid={pid}) work: 100%|##########| 4/4 it (done)" in out.stderr, out.stderr
+    assert "__ray_tqdm_magic_token__" not in out.stdout + out.stderr
+    assert "here: 100%|##########| 3/3 it" in out.stderr, out.stderr  # (a driver's bar: printed there)

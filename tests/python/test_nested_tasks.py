@@ -37,3 +37,25 @@ def test_three_levels_deep_on_one_cpu(fresh_cluster):
     assert phalanx.get([grandparent.remote(i) for i in range(100)], timeout=240) == [2 * i for i in range(100)]
     workers = phalanx.cluster_stats()["workers"]
     assert workers <= 20, f"{workers} workers for 100 trees of three on 1 CPU"
+
+
+@phalanx.remote(num_cpus=0)
+class Relay:
+    """Runs `child` (1 CPU) for its caller: the caller's CPU is the only one."""
+
+    def run(self, i):
+        return phalanx.get(child.remote(i), timeout=60)
+
+
+@phalanx.remote
+def through_actor(relay, i):
+    return phalanx.get(relay.run.remote(i), timeout=60)  # a direct actor call: its result comes to this worker
+
+
+def test_a_task_blocked_on_its_direct_actor_call_lends_its_cpu(fresh_cluster):
+    """The task's get sleeps in its own worker (the actor's result comes straight there, not through the
+    raylet): it tells the raylet (WORKER_BLOCKED), which lends its one CPU to the task the actor submits.
+    Before, the task kept its CPU and the three waited on each other until the get's timeout."""
+    fresh_cluster(num_cpus=1)
+    relay = Relay.remote()
+    assert phalanx.get([through_actor.remote(relay, i) for i in range(3)], timeout=60) == [0, 1, 2]

@@ -296,12 +296,13 @@ def test_a_process_a_task_starts_inherits_nothing_of_phalanx(victim):
 
 def test_resources_must_be_finite(cluster):
     f = phalanx.remote(lambda: 1)
-    for bad in (float("nan"), float("inf"), -1.0, 1e13):
-        with pytest.raises(ValueError, match="finite number"):
+    for bad in (float("nan"), float("inf"), -1.0, 1e13, 0.00001, "1"):
+        why = {-1.0: "cannot be negative", 0.00001: "cannot go beyond 0.0001", "1": "must be"}.get(bad, "finite number")
+        with pytest.raises(ValueError, match=why):
             f.options(num_cpus=bad)
-        with pytest.raises(ValueError, match="finite number"):
+        with pytest.raises(ValueError, match=why):
             f.options(resources={"sim": bad})
-        with pytest.raises(ValueError, match="finite number"):
+        with pytest.raises(ValueError, match=why):
             Keeper.options(num_gpus=bad)
 
 

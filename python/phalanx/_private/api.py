@@ -112,6 +112,8 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
                 return InitContext(state.info)
             raise RuntimeError("phalanx.init() was already called; call phalanx.shutdown() first "
                                "(or pass ignore_reinit_error=True)")
+        if address is None:  # (Ray's: RAY_ADDRESS, else the cluster last started on this machine, else a new one)
+            address = _address_to_join()
         if address == "local":  # (Ray's: a new local cluster, whatever else runs here)
             address = None
         if address == "auto":
@@ -126,7 +128,7 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             if num_gpus is not None:
                 check_amount("num_gpus", num_gpus)
             for k, v in (resources or {}).items():
-                check_amount(f"resources[{k!r}]", v)
+                check_amount(f"resources[{k!r}]", v, k)
             if not isinstance(num_nodes, int) or num_nodes < 1:
                 raise ValueError(f"num_nodes must be a positive int, got {num_nodes!r}")
             node = NodeProcesses(new_session_dir(extra.session_root()), token=extra.token())
@@ -193,6 +195,38 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             host, port = extra.dashboard(include_dashboard)
             info["webui_url"] = f"{host}:{port}"
         return info
+
+
+def _address_to_join():
+    """Where init() with no address goes, as Ray's: PHALANX_ADDRESS or RAY_ADDRESS; else the cluster started
+    last on this machine (`phalanx start --head`, or a live cluster_utils.Cluster of this process), if its GCS
+    answers; else None (a new local cluster)."""
+    found = os.environ.get("PHALANX_ADDRESS") or os.environ.get("RAY_ADDRESS")
+    if found:
+        return found
+    recorded = _local_cluster_address or current_head_address()
+    if recorded and _gcs_answers(recorded):
+        return recorded
+    if recorded:
+        import warnings
+        warnings.warn(f"the cluster recorded as started on this machine (GCS at {recorded}) does not answer: "
+                      "starting a new local cluster (`phalanx stop` clears the record)", RuntimeWarning, stacklevel=3)
+    return None
+
+
+# A cluster_utils.Cluster of this process with a head node: init() with no address joins it (Ray's Cluster
+# writes its head as the machine's current cluster; phalanx's keeps it to the process that made it).
+_local_cluster_address = None
+
+
+def _gcs_answers(address, timeout_s=1.0):
+    import socket
+    host, _, port = address.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 class InitContext(dict):

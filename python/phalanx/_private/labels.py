@@ -114,3 +114,12 @@ def matches(node_labels, constraints):
         if op == DOES_NOT_EXIST and have is not None:
             return False
     return True
+
+
+def head_labels(gcs_address):
+    """The labels of the cluster's head (its first node to start) at `gcs_address`."""
+    from phalanx._private.rpc_tables import alive_nodes
+    nodes = alive_nodes(gcs_address)
+    if not nodes:
+        return {}
+    return dict(min(nodes, key=lambda n: n["start_time_ms"]).get("labels") or {})

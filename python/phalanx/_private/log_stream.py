@@ -14,6 +14,7 @@ import time
 
 from phalanx import _core
 from phalanx._private.rpc_tables import all_nodes
+from phalanx.experimental import tqdm_ray
 
 _KEY_PREFIX = "output:"  # (gcs/gcs_tables.h kOutputPrefix)
 _POLL_S = 0.1  # how often the thread reads the stream (a non-blocking XREAD, then a wait in Python)
@@ -140,7 +141,10 @@ class LogFollower:
             source_key = (f.get(b"ip"), f.get(b"pid"))
             lines = []
             for line in f.get(b"text", b"").decode("utf-8", "replace").splitlines():
-                if self._dedup:
+                bar = tqdm_ray.parse(line)
+                if bar is not None:  # a progress bar's state (phalanx.experimental.tqdm_ray): shown, never counted
+                    lines.append((prefix, tqdm_ray.render(bar), True))
+                elif self._dedup:
                     lines += self._dedup.take(prefix, source_key, line, is_err)
                 else:
                     lines.append((prefix, line, is_err))

@@ -116,14 +116,19 @@ def flush():
         _recorder.flush()
 
 
+_VERSION = None  # phalanx.__version__, read once (phalanx may still be importing when this module is)
+
+
 def default_labels():
     """The labels Ray's core worker puts on every user metric: the job's id and the version."""
-    import phalanx
+    global _VERSION
+    if _VERSION is None:
+        import phalanx
+        _VERSION = phalanx.__version__
     from phalanx._private import state
-    job = None
     try:
         t = state.current_task.get()
         job = t.job_id if t is not None and t.job_id else state.job_id
     except Exception:  # noqa: BLE001 - not connected: no job yet
         job = None
-    return {"JobId": job.hex() if job else "", "Version": phalanx.__version__}
+    return {"JobId": job.hex() if job else "", "Version": _VERSION}

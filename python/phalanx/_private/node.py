@@ -352,9 +352,12 @@ class NodeProcesses:
         if netns:
             cmd = ["ip", "netns", "exec", netns] + cmd  # it execs: the pid stays the raylet's
         env = dict(os.environ)
-        # Workers import what the driver can: its script folder and working directory.
-        paths = [p for p in (os.path.dirname(os.path.abspath(sys.argv[0])) if sys.argv and sys.argv[0] else "",
-                             os.getcwd()) if p]
+        # Workers import what the driver can: its script folder (when on the driver's own path, as Ray: not for
+        # `python -m pkg.mod`, PEP 338) and working directory.
+        script_dir = os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
+        if script_dir and script_dir not in {os.path.realpath(p) for p in sys.path if p}:
+            script_dir = ""
+        paths = [p for p in (script_dir, os.getcwd()) if p]
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)

@@ -9,6 +9,7 @@ band too, once torch is loaded (phalanx/_private/tensors.py)."""
 import collections
 import io
 import pickle
+import os
 import struct
 import sys
 import threading
@@ -75,6 +76,15 @@ def reduce_object_ref(ref):
     ids = getattr(_local, "contained", None)
     if ids is not None:
         ids.append(ref.binary())
+    elif os.environ.get("RAY_allow_out_of_band_object_ref_serialization", "1") == "0":
+        # Pickled outside a value phalanx stores (a remote function's closure, cloudpickle.dumps by hand):
+        # Ray's switch refuses it, naming Ray's variable.
+        from phalanx.exceptions import OufOfBandObjectRefSerializationException
+        raise OufOfBandObjectRefSerializationException(
+            f"It is not allowed to serialize ray.ObjectRef {ref.hex()} out of band (outside a value passed to or "
+            "returned from a task, or put): it is neither counted nor kept alive for the process that reads it. "
+            "Pass it as an argument or inside one instead; RAY_allow_out_of_band_object_ref_serialization=1 "
+            "(the default) allows it.")
     return (_core.ObjectRef, (ref.binary(),))
 
 
@@ -119,6 +129,20 @@ def _dumps_with_tensors(value, buffer_callback, collector=None):
 _PLAIN = (int, float, str, bytes, bool, type(None))
 
 
+_warned_non_contiguous = False
+
+
+def _warn_non_contiguous():
+    """Ray's warning, once per process: a numpy array that is not contiguous is copied when stored."""
+    global _warned_non_contiguous
+    if not _warned_non_contiguous:
+        _warned_non_contiguous = True
+        import warnings
+        warnings.warn("A numpy array that is not contiguous in memory was stored: it cannot be zero-copy read back "
+                      "(its bytes are copied into one buffer first; np.ascontiguousarray(...) before put() makes "
+                      "that copy yours). This is warned of once.", UserWarning, stacklevel=3)
+
+
 def serialize(value, object_id=None):
     """(meta bytes, [buffers], [contained ids]) of `value`. Given the id of
     the object it is for, a value with CUDA tensors becomes a GPU object in
@@ -128,6 +152,8 @@ def serialize(value, object_id=None):
     np = sys.modules.get("numpy")
     if np is not None and type(value) is np.ndarray and not value.dtype.hasobject:
         # (numpy's own reduce, out of band, without cloudpickle's per-object lookups: 4x faster)
+        if not value.flags.c_contiguous and not value.flags.f_contiguous:
+            _warn_non_contiguous()
         buffers = []
         return pickle.dumps(value, protocol=5, buffer_callback=buffers.append), buffers, []
     buffers = []

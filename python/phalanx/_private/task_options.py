@@ -66,11 +66,22 @@ MAX_RETURNS = 10000
 MAX_RESOURCE_AMOUNT = 1e12
 
 
-def check_amount(what, v):
-    """A resource amount: a finite number from 0 to MAX_RESOURCE_AMOUNT (not NaN, not infinity)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not \
-            0 <= v <= MAX_RESOURCE_AMOUNT:
+def check_amount(what, v, name=None):
+    """A resource amount: a finite number from 0 to MAX_RESOURCE_AMOUNT (not NaN, not infinity), on Ray's grid of
+    1/10000; `name` is the resource as Ray's errors name it (default `what`). A wrong type is Ray's TypeError
+    (phalanx's InvalidArgumentError, also a ValueError); a negative amount or one finer than the grid, Ray's
+    ValueError and words."""
+    name = name or what
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        from phalanx.exceptions import InvalidArgumentError
+        raise InvalidArgumentError(f"The type of keyword '{name}' must be (<class 'float'>, <class 'int'>, "
+                                   f"<class 'NoneType'>), but received type {type(v)}")
+    if v < 0:
+        raise ValueError(f"The quantity of resource {name} cannot be negative")
+    if not math.isfinite(v) or not v <= MAX_RESOURCE_AMOUNT:
         raise ValueError(f"{what} must be a finite number from 0 to {MAX_RESOURCE_AMOUNT:g}, got {v!r}")
+    if isinstance(v, float) and v != 0.0 and int(v * 10000) == 0:
+        raise ValueError(f"The precision of the fractional quantity of resource {name} cannot go beyond 0.0001")
 
 
 def check_num_returns(n):
@@ -100,7 +111,7 @@ def check_resource_options(opts):
     check_amount("num_gpus", g)
     if g > 1 and g != int(g):
         raise ValueError(f"num_gpus must be a fraction below 1 or a whole number, got {g!r}")
-    check_amount("memory (bytes)", opts.get("memory", 0))
+    check_amount("memory (bytes)", opts.get("memory", 0), "memory")
     res = opts.get("resources")
     if res is not None:
         if not isinstance(res, dict):
@@ -110,7 +121,7 @@ def check_resource_options(opts):
                 raise ValueError(f"resources key {k!r}: use num_cpus/num_gpus/memory for CPU, GPU and memory")
             if k == "bundle" or k.startswith("bundle_group_"):
                 raise ValueError(f"resources key {k!r} is reserved for placement groups' bundles (as in Ray)")
-            check_amount(f"resources[{k!r}]", v)
+            check_amount(f"resources[{k!r}]", v, k)
     accel = opts.get("accelerator_type")
     if accel is not None and (not isinstance(accel, str) or not accel):
         raise ValueError(f"accelerator_type must be an accelerator type name such as "

@@ -127,6 +127,11 @@ def _callable_for(kind, function_id, actor_id, method_name):
         if method_name == _DAG_LOOP:
             from phalanx.dag import loop
             return lambda *args: loop.start(instance, _is_async_class(type(instance)), *args)
+        # The class's method, as Ray calls it: an attribute of the instance of that name does not hide it.
+        cls = type(instance)
+        method = getattr(cls, method_name, None)
+        if method is not None and hasattr(method, "__get__"):
+            return method.__get__(instance, cls)
         return getattr(instance, method_name)
     return _load_function(function_id)  # a function, or the class for a creation
 

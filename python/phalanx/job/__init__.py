@@ -7,6 +7,7 @@ submission API. `phalanx job submit --working-dir . -- python train.py` on the c
 
 The client records the job in the GCS (client.py, table.py); the agent `phalanx start --head` starts
 runs it (agent.py). docs/jobs.md says more."""
-from phalanx.job.client import JobDetails, JobStatus, JobSubmissionClient
+from phalanx.job.client import (DriverInfo, JobDetails, JobErrorType, JobInfo, JobStatus, JobSubmissionClient,
+                                JobType)
 
-__all__ = ["JobSubmissionClient", "JobStatus", "JobDetails"]
+__all__ = ["JobSubmissionClient", "JobStatus", "JobDetails", "JobInfo", "JobType", "JobErrorType", "DriverInfo"]

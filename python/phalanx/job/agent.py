@@ -20,6 +20,7 @@ import sys
 import time
 
 from phalanx._private import runtime_env
+from phalanx._private.rpc_tables import alive_nodes
 from phalanx.job.table import JobTable
 
 STOP_GRACE_S = 5.0
@@ -77,11 +78,22 @@ class JobAgent:
             r.proc.wait()
             self._ended(r, "the cluster was stopped")
 
+    def _head(self):
+        """The head's node id (hex) and address: the node whose agent this is (its first node)."""
+        try:
+            nodes = alive_nodes(self._address)
+        except Exception:  # noqa: BLE001 - the GCS away for a moment: the record goes without them
+            return None, ""
+        if not nodes:
+            return None, ""
+        head = min(nodes, key=lambda n: n["start_time_ms"])
+        return head["node_id"], head["address"]
+
     def _fail_orphans(self):
         """Jobs an earlier agent was running when it went: they cannot be followed any more."""
         for record in self._table.all():
             if record["status"] == "RUNNING":
-                record.update(status="FAILED", end_time=int(time.time() * 1000),
+                record.update(status="FAILED", end_time=int(time.time() * 1000), error_type="JOB_SUPERVISOR_ACTOR_DIED",
                               message="the job agent that ran it stopped (the head restarted?)")
                 self._table.put(record)
 
@@ -105,11 +117,13 @@ class JobAgent:
                 log.close()
         except Exception as e:  # noqa: BLE001 - recorded as the job's failure
             record.update(status="FAILED", end_time=int(time.time() * 1000),
+                          error_type="JOB_ENTRYPOINT_COMMAND_START_ERROR",
                           message=f"the job could not be started: {type(e).__name__}: {e}")
             self._table.put(record)
             return
+        node_id, node_ip = self._head()
         record.update(status="RUNNING", start_time=int(time.time() * 1000), driver_pid=proc.pid, log_path=log_path,
-                      message=f"running on {socket.gethostname()}")
+                      driver_ip=node_ip, driver_node_id=node_id, message=f"running on {socket.gethostname()}")
         self._running[submission_id] = _Running(record, proc, log_path)  # (followed even if the GCS is away now)
         self._table.put(record)
 
@@ -185,9 +199,11 @@ class JobAgent:
         elif code == 0:
             record.update(status="SUCCEEDED", message="the driver exited with code 0")
         elif code < 0:
-            record.update(status="FAILED", message=f"the driver was killed by signal {-code}")
+            record.update(status="FAILED", message=f"the driver was killed by signal {-code}",
+                          error_type="JOB_ENTRYPOINT_COMMAND_ERROR")
         else:
-            record.update(status="FAILED", message=f"the driver exited with code {code}")
+            record.update(status="FAILED", message=f"the driver exited with code {code}",
+                          error_type="JOB_ENTRYPOINT_COMMAND_ERROR")
         if r.log_full:
             record["message"] += f" (the GCS kept the first 16 MiB of its output; all of it: {r.log_path})"
         self._table.put(record)

@@ -41,6 +41,27 @@ class JobStatus(str, enum.Enum):
         return self.value
 
 
+class JobType(str, enum.Enum):
+    """Ray's: how a job began (phalanx's jobs table holds submitted ones)."""
+    SUBMISSION = "SUBMISSION"
+    DRIVER = "DRIVER"
+
+
+class JobErrorType(str, enum.Enum):
+    """Ray's error types of a failed job, those phalanx's agent can meet."""
+    JOB_ENTRYPOINT_COMMAND_START_ERROR = "JOB_ENTRYPOINT_COMMAND_START_ERROR"
+    JOB_ENTRYPOINT_COMMAND_ERROR = "JOB_ENTRYPOINT_COMMAND_ERROR"
+    JOB_SUPERVISOR_ACTOR_DIED = "JOB_SUPERVISOR_ACTOR_DIED"  # (the agent or its head went while it ran)
+
+
+@dataclasses.dataclass
+class DriverInfo:
+    """Ray's: the job's driver process (`id` is the submission id: phalanx's driver is the entrypoint itself)."""
+    id: str
+    node_ip_address: str
+    pid: str
+
+
 @dataclasses.dataclass
 class JobDetails:
     """A job as Ray's JobDetails shows it (times in ms since the epoch)."""
@@ -55,6 +76,11 @@ class JobDetails:
     runtime_env: dict = dataclasses.field(default_factory=dict)
     log_path: str = ""
     type: str = "SUBMISSION"
+    error_type: str = None            # a JobErrorType's value once it failed
+    driver_info: DriverInfo = None    # once its driver started
+    driver_node_id: str = None        # the head's node id (hex), once its driver started
+    driver_agent_http_address: str = None  # (Ray's dashboard agent; phalanx's agent speaks through the GCS: None)
+    entrypoint_label_selector: dict = None
 
     @property
     def job_id(self):
@@ -65,11 +91,28 @@ class JobDetails:
         fields = {f.name for f in dataclasses.fields(cls)}
         d = {k: v for k, v in record.items() if k in fields}
         d["status"] = JobStatus(d["status"])
+        if record.get("driver_pid") is not None:
+            d["driver_info"] = DriverInfo(id=record["submission_id"], node_ip_address=record.get("driver_ip", ""),
+                                          pid=str(record["driver_pid"]))
         return cls(**d)
 
 
+JobInfo = JobDetails  # (Ray's JobInfo is JobDetails' parent: the same fields here)
+
+
 class JobSubmissionClient:
-    def __init__(self, address=None):
+    def __init__(self, address=None, create_cluster_if_needed=False, cookies=None, metadata=None, headers=None,
+                 verify=True):
+        """Ray's keywords: `metadata` is added to every job this client submits (a job's own wins);
+        `create_cluster_if_needed` is Ray's hint for third-party job managers (Ray starts nothing either);
+        `cookies`, `headers` and `verify` are for Ray's HTTP dashboard, which phalanx's jobs do not go through
+        (they go through the GCS with the cluster token): kept, unused."""
+        if metadata is not None and not (isinstance(metadata, dict) and
+                                         all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+            raise TypeError(f"metadata must be a dict of str to str, got {metadata!r}")
+        self._default_metadata = dict(metadata or {})
+        self._cookies, self._headers, self._verify = cookies, headers, verify
+        self._create_cluster_if_needed = create_cluster_if_needed
         address = address or os.environ.get("PHALANX_ADDRESS") or current_head_address()
         if not address:
             raise UnavailableError("no cluster known here: pass the head's GCS address (HOST:PORT), set "
@@ -80,9 +123,18 @@ class JobSubmissionClient:
         self.address = address
         self._table = JobTable(address)
 
+    def get_address(self):
+        """The cluster's GCS address this client uses (Ray's: its dashboard's)."""
+        return self.address
+
+    def get_version(self):
+        """The version of the jobs service (phalanx's)."""
+        import phalanx
+        return phalanx.__version__
+
     def submit_job(self, *, entrypoint, runtime_env=None, submission_id=None, metadata=None, job_id=None,
                    entrypoint_num_cpus=None, entrypoint_num_gpus=None, entrypoint_memory=None,
-                   entrypoint_resources=None):
+                   entrypoint_resources=None, entrypoint_label_selector=None):
         """Queues `entrypoint` (a shell command) to run on the head with `runtime_env`; its submission id."""
         for name, v in (("entrypoint_num_cpus", entrypoint_num_cpus), ("entrypoint_num_gpus", entrypoint_num_gpus),
                         ("entrypoint_memory", entrypoint_memory), ("entrypoint_resources", entrypoint_resources)):
@@ -97,12 +149,21 @@ class JobSubmissionClient:
         if metadata is not None and not (isinstance(metadata, dict) and
                                          all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
             raise TypeError(f"metadata must be a dict of str to str, got {metadata!r}")
+        if entrypoint_label_selector:
+            from phalanx._private import labels
+            wanted = labels.parse_selector(entrypoint_label_selector, "entrypoint_label_selector")
+            head = labels.head_labels(self.address)
+            if not labels.matches(head, wanted):
+                raise ValueError(f"entrypoint_label_selector {entrypoint_label_selector!r}: a job's driver runs on "
+                                 f"the head, whose labels are {head!r}")
+        metadata = {**self._default_metadata, **(metadata or {})}
         agent = self._table.agent()
         if agent is None:
             raise UnavailableError(f"no job agent answers for the cluster at {self.address}: jobs are run by the "
                                    "agent `phalanx start --head` starts on the head (is the head up?)")
         record = {"submission_id": submission_id, "entrypoint": entrypoint, "status": "PENDING",
-                  "message": "waiting for the job agent on the head", "metadata": metadata or {},
+                  "message": "waiting for the job agent on the head", "metadata": metadata,
+                  "entrypoint_label_selector": dict(entrypoint_label_selector or {}) or None,
                   "runtime_env": self._stored_env(runtime_env), "submit_time": int(time.time() * 1000)}
         if not self._table.add(record):
             raise ValueError(f"a job with submission id {submission_id!r} exists already")

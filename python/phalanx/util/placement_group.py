@@ -228,3 +228,38 @@ class PlacementGroupSchedulingStrategy:
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
         self.placement_group_capture_child_tasks = placement_group_capture_child_tasks
+
+
+def ray_resources(opts, cpus):
+    """A task's or actor's resource request as Ray's errors show it: CPU (`cpus`, if not None), GPU, memory,
+    then custom resources, each as given."""
+    out = {} if cpus is None else {"CPU": cpus}
+    if opts.get("num_gpus"):
+        out["GPU"] = opts["num_gpus"]
+    if opts.get("memory"):
+        out["memory"] = opts["memory"]
+    out.update(opts.get("resources") or {})
+    return out
+
+
+def bundle_misfit(strategy, resources, placement_resources, what):
+    """Ray's check when a task or actor is submitted to a placement group (`_validate_resource_shape`): the
+    words of the ValueError it raises when `resources` (or the `placement_resources` a default actor needs to
+    be created: 1 CPU) fit no bundle of the group, else None. Groups whose bundles this process does not know
+    (one passed by id) are not checked."""
+    pg = getattr(strategy, "placement_group", None)
+    bundles = getattr(pg, "bundle_specs", None)
+    if not bundles:
+        return None
+
+    def fits(request):
+        return any(all(bundle.get(r, 0) >= v for r, v in request.items() if r != "bundle") for bundle in bundles)
+
+    if not fits(resources):
+        return (f"Cannot schedule {what} with the placement group because the resource request {resources} cannot "
+                f"fit into any bundles for the placement group, {bundles}.")
+    if not fits(placement_resources):
+        return (f"Cannot schedule {what} with the placement group because the actor requires "
+                f"{placement_resources.get('CPU', 0)} CPU for creation, but it cannot fit into any bundles for the "
+                f"placement group, {bundles}. Consider creating a placement group with CPU resources.")
+    return None

@@ -51,18 +51,68 @@ def _fresh(**kwargs):
     if ray.is_initialized():
         ray.shutdown()
     kwargs.setdefault("num_cpus", 1)
+    if TARGET != "ray":
+        kwargs.pop("_system_config", None)  # Ray's own knobs (phalanx's init takes its own, not these)
     return _init(**kwargs)
 
 
-@pytest.fixture
-def ray_start_cluster():
-    """Ray's fixture of this name: a cluster of nodes on this machine (ray.cluster_utils.Cluster; none yet, the
-    first added is the head); it and the driver are shut down afterwards."""
+def _param(request):
+    """A fixture's parameters (`@pytest.mark.parametrize("ray_start_regular", [{...}], indirect=True)`)."""
+    return dict(getattr(request, "param", None) or {})
+
+
+def _start_cluster(request, **defaults):
+    """Ray's `_ray_start_cluster`: a Cluster; with `num_nodes`, that many nodes (the other parameters their
+    add_node keywords, num_cpus=1 by default) and, unless `do_init=False`, this driver connected to the head;
+    without, no node yet. Ray's `_system_config` knobs are Ray's own: given to Ray only."""
     from ray.cluster_utils import Cluster
 
     if ray.is_initialized():
         ray.shutdown()
+    param = dict(defaults, **_param(request))
+    num_nodes = param.pop("num_nodes", 0)
+    do_init = param.pop("do_init", num_nodes > 0)
+    if TARGET != "ray":
+        param.pop("_system_config", None)
+    param.setdefault("num_cpus", 1)
     cluster = Cluster()
+    for i in range(num_nodes):
+        if i > 0:
+            param.pop("_system_config", None)
+        cluster.add_node(**param)
+        if i == 0 and do_init:
+            ray.init(address=cluster.address)
+    if num_nodes:
+        cluster.wait_for_nodes()
+    return cluster
+
+
+@pytest.fixture
+def ray_start_cluster(request):
+    """Ray's fixture of this name: a cluster of nodes on this machine (ray.cluster_utils.Cluster; with no
+    `num_nodes` parameter none yet, the first added is the head); it and the driver are shut down afterwards."""
+    cluster = _start_cluster(request)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+ray_start_cluster_enabled = ray_start_cluster
+
+
+@pytest.fixture
+def ray_start_cluster_head(request):
+    """Ray's fixture of this name: a Cluster of one node, this driver connected."""
+    cluster = _start_cluster(request, num_nodes=1, do_init=True)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture
+def ray_start_cluster_2_nodes(request):
+    """Ray's fixture of this name: a Cluster of two nodes, this driver connected."""
+    cluster = _start_cluster(request, num_nodes=2, do_init=True)
     yield cluster
     ray.shutdown()
     cluster.shutdown()
@@ -75,20 +125,27 @@ def ray_start_regular_shared():
 
 
 @pytest.fixture
-def ray_start_regular():
-    yield _fresh(num_cpus=1)
+def ray_start_regular(request):
+    """Ray's fixture of this name, its parameters ray.init keywords (1 CPU unless they say)."""
+    yield _fresh(**_param(request))
     ray.shutdown()
 
 
 @pytest.fixture
-def ray_start_2_cpus():
-    yield _fresh(num_cpus=2)
+def ray_start_no_cpu(request):
+    yield _fresh(**dict(_param(request), num_cpus=0))
     ray.shutdown()
 
 
 @pytest.fixture
-def ray_start_10_cpus():
-    yield _fresh(num_cpus=10)
+def ray_start_2_cpus(request):
+    yield _fresh(**dict(_param(request), num_cpus=2))
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_start_10_cpus(request):
+    yield _fresh(**dict(_param(request), num_cpus=10))
     ray.shutdown()
 
 

@@ -19,10 +19,8 @@ def dicts_equal(dict1, dict2, abs_tol=1e-4):
     return all(math.isclose(dict1[k], dict2[k], abs_tol=abs_tol) for k in dict1)
 
 
-@phalanx_differs("two differences: an actor's method is looked up on the instance, so the attribute "
-                 "`self.collected = False` hides the method `collected` (Ray calls the class's method: "
-                 "TypeError 'bool' object is not callable); and with that renamed, no worker is told to run "
-                 "gc.collect() when the object store fills (Ray's automatic global GC)")
+@phalanx_differs("no worker is told to run gc.collect() when the object store fills (Ray's automatic global "
+                 "GC): the actor's reference cycles keep their objects until Python collects them by itself")
 def test_auto_global_gc(shutdown_only, init_kwargs):
     # 100MB
     ray.init(num_cpus=1, object_store_memory=100 * 1024 * 1024, **init_kwargs)
@@ -70,9 +68,6 @@ def test_auto_global_gc(shutdown_only, init_kwargs):
     wait_for_condition(lambda: ray.get(test.collected.remote()), timeout=2)
 
 
-@phalanx_differs("resources are counted in floats: after 100 tasks with random fractional amounts the "
-                 "available CPU and GPU come back as 1.99999999999999x, not 2.0 (Ray counts in fixed-point "
-                 "units of 1/10000, so they come back exact; here some runs do come back exact)", strict=False)
 def test_many_fractional_resources(shutdown_only, init_kwargs):
     # (Ray skips this one on Python >= 3.10, "Currently not passing for Python 3.10"; it runs here.)
     ray.init(num_cpus=2, num_gpus=2, resources={"Custom": 2}, **init_kwargs)

@@ -101,9 +101,6 @@ ray.get(a.pid.remote())
     assert "Traceback" not in log
 
 
-@phalanx_differs("a driver run as `python -m package.module2` still puts the module's folder on the "
-                 "workers' path (phalanx adds dirname(sys.argv[0]), which -m sets to the module's file; Ray "
-                 "adds the script's folder only for a driver run as a script)")
 def test_worker_sys_path_contains_driver_script_directory(tmp_path, monkeypatch):
     # (Ray runs "python": the interpreter on PATH; here, this one, whose PYTHONPATH decides what `ray` is.)
     package_folder = tmp_path / "package"

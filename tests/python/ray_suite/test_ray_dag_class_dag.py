@@ -127,8 +127,6 @@ def test_actor_method_options(shared_ray_instance):
     assert dag.get_options().get("name") == "actor_method_options"
 
 
-@phalanx_differs("num_cpus=-1 raises ValueError with phalanx's words ('num_cpus must be a finite number from 0 "
-                 "to 1e+12, got -1'), not Ray's ('quantity of resource num_cpus cannot be negative')")
 def test_basic_actor_dag_constructor_invalid_options(shared_ray_instance):
     with pytest.raises(
         ValueError, match=r".*quantity of resource num_cpus cannot be negative.*"

@@ -14,8 +14,6 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from suite_utils import phalanx_differs, run_string_as_driver
 
 
-@phalanx_differs("a non-string name= or namespace= raises ValueError (Ray: TypeError), and get_if_exists=True "
-                 "without a name is accepted (Ray: ValueError)")
 def test_simple(shutdown_only):
     ray.init(num_cpus=1)
 
@@ -125,8 +123,6 @@ def test_get_or_create_named_actor(shutdown_only):
         ).remote()
 
 
-@phalanx_differs("an actor whose resources fit no bundle of its placement group is accepted at .remote() and "
-                 "stays pending (Ray: ValueError 'Cannot schedule ... cannot fit into any bundles ...')")
 def test_get_or_create_actor_with_placement_group_validation(shutdown_only):
     """
     Test that get_or_create with placement group properly validates

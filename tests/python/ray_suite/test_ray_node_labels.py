@@ -99,9 +99,6 @@ def test_node_labels_connect_only_false(shutdown_only, init_kwargs):
     assert node_labels["key"] == "value"
 
 
-@phalanx_differs("ray.init() with no address starts a new local cluster although a Cluster runs on this "
-                 "machine (Ray connects to it, and refuses labels= there): the second ray.init(labels=...) "
-                 "raises nothing")
 def test_ray_init_set_node_labels_value_error(ray_start_cluster):
     cluster = ray_start_cluster
 
@@ -291,8 +288,6 @@ def test_fallback_with_feasible_primary_selector(cluster_with_labeled_nodes):
 # --- test_node_label_scheduling_strategy.py ---
 
 
-@phalanx_differs("an actor's methods are looked up on the instance: MyActor's `self.value = 0` hides its value() "
-                 "method on phalanx (as in test_ray_basic_3)")
 def test_node_label_scheduling_basic(shutdown_only, init_kwargs):
     ray.init(num_cpus=1, labels={"gpu_type": "A100", "region": "us"}, **init_kwargs)
     actor = MyActor.options(

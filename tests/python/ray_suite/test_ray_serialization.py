@@ -33,8 +33,6 @@ def enable_pickle_debug(monkeypatch):
     yield
 
 
-@phalanx_differs("ray.put of a non-contiguous numpy array gives no UserWarning (Ray warns once that it "
-                 "cannot be zero-copy): phalanx pickles it in band without a word")
 def test_warn_copying_non_contiguous_numpy_arrays_warns_once(ray_start_regular):
     warning_regex = re.compile(".*cannot be zero-copy.*")
     warnings.simplefilter("always")
@@ -316,8 +314,6 @@ def test_numpy_subclass_serialization_pickle(ray_start_regular):
     assert repr_orig == repr_ser
 
 
-@phalanx_differs("ray.cloudpickle is the cloudpickle package, which has no dumps_debug (a function of "
-                 "Ray's vendored copy); the inspect_serializability checks after it pass on phalanx")
 def test_inspect_serialization(enable_pickle_debug):
     import threading
 
@@ -683,9 +679,6 @@ def test_usage_with_dataclass(ray_start_regular):
     assert dataclasses.asdict(new_y) == expect_dict
 
 
-@phalanx_differs("no RAY_allow_out_of_band_object_ref_serialization switch and no "
-                 "ray.exceptions.OufOfBandObjectRefSerializationException: an ObjectRef captured in a closure "
-                 "or pickled by hand always serializes (Ray's default)")
 def test_cannot_out_of_band_serialize_object_ref(shutdown_only, monkeypatch, init_kwargs):
     monkeypatch.setenv("RAY_allow_out_of_band_object_ref_serialization", "0")
     ray.init(**init_kwargs)

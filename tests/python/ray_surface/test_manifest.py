@@ -1,5 +1,5 @@
-"""Ray Core's public API, name by name (tests/python/ray_surface/manifest.py), against phalanx: every name
-marked "has" is there (a test fails the day one goes), every one marked "missing" is still missing (so the
+"""Ray Core's public API, name by name (tests/python/ray_surface/manifest/, a module a page), against phalanx:
+every name marked "has" is there (a test fails the day one goes), every one marked "missing" is still missing (so the
 manifest is kept true when one is built), "refuses" stays under 5% of the names and says why, and the goal
 (no name missing; every refused name there and raising NotImplementedError) is a strict xfail until met.
 Resolution: "ray.a.b.c" through the longest proper prefix in MODULE_ALIASES, then attributes; "F(kw=)" a
@@ -154,7 +154,7 @@ def test_every_name_marked_has_is_there(cli):
 
 def test_every_name_marked_missing_is_still_missing(cli):
     built = [n for n, _, s, _ in NAMES if s == "missing" and _there(n, cli)]
-    assert not built, f"there now: mark them 'has' in manifest.py: {built}"
+    assert not built, f"there now: mark them 'has' in manifest/<page>.py: {built}"
 
 
 def test_refused_names_are_few_and_each_says_why():
@@ -170,7 +170,7 @@ def _progress():
     return counts
 
 
-@pytest.mark.xfail(strict=True, reason="issue 55: names of Ray's API still missing (see manifest.py); "
+@pytest.mark.xfail(strict=True, reason="issue 55: names of Ray's API still missing (see manifest/); "
                                        "remove this mark once none is")
 def test_no_name_of_rays_api_is_missing(cli):
     missing = [n for n, _, s, _ in NAMES if s == "missing"]

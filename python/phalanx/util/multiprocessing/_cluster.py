@@ -23,9 +23,12 @@ def connect(processes, ray_address):
         raise TypeError(f"processes must be an int or None, got {processes!r}")
     if not phalanx.is_initialized():
         address = ray_address if ray_address is not None else _address_from_env()
+        if address is None:  # (as Ray's Pool: the cluster started last on this machine, if any)
+            from phalanx._private import api
+            address = api._address_to_join()
         if address is None or address == "local":
             logger.info("Pool: starting a local cluster with %s CPUs", processes or "all the machine's")
-            phalanx.init(num_cpus=processes)
+            phalanx.init(address="local", num_cpus=processes)
         else:
             logger.info("Pool: joining the cluster at %s", address)
             phalanx.init(address=address)

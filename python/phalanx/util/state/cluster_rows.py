@@ -40,7 +40,8 @@ def nodes(table):
         rows.append({"node_id": n["node_id"], "node_ip": n["address"], "is_head_node": n["node_id"] == head,
                      "state": "ALIVE" if n["alive"] else "DEAD",
                      "state_message": None if n["alive"] else f"its last heartbeat was at {_iso_ms(n['heartbeat_ms'])}",
-                     "node_name": n["address"], "resources_total": dict(n["resources_total"]), "labels": {},
+                     "node_name": n["address"], "resources_total": dict(n["resources_total"]),
+                     "labels": dict(n.get("labels") or {}),
                      "start_time_ms": n["start_time_ms"], "end_time_ms": 0 if n["alive"] else n["heartbeat_ms"]})
     return rows
 

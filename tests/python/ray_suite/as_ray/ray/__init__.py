@@ -29,7 +29,7 @@ _SUBMODULES = {
     "ray.util.state.api": "phalanx.util.state.api",
     "ray.util.state.common": "phalanx.util.state.common",
     "ray.util.state.exception": "phalanx.util.state.exception",
-    "ray.cloudpickle": "cloudpickle",
+    "ray.cloudpickle": "phalanx.cloudpickle",
     "ray.cluster_utils": "phalanx.cluster_utils",
     "ray.job_config": "phalanx.job_config",
     "ray.runtime_env": "phalanx.runtime_env",
