@@ -92,7 +92,12 @@ class Raylet::Events : public objectstore::ObjectEvents, public PeerEvents {
   bool OnCopiesLost(const std::string& id, const std::string&, std::string* reason) override {
     return nm_->object_requests_.OnCopiesLost(id, reason);
   }
-  void OnEntryGone(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
+  void OnEntryGone(const std::string& id) override {
+    nm_->tasks_.OnReturnSafe(id);
+    // An actor whose constructor never returned (it keeps failing and restarting): its ready object,
+    // pending, went with its last holder, without a value to free. Its handles are gone all the same.
+    if (id.size() == kObjectIdSize && IndexOf(id) == 1) nm_->actors_.OnHandlesGone(TaskIdOf(id));
+  }
   void OnCopiedHere(const std::string& id) override { nm_->tasks_.OnReturnSafe(id); }
   void OnAdopted(const std::string& holder, const std::vector<std::string>& ids) override {
     nm_->object_requests_.OnAdopted(holder, ids);

@@ -41,6 +41,8 @@ def scheduling_strategy_of(opts):
     `placement_group_capture_child_tasks=` spelling too."""
     pg = opts.get("placement_group")
     if pg is None or pg == "default":
+        if opts.get("placement_group_bundle_index", -1) != -1:
+            raise ValueError("If placement group is not set, the value of bundle index must be -1.")
         return opts.get("scheduling_strategy")
     if opts.get("scheduling_strategy") not in (None, "DEFAULT"):
         raise ValueError("give either scheduling_strategy or placement_group, not both")

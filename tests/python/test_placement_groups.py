@@ -101,7 +101,7 @@ def test_bad_input_is_a_clear_error(cluster):
     with pytest.raises(ValueError, match="_group_"):
         placement_group([{"CPU_group_0_x": 1}])
     pg = placement_group([{"CPU": 1}])
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="bundle index 1 is invalid"):
         PlacementGroupSchedulingStrategy(pg, 1)
     with pytest.raises(TypeError, match="takes a PlacementGroup"):
         PlacementGroupSchedulingStrategy("pg")
@@ -143,9 +143,12 @@ def test_pack_and_strict_pack_share_a_node():
                                            scheduling_strategy=in_bundle(pg, i)).remote() for i in range(2)],
                             timeout=20)
         assert len(set(nodes)) == 1
-        # A task asking for more than its bundle holds is told so (not left waiting).
-        with pytest.raises(InfeasibleError, match=r"more than bundle 0 .* holds"):
-            phalanx.get(where.options(scheduling_strategy=in_bundle(pg, 0)).remote(), timeout=20)
+        # A task asking for what no bundle holds is refused at .remote(), as Ray refuses it (an actor that asks
+        # for nothing needs 1 CPU in some bundle: Ray creates it with one).
+        with pytest.raises(ValueError, match=r"cannot fit into any bundles for the placement group"):
+            where.options(scheduling_strategy=in_bundle(pg, 0)).remote()
+        with pytest.raises(ValueError, match=r"requires 1 CPU for creation"):
+            Member.options(scheduling_strategy=in_bundle(pg, 0)).remote()
         remove_placement_group(pg)
 
 
@@ -153,7 +156,7 @@ def test_a_bundle_on_another_node_takes_its_actor_there():
     with loopback_nodes([None, {"far": 1}]) as nodes:
         pg = placement_group([{"far": 1}])
         assert phalanx.get(pg.ready(), timeout=20)
-        a = Member.options(scheduling_strategy=in_bundle(pg, 0)).remote()
+        a = Member.options(num_cpus=0, scheduling_strategy=in_bundle(pg, 0)).remote()
         far_node = placement_group_table(pg)["bundles_to_node_id"][0]
         assert phalanx.get(a.node.remote(), timeout=20) == far_node
         assert far_node != phalanx.get_runtime_context().get_node_id()
@@ -191,7 +194,8 @@ def test_an_actor_in_a_dead_nodes_bundle_restarts_where_the_bundle_goes():
         pg = placement_group([{"slot": 1}])
         assert phalanx.get(pg.ready(), timeout=20)
         first = placement_group_table(pg)["bundles_to_node_id"][0]
-        a = Member.options(max_restarts=1, max_task_retries=1, scheduling_strategy=in_bundle(pg, 0)).remote()
+        a = Member.options(num_cpus=0, max_restarts=1, max_task_retries=1,
+                           scheduling_strategy=in_bundle(pg, 0)).remote()
         assert phalanx.get(a.node.remote(), timeout=20) == first
         pid = next(n["pid"] for n in phalanx.nodes() if n["node_id"] == first)
         os.kill(pid, signal.SIGKILL)

@@ -163,6 +163,8 @@ def init(address=None, num_cpus=None, num_gpus=None, resources=None, object_stor
             if any(v is not None for v in (num_cpus, num_gpus, resources, object_store_memory)):
                 raise ValueError("num_cpus, num_gpus, resources and object_store_memory are set when a "
                                  "node starts; they cannot be given when joining a cluster")
+            if _system_config:
+                raise ValueError("When connecting to an existing cluster, _system_config must not be provided.")
             if extra.labels:
                 raise ValueError("When connecting to an existing cluster, labels must not be provided: a node's "
                                  "labels are set when it starts (phalanx start --labels)")

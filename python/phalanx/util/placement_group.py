@@ -219,12 +219,13 @@ class PlacementGroupSchedulingStrategy:
         if not isinstance(placement_group, PlacementGroup):
             raise TypeError(f"PlacementGroupSchedulingStrategy takes a PlacementGroup, got "
                             f"{type(placement_group).__name__}")
-        if not isinstance(placement_group_bundle_index, int) or placement_group_bundle_index < -1:
+        if not isinstance(placement_group_bundle_index, int) or isinstance(placement_group_bundle_index, bool):
             raise ValueError(f"placement_group_bundle_index must be an int >= -1, got "
                              f"{placement_group_bundle_index!r}")
-        if placement_group.bundle_specs and placement_group_bundle_index >= placement_group.bundle_count:
-            raise ValueError(f"placement_group_bundle_index {placement_group_bundle_index} is out of range: the group "
-                             f"has {placement_group.bundle_count} bundles")
+        if placement_group_bundle_index < -1 or (placement_group.bundle_specs and
+                                                 placement_group_bundle_index >= placement_group.bundle_count):
+            raise ValueError(f"placement group bundle index {placement_group_bundle_index} is invalid. Valid placement "
+                             f"group indexes: 0-{placement_group.bundle_count}")  # (Ray's words)
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
         self.placement_group_capture_child_tasks = placement_group_capture_child_tasks

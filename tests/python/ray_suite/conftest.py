@@ -51,6 +51,7 @@ def _fresh(**kwargs):
     if ray.is_initialized():
         ray.shutdown()
     kwargs.setdefault("num_cpus", 1)
+    kwargs.setdefault("address", "local")  # (a new cluster: init() with no address joins one running here)
     if TARGET != "ray":
         kwargs.pop("_system_config", None)  # Ray's own knobs (phalanx's init takes its own, not these)
     return _init(**kwargs)

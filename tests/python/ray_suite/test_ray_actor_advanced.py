@@ -702,8 +702,6 @@ while get_actor(detached_actor._actor_id.hex()).state != "DEAD":
 
 
 @pytest.mark.parametrize("ray_start_regular", [{"local_mode": True}], indirect=True)
-@phalanx_differs("local_mode is ignored (with a warning): ray.kill is asynchronous, so the killed actor's name is "
-                 "still listed by list_named_actors() right after it (Ray's local mode drops it at once)")
 def test_detached_actor_local_mode(ray_start_regular):
     RETURN_VALUE = 3
 
@@ -1009,9 +1007,6 @@ def test_get_actor_race_condition(shutdown_only):
         assert ["ok"] * CONCURRENCY == results
 
 
-@phalanx_differs("ray.kill releases the actor's name asynchronously: creating an actor of the same name right "
-                 "after ray.kill raises 'already taken' (free ~50 ms later); Ray allows it at once (ray issue 20092). "
-                 "A race: it passes when the release wins", strict=False)
 def test_get_actor_in_remote_workers(ray_start_cluster):
     """Make sure we can get and create actors without
     race condition in a remote worker.

@@ -40,8 +40,6 @@ def test_list_named_actors_basic(ray_start_regular):
     wait_for_condition(lambda: not ray.util.list_named_actors())
 
 
-@phalanx_differs("an actor whose constructor keeps failing (max_restarts=-1) stays RESTARTING, its name "
-                 "listed, after its last handle is deleted (Ray ends it and frees the name)")
 def test_list_named_actors_restarting_actor(ray_start_regular):
     @ray.remote(max_restarts=-1)
     class A:
@@ -100,9 +98,6 @@ assert "sad" in ray.util.list_named_actors()
     assert ray.util.list_named_actors() == ["hi"]
 
 
-@phalanx_differs("ray.kill of a live actor returns before the GCS records its death (Ray's returns after the "
-                 "GCS's reply): the name is still listed for some 10 ms after, and the second script's check "
-                 "right after ray.kill fails most runs", strict=False)
 def test_list_named_actors_namespace(ray_start_regular):
     """Actor names are filtered on namespace by default."""
     address = ray_start_regular["address"]
