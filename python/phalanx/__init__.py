@@ -96,7 +96,9 @@ def _make_remote(obj, options):
     return RemoteFunction(obj, options)
 
 
-__all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "cluster_stats",
+from phalanx.util.placement_group import PlacementGroupID  # noqa: E402  (Ray's ray.PlacementGroupID)
+
+__all__ = ["PlacementGroupID", "init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "cluster_stats",
            "available_resources", "cluster_resources", "get_runtime_context", "exceptions", "util",
            "TaskCancelledError",
            "get_actor", "kill", "checkpoint", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",

@@ -13,6 +13,7 @@ STRICT_PACK (one node, or wait), STRICT_SPREAD (a node per bundle, or wait).
 The raylet of the creating process reserves the bundles in two phases (each
 node sets its bundle aside, then all commit, or all give back and the group
 waits); a group whose node dies has those bundles placed again."""
+import os
 import pickle
 import time
 
@@ -49,14 +50,55 @@ def _check_bundles(bundles):
     return out
 
 
-class PlacementGroup:
-    """A handle to a placement group: pass it to PlacementGroupSchedulingStrategy."""
+class PlacementGroupID(bytes):
+    """A placement group's id (Ray's ray.PlacementGroupID): bytes that also answer Ray's id methods."""
 
-    def __init__(self, pg_id, bundles, ready_ref=None, name=""):
-        self.id = pg_id
-        self.bundle_specs = bundles
+    SIZE = 16
+
+    def binary(self):
+        return bytes(self)
+
+    def is_nil(self):
+        return not self or self == b"\xff" * len(self)
+
+    @classmethod
+    def from_random(cls):
+        return cls(os.urandom(cls.SIZE))
+
+    @classmethod
+    def from_binary(cls, data):
+        return cls(data)
+
+    @classmethod
+    def from_hex(cls, text):
+        return cls(bytes.fromhex(text))
+
+    @classmethod
+    def nil(cls):
+        return cls(b"\xff" * cls.SIZE)
+
+    def __repr__(self):
+        return f"PlacementGroupID({self.hex()})"
+
+
+class PlacementGroup:
+    """A handle to a placement group: pass it to PlacementGroupSchedulingStrategy. Made from an id alone
+    (Ray's `PlacementGroup(id)`), its bundles are read from the cluster when first asked for."""
+
+    def __init__(self, pg_id, bundles=None, ready_ref=None, name=""):
+        self.id = PlacementGroupID(pg_id)
+        self._bundles = bundles
         self._ready = ready_ref
         self._name = name
+
+    @property
+    def bundle_specs(self):
+        if self._bundles is None:
+            try:
+                self._bundles = list(_lookup(self.id, "")["bundles"].values())
+            except Exception:  # noqa: BLE001 - no such group (or not connected): none known
+                return []
+        return self._bundles
 
     @property
     def is_empty(self):

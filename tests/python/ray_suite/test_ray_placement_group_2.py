@@ -131,8 +131,6 @@ def test_pending_placement_group_wait(ray_start_cluster):
         ray.get(placement_group.ready(), timeout=0.1)
 
 
-@phalanx_differs("a PlacementGroup's id is bytes in phalanx, not Ray's PlacementGroupID: pg.id.binary() raises "
-                 "AttributeError")
 def test_placement_group_wait(ray_start_cluster):
     cluster = ray_start_cluster
     [cluster.add_node(num_cpus=2) for _ in range(2)]
