@@ -249,7 +249,18 @@ ActorUnavailableError = UnavailableError
 RaySystemError = PhalanxError
 ObjectFetchTimedOutError = GetTimeoutError
 ObjectReconstructionFailedError = ObjectLostError
-OwnerDiedError = ObjectLostError
+
+
+class OwnerDiedError(ObjectLostError):
+    """Ray's: the process that owned the object died. phalanx objects have no owner process (an object
+    lives while any process holds it), so phalanx does not raise it; defined for `except` clauses."""
+
+
+class ReferenceCountingAssertionError(ObjectLostError):
+    """Ray's: an object was freed while a borrower still used it. phalanx's counting keeps it for every
+    holder, so phalanx does not raise it; defined for `except` clauses."""
+
+
 NodeDiedError = UnavailableError
 PendingCallsLimitExceeded = PendingCallsLimitExceededError
 RayChannelError = CollectiveError

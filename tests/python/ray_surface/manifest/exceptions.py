@@ -21,7 +21,7 @@ NAMES = [
     ("ray.exceptions.ObjectLostError", "exceptions", "has", ""),
     ("ray.exceptions.ObjectFetchTimedOutError", "exceptions", "has", "phalanx's GetTimeoutError"),
     ("ray.exceptions.GetTimeoutError", "exceptions", "has", ""),
-    ("ray.exceptions.OwnerDiedError", "exceptions", "has", "phalanx's ObjectLostError"),
+    ("ray.exceptions.OwnerDiedError", "exceptions", "has", "a kind of ObjectLostError; never raised: objects have no owner process"),
     ("ray.exceptions.PendingCallsLimitExceeded", "exceptions", "has", ""),
     ("ray.exceptions.PlasmaObjectNotAvailable", "exceptions", "has", ""),
     ("ray.exceptions.ObjectReconstructionFailedError", "exceptions", "has", "phalanx's ObjectLostError"),
