@@ -5,6 +5,8 @@
 // and tasks of a removed group). The logic is in scheduler/placement_groups.cc.
 #include "scheduler/placement_service.h"
 
+#include <unordered_set>
+
 #include <boost/asio/steady_timer.hpp>
 
 #include "core/ids.h"
@@ -193,12 +195,21 @@ void PlacementService::HandleGet(const std::shared_ptr<Client>& c, uint64_t req,
       *reply.mutable_status() = ToProto(all.status());
       return Clients::Reply(*cl, rpc::PG_GET, req, reply);
     }
-    if (m.all()) {  // placement_group_table()
+    if (m.all()) {  // placement_group_table(): the GCS's, with this node's own groups as they are now
+      std::unordered_set<std::string> listed;  // (its writes to the GCS may still be on their way)
       for (const auto& g : all.value()) {
+        const rpc::PlacementGroupInfo* mine = pgs_.Find(g.pg_id());
+        rpc::PlacementGroupInfo* out = reply.add_groups();
+        *out = mine != nullptr ? *mine : g;
+        out->clear_ready_value();
+        listed.insert(g.pg_id());
+      }
+      pgs_.ForEach([&](const rpc::PlacementGroupInfo& g) {
+        if (listed.count(g.pg_id())) return;
         rpc::PlacementGroupInfo* out = reply.add_groups();
         *out = g;
         out->clear_ready_value();
-      }
+      });
       return Clients::Reply(*cl, rpc::PG_GET, req, reply);
     }
     bool found = false;

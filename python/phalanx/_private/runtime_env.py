@@ -34,11 +34,16 @@ import pathspec
 
 from phalanx import _core
 from phalanx._private import remote_package
+from phalanx.exceptions import RuntimeEnvSetupError
 
 SUPPORTED = ("working_dir", "py_modules", "env_vars", "excludes", "config")
 # Ray's fields phalanx does not set up: a clear NotImplementedError names them.
 _NOT_SUPPORTED = ("pip", "conda", "uv", "container", "image_uri", "java_jars", "py_executable", "nsight", "mpi")
 _DEFAULT_MAX_MB = 100
+
+
+class PackageTooLarge(RuntimeEnvSetupError, ValueError):
+    """A working_dir or py_modules entry over the limit: Ray's RuntimeEnvSetupError (also a ValueError)."""
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _SKIPPED_DIRS = ("__pycache__", ".git")
 
@@ -99,6 +104,8 @@ def _check_local(path, field, where):
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{where}: runtime_env {field} entries must be paths, got {path!r}")
     path = os.fspath(path)
+    if package_ref(path) is not None:  # (uploaded already: what get_runtime_context().runtime_env shows)
+        return
     if remote_package.is_uri(path):
         remote_package.check(path, field, where)
         return
@@ -119,9 +126,11 @@ def resolve(runtime_env, base=None):
     merged.update(runtime_env.get("env_vars") or {})
     excludes = list(runtime_env.get("excludes") or ())
     if runtime_env.get("working_dir") is not None:
-        working_dir = upload(os.fspath(runtime_env["working_dir"]), excludes, as_module=False)
+        wd = os.fspath(runtime_env["working_dir"])
+        working_dir = package_ref(wd) or upload(wd, excludes, as_module=False)
     if runtime_env.get("py_modules") is not None:
-        py_modules = [upload(_module_path(m), excludes, as_module=True) for m in runtime_env["py_modules"]]
+        py_modules = [package_ref(m) or upload(_module_path(m), excludes, as_module=True)
+                      for m in runtime_env["py_modules"]]
     return _core.runtime_env_pack(sorted(merged.items()), working_dir, py_modules)
 
 
@@ -131,6 +140,18 @@ def merged(outer, inner):
     for k, v in (inner or {}).items():
         out[k] = dict(out.get("env_vars") or {}, **v) if k == "env_vars" else v
     return out
+
+
+def package_ref(path):
+    """The id of a package uploaded already, named as describe() names it ("pkg:<hex>"), else None: any task,
+    actor or job may give it again (Ray's gcs://_ray_pkg_<hash>.zip)."""
+    if not isinstance(path, str) or not path.startswith("pkg:"):
+        return None
+    try:
+        pid = bytes.fromhex(path[4:])
+    except ValueError:
+        return None
+    return pid or None
 
 
 def describe(packed):
@@ -217,7 +238,7 @@ def _listing(path, excludes, as_module):
     if os.path.isfile(path):  # a single-file module
         st = os.stat(path)
         if st.st_size > limit:
-            raise ValueError(f"runtime_env: {path} is {_mib(st.st_size)}, over the limit of {_mib(limit)} "
+            raise PackageTooLarge(f"runtime_env: {path} is {_mib(st.st_size)}, over the limit of {_mib(limit)} "
                              "(PHALANX_RUNTIME_ENV_MAX_MB)")
         return [(os.path.basename(path), path, st)]
     prefix = os.path.basename(path.rstrip(os.sep)) + "/" if as_module else ""
@@ -243,7 +264,7 @@ def _listing(path, excludes, as_module):
             total += st.st_size
             out.append((prefix + rel, full, st))
     if total > limit:
-        raise ValueError(f"runtime_env: {path} holds {_mib(total)}, over the limit of {_mib(limit)} "
+        raise PackageTooLarge(f"runtime_env: {path} holds {_mib(total)}, over the limit of {_mib(limit)} "
                          "(PHALANX_RUNTIME_ENV_MAX_MB); leave files out with runtime_env 'excludes': [pattern, ...]")
     out.sort(key=lambda e: e[0])
     return out
@@ -333,7 +354,7 @@ def _check_zip(data, where):
                                  "(a package unpacks only inside its own folder)")
             total += info.file_size
         if total > limit:
-            raise ValueError(f"runtime_env: {where} unpacks to {_mib(total)}, over the limit of {_mib(limit)} "
+            raise PackageTooLarge(f"runtime_env: {where} unpacks to {_mib(total)}, over the limit of {_mib(limit)} "
                              "(PHALANX_RUNTIME_ENV_MAX_MB)")
 
 

@@ -127,9 +127,6 @@ def test_remove_pending_placement_group(ray_start_cluster):
     placement_group_assert_no_leak([placement_group])
 
 
-@phalanx_differs("placement_group_table() with no group lists the GCS's copy of the groups, which a group just "
-                 "created reaches only later: the two groups made just before are missing (1 listed, not 3)",
-                 strict=False)
 def test_placement_group_table(ray_start_cluster):
     @ray.remote(num_cpus=2)
     class Actor(object):
