@@ -54,6 +54,7 @@ class ClusterNode:
         return self._process.poll() is None
 
     remaining_processes_alive = all_processes_alive
+    any_processes_alive = all_processes_alive  # (a node here is one process: its raylet)
 
     def kill_raylet(self, allow_graceful=False):
         """Ends the raylet (SIGTERM then SIGKILL after 5 s if graceful, else SIGKILL at once)."""

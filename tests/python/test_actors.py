@@ -93,7 +93,7 @@ def test_named_actor_found_from_anywhere(cluster):
     def bump(name):
         return phalanx.get(phalanx.get_actor(name).add.remote(10))
     assert phalanx.get(bump.remote("shared-counter")) == 18
-    with pytest.raises(ValueError, match="already exists"):
+    with pytest.raises(ValueError, match="is already taken"):
         Counter.options(name="shared-counter").remote()
     with pytest.raises(phalanx.NotFoundError, match="no live actor named 'missing'"):
         phalanx.get_actor("missing")

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import cloudpickle
@@ -115,6 +116,10 @@ def _return_values(result, num_returns, name):
     return values
 
 
+_UNSET = object()
+_class_functions = {}  # (actor class, method name) -> the class's plain function, or None: look it up as Python does
+
+
 def _callable_for(kind, function_id, actor_id, method_name):
     if _env_error is not None:
         raise _env_error
@@ -127,11 +132,16 @@ def _callable_for(kind, function_id, actor_id, method_name):
         if method_name == _DAG_LOOP:
             from phalanx.dag import loop
             return lambda *args: loop.start(instance, _is_async_class(type(instance)), *args)
-        # The class's method, as Ray calls it: an attribute of the instance of that name does not hide it.
+        # The class's method, as Ray calls it: an attribute of the instance of that name does not hide a
+        # plain method (static and class methods, properties and the rest are looked up as Python does).
         cls = type(instance)
-        method = getattr(cls, method_name, None)
-        if method is not None and hasattr(method, "__get__"):
-            return method.__get__(instance, cls)
+        key = (cls, method_name)
+        fn = _class_functions.get(key, _UNSET)
+        if fn is _UNSET:
+            raw = next((vars(k)[method_name] for k in cls.__mro__ if method_name in vars(k)), None)
+            fn = _class_functions[key] = raw if isinstance(raw, types.FunctionType) else None
+        if fn is not None:
+            return fn.__get__(instance, cls)
         return getattr(instance, method_name)
     return _load_function(function_id)  # a function, or the class for a creation
 

@@ -155,6 +155,9 @@ def test_hybrid_policy_threshold(ray_start_cluster):
     assert all(v == PER_NODE_HYBRID_THRESHOLD for v in counter.values()), counter
 
 
+@phalanx_differs("a 0-CPU head spills each task to the node with the most free CPU as its view of the other "
+                 "nodes says, a heartbeat old: the 8 tasks may all go to one node (Ray picks among the nodes "
+                 "at random)", strict=False)
 def test_legacy_spillback_distribution(ray_start_cluster):
     cluster = ray_start_cluster
     # Create a head node and wait until it is up.

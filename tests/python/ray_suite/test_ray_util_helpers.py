@@ -9,19 +9,11 @@ import pytest
 import ray
 from ray.util import as_completed, map_unordered
 from suite_utils import Signal as SignalActor
-from suite_utils import phalanx_differs
 
 # The chunk_size=1 tests send the fifth task's signal first: that task starts only once a CPU is lent by one
-# of the four tasks blocked in ray.get. On phalanx a task blocked in ray.get on the result of an actor call it
-# made itself does not lend its CPU (a get on a ref the driver owns does): the fifth task starts only when the
-# blocked gets are re-issued after their 60 s stuck-call report, and each test ends after about 60 s.
-LENDS_NO_CPU = phalanx_differs(
-    "a task blocked in ray.get on its own actor call's result keeps its CPU: the queued fifth task starts "
-    "only after the 60 s stuck-get report re-issues the get (not run on phalanx: about 60 s each)",
-    run=False)
+# of the four tasks blocked in ray.get on their own actor calls' results (WORKER_BLOCKED: worker/blocked_notice.h).
 
 
-@LENDS_NO_CPU
 @pytest.mark.parametrize("yield_obj_refs", [True, False])
 def test_as_completed_chunk_size_1(ray_start_regular_shared, yield_obj_refs):
     inputs = [10, 8, 6, 4, 2]
@@ -86,7 +78,6 @@ def test_as_completed_chunk_size_2(ray_start_regular_shared, yield_obj_refs):
     assert results == [4, 2, 8, 6, 10]
 
 
-@LENDS_NO_CPU
 @pytest.mark.parametrize("yield_obj_refs", [True, False])
 def test_map_unordered_chunk_size_1(ray_start_regular_shared, yield_obj_refs):
     inputs = [10, 8, 6, 4, 2]
