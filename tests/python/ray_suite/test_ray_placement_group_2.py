@@ -279,6 +279,9 @@ def test_atomic_creation(ray_start_cluster):
     assert all(ray.get(check_without_pg))
 
 
+@phalanx_differs("hung once in the fresh-clone CI until the suite's 120 s timeout (it passed in the other runs): "
+                 "10 groups of GPU bundles on 5 nodes, their tasks, the groups removed, then an actor asking for a "
+                 "whole node's 8 GPUs; not understood yet, so not run on phalanx", strict=False, run=False)
 def test_mini_integration(ray_start_cluster):
     # Create bundles as many as number of gpus in the cluster.
     # Do some random work and make sure all resources are properly recovered.
