@@ -17,7 +17,7 @@ namespace {
 Status CheckInterrupt() {
   pyb::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() != 0) {
-    PyErr_Clear();
+    KeepInterrupt();
     return Status::Internal(kInterrupted);
   }
   return Status::OK();

@@ -45,13 +45,36 @@ void ThrowIfError(const Status& s) {
   if (!s.ok()) throw StatusError(s);
 }
 
+namespace {
+// The error a signal handler raised during this thread's wait (KeepInterrupt).
+thread_local PyObject* t_kept_type = nullptr;
+thread_local PyObject* t_kept_value = nullptr;
+thread_local PyObject* t_kept_tb = nullptr;
+}  // namespace
+
+void KeepInterrupt() {
+  Py_XDECREF(t_kept_type);
+  Py_XDECREF(t_kept_value);
+  Py_XDECREF(t_kept_tb);
+  PyErr_Fetch(&t_kept_type, &t_kept_value, &t_kept_tb);  // (clears the error; ours now)
+}
+
+void RestoreInterrupt() {
+  if (t_kept_type == nullptr) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    return;
+  }
+  PyErr_Restore(t_kept_type, t_kept_value, t_kept_tb);  // (steals the references)
+  t_kept_type = t_kept_value = t_kept_tb = nullptr;
+}
+
 void RegisterExceptionTranslator() {
   pyb::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
       if (e.status.message() == kInterrupted) {
-        PyErr_SetNone(PyExc_KeyboardInterrupt);
+        RestoreInterrupt();
         return;
       }
       const char* name = "PhalanxError";

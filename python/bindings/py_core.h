@@ -38,8 +38,15 @@ auto WithoutGil(F&& f) {
   return f();
 }
 void RegisterExceptionTranslator();
-// A Status with this message is a pending KeyboardInterrupt (CheckInterrupt, cluster.cc).
+// A Status with this message means a signal handler raised while a call
+// waited (CheckInterrupt, cluster.cc): the translator raises what the handler
+// raised (KeyboardInterrupt for Ctrl-C; pytest-timeout's failure, a user's
+// own exception), kept by KeepInterrupt for this thread.
 inline constexpr char kInterrupted[] = "__interrupted__";
+// Keeps the Python error now set (GIL held) for this thread's next kInterrupted.
+void KeepInterrupt();
+// Sets the kept error (GIL held), or KeyboardInterrupt where none was kept.
+void RestoreInterrupt();
 
 // An ObjectRef for `id` whose hold the raylet counts already (objects.cc).
 pyb::object AdoptRef(const std::string& id);

@@ -78,3 +78,41 @@ def test_killed_driver_takes_its_embedded_cluster_along():
     while _pids_of_session(session) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _pids_of_session(session) == [], "raylet, workers or redis-server outlived a killed driver"
+
+
+ALARM_DRIVER = textwrap.dedent("""
+    import signal, time, phalanx
+    phalanx.init(num_cpus=1)
+
+    class Deadline(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Deadline("the handler's own error")
+
+    @phalanx.remote
+    def forever():
+        time.sleep(600)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        phalanx.get(forever.remote())
+    except Deadline as e:
+        print("deadline:", e, flush=True)
+    except KeyboardInterrupt:
+        print("keyboard interrupt", flush=True)
+    # The wait after it is an ordinary one again.
+    try:
+        phalanx.get(forever.remote(), timeout=0.2)
+    except phalanx.exceptions.GetTimeoutError:
+        print("timeout", flush=True)
+    phalanx.shutdown()
+""")
+
+
+def test_a_signal_handlers_exception_comes_out_of_get_as_raised():
+    # pytest-timeout's SIGALRM handler fails the test this way; a KeyboardInterrupt
+    # in its place ended the whole pytest run.
+    out = subprocess.run([sys.executable, "-c", ALARM_DRIVER], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == ["deadline: the handler's own error", "timeout"], out.stdout + out.stderr

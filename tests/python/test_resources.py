@@ -55,6 +55,9 @@ def test_two_gpu_actor_holds_both(gpu_node):
             return phalanx.get_gpu_ids(), os.environ["CUDA_VISIBLE_DEVICES"]
     t = Trainer.remote()
     assert phalanx.get(t.gpus.remote()) == ([0, 1], "0,1")
+    # Calls that come straight from the caller (not through the raylet) name no
+    # GPUs; the actor keeps its own for each of them.
+    assert phalanx.get([t.gpus.remote() for _ in range(50)]) == [([0, 1], "0,1")] * 50
     # While it lives, a 1-GPU task waits; once killed, the task runs.
     ref = visible_gpus.remote()
     ready, _ = phalanx.wait([ref], timeout=1.0)

@@ -274,7 +274,7 @@ def run_task(task):
     (task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, num_cpus, _,
      generator, backpressure) = task
     start = time.perf_counter()
-    if gpu_ids or state.gpu_ids:
+    if kind != 2 and (gpu_ids or state.gpu_ids):  # (an actor's methods keep its GPUs: a direct call names none)
         _set_gpus(gpu_ids)
     if _threads_managed and kind != 2:  # a task or an actor's creation (its methods keep the actor's)
         n = max(1, math.ceil(num_cpus))
