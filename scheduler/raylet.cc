@@ -145,7 +145,7 @@ Raylet::Raylet(asio::io_context& io, RayletOptions options, std::unique_ptr<obje
              MakeTaskManagerOptions(options_), node_id_),
       actors_(&tasks_, &ledger_, &pool_, node_id_, &actor_directory_, &peers_, placement_.groups()),
       collectives_(io, node_id_, &om_, options_.inline_threshold, &peers_, &gcs_),
-      streams_(io, node_id_, &om_.table(), &tasks_, &peers_, &clients_, &task_service_),
+      streams_(io, node_id_, &om_.table(), &tasks_, &tasks_, &peers_, &clients_, &task_service_),
       inspection_(node_id_, options_.node_ip, options_.session_dir,
                   InspectedParts{&tasks_, &om_, &collectives_.steps(), &collectives_.reduces(), &collectives_.allreduces(),
                                  &streams_.table(), &pool_, &clients_},

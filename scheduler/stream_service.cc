@@ -11,6 +11,7 @@
 #include "core/message_limits.h"
 #include "core/status_proto.h"
 #include "scheduler/stream_service.h"
+#include "scheduler/worker_pool.h"
 
 namespace phalanx::scheduler {
 
@@ -34,10 +35,12 @@ void KeepOwnItems(rpc::TaskDone* m, std::vector<std::string>* others) {
 }  // namespace
 
 StreamService::StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
-                             TaskTable* tasks, PeerChannel* peers, Clients* clients, HandedResults* results)
+                             TaskTable* tasks, ObjectTasks* lender, PeerChannel* peers, Clients* clients,
+                             HandedResults* results)
     : node_id_(std::move(node_id)),
       objects_(objects),
       tasks_(tasks),
+      lender_(lender),
       peers_(peers),
       clients_(clients),
       results_(results),
@@ -115,10 +118,27 @@ void StreamService::StoreOwnItems(rpc::TaskDone m) {
 
 void StreamService::HandleStreamNext(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamNext& m) {
   std::weak_ptr<Client> weak = c;
+  struct Wait {
+    bool answered = false;
+    bool lent = false;
+    uint64_t lease_seq = 0;  // the worker's lease it blocked in (a later lease is not unblocked)
+  };
+  auto wait = std::make_shared<Wait>();
   table_.Next(m.task_id(), c->client_id, m.consumed(), m.timeout_ms(),
-                [this, weak, req](const rpc::StreamNextReply& r) {
-                  if (auto cl = weak.lock()) Clients::Reply(*cl, rpc::STREAM_NEXT, req, r);
-                });
+              [this, weak, req, wait](const rpc::StreamNextReply& r) {
+                wait->answered = true;
+                auto cl = weak.lock();
+                if (!cl) return;
+                if (wait->lent && cl->worker != nullptr && cl->worker->lease_seq == wait->lease_seq) {
+                  lender_->OnWorkerUnblocked(cl->worker);
+                }
+                Clients::Reply(*cl, rpc::STREAM_NEXT, req, r);
+              });
+  if (!wait->answered && c->worker != nullptr) {  // the reader waits for an item: its CPUs are lent
+    wait->lent = true;
+    wait->lease_seq = c->worker->lease_seq;
+    lender_->OnWorkerBlocked(c->worker);
+  }
 }
 
 void StreamService::HandleStreamCredit(const std::shared_ptr<Client>& c, uint64_t req, const rpc::StreamCredit& m) {

@@ -3,8 +3,10 @@
 // scheduler/stream_table.h) and takes items from this node's workers, from
 // callers of actors and from other nodes; an item of a task whose caller is
 // on another node is passed on there. Items are stored as results through
-// HandedResults (the raylet's object requests). Not thread-safe; the
-// raylet's loop.
+// HandedResults (the raylet's object requests). A worker whose read waits
+// for an item lends its task's CPUs meanwhile (ObjectTasks), as it does in a
+// get: a task reading a generator on a one-CPU node would otherwise wait for
+// a producer that never gets the CPU. Not thread-safe; the raylet's loop.
 #pragma once
 
 #include <memory>
@@ -34,7 +36,8 @@ class StreamService final : public ClientWatcher {
  public:
   // Every collaborator is owned by the raylet and outlives this.
   StreamService(boost::asio::io_context& io, std::string node_id, objectstore::ObjectTable* objects,
-                TaskTable* tasks, PeerChannel* peers, Clients* clients, HandedResults* results);
+                TaskTable* tasks, ObjectTasks* lender, PeerChannel* peers, Clients* clients,
+                HandedResults* results);
 
   StreamTable& table() { return table_; }
   const StreamTable& table() const { return table_; }
@@ -59,6 +62,7 @@ class StreamService final : public ClientWatcher {
   std::string node_id_;
   objectstore::ObjectTable* objects_;
   TaskTable* tasks_;
+  ObjectTasks* lender_;
   PeerChannel* peers_;
   Clients* clients_;
   HandedResults* results_;

@@ -14,4 +14,6 @@ echo "== C++ tests (ctest in $build_dir)"
 echo "== fuzzing (libFuzzer, 10 s per target; docs/security.md)"
 bash scripts/fuzz.sh 10
 echo "== Python tests (pytest)"
-.venv/bin/python -m pytest -q tests/python tests/chaos "$@"
+# Two pytest processes, a test file each at a time (a file's tests share its clusters); most tests wait on
+# the processes they start, so two halve the time on two cores. PHALANX_TEST_PROCESSES=0: one process.
+.venv/bin/python -m pytest -q -n "${PHALANX_TEST_PROCESSES:-2}" --dist loadfile tests/python tests/chaos "$@"

@@ -36,7 +36,7 @@ from phalanx import _core, generator
 from phalanx._private import actor_lifetime, api, runtime_env, state
 from phalanx._private import serialization as ser
 from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundError,
-                                PendingCallsLimitExceededError, SerializationError)
+                                PendingCallsLimitExceededError, PhalanxError, SerializationError)
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
                                            retry_arg)
@@ -511,7 +511,10 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         if self._checker is not None:
             self._checker.check(args, kwargs)
-        api.ensure_initialized()
+        if state.mode is None:  # (as Ray's: a handle's call starts no cluster; its actor is in the one it came from)
+            raise PhalanxError(f"phalanx is not started: {self._handle._class_name}.{self._name}.remote() calls an "
+                               f"actor of a cluster this process is not connected to (call phalanx.init() first; "
+                               f"Ray's 'Ray has not been started yet')")
         h = self._handle
         full = self._call_name or f"{h._class_name}.{self._name}"
         if h._max_pending > 0 and _core.actor_calls_in_flight(h._actor_id, h._max_pending) >= h._max_pending:

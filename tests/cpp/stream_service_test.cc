@@ -3,7 +3,8 @@
 // task are dropped and the worker's holds of them let go; items of a task
 // whose caller is on another node go there, and when that node cannot be
 // reached the worker's store items are let go; a producer's credit is asked
-// of the caller's node, and a node that does not answer stops the producer.
+// of the caller's node, and a node that does not answer stops the producer;
+// a worker whose read waits lends its CPUs until the item comes.
 #include "scheduler/stream_service.h"
 
 #include <map>
@@ -36,7 +37,8 @@ class StreamServiceTest : public testing::ServiceTest {
   void SetUp() override {
     ServiceTest::SetUp();
     results_ = std::make_unique<InlineResults>(&table());
-    streams_ = std::make_unique<StreamService>(io_, kNode, &table(), &tasks_, &peers_, &clients_, results_.get());
+    streams_ = std::make_unique<StreamService>(io_, kNode, &table(), &tasks_, &lender_, &peers_, &clients_,
+                                               results_.get());
     streams_->AddRoutes(router_);
     worker_client_ = Connect(std::string(kClientIdSize, 'w'), &worker_fd_);
     worker_.pid = 77;
@@ -87,7 +89,20 @@ class StreamServiceTest : public testing::ServiceTest {
     return Reply<rpc::StreamNextReply>(rpc::STREAM_NEXT, req);
   }
 
+  // The worker's next frame: a STREAM_NEXT reply to `req`.
+  rpc::StreamNextReply WorkerReply(uint64_t req) {
+    rpc::StreamNextReply r;
+    FrameHeader h;
+    std::string body;
+    EXPECT_TRUE(Next(&h, &body, 10000, worker_fd_));
+    EXPECT_EQ(h.type, rpc::STREAM_NEXT);
+    EXPECT_EQ(h.request_id, req);
+    EXPECT_TRUE(r.ParseFromString(body));
+    return r;
+  }
+
   testing::SpecTable tasks_;
+  testing::RecordingObjectTasks lender_;
   std::unique_ptr<InlineResults> results_;
   std::unique_ptr<StreamService> streams_;
   std::shared_ptr<Client> worker_client_;
@@ -108,6 +123,30 @@ TEST_F(StreamServiceTest, ItemsAWorkerMakesReachTheReaderInOrderAndThenTheEnd) {
   r = Read(2, 2);
   EXPECT_EQ(r.available(), 3u);
   EXPECT_TRUE(r.ended());
+}
+
+TEST_F(StreamServiceTest, AWorkerWhoseReadWaitsLendsItsCpusUntilTheItemComes) {
+  streams_->table().Open(task_, worker_client_->client_id, /*dynamic=*/false);
+  Worker reader;
+  reader.pid = 91;
+  worker_client_->worker = &reader;
+  // An item already there: answered at once, nothing lent.
+  streams_->HandleWorkerItems(*worker_client_, Items(task_, {0}));
+  rpc::StreamNext n;
+  n.set_task_id(task_);
+  n.set_consumed(0);
+  n.set_timeout_ms(5000);
+  Send(rpc::STREAM_NEXT, 1, n, worker_client_);
+  EXPECT_EQ(WorkerReply(1).available(), 1u);
+  EXPECT_TRUE(lender_.events.empty());
+  // The next one waits: the reader's CPUs are lent until the item comes.
+  n.set_consumed(1);
+  Send(rpc::STREAM_NEXT, 2, n, worker_client_);
+  EXPECT_EQ(lender_.events, std::vector<std::string>{"blocked 91"});
+  streams_->HandleWorkerItems(*worker_client_, Items(task_, {1}));
+  EXPECT_EQ(WorkerReply(2).available(), 2u);
+  EXPECT_EQ(lender_.events, (std::vector<std::string>{"blocked 91", "unblocked 91"}));
+  worker_client_->worker = &worker_;
 }
 
 TEST_F(StreamServiceTest, ItemsOfAnotherTaskAreDroppedAndTheirHoldsLetGo) {

@@ -46,7 +46,7 @@ class TaskServiceTest : public testing::ServiceTest {
     ServiceTest::SetUp();
     requests_ = std::make_unique<ObjectRequests>(io_, kNode, om_.get(), &object_tasks_, &alive_, gcs_.get(), &clients_,
                                                  5000);
-    streams_ = std::make_unique<StreamService>(io_, kNode, &table(), &specs_, &peers_, &clients_, &hand_to_);
+    streams_ = std::make_unique<StreamService>(io_, kNode, &table(), &specs_, &object_tasks_, &peers_, &clients_, &hand_to_);
     service_ = std::make_unique<TaskService>(kNode, kInline, om_.get(), &queue_, streams_.get(), requests_.get(),
                                              &clients_, &records_);
     hand_to_.to = service_.get();

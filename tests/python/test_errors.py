@@ -266,10 +266,12 @@ def test_a_driver_whose_actor_calls_sys_exit_fails_with_rays_actor_error(tmp_pat
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)  # before: 0, silently
     assert "NOT REACHED" not in out.stdout
-    assert "ActorDiedError" in out.stderr and "Quitter.quit called sys.exit(1)" in out.stderr, out.stderr
+    # (a failing code is a crash, as Ray's SYSTEM_ERROR exit: the error names the code, as Ray's "exit code 1")
+    assert "ActorDiedError" in out.stderr and "exited with code 1" in out.stderr, out.stderr
 
 
 def test_sys_exit_in_an_actor_ends_it_for_good_and_the_caller_gets_an_actor_error(cluster):
+    # Code 0 (or none) is an intended exit, as exit_actor(): not restarted.
     @phalanx.remote(max_restarts=2)
     class Quitter:
         def quit(self, code):
@@ -281,8 +283,8 @@ def test_sys_exit_in_an_actor_ends_it_for_good_and_the_caller_gets_an_actor_erro
 
     q = Quitter.remote()
     pid = phalanx.get(q.pid.remote())
-    with pytest.raises(phalanx.exceptions.RayActorError, match=r"called sys.exit\(3\)") as ei:
-        phalanx.get(q.quit.remote(3), timeout=60)
+    with pytest.raises(phalanx.exceptions.RayActorError, match=r"called sys.exit\(0\)") as ei:
+        phalanx.get(q.quit.remote(0), timeout=60)
     assert not isinstance(ei.value, (SystemExit, KeyboardInterrupt))
     with pytest.raises(phalanx.exceptions.RayActorError):  # not restarted, though max_restarts=2
         phalanx.get(q.pid.remote(), timeout=60)
@@ -291,6 +293,30 @@ def test_sys_exit_in_an_actor_ends_it_for_good_and_the_caller_gets_an_actor_erro
         while time.monotonic() < deadline:
             os.kill(pid, 0)
             time.sleep(0.05)
+
+
+def test_sys_exit_with_a_failing_code_in_an_actor_is_a_crash_it_is_restarted_from(cluster):
+    # As Ray's SYSTEM_ERROR exit: the actor restarts (max_restarts) and the call
+    # is retried where max_task_retries allows.
+    @phalanx.remote(max_restarts=1)
+    class Quitter:
+        def quit(self, code):
+            import sys
+            sys.exit(code)
+
+        def pid(self):
+            return os.getpid()
+
+    q = Quitter.remote()
+    first = phalanx.get(q.pid.remote())
+    with pytest.raises(phalanx.exceptions.RayActorError):  # max_task_retries=0: the call is not retried
+        phalanx.get(q.quit.remote(3), timeout=60)
+    second = phalanx.get(q.pid.remote(), timeout=60)
+    assert second != first
+    with pytest.raises(phalanx.exceptions.RayActorError):  # no restarts left
+        phalanx.get(q.quit.remote("a reason"), timeout=60)
+    with pytest.raises(phalanx.exceptions.RayActorError):
+        phalanx.get(q.pid.remote(), timeout=60)
 
 
 def test_sys_exit_or_keyboard_interrupt_in_a_task_reaches_the_caller_as_an_ordinary_error(cluster):

@@ -173,6 +173,18 @@ def test_dynamic_returns_one_ref_to_the_items_refs(cluster):
     _settled()
 
 
+def test_a_task_reading_a_generator_lends_its_cpu_to_the_producer(fresh_cluster):
+    # One CPU: the reader holds it while it waits for an item, unless it lends it
+    # (as it does in a get); the producer would never run.
+    fresh_cluster(num_cpus=1)
+
+    @phalanx.remote
+    def total(n):
+        return sum(phalanx.get(ref) for ref in produce.remote(n))
+
+    assert phalanx.get(total.remote(5), timeout=60) == 10
+
+
 def test_bad_generator_use_is_a_clear_error(cluster):
     def plain(x):
         return x

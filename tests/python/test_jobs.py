@@ -34,6 +34,8 @@ def head(tmp_path_factory):
     address = out.split("GCS at ")[1].split()[0]
     before = {k: os.environ.get(k) for k in ("PHALANX_TMPDIR", "PHALANX_CLUSTER_TOKEN", "PHALANX_TLS")}
     os.environ["PHALANX_TMPDIR"] = cli  # (the client finds the head's token there, as a user's would)
+    os.environ.pop("PHALANX_CLUSTER_TOKEN", None)  # (not a token an earlier test's cluster left here)
+    os.environ.pop("PHALANX_TLS", None)
     try:
         yield address, run
     finally:

@@ -241,7 +241,8 @@ def _returns_of(task_id, result, num_returns, name):
 def _exit_error(e, kind, name, actor_id):
     """What the caller of a call that raised SystemExit (sys.exit) gets: never a SystemExit, which would end
     the caller's own process, and with status 0 when its code is lost. An actor's method or constructor
-    ends the actor for good, as Ray's do (ActorDiedError, Ray's RayActorError); a task ends its worker
+    with code 0 or None ends the actor for good, as Ray's do (ActorDiedError, Ray's RayActorError; a failing
+    code is a crash: _crash_exit); a task ends its worker
     (WorkerCrashedError). The message names the call and the exit code."""
     how = f"sys.exit({e.code!r})" if e.code is not None else "sys.exit()"
     if kind == _core.TaskCall.TASK:
@@ -249,6 +250,20 @@ def _exit_error(e, kind, name, actor_id):
     actor = _actor_class_names.get(actor_id, name.rpartition(".")[0] or name)
     return ActorDiedError(f"The actor {actor} ({actor_id.hex()}) exited: {name} called {how} "
                           f"(an intended exit, as exit_actor(): the actor is not restarted)")
+
+
+def _crash_exit(e, name):
+    """sys.exit with a failing code in an actor's method: the process ends as a crash does (Ray's SYSTEM_ERROR
+    exit), so the actor is restarted and the call retried where max_restarts and max_task_retries allow. (An
+    exit with code 0 or None is an intended one, as exit_actor(): ActorDiedError, no restart.)"""
+    code = e.code if isinstance(e.code, int) else 1
+    if not isinstance(e.code, int) and e.code is not None:
+        print(e.code, file=sys.stderr)  # (as Python prints sys.exit("why"))
+    print(f"phalanx: actor method {name} called sys.exit({e.code!r}): the actor's process (pid {os.getpid()}) "
+          f"ends with exit code {code}, as a crash (restarted if max_restarts allows)", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _error_returns(task_id, num_returns, name, e, final=False):
@@ -338,6 +353,8 @@ def run_task(task):
             _cancels_seen.discard(task_id)
         if isinstance(e, KeyboardInterrupt) and _core.cancel_requested(task_id, False):  # phalanx.cancel
             e = TaskCancelledError(f"task {name} was cancelled while it ran (KeyboardInterrupt in it)")
+        if isinstance(e, SystemExit) and kind == 2 and e.code not in (None, 0):
+            _crash_exit(e, name)  # (never returns)
         exits = isinstance(e, SystemExit) and kind != _core.TaskCall.TASK  # an actor ends itself: for good
         reported = _exit_error(e, kind, name, actor_id) if isinstance(e, SystemExit) else e
         error = f"{type(reported).__name__}: {reported}"

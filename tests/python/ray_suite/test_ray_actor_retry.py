@@ -16,9 +16,6 @@ import pytest
 import ray
 from suite_utils import phalanx_differs
 
-SYS_EXIT = ("a sync or threaded actor's method that calls sys.exit(1) ends the actor for good on phalanx (taken "
-            "as an intended exit, like exit_actor()); Ray restarts it (max_restarts) and retries the call "
-            "(max_task_retries)")
 ONE_BUDGET = ("phalanx keeps two retry budgets per call: exception retries (retry_exceptions) counted in the "
               "worker against the method's max_task_retries, retries after the actor's death counted by the "
               "raylet against the class's max_task_retries; Ray counts both against the one budget of the call "
@@ -287,8 +284,6 @@ def test_method_raise_and_exit(actions, actor_model, max_restarts, max_task_retr
     The retry behavior should work if the max_task_retries or max_restarts are -1
         (infinite retry).
     """
-    if actor_model != "async" and "exit" in actions:
-        request.applymarker(phalanx_differs(SYS_EXIT))
     if actor_model == "sync":
         trouble_maker = TroubleMaker.options(max_restarts=max_restarts).remote()
     elif actor_model == "async":
@@ -326,10 +321,8 @@ def test_method_raise_and_exit_no_over_retry(actions_and_error, actor_model, shu
     max_restarts = 1
     max_task_retries = 2
     actions, error = actions_and_error
-    if actor_model == "async" and "exit" in actions:
+    if "exit" in actions:
         request.applymarker(phalanx_differs(ONE_BUDGET))
-    elif actor_model != "async" and "exit" in actions[:2]:
-        request.applymarker(phalanx_differs(SYS_EXIT))
 
     if actor_model == "sync":
         trouble_maker = TroubleMaker.options(max_restarts=max_restarts).remote()
@@ -347,7 +340,6 @@ def test_method_raise_and_exit_no_over_retry(actions_and_error, actor_model, shu
     assert ray.get(counter.get_count.remote()) == 3
 
 
-@phalanx_differs(SYS_EXIT)
 def test_method_exit_no_over_retry_max_restarts(shutdown_only):
     """
     Even if we have enough max_task_retries, we may still raise due to max_restarts.
@@ -361,7 +353,7 @@ def test_method_exit_no_over_retry_max_restarts(shutdown_only):
     assert ray.get(counter.get_count.remote()) == 3
 
 
-@pytest.mark.parametrize("is_async", [pytest.param(False, marks=phalanx_differs(SYS_EXIT)), True],
+@pytest.mark.parametrize("is_async", [False, True],
                          ids=lambda a: "async" if a else "sync")
 def test_exit_only(is_async, shutdown_only):
     """
@@ -377,7 +369,6 @@ def test_exit_only(is_async, shutdown_only):
     assert ray.get(counter.get_count.remote()) == 3
 
 
-@phalanx_differs(SYS_EXIT)
 def test_exit_only_no_over_retry(shutdown_only):
     """
     Sanity testing: only do exit-retry works
