@@ -239,10 +239,28 @@ def _dag_loop_stub(self, group, rank, world, program, timeout):
     """Runs this actor's part of a compiled graph until its teardown (phalanx.dag)."""
 
 
+# Ray's methods of every actor: `__ray_ready__` (True once the actor is up) and `__ray_terminate__` (ends it
+# after the calls sent before, as exit_actor(); ray.kill ends it at once). The worker runs them (worker.py).
+READY = "__ray_ready__"
+TERMINATE = "__ray_terminate__"
+
+
+def _ready_stub(self):
+    """True, once the actor's constructor has run (Ray's __ray_ready__)."""
+
+
+def _terminate_stub(self):
+    """Ends the actor once the calls sent before this one have run (Ray's __ray_terminate__)."""
+
+
+def _builtin(stub, name):
+    return _MethodInfo(generator_plan(stub, {}, name), {}, ArgumentChecker(stub, name, skip_self=True))
+
+
 def _method_table(cls):
     """{method name: _MethodInfo} for the public methods of `cls`."""
-    table = {DAG_LOOP: _MethodInfo(generator_plan(_dag_loop_stub, {}, DAG_LOOP), {},
-                                   ArgumentChecker(_dag_loop_stub, DAG_LOOP, skip_self=True))}
+    table = {DAG_LOOP: _builtin(_dag_loop_stub, DAG_LOOP), READY: _builtin(_ready_stub, READY),
+             TERMINATE: _builtin(_terminate_stub, TERMINATE)}
     if callable(getattr(cls, "__phalanx_checkpoint__", None)):
         table[SAVE_CHECKPOINT] = _MethodInfo(generator_plan(_save_checkpoint_stub, {}, SAVE_CHECKPOINT), {},
                                              ArgumentChecker(_save_checkpoint_stub, SAVE_CHECKPOINT, skip_self=True))

@@ -5,8 +5,7 @@ import json
 
 from phalanx._private import runtime_env as _env
 
-_NOT_HERE = ("pip", "conda", "uv", "container", "image_uri", "py_executable", "worker_process_setup_hook",
-             "nsight", "mpi", "java_jars")
+_NOT_HERE = ("pip", "conda", "uv", "container", "image_uri", "py_executable", "nsight", "mpi", "java_jars")
 
 
 class RuntimeEnvConfig(dict):

@@ -20,7 +20,10 @@ NO_EFFECT = {
 }
 KNOWN = {"labels", "_metrics_export_port", "local_mode", "dashboard_host", "dashboard_port", "job_config", "logging_format", "logging_config",
          "enable_resource_isolation", "_node_ip_address", "_memory", "_redis_password", "_temp_dir",
-         "_tracing_startup_hook", "_node_name"} | set(NO_EFFECT)
+         "_tracing_startup_hook", "_node_name", "_skip_env_hook"} | set(NO_EFFECT)
+# Ray's RAY_RUNTIME_ENV_HOOK: "module.function" called with the job's runtime_env (a dict or None) in
+# init(); what it returns is the job's runtime_env. init(_skip_env_hook=True) skips it.
+ENV_HOOK_VARS = ("PHALANX_RUNTIME_ENV_HOOK", "RAY_RUNTIME_ENV_HOOK")
 
 
 class InitOptions:
@@ -54,6 +57,10 @@ class InitOptions:
         """The job's runtime environment: the JobConfig's under init's own, with the job's code_search_path
         first on its workers' PYTHONPATH and its LoggingConfig for them."""
         env = _runtime_env.merged(self.job_config.runtime_env if self.job_config else None, runtime_env)
+        hook = next((os.environ[v] for v in ENV_HOOK_VARS if os.environ.get(v)), None)
+        if hook and not self.given.get("_skip_env_hook"):
+            module, _, name = hook.rpartition(".")
+            env = getattr(importlib.import_module(module), name)(env or None) or {}
         extra = {}
         if self.job_config is not None and self.job_config.code_search_path:
             paths = [os.path.abspath(p) for p in self.job_config.code_search_path]

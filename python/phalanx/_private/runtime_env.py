@@ -1,6 +1,7 @@
 """Runtime environments: `runtime_env={"working_dir": DIR, "py_modules": [DIR, module, ...],
-"env_vars": {NAME: VALUE}, "excludes": [PATTERN, ...]}` in `phalanx.init`, in `@phalanx.remote(...)`
-and `.options()` of tasks and actors, and for jobs.
+"env_vars": {NAME: VALUE}, "excludes": [PATTERN, ...], "worker_process_setup_hook": FUNCTION or
+"module.function"}` in `phalanx.init`, in `@phalanx.remote(...)` and `.options()` of tasks and actors,
+and for jobs.
 
 How it travels. The submitting process zips each directory (deterministically: entries sorted,
 fixed times, so equal contents give equal bytes), registers the zip once in the function table
@@ -17,7 +18,14 @@ Tasks and actors inherit the environment of whatever submits them (the driver's 
 `init(runtime_env=...)`); `.options(runtime_env=...)` replaces the fields it names, env_vars
 merged name by name (Ray's rule). A zip given as working_dir, or read back on a node, with an
 entry that would land outside its folder (`../`, an absolute path, a link) is refused, naming
-the entry."""
+the entry.
+
+worker_process_setup_hook (Ray's): called once in each worker of the environment before its first
+task. A function is pickled (cloudpickle) and registered in the function table as packages are; a
+"module.function" string is imported on the worker. Either travels as the env var
+__PHALANX_WORKER_SETUP_HOOK (so it takes part in which workers an environment's tasks share), which
+the worker reads and removes. A hook that fails fails every task and actor of that worker with
+RuntimeEnvSetupError ("Failed to execute the setup hook method.", as Ray's), naming the error."""
 import fnmatch
 import hashlib
 import io
@@ -36,7 +44,8 @@ from phalanx import _core
 from phalanx._private import remote_package
 from phalanx.exceptions import RuntimeEnvSetupError
 
-SUPPORTED = ("working_dir", "py_modules", "env_vars", "excludes", "config")
+SUPPORTED = ("working_dir", "py_modules", "env_vars", "excludes", "config", "worker_process_setup_hook")
+SETUP_HOOK_ENV = "__PHALANX_WORKER_SETUP_HOOK"  # (not PHALANX_: those are the raylet's own) "module:<module.function>" or "pickled:<package id hex>"
 # Ray's fields phalanx does not set up: a clear NotImplementedError names them.
 _NOT_SUPPORTED = ("pip", "conda", "uv", "container", "image_uri", "java_jars", "py_executable", "nsight", "mpi")
 _DEFAULT_MAX_MB = 100
@@ -94,6 +103,10 @@ def check(runtime_env, where):
     if config is not None:
         from phalanx.runtime_env import RuntimeEnvConfig
         RuntimeEnvConfig.parse(config)  # (raises naming what is wrong; phalanx sets an environment up in time)
+    hook = runtime_env.get("worker_process_setup_hook")
+    if hook is not None and not (isinstance(hook, str) or callable(hook)):
+        raise TypeError(f"{where}: runtime_env worker_process_setup_hook must be a function or a "
+                        f"'module.function' string, got {type(hook).__name__}")
     excludes = runtime_env.get("excludes")
     if excludes is not None and (not isinstance(excludes, (list, tuple)) or
                                  not all(isinstance(e, str) for e in excludes)):
@@ -124,6 +137,8 @@ def resolve(runtime_env, base=None):
     env_vars, working_dir, py_modules = _core.runtime_env_unpack(base) if base else ([], b"", [])
     merged = dict(env_vars)
     merged.update(runtime_env.get("env_vars") or {})
+    if runtime_env.get("worker_process_setup_hook") is not None:
+        merged[SETUP_HOOK_ENV] = _export_setup_hook(runtime_env["worker_process_setup_hook"])
     excludes = list(runtime_env.get("excludes") or ())
     if runtime_env.get("working_dir") is not None:
         wd = os.fspath(runtime_env["working_dir"])
@@ -132,6 +147,47 @@ def resolve(runtime_env, base=None):
         py_modules = [package_ref(m) or upload(_module_path(m), excludes, as_module=True)
                       for m in runtime_env["py_modules"]]
     return _core.runtime_env_pack(sorted(merged.items()), working_dir, py_modules)
+
+
+def _export_setup_hook(hook):
+    """The PHALANX_WORKER_SETUP_HOOK value of a worker_process_setup_hook (a function registered in the
+    function table, pickled; a string as it is)."""
+    if isinstance(hook, str):
+        return "module:" + hook
+    import cloudpickle
+    try:
+        data = cloudpickle.dumps(hook)
+    except Exception as e:
+        raise RuntimeEnvSetupError(f"Failed to export the setup function. worker_process_setup_hook "
+                                   f"{getattr(hook, '__qualname__', hook)!r} cannot be pickled: "
+                                   f"{type(e).__name__}: {e}") from e
+    pid = package_id(data)
+    _core.register_function(pid, f"worker_process_setup_hook {getattr(hook, '__qualname__', '')}", data)
+    return "pickled:" + pid.hex()
+
+
+def run_setup_hook():
+    """In a worker: calls the environment's worker_process_setup_hook, if it has one (once, before any
+    task). Raises RuntimeEnvSetupError saying what failed."""
+    value = os.environ.pop(SETUP_HOOK_ENV, "")
+    if not value:
+        return
+    how, _, what = value.partition(":")
+    try:
+        if how == "module":
+            module, _, name = what.rpartition(".")
+            if not module:
+                raise ValueError(f"{what!r} is not 'module.function'")
+            import importlib
+            hook = getattr(importlib.import_module(module), name)
+        else:
+            import cloudpickle
+            hook = cloudpickle.loads(_core.get_function(bytes.fromhex(what), 60000)[1])
+        hook()
+    except Exception as e:
+        raise RuntimeEnvSetupError(f"Failed to execute the setup hook method. worker_process_setup_hook "
+                                   f"{what if how == 'module' else '(a function)'} raised "
+                                   f"{type(e).__name__}: {e}") from e
 
 
 def merged(outer, inner):

@@ -120,6 +120,10 @@ _UNSET = object()
 _class_functions = {}  # (actor class, method name) -> the class's plain function, or None: look it up as Python does
 
 
+def _ready():
+    return True
+
+
 def _callable_for(kind, function_id, actor_id, method_name):
     if _env_error is not None:
         raise _env_error
@@ -132,6 +136,11 @@ def _callable_for(kind, function_id, actor_id, method_name):
         if method_name == _DAG_LOOP:
             from phalanx.dag import loop
             return lambda *args: loop.start(instance, _is_async_class(type(instance)), *args)
+        if method_name == "__ray_ready__" and not hasattr(type(instance), method_name):  # (actor.READY)
+            return _ready
+        if method_name == "__ray_terminate__" and not hasattr(type(instance), method_name):  # (actor.TERMINATE)
+            from phalanx.actor import exit_actor
+            return exit_actor
         # The class's method, as Ray calls it: an attribute of the instance of that name does not hide a
         # plain method (static and class methods, properties and the rest are looked up as Python does).
         cls = type(instance)
@@ -691,6 +700,12 @@ def main():
     worker_output.install(_printing_for)  # (prints reach the driver: log_to_driver)
     if os.environ.get(logging_config.ENV):  # the job's init(logging_config=...)
         logging_config.apply_from_environment()
+    if _env_error is None:
+        try:
+            runtime_env.run_setup_hook()  # (after the above: what it prints and logs reaches the driver)
+        except RuntimeEnvSetupError as e:
+            _env_error = e
+            print(_env_error, file=sys.stderr, flush=True)
     signal.signal(signal.SIGUSR2, _on_cancel_signal)
     # `phalanx stack`: SIGUSR1 writes every thread's Python stack to this worker's log.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)

@@ -146,6 +146,8 @@ class JobAgent:
         if stored.get("env_vars"):
             local["env_vars"] = stored["env_vars"]
             env.update(stored["env_vars"])
+        if stored.get("worker_process_setup_hook"):  # (a 'module.function': run in each of the job's workers)
+            local["worker_process_setup_hook"] = stored["worker_process_setup_hook"]
         if paths:
             env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         # `python` in an entrypoint is the Python phalanx runs in (the one with phalanx installed).

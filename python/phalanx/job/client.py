@@ -175,7 +175,11 @@ class JobSubmissionClient:
         runtime_env.check(env, "submit_job()")
         if not env:
             return {}
-        out = {k: v for k, v in env.items() if k in ("env_vars",)}
+        hook = env.get("worker_process_setup_hook")
+        if hook is not None and not isinstance(hook, str):  # (the job's driver imports it: Ray's words)
+            raise ValueError(f"Invalid type {type(hook)} for `worker_process_setup_hook`. A job's runtime_env "
+                             f"takes a 'module.function' string")
+        out = {k: v for k, v in env.items() if k in ("env_vars", "worker_process_setup_hook")}
         excludes = list(env.get("excludes") or ())
         if env.get("working_dir") is not None:
             out["working_dir"] = self._store(os.fspath(env["working_dir"]), excludes, False)

@@ -167,12 +167,9 @@ def _hook(env):
 
 
 HOOK = "ray_suite.test_ray_output._hook"
-NO_HOOK = ("RAY_RUNTIME_ENV_HOOK is not read: ray.init() does not call the hook (module.function) on the job's "
-           "runtime_env, so the tasks do not get its env_vars (HOOK_KEY)")
-
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Failing on Windows.")
-@pytest.mark.parametrize("skip_hook", [True, pytest.param(False, marks=phalanx_differs(NO_HOOK))])
+@pytest.mark.parametrize("skip_hook", [True, False])
 def test_runtime_env_hook(skip_hook):
     ray_init_snippet = "ray.init(_skip_env_hook=True)" if skip_hook else ""
 
@@ -197,7 +194,6 @@ print(ray.get(f.remote()))
         assert "HOOK_VALUE" in out_str
 
 
-@phalanx_differs(NO_HOOK)
 def test_env_hook_skipped_for_ray_client(start_cluster, monkeypatch):
     monkeypatch.setenv("RAY_RUNTIME_ENV_HOOK", HOOK)
     cluster, address = start_cluster

@@ -20,7 +20,7 @@ NAMES = [
     ("runtime_env:image_uri", "runtime_env", "missing", "needs a container runtime and an image at hand"),
     ("runtime_env:py_executable", "runtime_env", "missing", ""),
     ("runtime_env:java_jars", "runtime_env", "refuses", _NO_JAVA),
-    ("runtime_env:worker_process_setup_hook", "runtime_env", "missing", ""),
+    ("runtime_env:worker_process_setup_hook", "runtime_env", "has", "a function or a 'module.function'; RAY_RUNTIME_ENV_HOOK too"),
     ("runtime_env:nsight", "runtime_env", "missing", ""),
     ("runtime_env:rocprof_sys", "runtime_env", "missing", ""),
     ("runtime_env:config", "runtime_env", "has", "a RuntimeEnvConfig"),

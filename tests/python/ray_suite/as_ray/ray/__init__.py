@@ -32,6 +32,7 @@ _SUBMODULES = {
     "ray.cloudpickle": "phalanx.cloudpickle",
     "ray.cluster_utils": "phalanx.cluster_utils",
     "ray.job_config": "phalanx.job_config",
+    "ray.job_submission": "phalanx.job",
     "ray.runtime_env": "phalanx.runtime_env",
     "ray.dag": "phalanx.dag",
     "ray.dag.input_node": "phalanx.dag.input_node",
