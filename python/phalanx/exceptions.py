@@ -98,6 +98,8 @@ class TaskError(PhalanxError):
         super().__init__(function_name, traceback_str, cause)
 
     def __str__(self):
+        if self.traceback_str.startswith("ray::"):  # Ray's text, made by the worker (worker_streams.remote_traceback)
+            return self.traceback_str.rstrip()
         return (f"task {self.function_name} raised an exception:\n"
                 f"{self.traceback_str.rstrip()}")
 

@@ -3,22 +3,74 @@ generator call as it yields them (_Stream: each stored and handed in at once, wi
 drivers of sync and async generators)."""
 import asyncio
 import inspect
+import os
+import sys
 import traceback
 
 from phalanx import _core
 from phalanx._private import serialization as ser
+from phalanx._private import state
 from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError
 from phalanx.generator import DynamicObjectRefGenerator
 
 
 def error_value(name, e, final=False):
     """The stored form of an error: an argument's task's error (or a `final` one) passes on
-    unchanged, anything else becomes a TaskError with its traceback."""
+    unchanged, anything else becomes a TaskError with its traceback (remote_traceback: Ray's text)."""
     if final or isinstance(e, (TaskError, TaskCancelledError)):
         err = e
     else:
-        err = TaskError.make(name, traceback.format_exc(), e)
+        err = TaskError.make(name, remote_traceback(traceback.format_exc(), name), e)
     return ser.serialize_error(err)
+
+
+def worker_state_actor(actor_id):
+    """The actor instance this worker hosts under `actor_id` (worker.py's table), or None."""
+    worker = sys.modules.get("phalanx._private.worker")
+    return getattr(worker, "_actors", {}).get(actor_id)
+
+
+def _node_ip():
+    return os.environ.get("PHALANX_NODE_IP") or "127.0.0.1"
+
+
+def _is_internal(line):
+    return line.startswith("  File ") and any(p in line for p in _INTERNAL_FILES)
+
+
+_INTERNAL_FILES = (f"{os.sep}phalanx{os.sep}_private{os.sep}", f"{os.sep}phalanx{os.sep}actor.py\"",
+                   f"{os.sep}phalanx{os.sep}remote_function.py\"")
+
+
+def remote_traceback(text, name):
+    """A task's traceback as Ray's RayTaskError reads: `ray::f() (pid=..., ip=...)` (an actor's call:
+    `ray::A.f() (pid=..., ip=..., actor_id=..., repr=<repr of the actor>)`) in place of `Traceback (most
+    recent call last):`, and without phalanx's own frames (the worker's run_task and the like)."""
+    task = state.current_task.get()
+    header = f"ray::{name.rpartition('.')[2]}() (pid={os.getpid()}, ip={_node_ip()}"
+    if task is not None and task.kind == 2:  # an actor's call
+        header = f"ray::{'.'.join(name.split('.')[-2:])}() (pid={os.getpid()}, ip={_node_ip()}"
+        instance = worker_state_actor(task.actor_id)
+        try:
+            shown = repr(instance)
+        except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the task's error
+            shown = f"<{type(instance).__name__} object>"
+        header += f", actor_id={task.actor_id.hex()}, repr={shown}"
+    header += ")"
+    out = []
+    skipping = False
+    for line in text.rstrip("\n").split("\n"):
+        if line.startswith("Traceback "):
+            out.append(header)
+            skipping = False
+        elif _is_internal(line):
+            skipping = True  # (its code line and caret line follow)
+        elif skipping and line.startswith("    "):
+            continue
+        else:
+            skipping = False
+            out.append(line)
+    return "\n".join(out) + "\n"
 
 
 class _Stream:
