@@ -249,7 +249,8 @@ class Chaos:
 def _is_worker(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"phalanx._private.worker" in f.read()
+            cmdline = f.read()
+        return b"phalanx._private.worker" in cmdline or cmdline.startswith(b"ray::")  # (a worker's title: ray::f)
     except OSError:
         return False
 

@@ -13,6 +13,14 @@
 namespace phalanx::scheduler {
 
 namespace {
+// Ray's words for an actor whose constructor raised, before the constructor's traceback (which
+// starts "ray::A.__init__() (pid=...": worker_streams.remote_traceback).
+constexpr char kRayTaskTitle[] = "ray::";
+const std::string kCreationFailed = "The actor died because of an error raised in its creation task, ";
+bool IsCreationFailure(const std::string& cause) { return cause.rfind(kCreationFailed, 0) == 0; }
+}  // namespace
+
+namespace {
 
 // Ray's words first (Ray's tests match them), then phalanx's call.
 constexpr const char* kKilledCause = "The actor is dead because it was killed by `ray.kill` (phalanx.kill())";
@@ -184,7 +192,9 @@ bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
   Actor& a = it->second;
   if (a.state == rpc::ACTOR_DEAD) {
     tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
-                     Describe(a) + " is dead (" + a.death_cause + "); " + spec.method_name() + " was not run");
+                     IsCreationFailure(a.death_cause)
+                         ? a.death_cause
+                         : Describe(a) + " is dead (" + a.death_cause + "); " + spec.method_name() + " was not run");
     return false;
   }
   if (spec.interrupted() && !a.proxy && a.remote_node.empty()) {
@@ -431,7 +441,8 @@ void ActorManager::OnTaskDone(Worker* w, const rpc::TaskSpec& spec, const rpc::T
     return;
   }
   if (!error.empty()) {  // the constructor raised: the actor never lived
-    Die(a, "its constructor raised " + error);
+    // (a Python worker reports the constructor's traceback as Ray's RayTaskError text: Ray's words then)
+    Die(a, error.rfind(kRayTaskTitle, 0) == 0 ? kCreationFailed + error : "its constructor raised " + error);
     return;
   }
   a.worker_socket = done.direct_socket();
@@ -505,7 +516,7 @@ void ActorManager::OnWorkerDied(Worker* w, const std::deque<std::string>& lost, 
 void ActorManager::Die(Actor& a, const std::string& cause) {
   a.state = rpc::ACTOR_DEAD;
   a.death_cause = cause;
-  std::string msg = Describe(a) + " is dead: " + cause;
+  std::string msg = IsCreationFailure(cause) ? cause : Describe(a) + " is dead: " + cause;
   for (const auto& tid : a.calls.TakeAll()) tasks_->FailTask(tid, StatusCode::kActorDied, msg);
   if (a.has_resources) {
     ledger_->Release(a.need, a.gpu_ids);

@@ -9,6 +9,8 @@
 
 namespace phalanx::scheduler {
 
+constexpr int kResourceWatchMs = 100;  // (GcsSession::WatchResources)
+
 static int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -22,6 +24,7 @@ GcsSession::GcsSession(boost::asio::io_context& io, std::string node_id, const R
       parts_(parts),
       heartbeat_timer_(io),
       gcs_check_timer_(io),
+      resource_timer_(io),
       keeper_(options.gcs_restart_file, options.session_dir + "/redis.pid", options.gcs_restart_tied) {}
 
 Status GcsSession::Connect() {
@@ -45,13 +48,29 @@ void GcsSession::Start() {
   start_time_ms_ = NowMs();
   parts_.gcs->RegisterNode(NodeInfoNow());
   Heartbeat();
+  WatchResources();
   if (beat_) beat_->Start();
+}
+
+void GcsSession::WatchResources() {
+  if (stopped_) return;
+  if (parts_.tasks->available().amounts() != announced_available_) AnnounceSoon();
+  resource_timer_.expires_after(std::chrono::milliseconds(kResourceWatchMs));
+  resource_timer_.async_wait([this](auto ec) {
+    if (!ec) WatchResources();
+  });
+}
+
+void GcsSession::Announce() {
+  announced_available_ = parts_.tasks->available().amounts();
+  parts_.gcs->UpdateNode(NodeInfoNow());
 }
 
 void GcsSession::Stop() {
   stopped_ = true;
   heartbeat_timer_.cancel();
   gcs_check_timer_.cancel();
+  resource_timer_.cancel();
   if (beat_) beat_->Stop();
 }
 
@@ -95,7 +114,7 @@ void GcsSession::AnnounceSoon() {
   node_update_posted_ = true;
   boost::asio::post(io_, [this] {
     node_update_posted_ = false;
-    if (!stopped_) parts_.gcs->UpdateNode(NodeInfoNow());
+    if (!stopped_) Announce();
   });
 }
 
@@ -110,7 +129,7 @@ void GcsSession::Heartbeat() {
   if (stopped_) return;
   if (beat_) beat_->MainLoopAlive();
   if (!parts_.redis->reconnecting()) parts_.peers->Refresh();  // (while the GCS is away nobody can heartbeat: judge nobody)
-  parts_.gcs->UpdateNode(NodeInfoNow());  // (after the refresh: the record says how many nodes it sees now)
+  Announce();  // (after the refresh: the record says how many nodes it sees now)
   heartbeat_timer_.expires_after(std::chrono::milliseconds(options_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](auto ec) {
     if (!ec) Heartbeat();

@@ -72,6 +72,8 @@ class GcsSession final : public NodeAnnouncer, public TaskRecords {
 
  private:
   void Heartbeat();
+  void WatchResources();
+  void Announce();  // writes the node's record now
   void Flush();
   void OnGcsLost(const Status& why);
   void CheckGcs();  // every second while redis-server is away
@@ -83,6 +85,10 @@ class GcsSession final : public NodeAnnouncer, public TaskRecords {
   SessionParts parts_;
   boost::asio::steady_timer heartbeat_timer_;
   boost::asio::steady_timer gcs_check_timer_;
+  // Every kResourceWatchMs: the node's record is written again when its free resources changed since it was
+  // last written, so that available_resources() (and the state API) lag a tenth of a second, not a heartbeat.
+  boost::asio::steady_timer resource_timer_;
+  std::map<std::string, double> announced_available_;  // what the last record written said was free
   std::unique_ptr<HeartbeatThread> beat_;  // liveness, on its own thread (null when offline)
   GcsKeeper keeper_;                        // restarts the head's redis-server
   std::vector<rpc::TaskRecord> pending_records_;

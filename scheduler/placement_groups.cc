@@ -1,9 +1,19 @@
 #include "scheduler/placement_groups.h"
 
+#include <chrono>
+
 #include "core/ids.h"
 #include "core/logging.h"
 
 namespace phalanx::scheduler {
+
+namespace {
+uint64_t WallUs() {  // (the group's times, as the state API shows them)
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+}  // namespace
 
 namespace {
 ResourceSet BundleResources(const rpc::Bundle& b) {
@@ -68,6 +78,7 @@ Status PlacementGroups::Create(rpc::PlacementGroupInfo info) {
   }
   info.set_state(rpc::PG_PENDING);
   info.set_coordinator_node(self_);
+  info.set_requested_us(WallUs());
   std::string id = info.pg_id();
   groups_[id].info = std::move(info);
   Publish(groups_[id]);
@@ -217,6 +228,7 @@ void PlacementGroups::Schedule(const std::string& pg_id) {
   }
   g.in_flight = true;
   uint64_t attempt = ++g.attempt;
+  g.info.set_scheduling_attempts(g.info.scheduling_attempts() + 1);
   auto answers = std::make_shared<std::map<int, Status>>();
   size_t want = plan.size();
   for (const auto& [index, node] : plan) {
@@ -290,6 +302,7 @@ void PlacementGroups::Prepared(const std::string& pg_id, uint64_t attempt, std::
   }
   g.info.set_state(rpc::PG_CREATED);
   g.info.clear_why_pending();
+  g.info.set_created_us(WallUs());
   Publish(g);
   host_->Created(g.info);
   host_->Changed();

@@ -110,7 +110,8 @@ void BindCluster(pyb::module_& m) {
         bundles.append(pyb::make_tuple(res, pyb::bytes(b.node_id())));
       }
       return pyb::make_tuple(pyb::bytes(g.pg_id()), g.name(), static_cast<int>(g.strategy()),
-                             static_cast<int>(g.state()), bundles, g.why_pending());
+                             static_cast<int>(g.state()), bundles, g.why_pending(),
+                             pyb::make_tuple(g.requested_us(), g.created_us(), g.scheduling_attempts()));
     };
     if (type != 2) return row(r.value().info());
     pyb::list out;  // (type 2: every group)

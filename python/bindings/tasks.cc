@@ -24,6 +24,9 @@ namespace {
 // submit_task's strategy with this bit: PlacementGroupSchedulingStrategy(...,
 // placement_group_capture_child_tasks=True) (remote_function.strategy_args).
 constexpr int kCaptureFlag = 256;
+// ... and with this one: the default strategy, out of the placement group its submitter captures its children
+// in (placement_group=None given, as Ray's).
+constexpr int kNoCaptureFlag = 512;
 
 // The job and namespace that tasks submitted from here belong to: the
 // driver's for the process, or, in a worker, those of the task this thread
@@ -143,13 +146,15 @@ void BindTasks(pyb::module_& m) {
         req.calls_unordered = calls_unordered;
         // (strategy | kCaptureFlag: a placement group that captures its children)
         bool capture = (strategy & kCaptureFlag) != 0;
-        strategy &= ~kCaptureFlag;
+        bool no_capture = (strategy & kNoCaptureFlag) != 0;
+        strategy &= ~(kCaptureFlag | kNoCaptureFlag);
         std::string capture_pg = job.capture_pg;
         if (capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD && g_actor_captures.load(std::memory_order_acquire)) {
           std::lock_guard<std::mutex> l(g_job_mu);
           capture_pg = g_actor_capture_pg;
         }
-        if (strategy == rpc::STRATEGY_DEFAULT && !capture_pg.empty() && kind != rpc::TASK_ACTOR_METHOD) {
+        if (strategy == rpc::STRATEGY_DEFAULT && !no_capture && !capture_pg.empty() &&
+            kind != rpc::TASK_ACTOR_METHOD) {
           // Submitted from a task or actor that captures its children: into its group, any bundle.
           strategy = rpc::STRATEGY_PLACEMENT_GROUP;
           affinity_node = pyb::bytes(capture_pg);

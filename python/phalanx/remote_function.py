@@ -35,6 +35,10 @@ class NodeAffinitySchedulingStrategy:
         self.soft = bool(soft)
 
 
+# `placement_group=None` given: the default strategy, outside any group the submitter captures children in.
+NO_PLACEMENT_GROUP = PlacementGroupSchedulingStrategy(None)
+
+
 def scheduling_strategy_of(opts):
     """The scheduling strategy of a set of options, with Ray's older
     `placement_group=` / `placement_group_bundle_index=` /
@@ -43,6 +47,8 @@ def scheduling_strategy_of(opts):
     if pg is None or pg == "default":
         if opts.get("placement_group_bundle_index", -1) != -1:
             raise ValueError("If placement group is not set, the value of bundle index must be -1.")
+        if "placement_group" in opts and pg is None and opts.get("scheduling_strategy") in (None, "DEFAULT"):
+            return NO_PLACEMENT_GROUP  # (given as None: out of a group that captures its children, as Ray's)
         return opts.get("scheduling_strategy")
     if opts.get("scheduling_strategy") not in (None, "DEFAULT"):
         raise ValueError("give either scheduling_strategy or placement_group, not both")
@@ -61,8 +67,8 @@ def strategy_args(strategy):
     if isinstance(strategy, NodeLabelSchedulingStrategy):  # (its labels go in label_args)
         return 0, b"", False, -1
     if isinstance(strategy, PlacementGroupSchedulingStrategy):
-        if strategy.placement_group is None:
-            return 0, b"", False, -1
+        if strategy.placement_group is None:  # (no group: not one its submitter captures its children in either)
+            return 512, b"", False, -1  # (the binding's kNoCaptureFlag)
         capture = 256 if strategy.placement_group_capture_child_tasks else 0  # (the binding's kCaptureFlag)
         return 3 | capture, strategy.placement_group.id, False, strategy.placement_group_bundle_index
     raise ValueError(f"scheduling_strategy must be 'DEFAULT', 'SPREAD', a NodeAffinitySchedulingStrategy, a "
@@ -72,7 +78,7 @@ def _check_options(opts, where):
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)} for {where}; "
                          f"valid ones are {sorted(_OPTIONS)}")
-    check_resource_options(opts)
+    check_resource_options(opts, task=True)
     if opts.get("object_store_memory") is not None:
         raise ValueError("Setting 'object_store_memory' is not implemented for tasks")
     if opts.get("enable_task_events") is not None and not isinstance(opts["enable_task_events"], bool):
@@ -109,6 +115,8 @@ class RemoteFunction:
         self._pickled = None
         self._function_id = None
         self._checker = ArgumentChecker(fn, self._name)
+        # Ray's __ray_invocation_decorator__: wraps the submission, `decorator(invoke)(args, kwargs)`
+        self._decorator = getattr(fn, "__ray_invocation_decorator__", None)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", "remote_function")
 
@@ -180,6 +188,11 @@ class RemoteFunction:
         return FunctionNode(self, args, kwargs)
 
     def remote(self, *args, **kwargs):
+        if self._decorator is not None:
+            return self._decorator(self._invoke)(args, kwargs)
+        return self._invoke(args, kwargs)
+
+    def _invoke(self, args, kwargs):
         self._checker.check(args, kwargs)
         if self._bundle_misfit:
             raise ValueError(self._bundle_misfit)

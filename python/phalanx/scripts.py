@@ -283,8 +283,9 @@ def _workers_of(raylet_pid):
             if int(fields[1]) != raylet_pid or fields[0] in ("Z", "X"):
                 continue
             with open(f"/proc/{d}/cmdline", "rb") as f:
-                if b"phalanx._private.worker" in f.read():
-                    out.append(int(d))
+                cmdline = f.read()
+            if b"phalanx._private.worker" in cmdline or cmdline.startswith(b"ray::"):  # (its title once it ran)
+                out.append(int(d))
         except (OSError, ValueError, IndexError):
             continue
     return sorted(out)

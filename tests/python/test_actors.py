@@ -165,7 +165,15 @@ def test_constructor_failure_makes_calls_fail(cluster):
         def ping(self):
             return 1
     b = Broken.remote()
-    with pytest.raises(phalanx.ActorDiedError, match="constructor raised"):
+    with pytest.raises(phalanx.ActorDiedError) as ei:
+        phalanx.get(b.ping.remote(), timeout=30)
+    # Ray's words, then the constructor's own frames and its error
+    text = str(ei.value)
+    assert text.startswith("The actor died because of an error raised in its creation task, ray::Broken.__init__() "
+                           "(pid="), text
+    assert 'raise ValueError("bad config")' in text and text.endswith("ValueError: bad config"), text
+    assert "run_task" not in text
+    with pytest.raises(phalanx.ActorDiedError, match="error raised in its creation task"):  # a later call too
         phalanx.get(b.ping.remote(), timeout=30)
 
 

@@ -587,5 +587,14 @@ def cluster_resources():
 
 def available_resources():
     """What is free now across the live nodes, as of each node's last heartbeat (as Ray's, without the
-    resources of which nothing is free)."""
-    return {k: v for k, v in _resource_sums("resources_available").items() if v > 0}
+    resources of which nothing is free); object_store_memory is each store's capacity less what it holds."""
+    ensure_initialized()
+    out = {}
+    for n in gcs_nodes(alive_only=True):
+        free = dict(n["resources_available"])
+        capacity = n["resources_total"].get("object_store_memory")
+        if capacity is not None:
+            free["object_store_memory"] = max(0.0, capacity - n["store_used"])
+        for k, v in free.items():
+            out[k] = out.get(k, 0.0) + v
+    return {k: v for k, v in out.items() if v > 0}

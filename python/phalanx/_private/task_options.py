@@ -103,8 +103,14 @@ def generator_plan(fn, opts, where):
     return mode, count, max(bp or 0, 0)
 
 
-def check_resource_options(opts):
-    """Validates num_cpus, num_gpus, memory and resources; shared by tasks and actors."""
+def check_resource_options(opts, task=False):
+    """Validates num_cpus, num_gpus, memory and resources; shared by tasks and actors (`task`: a task's, whose
+    negative num_cpus, num_gpus and memory Ray's task options refuse in words of their own)."""
+    if task:
+        for key in ("num_cpus", "num_gpus", "memory"):
+            v = opts.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+                raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive number, got {v}.")
     if "num_cpus" in opts:
         check_amount("num_cpus", opts["num_cpus"])
     g = opts.get("num_gpus", 0)

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import types
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +34,8 @@ from phalanx.actor import CONCURRENCY_ARG  # (the constructor or method never se
 from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the function these)
 from phalanx import logging_config
 from phalanx._private import runtime_env, worker_output
-from phalanx._private.worker_streams import _run_async_generator, _run_generator, _Stream, error_value
+from phalanx._private.worker_streams import (_run_async_generator, _run_generator, _Stream, error_value,
+                                             remote_traceback)
 from phalanx.exceptions import (ActorDiedError, RuntimeEnvSetupError, SerializationError, TaskCancelledError,
                                 TaskError, UnavailableError, WorkerCrashedError)
 
@@ -45,8 +47,10 @@ _actors = {}  # actor id -> instance (a worker hosts at most one)
 _actor_creations = {}  # actor id -> its creation task's tuple less the arguments (its resources, name)
 _actor_class_names = {}  # actor id -> the class name its calls' handles show
 _actor_names = {}  # actor id -> the name it was made with ("" if none)
+_actor_reprs = {}  # actor id -> its repr() after its constructor, where its class defines __repr__
 _ORIGINAL_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES")
 DEFAULT_ASYNC_CONCURRENCY = 1000
+_MAX_CREATION_ERROR = 32 << 10  # characters of a constructor's traceback the actor's death cause keeps (its end)
 
 
 def _set_gpus(gpu_ids):
@@ -292,12 +296,43 @@ def _count_call(function_id, max_calls):
         _exit_after_task = True
 
 
+# The process title (`ps`, /proc/PID/cmdline) of a worker is Ray's: `ray::f` for a task, `ray::A.__init__` for an
+# actor's constructor, `ray::A.m` for its calls (or the name given in .options(name=)), set when a task of another
+# name starts (the title stays between tasks). setproctitle (the package Ray uses) writes it; SPT_NOENV keeps it
+# inside the original command line's bytes, so /proc/PID/environ stays readable (phalanx stack, the tests).
+try:
+    os.environ.setdefault("SPT_NOENV", "1")
+    from setproctitle import setproctitle as _setproctitle
+except ImportError:  # (a build without it: the title stays the command line)
+    _setproctitle = None
+_title_of = (None, None)  # (kind, name) of the task the title names
+
+
+def _set_title(kind, name):
+    global _title_of
+    _title_of = (kind, name)
+    if _setproctitle is None:
+        return
+    if kind == 1:
+        title = f"ray::{name.rpartition('.')[2]}.__init__"
+    elif kind == 2:
+        title = "ray::" + ".".join(name.split(".")[-2:])
+    else:
+        title = "ray::" + name.rpartition(".")[2]
+    try:
+        _setproctitle(title)
+    except Exception:  # noqa: BLE001 - a title is not worth a task
+        pass
+
+
 def run_task(task):
     """Runs one task on this thread; True when it did not raise. (The hot
     path of every task: keep it free of needless calls.)"""
     (task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids, _, _, num_cpus, _,
      generator, backpressure) = task
     start = time.perf_counter()
+    if _title_of[1] != name or _title_of[0] != kind:
+        _set_title(kind, name)
     if kind != 2 and (gpu_ids or state.gpu_ids):  # (an actor's methods keep its GPUs: a direct call names none)
         _set_gpus(gpu_ids)
     if _threads_managed and kind != 2:  # a task or an actor's creation (its methods keep the actor's)
@@ -340,6 +375,11 @@ def run_task(task):
             _actor_creations[actor_id] = creation
             _actor_class_names[actor_id] = name
             _actor_names[actor_id] = (concurrency or {}).get("name") or ""
+            if type(result).__repr__ is not object.__repr__:  # (Ray's: its lines are tagged with its repr now)
+                try:
+                    _actor_reprs[actor_id] = repr(result)[:200]
+                except Exception:  # noqa: BLE001 - a broken __repr__ leaves the class name
+                    pass
             _restore_checkpoint(actor_id, result, concurrency)  # (after a restart: before any call runs)
             _start_actor_executor(result, concurrency)
             result = None
@@ -367,6 +407,8 @@ def run_task(task):
         exits = isinstance(e, SystemExit) and kind != _core.TaskCall.TASK  # an actor ends itself: for good
         reported = _exit_error(e, kind, name, actor_id) if isinstance(e, SystemExit) else e
         error = f"{type(reported).__name__}: {reported}"
+        if kind == 1 and reported is e and not isinstance(e, TaskError):  # a constructor raised: Ray's text
+            error = remote_traceback(traceback.format_exc(), name).rstrip("\n")[-_MAX_CREATION_ERROR:]
         returns = _error_returns(task_id, num_returns, name, reported, reported is not e)
         if stream:
             stream.end()
@@ -559,6 +601,8 @@ class _AsyncExecutor:
 
 async def _run_task_async(task):
     task_id, function_id, name, args, num_returns, attempt, kind, actor_id, method_name, gpu_ids = task[:10]
+    if _title_of[1] != name or _title_of[0] != kind:
+        _set_title(kind, name)
     stream = _Stream(task_id, name, task.generator, task.backpressure) if task.generator else None
     start = time.perf_counter()
     # (the loop's calls interleave on one thread: no parent for the thread; what
@@ -675,7 +719,8 @@ def _printing_for():
     if task is not None and task.kind == 0:
         return task.job_id, task.name.rpartition(".")[2]
     for actor_id, creation in _actor_creations.items():  # (a worker hosts at most one actor)
-        return creation.job_id, _actor_class_names.get(actor_id, creation.name).rpartition(".")[2]
+        shown = _actor_reprs.get(actor_id)
+        return creation.job_id, shown or _actor_class_names.get(actor_id, creation.name).rpartition(".")[2]
     if task is not None:  # an actor's constructor
         return task.job_id, task.name.rpartition(".")[2]
     return None

@@ -48,7 +48,10 @@ def remote_traceback(text, name):
     recent call last):`, and without phalanx's own frames (the worker's run_task and the like)."""
     task = state.current_task.get()
     header = f"ray::{name.rpartition('.')[2]}() (pid={os.getpid()}, ip={_node_ip()}"
-    if task is not None and task.kind == 2:  # an actor's call
+    if task is not None and task.kind == 1:  # an actor's constructor (the actor is not there to show)
+        header = f"ray::{name.rpartition('.')[2]}.__init__() (pid={os.getpid()}, ip={_node_ip()}, " \
+                 f"repr={name.rpartition('.')[2]}"
+    elif task is not None and task.kind == 2:  # an actor's call
         header = f"ray::{'.'.join(name.split('.')[-2:])}() (pid={os.getpid()}, ip={_node_ip()}"
         instance = worker_state_actor(task.actor_id)
         try:

@@ -181,11 +181,27 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _max_cpu_f
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     clean = _check_bundles(bundles)
+    if name:
+        _refuse_taken_name(name)
+
     def ready_value(pg_id):  # what get(pg.ready()) returns, as Ray: the group (a plain pickle)
         return _core.pack(0, pickle.dumps(PlacementGroup(pg_id, clean, None, name), protocol=5), [])
     pg_id, ready = _core.create_placement_group(clean, STRATEGIES.index(strategy), name, _namespace(),
                                                 lifetime == "detached", ready_value)
     return PlacementGroup(pg_id, clean, ready, name)
+
+
+def _refuse_taken_name(name):
+    """Ray's rule: a group's name is its namespace's own while the group lives (RaySystemError if taken). (Looked
+    up before the group is made: two drivers making one name at the same moment may both get it.)"""
+    try:
+        info = _lookup(b"", name)
+    except NotFoundError:
+        return
+    if info["state"] != "REMOVED":
+        from phalanx.exceptions import RaySystemError
+        raise RaySystemError(f"Failed to create placement group '{name}': the name is already taken in namespace "
+                             f"{_namespace()!r} by placement group {info['placement_group_id']}")
 
 
 def remove_placement_group(placement_group):
@@ -200,11 +216,42 @@ def _lookup(pg_id, name):
 
 
 def _row(fields):
-    pid, pname, strategy, state, bundles, why = fields
+    pid, pname, strategy, state, bundles, why, (requested_us, created_us, attempts) = fields
+    state = _STATES.get(state, "?")
+    latency_ms = (created_us - requested_us) / 1000 if created_us and requested_us else 0
+    stats = {"scheduling_attempt": max(1, attempts), "end_to_end_creation_latency_ms": latency_ms,
+             "scheduling_latency_ms": latency_ms, "highest_retry_delay_ms": 0,
+             "scheduling_state": {"CREATED": "FINISHED", "REMOVED": "REMOVED"}.get(
+                 state, "NO_RESOURCES" if why else "QUEUED")}
     return {"placement_group_id": pid.hex(), "id": pid, "name": pname, "strategy": STRATEGIES[strategy],
-            "state": _STATES.get(state, "?"), "bundles": {i: b for i, (b, _) in enumerate(bundles)},
+            "state": state, "bundles": {i: b for i, (b, _) in enumerate(bundles)},
             "bundles_to_node_id": {i: n.hex() for i, (_, n) in enumerate(bundles) if n},
-            "why_pending": why}
+            "why_pending": why, "stats": stats}
+
+
+def _mark_infeasible(rows):
+    """Ray's INFEASIBLE scheduling state: a waiting group no live node could hold even empty (STRICT_PACK: all
+    its bundles on one; else each bundle on some node); NO_RESOURCES only waits for room."""
+    waiting = [r for r in rows if r["stats"]["scheduling_state"] == "NO_RESOURCES"]
+    if not waiting:
+        return
+    totals = [n["resources_total"] for n in api.gcs_nodes(alive_only=True)]
+
+    def fits(need):
+        return any(all(t.get(k, 0) >= v for k, v in need.items() if v > 0) for t in totals)
+
+    for r in waiting:
+        bundles = list(r["bundles"].values())
+        if r["strategy"] == "STRICT_PACK":
+            together = {}
+            for b in bundles:
+                for k, v in b.items():
+                    together[k] = together.get(k, 0) + v
+            feasible = fits(together)
+        else:
+            feasible = all(fits(b) for b in bundles)
+        if not feasible:
+            r["stats"]["scheduling_state"] = "INFEASIBLE"
 
 
 def get_current_placement_group():
@@ -231,7 +278,8 @@ def get_placement_group(placement_group_name):
 
 def placement_group_table(placement_group=None):
     """Ray's table: {"placement_group_id", "name", "strategy", "state",
-    "bundles", "bundles_to_node_id", "why_pending"} for a group; without
+    "bundles", "bundles_to_node_id", "why_pending", "stats"} for a group (stats: Ray's scheduling_attempt,
+    scheduling_state, end_to_end_creation_latency_ms, ...); without
     one, {hex id: that} for every group the cluster knows (removed ones too)."""
     api.ensure_initialized()
     if placement_group is None:
@@ -240,9 +288,11 @@ def placement_group_table(placement_group=None):
             row = _row(fields)
             row.pop("id")
             out[row["placement_group_id"]] = row
+        _mark_infeasible(out.values())
         return out
     info = _lookup(placement_group.id, "")
     info.pop("id")
+    _mark_infeasible([info])
     return info
 
 

@@ -494,7 +494,6 @@ def test_gpu_and_neuron_cores(shutdown_only, init_kwargs):
     assert ray.get(nc_f.remote()) == 2
 
 
-@phalanx_differs("ray.available_resources() has no object_store_memory (cluster_resources() has it; Ray gives both)")
 def test_zero_capacity_deletion_semantics(shutdown_only, init_kwargs):
     ray.init(num_cpus=2, num_gpus=1, resources={"test_resource": 1}, **init_kwargs)
 

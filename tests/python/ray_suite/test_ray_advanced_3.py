@@ -7,7 +7,7 @@ driver, ObjectRef's properties, the worker's process title, a raylet fed junk, p
 Changed, for public API only:
 - test_workers: a worker is told by `get_worker_id()` and its pid (Ray's: `id(global_worker)` and the pid).
 - The setproctitle tests read the process title as `ps` shows it, from /proc/self/cmdline (Ray's use the
-  setproctitle package, not installed here; Ray sets the title through its own copy of it).
+  setproctitle package's getproctitle(), which reads what its setproctitle() wrote).
 - test_put_pins_object: `ray_start_object_store_memory` (Ray's fixture) is written here. Its last check, that
   the object is evicted once only its binary id is left (`global_worker.core_worker.object_exists`, the core
   worker's private view), is left out; the pinning checks are Ray's.
@@ -158,8 +158,6 @@ def test_object_ref_properties():
     assert id_from_dumps == object_ref
 
 
-@phalanx_differs("a worker's process title is not set (it stays the python command line); Ray sets "
-                 "ray::Class.method / ray::task name while each runs")
 def test_ray_setproctitle(ray_start_2_cpus):
     @ray.remote
     class UniqueName:
@@ -178,8 +176,6 @@ def test_ray_setproctitle(ray_start_2_cpus):
     ray.get(unique_1.remote())
 
 
-@phalanx_differs("a worker's process title is not set (it stays the python command line); Ray sets "
-                 "ray::Class.method / ray::task name while each runs")
 def test_ray_task_name_setproctitle(ray_start_2_cpus):
     method_task_name = "foo"
 
@@ -202,8 +198,6 @@ def test_ray_task_name_setproctitle(ray_start_2_cpus):
     ray.get(unique_1.options(name=task_name).remote())
 
 
-@phalanx_differs("a worker's process title is not set (it stays the python command line); Ray sets "
-                 "ray::Class.method / ray::task name while each runs")
 def test_ray_task_generator_setproctitle(ray_start_2_cpus):
     @ray.remote
     def generator_task():
@@ -285,8 +279,6 @@ def test_put_pins_object(ray_start_object_store_memory):
     assert (ray.get(ray.ObjectRef(x_binary)) == obj).all()
 
 
-@phalanx_differs("a function's __ray_invocation_decorator__ is not applied: .remote() returns the "
-                 "ObjectRef itself")
 def test_decorated_function(ray_start_regular):
     def function_invocation_decorator(f):
         def new_f(args, kwargs):

@@ -398,8 +398,6 @@ ray.get(baz.remote())
     assert "(baz pid=" in out_str, out_str
 
 
-@phalanx_differs("an actor's lines are tagged with its class name even when the class defines __repr__ (Ray "
-                 "tags them with the repr once __init__ has run: '(ActorX pid=...) bye')")
 @pytest.mark.parametrize("file", ["stdout", "stderr"])
 def test_actor_stdout(file):
     if file == "stdout":

@@ -454,8 +454,6 @@ def test_capture_child_actors(ray_start_cluster):
     assert len(node_id_set) == 2
 
 
-@phalanx_differs("an explicit placement_group=None in .options() is read as no option at all, so a child of a task "
-                 "that captures its children is still placed in the parent's group (Ray: None opts out)")
 def test_capture_child_tasks(ray_start_cluster):
     cluster = ray_start_cluster
     total_num_tasks = 4

@@ -173,8 +173,6 @@ ray.shutdown()
     assert assert_alive_actors(["driver_actor_0", "driver_actor_1", "nested_actor_0", "nested_actor_1"])
 
 
-@phalanx_differs("a second placement group with the name of a live one in the same namespace is made, not refused "
-                 "(Ray raises RaySystemError)")
 def test_named_placement_group(ray_start_cluster):
     cluster = ray_start_cluster
     for _ in range(2):

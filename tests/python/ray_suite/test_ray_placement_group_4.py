@@ -188,8 +188,6 @@ def test_placement_group_table(ray_start_cluster):
     placement_group_assert_no_leak(pgs_created)
 
 
-@phalanx_differs("placement_group_table(pg) has no 'stats' (scheduling_attempt, scheduling_state, "
-                 "end_to_end_creation_latency_ms)")
 def test_placement_group_stats(ray_start_cluster):
     cluster = ray_start_cluster
     num_nodes = 1
@@ -338,7 +336,6 @@ def test_placement_group_reschedule_when_node_dead(ray_start_cluster):
     ray.shutdown()
 
 
-@phalanx_differs("placement_group_table() rows have no 'stats' (its scheduling_state INFEASIBLE)")
 def test_infeasible_pg(ray_start_cluster):
     """Test infeasible pgs are scheduled after new nodes are added."""
     cluster = ray_start_cluster

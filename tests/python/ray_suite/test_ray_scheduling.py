@@ -473,8 +473,6 @@ def test_locality_aware_leasing_borrowed_objects(ray_start_cluster):
     )
 
 
-@phalanx_differs("ray.available_resources() has no object_store_memory, so the store's usage "
-                 "(cluster_resources() minus it) never reads 0")
 def test_lease_request_leak(shutdown_only, init_kwargs):
     ray.init(num_cpus=1, **ray_only_system_config({"object_timeout_milliseconds": 200}), **init_kwargs)
 

@@ -66,10 +66,6 @@ def clean_noqa(ex):
     return ex
 
 
-@phalanx_differs("the error of an actor whose constructor raised reads `actor <qualname> (<id>) is dead: its "
-                 "constructor raised ValueError: 3` on phalanx, without the constructor's traceback; Ray's reads `The "
-                 "actor died because of an error raised in its creation task, ray::A.__init__() (pid=..., ip=..., "
-                 "repr=...)` then the constructor's frames")
 def test_actor_creation_stacktrace(ray_start_regular):
     """Test the actor creation task stacktrace."""
     expected_output = """The actor died because of an error raised in its creation task, ray::A.__init__() (pid=XXX, ip=YYY, repr=ZZZ) # noqa
