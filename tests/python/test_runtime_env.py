@@ -304,3 +304,39 @@ def test_a_remote_working_dir_is_fetched_or_refused_with_rays_value_error(fresh_
         closed = s.getsockname()[1]
     with pytest.raises(ValueError, match=f"'http://127.0.0.1:{closed}/x.zip' cannot be fetched"):
         read.options(runtime_env={"working_dir": f"http://127.0.0.1:{closed}/x.zip"}).remote()
+
+
+def test_a_setup_hook_runs_once_per_worker_before_its_tasks_and_children_inherit_it(fresh_cluster):
+    def hook():
+        os.environ["HOOKED"] = str(os.getpid())
+        os.environ["HOOK_CALLS"] = str(int(os.environ.get("HOOK_CALLS", "0")) + 1)
+
+    fresh_cluster(num_cpus=1, runtime_env={"worker_process_setup_hook": hook})
+
+    @phalanx.remote
+    def seen():
+        return os.environ.get("HOOKED"), int(os.environ.get("HOOK_CALLS", "0")), \
+            phalanx.get_runtime_context().runtime_env
+
+    @phalanx.remote
+    def parent():
+        return phalanx.get(seen.remote())
+
+    pid, calls, env = phalanx.get(seen.remote())
+    assert pid is not None and calls == 1
+    assert phalanx.get(seen.remote())[:2] == (pid, 1)  # the same worker: the hook ran once there
+    # The environment names the hook (not as one of its variables) and a child's worker runs it too.
+    assert env["worker_process_setup_hook"].startswith("pickled:") and "env_vars" not in env
+    assert phalanx.get(parent.remote())[1] == 1
+    assert phalanx.get_runtime_context().runtime_env == env
+
+
+def test_a_setup_hook_that_fails_fails_the_tasks_of_its_worker_naming_the_error(fresh_cluster):
+    def hook():
+        raise ValueError("no GPU driver here")
+
+    fresh_cluster(num_cpus=1, runtime_env={"worker_process_setup_hook": hook})
+    with pytest.raises(RuntimeEnvSetupError, match="Failed to execute the setup hook method.*no GPU driver here"):
+        phalanx.get(phalanx.remote(lambda: 1).remote(), timeout=60)
+    with pytest.raises(TypeError, match="worker_process_setup_hook"):
+        phalanx.remote(lambda: 1).options(runtime_env={"worker_process_setup_hook": 3})

@@ -153,7 +153,7 @@ def _export_setup_hook(hook):
     """The PHALANX_WORKER_SETUP_HOOK value of a worker_process_setup_hook (a function registered in the
     function table, pickled; a string as it is)."""
     if isinstance(hook, str):
-        return "module:" + hook
+        return hook if hook.startswith("pickled:") else "module:" + hook  # (pickled: as describe() shows it)
     import cloudpickle
     try:
         data = cloudpickle.dumps(hook)
@@ -216,8 +216,12 @@ def describe(packed):
         return {}
     env_vars, working_dir, py_modules = _core.runtime_env_unpack(packed)
     out = {}
+    env_vars = dict(env_vars)
+    hook = env_vars.pop(SETUP_HOOK_ENV, None)
+    if hook:  # (the module's name, or "pickled:<id>" for a function: either given again works)
+        out["worker_process_setup_hook"] = hook[len("module:"):] if hook.startswith("module:") else hook
     if env_vars:
-        out["env_vars"] = dict(env_vars)
+        out["env_vars"] = env_vars
     if working_dir:
         out["working_dir"] = "pkg:" + working_dir.hex()
     if py_modules:
