@@ -54,8 +54,10 @@ def test_the_timeline_shows_tasks_copies_and_reduce_steps_of_every_node(tmp_path
         assert phalanx.get(_here.remote(_here.remote(1)), timeout=60) == 3  # a result as an argument
         big = _there.remote(4 * MIB)  # 16 MiB made on "b", copied here by the get
         assert phalanx.get(big, timeout=60).shape == (4 * MIB,)
-        inputs = [_there.remote(MIB), _here.remote(np.ones(MIB, np.float32)), _there.remote(MIB),
-                  _here.remote(np.ones(MIB, np.float32))]
+        # (16 MiB inputs: a chain pays for itself on loopback even when a loaded machine's round trips are
+        # slow; with 4 MiB ones the reduce measured its link under a parallel test run and fetched instead)
+        inputs = [_there.remote(4 * MIB), _here.remote(np.ones(4 * MIB, np.float32)), _there.remote(4 * MIB),
+                  _here.remote(np.ones(4 * MIB, np.float32))]
         phalanx.wait(inputs, num_returns=4, timeout=60, fetch_local=False)
         total = phalanx.collective.reduce(inputs, op="sum", timeout=60)
         assert float(phalanx.get(total, timeout=60)[0]) == 6.0
