@@ -663,7 +663,7 @@ def test_gpu_scheduling_liveness(ray_start_cluster):
 @phalanx_differs("both systems lend a task's CPU while it is blocked in ray.get (Ray's documented 'yielding "
                  "resources while blocked', for results of actor calls too: NotifyDirectCallTaskBlocked), so "
                  "task2 may start; it passes on Ray because Ray's new worker for task2 takes longer than the "
-                 "test's 0.5 s to start, where phalanx's starts within it")
+                 "test's 0.5 s to start, where phalanx's starts within it (not on a loaded machine)", strict=False)
 def test_no_resource_oversubscription_during_shutdown(shutdown_only, init_kwargs):
     """
     Ensures that workers don't release their acquired resources
