@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <boost/asio/post.hpp>
+
 #include "collectives/reduce_manager.h"
 #include "core/ids.h"
 #include "core/logging.h"
@@ -10,6 +12,8 @@
 #include "core/value_format.h"
 
 namespace phalanx::collectives {
+
+namespace asio = boost::asio;
 
 struct ReduceSteps::Step {
   rpc::ReduceStep m;
@@ -57,14 +61,28 @@ std::string SizeMismatch(const rpc::ReduceStep& m, uint64_t prev_size, uint64_t 
 }
 }  // namespace
 
-ReduceSteps::ReduceSteps(objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
-                         objectstore::ObjectTransfer* transfer, std::string self_node)
-    : objects_(objects), store_(store), transfer_(transfer), self_(std::move(self_node)) {}
+ReduceSteps::ReduceSteps(boost::asio::io_context& io, objectstore::ObjectTable* objects,
+                         objectstore::ObjectStore* store, objectstore::ObjectTransfer* transfer, std::string self_node)
+    : io_(io), objects_(objects), store_(store), transfer_(transfer), self_(std::move(self_node)) {}
 
 void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
   auto op = ParseReduceOp(m.op());
   if (!op.ok()) return started(op.status());
-  if (steps_.count(m.out_id())) return started(Status::AlreadyExists("reduce step " + ToHex(m.out_id()) + " exists"));
+  if (steps_.count(m.out_id()) || waiting_.count(m.out_id())) {
+    return started(Status::AlreadyExists("reduce step " + ToHex(m.out_id()) + " exists"));
+  }
+  if (!m.input_id().empty() && m.wait_ms() > 0 && BeingMadeHere(m.input_id())) {
+    // A direct actor call's result reaches its caller (who places this step)
+    // on one connection while its worker's seal reaches this node on another.
+    waiting_[m.out_id()] = m.reduce_node();
+    objects_->OnLocated(m.input_id(), [this, m, started = std::move(started), done = std::move(done)]() mutable {
+      asio::post(io_, [this, m, started = std::move(started), done = std::move(done)]() mutable {
+        if (waiting_.erase(m.out_id()) == 0) return started(Status(StatusCode::kCollectiveFailed, "the reduce is over"));
+        Run(m, std::move(started), std::move(done));
+      });
+    });
+    return;
+  }
   if (!m.prev_id().empty() && m.prev_node() == self_ && m.wait_ms() == 0 && !HasHere(m.prev_id())) {
     // Nothing will make prev here: this node let go of its copy after the
     // caller located it (it was copied to the caller's node meanwhile).
@@ -135,6 +153,13 @@ void ReduceSteps::Run(const rpc::ReduceStep& m, Done started, Done done) {
                         return s->out;
                       },
                       progress, m.wait_ms());
+}
+
+bool ReduceSteps::BeingMadeHere(const std::string& id) {
+  if (!objects_->Contains(id) || !objects_->RemoteNode(id).empty()) return false;
+  rpc::ObjectValue v;
+  objects_->Describe(id, &v, /*pin=*/false);
+  return v.state() == rpc::OBJ_PENDING;
 }
 
 bool ReduceSteps::HasHere(const std::string& id) {
@@ -279,6 +304,7 @@ void ReduceSteps::HoldCopy(const std::string& id, const std::string& from, const
 
 void ReduceSteps::Drop(const std::vector<std::string>& outs, const std::string& why) {
   for (const auto& id : outs) {
+    if (waiting_.erase(id)) continue;  // (its input's callback finds it gone)
     auto c = copies_.find(id);
     if (c != copies_.end()) {
       copies_.erase(c);
@@ -314,6 +340,9 @@ void ReduceSteps::DropFrom(const std::string& node) {
     if (a->m.reduce_node() == node) orphans.push_back(id);
   }
   for (const auto& [id, from] : copies_) {
+    if (from == node) orphans.push_back(id);
+  }
+  for (const auto& [id, from] : waiting_) {
     if (from == node) orphans.push_back(id);
   }
   Drop(orphans, "node " + ToHex(node).substr(0, 12) + ", which led this collective, died");

@@ -30,6 +30,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+
 #include "collectives/reduce_ops.h"
 #include "core/proto/phalanx.pb.h"
 #include "core/status.h"
@@ -43,7 +45,7 @@ class ReduceSteps {
  public:
   using Done = std::function<void(const Status&)>;
 
-  ReduceSteps(objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
+  ReduceSteps(boost::asio::io_context& io, objectstore::ObjectTable* objects, objectstore::ObjectStore* store,
               objectstore::ObjectTransfer* transfer, std::string self_node);
 
   // Starts a step. `started` runs once out exists here and can be read (or
@@ -87,14 +89,20 @@ class ReduceSteps {
   void End(const std::shared_ptr<Step>& s, const Status& outcome);
   // Whether `id` is in this node's store, on its disk, or being made or copied here.
   bool HasHere(const std::string& id);
+  // Whether `id` is known here and pending, not at another node: a worker of
+  // this node is making it (its seal may come after the caller heard of it).
+  bool BeingMadeHere(const std::string& id);
   // The transfer key of the copy of prev into `out`.
   static std::string CopyKey(const std::string& out);
 
+  boost::asio::io_context& io_;
   objectstore::ObjectTable* objects_;
   objectstore::ObjectStore* store_;
   objectstore::ObjectTransfer* transfer_;
   std::string self_;
-  std::unordered_map<std::string, std::shared_ptr<Step>> steps_;  // by out id, until dropped (or done, without input)
+  std::unordered_map<std::string, std::shared_ptr<Step>> steps_;
+  // Steps waiting for their input to be sealed here: out id -> the node that placed it (until they start or are dropped).
+  std::unordered_map<std::string, std::string> waiting_;  // by out id, until dropped (or done, without input)
   std::unordered_map<std::string, std::shared_ptr<Assembly>> assemblies_;  // by out id, until done
   // Slices copied here for a ring, until dropped: id -> the node whose allreduce it is.
   std::unordered_map<std::string, std::string> copies_;

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "core/ids.h"
@@ -357,13 +358,7 @@ bool ActorManager::PlaceByStrategy(Actor& a, std::string* why, bool* wait) {
     if (p.kind == LabelPlacement::kWait) {  // looked at again while a node with the labels may join
       a.strategy_tried = false;
       *wait = true;
-      if (!label_retry_armed_) {  // (one timer for every actor that waits: each PlacePending looks at all)
-        label_retry_armed_ = true;
-        tasks_->After(LabelPlacement::kRetryMs, [this] {
-          label_retry_armed_ = false;
-          PlacePending();
-        });
-      }
+      RetrySoon(LabelPlacement::kRetryMs);
       return false;
     }
     node = p.node;
@@ -382,9 +377,29 @@ bool ActorManager::PlaceByStrategy(Actor& a, std::string* why, bool* wait) {
     return true;
   }
   if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY && !c.affinity_soft()) {
+    // A node that has just joined reaches this node's view at its first
+    // heartbeat here: look again for a while before failing.
+    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (a.affinity_missed_since == 0) a.affinity_missed_since = now;
+    if (now - a.affinity_missed_since < kAffinityLookMs) {
+      a.strategy_tried = false;
+      *wait = true;
+      RetrySoon(kAffinityRetryMs);
+      return false;
+    }
     *why = "it must run on node " + ToHex(node).substr(0, 12) + " (hard node affinity), which is not alive";
   }
   return false;
+}
+
+void ActorManager::RetrySoon(int64_t ms) {
+  if (retry_armed_) return;  // (one timer for every actor that waits: each PlacePending looks at all)
+  retry_armed_ = true;
+  tasks_->After(ms, [this] {
+    retry_armed_ = false;
+    PlacePending();
+  });
 }
 
 std::string ActorManager::SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need,

@@ -132,6 +132,7 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
     bool claiming = false;              // its name is being claimed in the GCS: not placed yet
     bool name_held = false;             // it has its name cluster-wide (freed when it dies)
     int64_t labels_unmet_since = 0;  // (steady ms) no live node had the labels it asks for, since
+    int64_t affinity_missed_since = 0;  // (steady ms) its hard affinity's node was not in the view, since
     bool strategy_tried = false;        // SPREAD or node affinity was applied (once: restarts stay here)
     std::vector<std::function<void()>> claim_waiters;  // WhenNamed
     // Where the live worker takes direct calls (set when its constructor returns).
@@ -154,8 +155,12 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
   // SPREAD and node affinity: sends the creation to its node (true), or
   // leaves it here (false; *why says why it cannot be placed at all: a hard
   // affinity to a node that is not alive).
-  // `wait`: no live node has the labels it asks for yet; it is looked at again in LabelPlacement::kRetryMs.
+  // `wait`: no live node has the labels it asks for yet, or its hard
+  // affinity's node is not in the view yet (remote_nodes.h kAffinityLookMs):
+  // it is looked at again soon (RetrySoon).
   bool PlaceByStrategy(Actor& a, std::string* why, bool* wait);
+  // PlacePending runs again in `ms` (one timer for every actor that waits).
+  void RetrySoon(int64_t ms);
   std::string Describe(const Actor& a) const;
 
   TaskTable* tasks_;
@@ -165,7 +170,7 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
   std::unordered_map<std::string, Actor> actors_;
   std::unordered_map<std::string, std::string> names_;  // live named actors -> id
   std::deque<std::string> pending_;                     // actors waiting for placement
-  bool label_retry_armed_ = false;  // PlacePending runs again in LabelPlacement::kRetryMs (one timer for all)
+  bool retry_armed_ = false;  // PlacePending runs again soon (RetrySoon: one timer for all waiting actors)
   ActorDirectory* directory_;
   RemoteNodes* remote_;
   GroupPlacement* groups_;

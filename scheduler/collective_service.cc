@@ -12,7 +12,7 @@ CollectiveService::CollectiveService(boost::asio::io_context& io, std::string no
     : node_id_(std::move(node_id)),
       om_(objects),
       objects_(objects->table()),
-      steps_(&objects_, &objects->store(), &objects->transfer(), node_id_),
+      steps_(io, &objects_, &objects->store(), &objects->transfer(), node_id_),
       wire_(std::make_unique<collectives::CollectiveWire>(node_id_, &steps_, &objects_, peers, objects->lender(),
                                                           &objects->transfer(),
                                                           objects->transfer().options().chunk_bytes)),

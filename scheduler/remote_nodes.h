@@ -10,6 +10,7 @@
 // thread-safe; the raylet's loop.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -20,6 +21,12 @@
 #include "scheduler/resources.h"
 
 namespace phalanx::scheduler {
+
+// A task or actor with hard node affinity to a node not (yet) in this node's
+// view (one that has just joined is seen at its first heartbeat here) looks
+// again every kAffinityRetryMs for kAffinityLookMs, then fails.
+inline constexpr int64_t kAffinityLookMs = 5000;
+inline constexpr int64_t kAffinityRetryMs = 100;
 
 class RemoteNodes {
  public:

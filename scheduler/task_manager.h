@@ -131,6 +131,7 @@ class TaskManager final : public TaskTable,
     bool pushed = false;                   // handed to a worker (running, or queued in it)
     bool placed = false;                   // its scheduling strategy was applied
     int64_t labels_unmet_since = 0;        // (steady ms) no live node had the labels it asks for, since
+    int64_t affinity_missed_since = 0;     // (steady ms) its hard affinity's node was not in the view, since
     std::string spilled_to;                // the node it was sent to
     bool cancelled = false;                // phalanx.cancel reached it while it ran
     int unreached = 0;                     // sent to nodes that could not be connected to

@@ -39,7 +39,7 @@ from phalanx.exceptions import (ActorDiedError, InvalidArgumentError, NotFoundEr
                                 PendingCallsLimitExceededError, PhalanxError, SerializationError)
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
-                                           retry_arg)
+                                           retry_arg, unit_instance_misfit)
 from phalanx._private.label_strategy import label_args
 from phalanx.remote_function import scheduling_strategy_of, strategy_args
 from phalanx.util.placement_group import bundle_misfit, ray_resources
@@ -347,6 +347,9 @@ class ActorClass:
     def _bundle_misfit(self, opts):
         """Ray's check of an actor for its placement group (util/placement_group.bundle_misfit): an actor that
         asks for no resources (memory aside) is created with 1 CPU in Ray, and must fit that too."""
+        unit = unit_instance_misfit(opts)
+        if unit:
+            return unit
         strategy = scheduling_strategy_of(opts)
         if getattr(strategy, "placement_group", None) is None:
             return None

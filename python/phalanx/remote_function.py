@@ -9,7 +9,7 @@ from phalanx._private import serialization as ser
 from phalanx._private.label_strategy import NodeLabelSchedulingStrategy, label_args
 from phalanx._private.task_options import (ArgumentChecker, check_num_returns, check_resource_options,
                                            check_retry_exceptions, encode_args, generator_plan, resource_map,
-                                           retry_arg, MAX_CALLS_ARG)
+                                           retry_arg, unit_instance_misfit, MAX_CALLS_ARG)
 from phalanx.exceptions import OufOfBandObjectRefSerializationException, SerializationError
 from phalanx.util.placement_group import PlacementGroupSchedulingStrategy, bundle_misfit, ray_resources
 
@@ -141,9 +141,9 @@ class RemoteFunction:
         """What every .remote() passes on, worked out once per set of options:
         (generator mode, number of returns, backpressure) and submit_task's keywords."""
         self._generator = generator_plan(self._fn, self._given, where)
-        self._bundle_misfit = bundle_misfit(scheduling_strategy_of(self._options),
-                                            ray_resources(self._options, self._options["num_cpus"]), {},
-                                            self._fn.__qualname__)  # (raised at .remote(), as Ray's)
+        self._bundle_misfit = unit_instance_misfit(self._options) or bundle_misfit(  # (raised at .remote(), as Ray's)
+            scheduling_strategy_of(self._options), ray_resources(self._options, self._options["num_cpus"]), {},
+            self._fn.__qualname__)
         strategy, node, soft, bundle = strategy_args(scheduling_strategy_of(self._options))
         self._submit_kw = {"resources": resource_map(self._options), "strategy": strategy, "affinity_node": node,
                            "affinity_soft": soft}

@@ -20,7 +20,7 @@ namespace phalanx::collectives::testing {
 // `dtype`; `kind` value_format::kKindError makes it a task's error instead.
 template <typename T>
 void SealArray(objectstore::ObjectTable& table, objectstore::ObjectStore& store, const std::string& id,
-               const std::vector<T>& data, DType dtype, uint32_t kind = value_format::kKindValue) {
+               const std::vector<T>& data, DType dtype, uint32_t kind = value_format::kKindValue, bool seal = true) {
   const std::string meta = "pickled array header";
   uint64_t bytes = data.size() * sizeof(T);
   uint64_t data_off = value_format::AlignBuffer(value_format::HeaderSize(1) + meta.size());
@@ -34,7 +34,7 @@ void SealArray(objectstore::ObjectTable& table, objectstore::ObjectStore& store,
   std::memcpy(p + 24, &bytes, 8);
   std::memcpy(p + value_format::HeaderSize(1), meta.data(), meta.size());
   std::memcpy(p + data_off, data.data(), bytes);
-  ASSERT_TRUE(table.SealInStore(id).ok());
+  if (seal) ASSERT_TRUE(table.SealInStore(id).ok());  // (seal = false: written, left for the caller to seal)
 }
 
 // The elements of array value `id` in the store (empty, with a failure, if it is not one).

@@ -54,7 +54,7 @@ class CollectiveWireTest : public ::testing::Test {
     store_ = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
     table_ = std::make_unique<objectstore::ObjectTable>(store_.get());
     transfer_ = std::make_unique<objectstore::ObjectTransfer>(table_.get(), store_.get(), nullptr);
-    steps_ = std::make_unique<ReduceSteps>(table_.get(), store_.get(), transfer_.get(), "self");
+    steps_ = std::make_unique<ReduceSteps>(io_, table_.get(), store_.get(), transfer_.get(), "self");
     wire_ = std::make_unique<CollectiveWire>("self", steps_.get(), table_.get(), &peers_, &peers_, transfer_.get(),
                                              1 << 18);
   }
@@ -68,6 +68,7 @@ class CollectiveWireTest : public ::testing::Test {
   static std::string Id(char c) { return std::string(20, c); }
 
   FakePeers peers_;
+  boost::asio::io_context io_;
   std::unique_ptr<objectstore::ObjectStore> store_;
   std::unique_ptr<objectstore::ObjectTable> table_;
   std::unique_ptr<objectstore::ObjectTransfer> transfer_;

@@ -39,7 +39,7 @@ class InspectionTest : public testing::ServiceTest {
  protected:
   void SetUp() override {
     ServiceTest::SetUp();
-    steps_ = std::make_unique<collectives::ReduceSteps>(&table(), &om_->store(), &om_->transfer(), kNode);
+    steps_ = std::make_unique<collectives::ReduceSteps>(io_, &table(), &om_->store(), &om_->transfer(), kNode);
     reduces_ = std::make_unique<collectives::ReduceManager>(io_, &table(), &om_->store(), 1024,
                                                             nullptr, nullptr);
     allreduces_ = std::make_unique<collectives::Allreduces>(io_, &table(), &om_->store(), reduces_.get(),

@@ -25,7 +25,7 @@ class ReduceStepsTest : public ::testing::Test {
     store_ = std::make_unique<objectstore::ObjectStore>(std::move(region).value());
     table_ = std::make_unique<objectstore::ObjectTable>(store_.get());
     transfer_ = std::make_unique<objectstore::ObjectTransfer>(table_.get(), store_.get(), nullptr);
-    steps_ = std::make_unique<ReduceSteps>(table_.get(), store_.get(), transfer_.get(), "self");
+    steps_ = std::make_unique<ReduceSteps>(io_, table_.get(), store_.get(), transfer_.get(), "self");
   }
 
   static std::string Id(char c) { return std::string(20, c); }
@@ -55,6 +55,7 @@ class ReduceStepsTest : public ::testing::Test {
     return {*started, *done};
   }
 
+  boost::asio::io_context io_;
   std::unique_ptr<objectstore::ObjectStore> store_;
   std::unique_ptr<objectstore::ObjectTable> table_;
   std::unique_ptr<objectstore::ObjectTransfer> transfer_;
@@ -74,6 +75,46 @@ TEST_F(ReduceStepsTest, AStepAddsItsInputToPrevIntoOutAndKeepsOutUntilDropped) {
   EXPECT_EQ(steps_->num_steps(), 0u);
   EXPECT_EQ(testing::ReadArray<float>(*table_, *store_, Id('p')), (std::vector<float>{1, 2, 3, 4}))
       << "prev is left as it was";
+}
+
+TEST_F(ReduceStepsTest, AStepWaitsForAnInputAWorkerHereHasNotSealedYet) {
+  // A direct actor call's result reaches its caller, who places the step,
+  // on one connection; the worker's seal reaches this node on another.
+  Seal<float>(Id('p'), {1, 2}, DType::kFloat32);
+  table_->AddRef(Id('i'));
+  testing::SealArray<float>(*table_, *store_, Id('i'), {10, 20}, DType::kFloat32, value_format::kKindValue,
+                            /*seal=*/false);
+  table_->AddRef(Id('o'));
+  rpc::ReduceStep m = Step(Id('o'), Id('p'), Id('i'));
+  m.set_wait_ms(1000);
+  auto [started, done] = Run(m);
+  EXPECT_EQ(started.code(), StatusCode::kInternal) << "not started before the seal: " << started.ToString();
+  auto began = std::make_shared<Status>(Status::Internal("not yet"));
+  auto ended = std::make_shared<Status>(Status::Internal("not yet"));
+  steps_->Run(Step(Id('q'), Id('p'), Id('i')), [began](const Status& st) { *began = st; },
+              [ended](const Status& st) { *ended = st; });
+  EXPECT_EQ(began->code(), StatusCode::kNotFound) << "without wait_ms it fails at once: " << began->ToString();
+  ASSERT_TRUE(table_->SealInStore(Id('i')).ok());
+  io_.poll();
+  EXPECT_EQ(steps_->num_steps(), 1u);
+  EXPECT_EQ(testing::ReadArray<float>(*table_, *store_, Id('o')), (std::vector<float>{11, 22}));
+  steps_->Drop({Id('o')});
+}
+
+TEST_F(ReduceStepsTest, AStepDroppedWhileWaitingForItsInputNeverStarts) {
+  Seal<float>(Id('p'), {1, 2}, DType::kFloat32);
+  table_->AddRef(Id('i'));
+  testing::SealArray<float>(*table_, *store_, Id('i'), {10, 20}, DType::kFloat32, value_format::kKindValue,
+                            /*seal=*/false);
+  rpc::ReduceStep m = Step(Id('o'), Id('p'), Id('i'));
+  m.set_wait_ms(1000);
+  auto started = std::make_shared<Status>(Status::Internal("not yet"));
+  steps_->Run(m, [started](const Status& st) { *started = st; }, [](const Status&) {});
+  steps_->Drop({Id('o')});
+  ASSERT_TRUE(table_->SealInStore(Id('i')).ok());
+  io_.poll();
+  EXPECT_EQ(started->code(), StatusCode::kCollectiveFailed) << started->ToString();
+  EXPECT_EQ(steps_->num_steps(), 0u);
 }
 
 TEST_F(ReduceStepsTest, AStepWithoutAnInputCopiesPrev) {

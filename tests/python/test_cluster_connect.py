@@ -5,6 +5,8 @@ import pytest
 import phalanx
 from phalanx._private.node import NodeProcesses, free_port, new_session_dir
 
+from conftest import wait_until
+
 
 @pytest.fixture
 def running_node():
@@ -13,6 +15,8 @@ def running_node():
     try:
         redis = node.start_redis()
         node.start_raylet(redis, num_cpus=1)
+        from phalanx._private.rpc_tables import alive_nodes
+        wait_until(lambda: alive_nodes(redis), timeout=20, what="the raylet's record in the GCS")
         yield redis
     finally:
         phalanx.shutdown()

@@ -275,18 +275,19 @@ def test_a_driver_whose_actor_calls_sys_exit_fails_with_rays_actor_error(tmp_pat
     assert "ActorDiedError" in out.stderr and "exited with code 1" in out.stderr, out.stderr
 
 
+@phalanx.remote
+class Quitter:
+    def quit(self, code):
+        import sys
+        sys.exit(code)
+
+    def pid(self):
+        return os.getpid()
+
+
 def test_sys_exit_in_an_actor_ends_it_for_good_and_the_caller_gets_an_actor_error(cluster):
     # Code 0 (or none) is an intended exit, as exit_actor(): not restarted.
-    @phalanx.remote(max_restarts=2)
-    class Quitter:
-        def quit(self, code):
-            import sys
-            sys.exit(code)
-
-        def pid(self):
-            return os.getpid()
-
-    q = Quitter.remote()
+    q = Quitter.options(max_restarts=2).remote()
     pid = phalanx.get(q.pid.remote())
     with pytest.raises(phalanx.exceptions.RayActorError, match=r"called sys.exit\(0\)") as ei:
         phalanx.get(q.quit.remote(0), timeout=60)
@@ -303,16 +304,7 @@ def test_sys_exit_in_an_actor_ends_it_for_good_and_the_caller_gets_an_actor_erro
 def test_sys_exit_with_a_failing_code_in_an_actor_is_a_crash_it_is_restarted_from(cluster):
     # As Ray's SYSTEM_ERROR exit: the actor restarts (max_restarts) and the call
     # is retried where max_task_retries allows.
-    @phalanx.remote(max_restarts=1)
-    class Quitter:
-        def quit(self, code):
-            import sys
-            sys.exit(code)
-
-        def pid(self):
-            return os.getpid()
-
-    q = Quitter.remote()
+    q = Quitter.options(max_restarts=1).remote()
     first = phalanx.get(q.pid.remote())
     with pytest.raises(phalanx.exceptions.RayActorError):  # max_task_retries=0: the call is not retried
         phalanx.get(q.quit.remote(3), timeout=60)

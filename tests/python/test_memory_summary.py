@@ -21,8 +21,11 @@ def _made_there():
 
 
 @phalanx.remote
-def _slow_sum(a, seconds):
-    time.sleep(seconds)
+def _slow_sum(a, gate):
+    """Runs until the test has looked (the file `gate` exists)."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return float(a.sum())
 
 
@@ -41,7 +44,7 @@ def _object(nodes, oid):
     raise AssertionError(f"object {oid} not in the summary")
 
 
-def test_memory_names_each_objects_node_size_and_holders():
+def test_memory_names_each_objects_node_size_and_holders(tmp_path):
     with loopback_nodes([None, {"b": 1}]):
         head = phalanx.get_node_id()
         big = phalanx.put(np.ones(2 * MIB, dtype=np.float32))  # 8 MiB
@@ -50,7 +53,9 @@ def test_memory_names_each_objects_node_size_and_holders():
         assert phalanx.get(there, timeout=60)[0] == 2.0
         keeper = _Keeper.remote()
         assert phalanx.get(keeper.keep.remote([big]), timeout=60)
-        running = _slow_sum.remote(big, 3)
+        gate = tmp_path / "looked"
+        here = phalanx.NodeAffinitySchedulingStrategy(head)  # (not the other node, even on a loaded machine)
+        running = _slow_sum.options(scheduling_strategy=here).remote(big, str(gate))
         wait_until(lambda: sum(n["tasks_running"] for n in phalanx.nodes()) >= 1, timeout=30,
                    what="the task to run, with big as its argument")
         wrapper = phalanx.put([there])  # a value holding a ref
@@ -76,5 +81,6 @@ def test_memory_names_each_objects_node_size_and_holders():
         assert big.hex()[:24] in text and "8.0 MiB" in text
         assert f"ref held by driver PID {os.getpid()}" in text and "bytes mapped by" in text
         assert "argument of task" in text and "held for node" in text
+        gate.touch()
         assert phalanx.get(running, timeout=60) == float(2 * MIB)
         del view, wrapper

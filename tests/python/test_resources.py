@@ -101,8 +101,9 @@ def test_infeasible_actor_dies_with_reason(gpu_node):
 
 
 def test_resource_options_are_validated():
-    with pytest.raises(ValueError, match="num_gpus"):
-        phalanx.remote(num_gpus=1.5)(lambda: 0)
+    frac = phalanx.remote(num_gpus=1.5)(lambda: 0)  # (taken: Ray refuses it at .remote())
+    with pytest.raises(ValueError, match="num_gpus is 1.5: GPU is a unit-instance resource"):
+        frac.remote()
     with pytest.raises(ValueError, match="resources"):
         phalanx.remote(resources={"CPU": 1})(lambda: 0)
     with pytest.raises(ValueError, match="memory"):

@@ -53,8 +53,13 @@ def _connect(socket_path):
 def _find_raylet(address):
     """The socket of a live raylet on this machine registered in the GCS at `address` (the oldest: the
     head, where several run here, as in cluster_utils.Cluster)."""
-    nodes = sorted(alive_nodes(address), key=lambda n: n["start_time_ms"])
-    local = [n for n in nodes if os.path.exists(n["socket_path"])]
+    deadline = time.monotonic() + 5.0  # (a raylet opens its socket before its record reaches the GCS)
+    while True:
+        nodes = sorted(alive_nodes(address), key=lambda n: n["start_time_ms"])
+        local = [n for n in nodes if os.path.exists(n["socket_path"])]
+        if local or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     if not local:
         raise UnavailableError(f"no live raylet of the cluster at {address} runs on this machine; "
                                "start one with `phalanx start --address HOST:PORT`")

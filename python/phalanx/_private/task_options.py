@@ -113,10 +113,7 @@ def check_resource_options(opts, task=False):
                 raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive number, got {v}.")
     if "num_cpus" in opts:
         check_amount("num_cpus", opts["num_cpus"])
-    g = opts.get("num_gpus", 0)
-    check_amount("num_gpus", g)
-    if g > 1 and g != int(g):
-        raise ValueError(f"num_gpus must be a fraction below 1 or a whole number, got {g!r}")
+    check_amount("num_gpus", opts.get("num_gpus", 0))
     check_amount("memory (bytes)", opts.get("memory", 0), "memory")
     res = opts.get("resources")
     if res is not None:
@@ -134,13 +131,32 @@ def check_resource_options(opts, task=False):
                          f"ray.util.accelerators.NVIDIA_TESLA_V100 ('V100'), got {accel!r}")
 
 
+# Ray's unit-instance resources: a task takes a fraction of one device, or whole devices (given by id).
+UNIT_INSTANCE_RESOURCES = ("GPU", "TPU", "neuron_cores", "NPU", "HPU")
+
+
+def unit_instance_misfit(opts):
+    """Why the options ask for more than one of a unit-instance resource in a fraction (num_gpus=1.5), or None.
+    Raised at .remote(), as Ray's (a decorator with such options is taken)."""
+    asks = dict(opts.get("resources") or {})
+    if opts.get("num_gpus"):
+        asks["GPU"] = opts["num_gpus"]
+    for name in UNIT_INSTANCE_RESOURCES:
+        v = asks.get(name)
+        if isinstance(v, (int, float)) and v > 1 and v != int(v):
+            what = "num_gpus" if name == "GPU" else f"resources[{name!r}]"
+            return (f"{what} is {v!r}: {name} is a unit-instance resource, taken as a fraction of one device or "
+                    f"as whole devices (as in Ray)")
+    return None
+
+
 def resource_map(opts):
     """The TaskSpec resources map (everything but CPU) for validated options."""
     out = {k: float(v) for k, v in (opts.get("resources") or {}).items() if v > 0}
     if opts.get("num_gpus"):
         out["GPU"] = float(opts["num_gpus"])
-    if opts.get("memory"):
-        out["memory"] = float(opts["memory"])
+    if int(opts.get("memory") or 0):  # (whole bytes, rounded down, as Ray's)
+        out["memory"] = float(int(opts["memory"]))
     if opts.get("accelerator_type"):  # (Ray's: a sliver of the resource a node of that type offers)
         out[ACCELERATOR_PREFIX + opts["accelerator_type"]] = 0.001
     return out

@@ -35,7 +35,7 @@ from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the f
 from phalanx import logging_config
 from phalanx._private import runtime_env, worker_output
 from phalanx._private.worker_streams import (_run_async_generator, _run_generator, _Stream, error_value,
-                                             remote_traceback)
+                                             remote_traceback, task_title)
 from phalanx.exceptions import (ActorDiedError, RuntimeEnvSetupError, SerializationError, TaskCancelledError,
                                 TaskError, UnavailableError, WorkerCrashedError)
 
@@ -313,14 +313,8 @@ def _set_title(kind, name):
     _title_of = (kind, name)
     if _setproctitle is None:
         return
-    if kind == 1:
-        title = f"ray::{name.rpartition('.')[2]}.__init__"
-    elif kind == 2:
-        title = "ray::" + ".".join(name.split(".")[-2:])
-    else:
-        title = "ray::" + name.rpartition(".")[2]
     try:
-        _setproctitle(title)
+        _setproctitle(task_title(kind, name))
     except Exception:  # noqa: BLE001 - a title is not worth a task
         pass
 

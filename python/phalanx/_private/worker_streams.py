@@ -42,17 +42,26 @@ _INTERNAL_FILES = (f"{os.sep}phalanx{os.sep}_private{os.sep}", f"{os.sep}phalanx
                    f"{os.sep}phalanx{os.sep}remote_function.py\"")
 
 
+def task_title(kind, name):
+    """Ray's name of a running task (its worker's process title, its traceback's header): `ray::f` for a task,
+    `ray::A.__init__` for an actor's constructor (kind 1), `ray::A.m` for its calls (kind 2)."""
+    if kind == 1:
+        return f"ray::{name.rpartition('.')[2]}.__init__"
+    if kind == 2:
+        return "ray::" + ".".join(name.split(".")[-2:])
+    return "ray::" + name.rpartition(".")[2]
+
+
 def remote_traceback(text, name):
     """A task's traceback as Ray's RayTaskError reads: `ray::f() (pid=..., ip=...)` (an actor's call:
     `ray::A.f() (pid=..., ip=..., actor_id=..., repr=<repr of the actor>)`) in place of `Traceback (most
     recent call last):`, and without phalanx's own frames (the worker's run_task and the like)."""
     task = state.current_task.get()
-    header = f"ray::{name.rpartition('.')[2]}() (pid={os.getpid()}, ip={_node_ip()}"
-    if task is not None and task.kind == 1:  # an actor's constructor (the actor is not there to show)
-        header = f"ray::{name.rpartition('.')[2]}.__init__() (pid={os.getpid()}, ip={_node_ip()}, " \
-                 f"repr={name.rpartition('.')[2]}"
-    elif task is not None and task.kind == 2:  # an actor's call
-        header = f"ray::{'.'.join(name.split('.')[-2:])}() (pid={os.getpid()}, ip={_node_ip()}"
+    kind = task.kind if task is not None else 0
+    header = f"{task_title(kind, name)}() (pid={os.getpid()}, ip={_node_ip()}"
+    if kind == 1:  # an actor's constructor (the actor is not there to show)
+        header += f", repr={name.rpartition('.')[2]}"
+    elif kind == 2:  # an actor's call
         instance = worker_state_actor(task.actor_id)
         try:
             shown = repr(instance)
@@ -74,6 +83,18 @@ def remote_traceback(text, name):
             skipping = False
             out.append(line)
     return "\n".join(out) + "\n"
+
+
+def _max_items():
+    """How many items one generator call may yield (Ray's max_num_generator_returns, 100 million; its
+    RAY_max_num_generator_returns, or PHALANX_MAX_GENERATOR_RETURNS, in the node's environment sets it)."""
+    for name in ("PHALANX_MAX_GENERATOR_RETURNS", "RAY_max_num_generator_returns"):
+        if os.environ.get(name, "").strip().isdigit():
+            return int(os.environ[name])
+    return 100_000_000
+
+
+_MAX_ITEMS = _max_items()
 
 
 class _Stream:
@@ -102,6 +123,9 @@ class _Stream:
 
     def put(self, value):
         """Hands in the next item; True when the producer must wait (wait_credit) before the next."""
+        if self.count >= _MAX_ITEMS:
+            raise RuntimeError(f"{self.name} yielded more than {_MAX_ITEMS} items, the most a generator call may "
+                               f"return (max_num_generator_returns: RAY_max_num_generator_returns sets it)")
         oid = self._next_id()
         try:
             meta, bufs, contained = ser.serialize(value, oid)

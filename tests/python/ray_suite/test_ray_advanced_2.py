@@ -96,8 +96,6 @@ def test_zero_cpus_actor(ray_start_cluster):
     assert valid_node.node_id == ray.get(a.method.remote())
 
 
-@phalanx_differs("@ray.remote(num_gpus=1.5) is refused at the decorator (Ray refuses it at .remote()), and "
-                 "resources={'TPU': 2.5} is not refused (TPU is a unit-instance resource in Ray, as GPU)")
 def test_fractional_resources(shutdown_only, init_kwargs):
     ray.init(num_cpus=6, num_gpus=3, resources={"Custom": 3, "Custom2": 3, "TPU": 3}, **init_kwargs)
 
@@ -155,8 +153,6 @@ def test_fractional_resources(shutdown_only, init_kwargs):
         Foo2.options(resources={"TPU": 2.5}).remote()
 
 
-@phalanx_differs("memory amounts are not rounded down to whole bytes (Ray: _memory=2.2 offers 2, memory=2.9 "
-                 "asks 2), so memory=2.9 waits for a node of 2.9")
 def test_fractional_memory_round_down(shutdown_only, init_kwargs):
     @ray.remote
     def test():

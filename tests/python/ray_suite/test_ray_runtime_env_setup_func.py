@@ -39,6 +39,18 @@ def _init(init_kwargs, **kwargs):
     return ray.init(**kwargs, **init_kwargs)
 
 
+def _actor_ready_error():
+    """What a new actor's first call raises (RayActorError) when its worker's setup hook failed."""
+    @ray.remote
+    class A:
+        pass
+
+    a = A.remote()
+    with pytest.raises(ray.exceptions.RayActorError) as e:
+        ray.get(a.__ray_ready__.remote())
+    return str(e.value)
+
+
 @pytest.mark.parametrize("is_module", [False, True])
 def test_setup_func_basic(shutdown_only, init_kwargs, is_module):
     def configure_logging(level: int):
@@ -107,14 +119,7 @@ def test_setup_func_failure(shutdown_only, init_kwargs):
 
     _init(init_kwargs, num_cpus=1, runtime_env={"worker_process_setup_hook": setup})
 
-    @ray.remote
-    class A:
-        pass
-
-    a = A.remote()
-    with pytest.raises(ray.exceptions.RayActorError) as e:
-        ray.get(a.__ray_ready__.remote())
-    assert "Deserialization not allowed" in str(e.value)
+    assert "Deserialization not allowed" in _actor_ready_error()
 
     """
     Verify when the serialization fails, ray.init fails.
@@ -136,29 +141,16 @@ def test_setup_func_failure(shutdown_only, init_kwargs):
 
     _init(init_kwargs, num_cpus=1, runtime_env={"worker_process_setup_hook": setup_func})
 
-    @ray.remote
-    class A:
-        pass
-
-    a = A.remote()
-    with pytest.raises(ray.exceptions.RayActorError) as e:
-        ray.get(a.__ray_ready__.remote())
-    assert "Setup Failed" in str(e.value)
-    assert "Failed to execute the setup hook method." in str(e.value)
+    error = _actor_ready_error()
+    assert "Setup Failed" in error
+    assert "Failed to execute the setup hook method." in error
 
 
 def test_setup_hook_module_failure(shutdown_only, init_kwargs):
     # Use a module that cannot be found.
     _init(init_kwargs, runtime_env={"worker_process_setup_hook": HOOK + "s"})
 
-    @ray.remote
-    class A:
-        pass
-
-    a = A.remote()
-    with pytest.raises(ray.exceptions.RayActorError) as e:
-        ray.get(a.__ray_ready__.remote())
-    assert "Failed to execute the setup hook method" in str(e.value)
+    assert "Failed to execute the setup hook method" in _actor_ready_error()
 
 
 @pytest.fixture

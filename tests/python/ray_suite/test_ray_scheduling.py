@@ -429,8 +429,8 @@ def test_locality_aware_leasing_cached_objects(ray_start_cluster):
     assert ray.get(h.remote(f_obj1, f_obj2)) == worker2.node_id
 
 
-@phalanx_differs("hard NodeAffinity to the node added just before ray.init fails the task at once: "
-                 "\"must run on node ... which is not alive\" (the raylet's view of a new node lags)", strict=False)
+@phalanx_differs("no locality-aware placement: a task with no resources of its own runs on the submitting node, "
+                 "not on the node that holds its (borrowed) arguments")
 def test_locality_aware_leasing_borrowed_objects(ray_start_cluster):
     """Test that a task runs where its dependencies are located for borrowed objects."""
     # This test ensures that a task will run where its task dependencies are

@@ -132,8 +132,6 @@ def test_reconstruction_retry_failed(ray_start_cluster, failure_type):
                 assert "The worker died" in str(e.value)
 
 
-@phalanx_differs("no limit on the number of items a generator returns (Ray's max_num_generator_returns, "
-                 "RAY_max_num_generator_returns=2 here): the third item is accepted and the caller's task succeeds")
 def test_generator_max_returns(monkeypatch, shutdown_only):
     """
     Test when generator returns more than system limit values
