@@ -19,6 +19,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kInfeasible: return "Infeasible";
     case StatusCode::kCollectiveFailed: return "CollectiveFailed";
     case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kActorUnavailable: return "ActorUnavailable";
   }
   return "Unknown";
 }

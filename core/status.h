@@ -34,6 +34,7 @@ enum class StatusCode : int {
   kInfeasible = 12,       // no node can ever satisfy the resources asked for
   kCollectiveFailed = 13, // a reduce cannot complete: inputs that do not match, too many failed
   kCancelled = 14,        // the task was cancelled before it finished
+  kActorUnavailable = 15, // the actor is restarting: a call it could not take (max_task_retries spent) fails
 };
 
 const char* StatusCodeName(StatusCode code);

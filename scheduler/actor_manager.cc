@@ -198,23 +198,42 @@ bool ActorManager::OnMethodSubmitted(const rpc::TaskSpec& spec) {
                          : Describe(a) + " is dead (" + a.death_cause + "); " + spec.method_name() + " was not run");
     return false;
   }
+  int retries = MaxTaskRetries(a, spec);
   if (spec.interrupted() && !a.proxy && a.remote_node.empty()) {
     // Sent straight to the worker, which died before answering: this is a
-    // retry, allowed max_task_retries times.
-    int retries = a.creation.max_task_retries();
+    // retry, allowed max_task_retries times. (The actor is not dead: it
+    // restarts, so the call fails as unavailable, Ray's ActorUnavailableError.)
     if (retries >= 0 && spec.attempt() >= retries) {
-      tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
-                       Describe(a) + " died before " + spec.method_name() + " returned (max_task_retries=" +
-                           std::to_string(retries) + "; the actor " +
-                           (a.state == rpc::ACTOR_ALIVE && a.restarts == spec.incarnation() ? "is being restarted"
-                                                                                            : "was restarted") +
-                           ")");
+      bool unseen = a.state == rpc::ACTOR_ALIVE && a.restarts == spec.incarnation();  // (its death not seen here yet)
+      int max = a.creation.max_restarts();
+      if (unseen && max >= 0 && a.restarts >= max) {  // that death is its last
+        tasks_->FailTask(spec.task_id(), StatusCode::kActorDied,
+                         Describe(a) + " died before " + spec.method_name() + " returned (max_restarts=" +
+                             std::to_string(max) + ", max_task_retries=" + std::to_string(retries) + ")");
+        return false;
+      }
+      tasks_->FailTask(spec.task_id(), StatusCode::kActorUnavailable,
+                       Describe(a) + " is temporarily unavailable: its process died before " + spec.method_name() +
+                           " returned (the connection to it broke: RpcError) and the actor " +
+                           (unseen ? "is being restarted" : "was restarted") + "; max_task_retries=" +
+                           std::to_string(retries) + ", so the call is not retried");
       return false;
     }
     if (rpc::TaskSpec* m = tasks_->MutableSpec(spec.task_id())) m->set_attempt(spec.attempt() + 1);
+  } else if (a.state == rpc::ACTOR_RESTARTING && retries == 0 && !a.proxy && a.remote_node.empty()) {
+    // Ray's at-most-once calls: one made while the actor restarts is not queued for the new process.
+    tasks_->FailTask(spec.task_id(), StatusCode::kActorUnavailable,
+                     Describe(a) + " is unavailable: The actor is restarting (max_task_retries=0: " +
+                         spec.method_name() + " is not queued for its new process; give the actor or the call "
+                         "max_task_retries to have calls wait for it)");
+    return false;
   }
   a.calls.PushBack(spec.caller_id(), spec.task_id());
   return true;
+}
+
+int ActorManager::MaxTaskRetries(const Actor& a, const rpc::TaskSpec& call) {
+  return call.has_call_max_task_retries() ? call.call_max_task_retries() : a.creation.max_task_retries();
 }
 
 void ActorManager::Route(const std::string& actor_id, std::function<void(rpc::ActorRouteReply)> reply) {
@@ -305,12 +324,12 @@ void ActorManager::PlacePending() {
       }
     }
     if (!a.has_resources) {
-      if (!ledger_->TryAcquire(a.need, &a.gpu_ids)) {
+      if (!RoomToPlace(a) || !ledger_->TryAcquire(a.need, &a.gpu_ids)) {
         rpc::TaskSpec forward;
         if (remote_ != nullptr && !a.creation.forwarded() &&
             tasks_->BuildForwardSpec(a.creation.task_id(), &forward)) {
           std::string gone_why;
-          std::string node = SpillCreation(forward, a.need, &gone_why);
+          std::string node = SpillCreation(forward, PlacementNeed(a), &gone_why);
           if (!gone_why.empty()) unplaceable.emplace_back(a.creation.actor_id(), "it cannot be placed: " + gone_why);
           if (!node.empty()) {
             a.remote_node = node;
@@ -400,6 +419,18 @@ void ActorManager::RetrySoon(int64_t ms) {
     retry_armed_ = false;
     PlacePending();
   });
+}
+
+ResourceSet ActorManager::PlacementNeed(const Actor& a) {
+  ResourceSet place = a.need;
+  if (a.creation.placement_cpus() > 0) place.Set("CPU", std::max(place.Get("CPU"), a.creation.placement_cpus()));
+  return place;
+}
+
+bool ActorManager::RoomToPlace(const Actor& a) const {
+  // (one sent here by another node was placed there: it starts here whatever came since)
+  if (a.creation.placement_cpus() <= 0 || a.creation.forwarded() || a.restarts > 0) return true;
+  return ledger_->available().Get("CPU") + 1e-9 >= a.creation.placement_cpus();
 }
 
 std::string ActorManager::SpillCreation(const rpc::TaskSpec& forward, const ResourceSet& need,
@@ -500,9 +531,10 @@ void ActorManager::OnWorkerDied(Worker* w, const std::deque<std::string>& lost, 
     }
     if (first) {
       first = false;
-      int retries = a.creation.max_task_retries();
+      int retries = MaxTaskRetries(a, *spec);
       if (stays_dead || (retries >= 0 && spec->attempt() >= retries)) {
-        tasks_->FailTask(tid, StatusCode::kActorDied,
+        // (restarting: unavailable, Ray's ActorUnavailableError; past max_restarts: dead)
+        tasks_->FailTask(tid, stays_dead ? StatusCode::kActorDied : StatusCode::kActorUnavailable,
                          Describe(a) + " died while running " + spec->method_name() + ": " +
                              (stays_dead ? final_why : why + " (max_task_retries=" + std::to_string(retries) +
                                                            "; the actor is being restarted)"));

@@ -140,6 +140,14 @@ class ActorManager final : public NodeActors, public ActorRegistry, public Group
     int worker_port = 0;
   };
   void Pump(Actor& a);
+  // The retries a call has after a death of its actor: its own (.options(max_task_retries=)), else the actor's.
+  static int MaxTaskRetries(const Actor& a, const rpc::TaskSpec& call);
+  // What a node must have free to take it: its need, and placement_cpus CPUs
+  // (Ray's actor that asks for nothing: 1 CPU to place it, none held).
+  static ResourceSet PlacementNeed(const Actor& a);
+  // Whether this node has the placement_cpus it asks for free now (always,
+  // for one another node placed here, or a restart: it stays where it was).
+  bool RoomToPlace(const Actor& a) const;
   // Claims the actor's name in the GCS (ClaimName), taking it over from `stale`.
   void Claim(const std::string& actor_id, const std::string& stale);
   void Claimed(Actor& a, bool won, const std::string& why);

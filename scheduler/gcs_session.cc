@@ -105,6 +105,7 @@ rpc::NodeInfo GcsSession::NodeInfoNow() const {
   n.set_peers_alive(parts_.peers->peers_alive());
   if (parts_.metrics != nullptr) n.set_metrics_export_port(parts_.metrics->port());
   for (const auto& [k, v] : options_.labels) (*n.mutable_labels())[k] = v;
+  if (!options_.node_name.empty()) n.set_node_name(options_.node_name);
   (*n.mutable_labels())["ray.io/node-id"] = ToHex(node_id_);
   return n;
 }

@@ -96,7 +96,7 @@ void PlacementService::Removed(const rpc::PlacementGroupInfo& info, const std::s
 void PlacementService::ReturnedHere(const std::string& pg) {
   // (Ray's tests match "placement group was removed")
   std::string why = "its placement group was removed (" + ToHex(pg).substr(0, 12) + ")";
-  actors_->KillGroup(pg, why);
+  actors_->KillGroup(pg, "the actor died because " + why);  // (Ray's "actor died")
   tasks_->FailGroup(pg, why);
 }
 

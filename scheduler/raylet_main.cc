@@ -29,6 +29,7 @@ const char kUsage[] =
     "         [--checkpoint-max-bytes BYTES (64 MiB)] [--spill-dir DIR (SESSION/spill)] [--spill-max-bytes BYTES (0: the disk's 95%)]\n"
     "         [--spill 0|1 (1)] [--lineage-max-bytes BYTES (64 MiB)] [--copy-progress-ms MS (5000)]\n"
     "         [--metrics-export-port PORT (0: a free one; -1: none)] [--labels 'key=value,key=value']\n"
+    "         [--node-name NAME]\n"
     "The cluster token comes from PHALANX_CLUSTER_TOKEN (required; not a flag, which ps would show).\n"
     "--tls 1 (or PHALANX_TLS=1): TLS to other nodes, to actor workers over TCP and to redis-server.\n";
 
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--metrics-export-port wants 0 to 65535 (or -1: none)");
     }
     if (f.count("labels")) o.labels = ParseLabels(f["labels"]);
+    if (f.count("node-name")) o.node_name = f["node-name"];
     if (f.count("inline-threshold")) o.inline_threshold = std::stoull(f["inline-threshold"]);
     if (f.count("pipeline-depth")) o.pipeline_depth = std::stoi(f["pipeline-depth"]);
     if (f.count("num-gpus")) o.num_gpus = std::stoi(f["num-gpus"]);

@@ -63,6 +63,8 @@ struct RayletOptions {
   int metrics_export_port = 0;
   // The node's labels (Ray's node labels: what label_selector matches), besides ray.io/node-id.
   std::map<std::string, std::string> labels;
+  // The node's name (Ray's node_name: ray.nodes()' NodeName); empty: its address.
+  std::string node_name;
   int pipeline_depth = 8;
   objectstore::TransferOptions transfer;  // object copies between nodes: chunk size, requests in flight
 };

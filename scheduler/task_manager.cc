@@ -268,7 +268,9 @@ void TaskManager::TraceArguments(const Task& t, uint64_t at_ns) {
 }
 
 bool TaskManager::BuildForward(const Task& t, rpc::TaskSpec* out) {
-  if (t.spec.forwarded()) return false;
+  // A task sent here is not sent on (no spill loops); an actor's call is, to wherever its actor went from here
+  // (an actor of no resources is placed where a CPU is free: its calls may reach its first node from a third).
+  if (t.spec.forwarded() && t.spec.kind() != rpc::TASK_ACTOR_METHOD) return false;
   // (the node it goes to gets the arguments resolved: the arrows are noted here)
   if (t.queued_ns != 0) TraceArguments(t, trace::NowNs());
   *out = t.spec;
@@ -760,16 +762,27 @@ void TaskManager::FailTask(const std::string& task_id, StatusCode code, const st
 
 void TaskManager::FailGroup(const std::string& pg_id, const std::string& why) {
   std::vector<std::string> waiting;
+  std::unordered_set<Worker*> running;
   for (const auto& [id, t] : tasks_) {
     if (t.spec.placement_group_id() != pg_id || t.spec.kind() != rpc::TASK_NORMAL || !t.spilled_to.empty()) continue;
-    bool running = false;
+    Worker* runs = nullptr;
     for (Worker* w : pool_->All()) {
-      running = running || std::find(w->inflight.begin(), w->inflight.end(), id) != w->inflight.end();
+      if (std::find(w->inflight.begin(), w->inflight.end(), id) != w->inflight.end()) runs = w;
     }
-    if (!running) waiting.push_back(id);
+    if (runs == nullptr) {
+      waiting.push_back(id);
+    } else {
+      running.insert(runs);
+    }
   }
   for (const auto& id : waiting) {
     FailTask(id, StatusCode::kInfeasible, "task " + tasks_[id].spec.function_name() + " cannot run: " + why);
+  }
+  // As Ray's: the workers running its tasks are killed (their tasks fail as crashed, or are retried and
+  // then find the group gone), and the group's resources are free at once.
+  for (Worker* w : running) {
+    PHALANX_LOG(Info) << "killing worker " << w->pid << ": " << why;
+    if (w->pid > 0) ::kill(w->pid, SIGKILL);
   }
 }
 

@@ -39,9 +39,11 @@ rpc::TaskSpec BuildTaskSpec(CoreWorker& core, TaskRequest r) {
     spec.set_max_task_retries(r.max_task_retries);
     spec.set_actor_name(std::move(r.actor_name));
     spec.set_detached(r.detached);
+    if (r.placement_cpus > 0) spec.set_placement_cpus(r.placement_cpus);
   } else if (r.kind == rpc::TASK_ACTOR_METHOD) {
     spec.set_actor_id(std::move(r.actor_id));
     spec.set_method_name(std::move(r.method_name));
+    if (r.call_max_task_retries != -2) spec.set_call_max_task_retries(r.call_max_task_retries);
   }
   return spec;
 }

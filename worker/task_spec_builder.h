@@ -34,9 +34,11 @@ struct TaskRequest {
   std::string actor_name;
   bool detached = false;
   bool calls_unordered = false;  // an async or threaded actor
+  double placement_cpus = 0;     // free CPUs its node must have when it is placed (it holds none)
   // TASK_ACTOR_METHOD: which actor, which method.
   std::string actor_id;
   std::string method_name;
+  int call_max_task_retries = -2;  // its own max_task_retries (-2: the actor's)
   // Where it may run: node affinity (affinity_node), or a placement group's bundle (-1: any).
   rpc::SchedulingStrategy strategy = rpc::STRATEGY_DEFAULT;
   std::string affinity_node;

@@ -132,7 +132,8 @@ void BindGcs(pyb::module_& m) {
                            pyb::arg("tasks_running") = n.tasks_running(), pyb::arg("workers") = n.workers(),
                            pyb::arg("actors_alive") = n.actors_alive(), pyb::arg("store_used") = n.store_used(),
                            pyb::arg("peers_alive") = n.peers_alive(),
-                           pyb::arg("metrics_export_port") = n.metrics_export_port(), pyb::arg("labels") = labels));
+                           pyb::arg("metrics_export_port") = n.metrics_export_port(), pyb::arg("labels") = labels,
+                           pyb::arg("node_name") = n.node_name()));
     }
     return out;
   }, pyb::arg("host"), pyb::arg("port"), pyb::arg("timeout_s") = 5.0);

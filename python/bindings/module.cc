@@ -86,6 +86,8 @@ void RegisterExceptionTranslator() {
         case StatusCode::kWorkerDied: name = "WorkerCrashedError"; break;
         case StatusCode::kObjectLost: name = "ObjectLostError"; break;
         case StatusCode::kActorDied: name = "ActorDiedError"; break;
+        case StatusCode::kActorUnavailable: name = "ActorUnavailableError"; break;
+        case StatusCode::kCancelled: name = "TaskCancelledError"; break;
         case StatusCode::kInfeasible: name = "InfeasibleError"; break;
         case StatusCode::kCollectiveFailed: name = "CollectiveError"; break;
         case StatusCode::kNotFound: name = "NotFoundError"; break;

@@ -124,7 +124,7 @@ void BindTasks(pyb::module_& m) {
          int max_restarts, int max_task_retries, const std::string& actor_name, bool detached,
          const std::map<std::string, double>& resources, int strategy, pyb::bytes affinity_node,
          bool affinity_soft, int generator, int64_t backpressure, int bundle_index, bool calls_unordered,
-         pyb::bytes runtime_env, pyb::object labels) {
+         pyb::bytes runtime_env, pyb::object labels, double placement_cpus, int call_max_task_retries) {
         auto core = RequireCore();
         TaskRequest req;
         req.kind = static_cast<rpc::TaskKind>(kind);
@@ -144,6 +144,8 @@ void BindTasks(pyb::module_& m) {
           if (!t.is_none()) req.parent_task_id = t.cast<pyb::tuple>()[0].cast<std::string>();
         }
         req.calls_unordered = calls_unordered;
+        req.placement_cpus = placement_cpus;
+        req.call_max_task_retries = call_max_task_retries;
         // (strategy | kCaptureFlag: a placement group that captures its children)
         bool capture = (strategy & kCaptureFlag) != 0;
         bool no_capture = (strategy & kNoCaptureFlag) != 0;
@@ -221,7 +223,8 @@ void BindTasks(pyb::module_& m) {
       pyb::arg("resources") = std::map<std::string, double>(), pyb::arg("strategy") = 0,
       pyb::arg("affinity_node") = pyb::bytes(), pyb::arg("affinity_soft") = false, pyb::arg("generator") = 0,
       pyb::arg("backpressure") = 0, pyb::arg("bundle_index") = -1,
-      pyb::arg("calls_unordered") = false, pyb::arg("runtime_env") = pyb::bytes(), pyb::arg("labels") = pyb::none());
+      pyb::arg("calls_unordered") = false, pyb::arg("runtime_env") = pyb::bytes(), pyb::arg("labels") = pyb::none(),
+      pyb::arg("placement_cpus") = 0.0, pyb::arg("call_max_task_retries") = -2);
 
   // Runtime environments (python/phalanx/_private/runtime_env.py): what
   // submit_task's runtime_env takes, made from (env_vars as sorted (name,

@@ -46,7 +46,7 @@ def nodes():
         n = dict(n)
         n.update(NodeID=n["node_id"], Alive=n["alive"], NodeManagerAddress=n["address"],
                  NodeManagerHostname=_socket.gethostname() if n["address"] in ("127.0.0.1", "localhost")
-                 else n["address"], NodeManagerPort=n["port"], NodeName=n["address"],
+                 else n["address"], NodeManagerPort=n["port"], NodeName=n.get("node_name") or n["address"],
                  RayletSocketName=n["socket_path"], Resources=dict(n["resources_total"]),
                  Labels=dict(n["labels"]), MetricsExportPort=n["metrics_export_port"])
         out.append(n)
@@ -96,9 +96,9 @@ def _make_remote(obj, options):
     return RemoteFunction(obj, options)
 
 
-from phalanx.util.placement_group import PlacementGroupID  # noqa: E402  (Ray's ray.PlacementGroupID)
+from phalanx._private.ids import ActorID, JobID, NodeID, PlacementGroupID, TaskID  # noqa: E402  (Ray's ids)
 
-__all__ = ["PlacementGroupID", "init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "cluster_stats",
+__all__ = ["PlacementGroupID", "NodeID", "JobID", "ActorID", "TaskID", "init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel", "cluster_stats",
            "available_resources", "cluster_resources", "get_runtime_context", "exceptions", "util",
            "TaskCancelledError",
            "get_actor", "kill", "checkpoint", "method", "get_gpu_ids", "InfeasibleError", "nodes", "get_node_id",

@@ -357,6 +357,13 @@ class ActorClass:
         placement = resources if self._resources_given else dict(resources, CPU=1)
         return bundle_misfit(strategy, resources, placement, self._cls.__qualname__)
 
+    def _placement_cpus(self, opts):
+        """Ray's actor that asks for no resources: placed where 1 CPU is free, holding none once there (in a
+        placement group its bundle places it)."""
+        if self._resources_given or getattr(scheduling_strategy_of(opts), "placement_group", None) is not None:
+            return 0.0
+        return 1.0
+
     def _register(self):
         if self._function_id is None:
             try:
@@ -409,7 +416,8 @@ class ActorClass:
                                  max_restarts=opts["max_restarts"], max_task_retries=opts["max_task_retries"],
                                  actor_name=full_name, detached=lifetime == "detached",
                                  resources=resource_map(opts), calls_unordered=self._runs_concurrently(opts),
-                                 runtime_env=runtime_env.resolve(opts.get("runtime_env")), **_strategy_kw(opts))
+                                 runtime_env=runtime_env.resolve(opts.get("runtime_env")),
+                                 placement_cpus=self._placement_cpus(opts), **_strategy_kw(opts))
         ready = refs[0]
         scoped = lifetime != "detached"  # it ends when all its handles are gone (named or not, as in Ray)
         handle = ActorHandle(ready.task_id(), self._function_id, self._name, self._methods,
@@ -550,9 +558,10 @@ class ActorMethod:
             if count != 0:
                 encoded.append(retry_arg(1 << 30 if count == -1 else count, self._retry[1]))
         mode, n, backpressure = self._plan
+        own = self._retry[0] if self._retry is not None and self._retry[0] is not None else -2  # (-2: the actor's)
         refs = _core.submit_task(h._function_id, full, encoded, n, 0.0, 0, contained, kind=_KIND_METHOD,
                                  actor_id=h._actor_id, method_name=self._name, generator=mode,
-                                 backpressure=backpressure)
+                                 backpressure=backpressure, call_max_task_retries=own)
         if mode:
             return generator.wrap(refs, mode, backpressure)
         if n == 1:

@@ -28,7 +28,8 @@ from phalanx.exceptions import GetTimeoutError
 # Ray's defaults for Cluster.add_node (python/ray/cluster_utils.py), less what phalanx does not have.
 _NODE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "object_store_memory": 150 * 1024 * 1024}
 _FAST_FAILURE = {"heartbeat_ms": 200, "node_dead_after_ms": 1500}
-_NODE_ARGS = {"num_cpus", "num_gpus", "resources", "object_store_memory", "labels", "_system_config", "env_vars"}
+_NODE_ARGS = {"num_cpus", "num_gpus", "resources", "object_store_memory", "labels", "_system_config", "env_vars",
+              "memory", "node_name", "include_dashboard", "enable_object_reconstruction"}
 
 
 class ClusterNode:
@@ -105,8 +106,11 @@ class Cluster:
 
     def add_node(self, wait=True, **node_args):
         """Starts a node (the first is the head): num_cpus (default 1), num_gpus, resources, object_store_memory,
-        _system_config (raylet settings, e.g. {"heartbeat_ms": 100}). Returns its ClusterNode; with `wait`,
-        once the GCS has it."""
+        memory (bytes: the node's "memory" resource), labels, node_name (ray.nodes()' NodeName; default: its
+        address), _system_config (raylet settings, e.g. {"heartbeat_ms": 100}). include_dashboard is taken and
+        has no effect (a Cluster's nodes run no dashboard; `phalanx dashboard` serves one), and so is
+        enable_object_reconstruction (lineage reconstruction is always on: docs/fault-tolerance.md). Returns its
+        ClusterNode; with `wait`, once the GCS has it."""
         unknown = set(node_args) - _NODE_ARGS
         if unknown:
             raise ValueError(f"Cluster.add_node(): unknown argument(s) {sorted(unknown)}; "
@@ -123,6 +127,10 @@ class Cluster:
             extra += ["--resources", json.dumps(args["resources"])]
         if args.get("labels"):
             extra += ["--labels", _labels.raylet_flag(_labels.check_node_labels(args["labels"]))]
+        if args.get("memory"):
+            extra += ["--memory", str(int(args["memory"]))]
+        if args.get("node_name"):
+            extra += ["--node-name", str(args["node_name"])]
         before = {n["node_id"] for n in all_nodes(self._redis)}
         sock = self._procs.start_raylet(self._redis, args["num_cpus"], args["object_store_memory"],
                                         extra_args=extra)
@@ -145,6 +153,7 @@ class Cluster:
                     node.node_id = n["node_id"]
                     node.metrics_export_port = n["metrics_export_port"]
                     node.address_info["metrics_export_port"] = n["metrics_export_port"]
+                    node.address_info["node_id"] = n["node_id"]
                     return
             if not node.all_processes_alive():
                 raise RuntimeError(f"the node's raylet exited at start (logs in {self.session_dir}/logs)")

@@ -233,9 +233,15 @@ class UnserializableException(PhalanxError):
                 f"{self.original_stack_trace}")
 
 
+class ActorUnavailableError(ActorDiedError):
+    """Ray's: the actor is restarting (or its process just died and it will restart), so a call it could not take
+    fails (max_task_retries spent: with the default 0, a call made while it restarts fails at once, as Ray's
+    at-most-once calls do). Calls made once it is back run. A RayActorError, as in Ray."""
+
+
 _CODE_TO_CLASS = {8: WorkerCrashedError, 9: ObjectLostError, 5: ObjectStoreFullError,
                   4: UnavailableError, 3: GetTimeoutError, 11: ActorDiedError, 2: NotFoundError,
-                  12: InfeasibleError, 13: CollectiveError, 14: TaskCancelledError}
+                  12: InfeasibleError, 13: CollectiveError, 14: TaskCancelledError, 15: ActorUnavailableError}
 
 
 def error_for_code(code, message):
@@ -247,7 +253,6 @@ def error_for_code(code, message):
 RayError = PhalanxError
 RayTaskError = TaskError
 RayActorError = ActorDiedError
-ActorUnavailableError = UnavailableError
 RaySystemError = PhalanxError
 ObjectFetchTimedOutError = GetTimeoutError
 ObjectReconstructionFailedError = ObjectLostError

@@ -142,6 +142,24 @@ class ObjectRefGenerator:
         self._available, self._ended = _core.stream_next(self._task_id, self._next, wait_ms)
         return self._next < self._available or self._ended
 
+    def next_ready(self):
+        """Ray's: whether next() returns at once, with an item or with the generator's error (True), or would
+        wait or raise StopIteration (False)."""
+        if self._done:
+            return False
+        if self._ready_now() and self._next < self._available:
+            return True
+        if not self._ended:
+            return False
+        try:  # every item is read: next() gives the error the generator ended with, if any
+            (kind, payload), = _core.get([self._ref.binary()], 0)
+            if kind not in (0, 1, 2):  # (its end is not here yet)
+                return False
+            ser.resolve(kind, payload)
+        except Exception:  # noqa: BLE001 - the task failed or its process died
+            return True
+        return False
+
     def completed(self):
         """The ref that is ready once the generator has finished (its value:
         how many items it made; it raises the generator's error)."""

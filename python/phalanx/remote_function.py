@@ -58,8 +58,10 @@ def scheduling_strategy_of(opts):
 
 def strategy_args(strategy):
     """(strategy code, affinity node or placement group id, soft, bundle index) for submit_task."""
-    if strategy in (None, "DEFAULT"):
+    if strategy is None:
         return 0, b"", False, -1
+    if strategy == "DEFAULT":  # (given: as Ray's, not captured into its submitter's placement group either)
+        return 512, b"", False, -1  # (the binding's kNoCaptureFlag)
     if strategy == "SPREAD":
         return 1, b"", False, -1
     if isinstance(strategy, NodeAffinitySchedulingStrategy):

@@ -74,6 +74,8 @@ def _resource_args(a):
         extra += ["--labels", _labels.raylet_flag(_read_labels(a.labels))]
     if a.metrics_export_port is not None:
         extra += ["--metrics-export-port", str(a.metrics_export_port)]
+    if a.node_name:
+        extra += ["--node-name", a.node_name]
     return extra
 
 
@@ -499,6 +501,7 @@ def parser():
                    "95%% full)")
     s.add_argument("--node-ip", default="127.0.0.1")
     s.add_argument("--labels", help='the node\'s labels (what label_selector= matches): "zone=a,gpu=h100" or JSON')
+    s.add_argument("--node-name", help="the node's name (phalanx.nodes()' NodeName; default: its address)")
     s.add_argument("--metrics-export-port", type=int, help="the node's Prometheus endpoint (default: a free port, "
                    "in phalanx.nodes()'s MetricsExportPort; docs/observability.md)")
     s.add_argument("--tls", action="store_true",

@@ -102,7 +102,7 @@ class ActorManagerTest : public ::testing::Test {
 
   // Creates an actor (its creation submitted and ready) needing `cpus`.
   std::string Create(double cpus, int max_restarts = 0, int max_task_retries = 0, const std::string& name = "",
-                     const std::string& placement_group = "", bool unordered = false) {
+                     const std::string& placement_group = "", bool unordered = false, double placement_cpus = 0) {
     rpc::TaskSpec s;
     s.set_task_id(Id(++next_));
     s.set_actor_id(s.task_id());
@@ -113,6 +113,7 @@ class ActorManagerTest : public ::testing::Test {
     s.set_actor_name(name);
     s.set_placement_group_id(placement_group);
     s.set_calls_unordered(unordered);
+    s.set_placement_cpus(placement_cpus);
     s.set_caller_id(creator_);
     s.set_detached(detached_);
     tasks_.Submit(s);
@@ -291,6 +292,54 @@ TEST_F(ActorManagerTest, ARestartedActorRetriesTheInterruptedCallPerMaxTaskRetri
   // A second death is past max_restarts=1: it dies for good.
   Crash(a, "worker process 43 exited");
   EXPECT_NE(tasks_.failed[running].find("max_restarts=1"), std::string::npos);
+}
+
+// Ray's actor that asks for no resources: placed only where a CPU is free,
+// holding none once there, so a second one fits beside it.
+TEST_F(ActorManagerTest, AnActorOfNoResourcesIsPlacedWhereACpuIsFreeAndHoldsNone) {
+  pool_.idle = 3;
+  std::vector<int> none;
+  ASSERT_TRUE(ledger_.TryAcquire(ResourceSet({{"CPU", 2}}), &none));  // (tasks hold both CPUs)
+  std::string a = Create(0, 0, 0, "", "", false, /*placement_cpus=*/1);
+  actors_.PlacePending();
+  EXPECT_TRUE(tasks_.pushed.empty()) << "no CPU free: it waits";
+  ledger_.Release(ResourceSet({{"CPU", 1}}), {});
+  actors_.PlacePending();
+  EXPECT_EQ(tasks_.pushed, std::vector<std::string>{a});
+  EXPECT_DOUBLE_EQ(ledger_.available().Get("CPU"), 1) << "placed, it holds none";
+  std::string b = Create(0, 0, 0, "", "", false, /*placement_cpus=*/1);
+  actors_.PlacePending();
+  EXPECT_EQ(tasks_.pushed, (std::vector<std::string>{a, b}));
+}
+
+// Ray's at-most-once calls: with max_task_retries=0, a call made while the
+// actor restarts fails at once (ActorUnavailableError), as does the call its
+// process died running; a call's own max_task_retries makes it wait.
+TEST_F(ActorManagerTest, ACallWithoutRetriesToARestartingActorFailsAsUnavailable) {
+  pool_.idle = 2;
+  std::string a = Create(1, /*max_restarts=*/1, /*max_task_retries=*/0);
+  actors_.PlacePending();
+  Alive(a);
+  std::string running = Call(a);
+  Crash(a, "worker process 42 was killed by signal 9");
+  EXPECT_EQ(tasks_.codes[running], StatusCode::kActorUnavailable) << tasks_.failed[running];
+  std::string during = Call(a);
+  EXPECT_EQ(tasks_.codes[during], StatusCode::kActorUnavailable);
+  EXPECT_NE(tasks_.failed[during].find("The actor is restarting"), std::string::npos) << tasks_.failed[during];
+  rpc::TaskSpec s;  // .options(max_task_retries=-1): it waits for the new process
+  s.set_task_id(Id(++next_));
+  s.set_actor_id(a);
+  s.set_kind(rpc::TASK_ACTOR_METHOD);
+  s.set_method_name("incr");
+  s.set_caller_id("driver");
+  s.set_call_max_task_retries(-1);
+  tasks_.Submit(s);
+  ASSERT_TRUE(actors_.OnMethodSubmitted(s));
+  actors_.OnTaskReady(s);
+  actors_.PlacePending();
+  Alive(a);
+  EXPECT_EQ(tasks_.pushed.back(), s.task_id());
+  EXPECT_EQ(tasks_.failed.count(s.task_id()), 0u);
 }
 
 TEST_F(ActorManagerTest, NamesAreUniqueWhileTheActorLives) {

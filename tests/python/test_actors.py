@@ -134,8 +134,11 @@ def test_restart_after_kill_9_reruns_constructor(cluster):
 
 def test_crash_past_max_restarts_is_actor_died(cluster):
     c = Counter.options(max_restarts=1).remote()
-    with pytest.raises(phalanx.ActorDiedError, match="died while running die"):
-        phalanx.get(c.die.remote(), timeout=30)  # max_task_retries=0: not retried
+    # max_task_retries=0: not retried; the actor lives on (it restarts), so the call is unavailable, as Ray's
+    with pytest.raises(phalanx.exceptions.ActorUnavailableError, match="died while running die"):
+        phalanx.get(c.die.remote(), timeout=30)
+    # (a call of its own max_task_retries waits for the new process, where one without would fail at once)
+    phalanx.get(c.add.options(max_task_retries=-1).remote(), timeout=30)
     with pytest.raises(phalanx.ActorDiedError, match=r"max_restarts=1"):
         phalanx.get(c.die.remote(), timeout=30)  # second death: no restarts left
     with pytest.raises(phalanx.ActorDiedError):

@@ -84,6 +84,8 @@ class InitOptions:
             args += ["--node-ip", str(self.given["_node_ip_address"])]
         if self.given.get("_memory"):
             args += ["--memory", str(int(self.given["_memory"]))]
+        if self.given.get("_node_name"):
+            args += ["--node-name", str(self.given["_node_name"])]
         if self.labels:
             args += ["--labels", _labels.raylet_flag(self.labels)]
         return args

@@ -35,7 +35,7 @@ from phalanx._private.task_options import MAX_CALLS_ARG, RETRY_ARG  # (nor the f
 from phalanx import logging_config
 from phalanx._private import runtime_env, worker_output
 from phalanx._private.worker_streams import (_run_async_generator, _run_generator, _Stream, error_value,
-                                             remote_traceback, task_title)
+                                             remote_traceback, resolve_arg, task_title)
 from phalanx.exceptions import (ActorDiedError, RuntimeEnvSetupError, SerializationError, TaskCancelledError,
                                 TaskError, UnavailableError, WorkerCrashedError)
 
@@ -92,15 +92,21 @@ def _set_threads(n):
         torch.set_num_threads(n)
 
 
-def _load_function(function_id):
+def _load_function(function_id, kind=0):
     fn = _functions.get(function_id)
     if fn is None:
         name, pickled = _core.get_function(function_id, 60000)
         try:
             fn = cloudpickle.loads(pickled)
         except Exception as e:
-            raise SerializationError(f"cannot load remote function {name} in the worker: "
-                                     f"{type(e).__name__}: {e}") from e
+            # Ray's words; printed too, so that the driver sees why (log_to_driver) even where it never gets the
+            # error (an actor's constructor: its calls fail with ActorDiedError).
+            what = f"The actor with name {name.rpartition('.')[2]}" if kind == 1 else "The remote function"
+            why = (f"{what} failed to import on the worker. This may be because needed library dependencies are "
+                   f"not installed in the worker environment or cannot be found from sys.path {sys.path}:\n\n"
+                   f"{traceback.format_exc()}")
+            print(f"RuntimeError: {why}", file=sys.stderr, flush=True)
+            raise RuntimeError(why) from e
         _functions[function_id] = fn
     return fn
 
@@ -156,7 +162,7 @@ def _callable_for(kind, function_id, actor_id, method_name):
         if fn is not None:
             return fn.__get__(instance, cls)
         return getattr(instance, method_name)
-    return _load_function(function_id)  # a function, or the class for a creation
+    return _load_function(function_id, kind)  # a function, or the class for a creation
 
 
 def _retry_or_raise(e, attempt, retry, name):
@@ -197,7 +203,7 @@ def _resolve_args(args):
     """(positional, keyword, concurrency option, retry option) of a call's arguments."""
     pos, kw, concurrency, retry = [], {}, None, None
     for keyword, arg_kind, payload in args:
-        value = ser.resolve(arg_kind, payload)
+        value = resolve_arg(arg_kind, payload)
         if keyword == CONCURRENCY_ARG:
             concurrency = value
         elif keyword == RETRY_ARG:
@@ -345,7 +351,7 @@ def run_task(task):
         concurrency = retry = None
         pos, kw = [], {}
         for keyword, arg_kind, payload in args:
-            value = ser.resolve(arg_kind, payload)
+            value = resolve_arg(arg_kind, payload)
             if not keyword:
                 pos.append(value)
             elif keyword == CONCURRENCY_ARG:
@@ -413,6 +419,7 @@ def run_task(task):
                 _core.kill_actor(actor_id, True, 10000)  # (no restart, as exit_actor(); the raylet ends us)
             raise
     finally:
+        worker_output.end_of_task()
         state.current_task.reset(context)
     _core.task_done(task_id, returns, time.perf_counter() - start, error, False, name)
     if _checkpoint_every and kind == 2 and time.monotonic() >= _checkpoint_due:

@@ -2,8 +2,8 @@
 before, and each whole line also to the driver of the job it works for (Ray's log_to_driver), tagged with
 the function's or the actor class's name: the raylet adds the pid and the node's address and appends the
 lines to the job's stream in the GCS (scheduler/output_relay.h), which the driver prints
-(log_stream.py). A line waits for its end ("\\n") or a flush. What the process writes to its file
-descriptors directly (C extensions, subprocesses) reaches the log file only: docs/ray_compat.md."""
+(log_stream.py). A line waits for its end ("\\n"), a flush, or the end of the task. What the process writes
+to its file descriptors directly (C extensions, subprocesses) reaches the log file only: docs/ray_compat.md."""
 import io
 import threading
 
@@ -87,6 +87,15 @@ class DriverTee(io.TextIOBase):
 
     def __getattr__(self, name):
         return getattr(self.__dict__["_stream"], name)
+
+
+def end_of_task():
+    """What the task printed without ending its line goes to the driver now (Ray's does too: its log monitor
+    reads the worker's file), not with whatever the next task prints."""
+    import sys
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, DriverTee) and stream._partial:
+            stream.flush()
 
 
 def install(whose):

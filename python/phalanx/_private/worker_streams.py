@@ -14,11 +14,38 @@ from phalanx.exceptions import SerializationError, TaskCancelledError, TaskError
 from phalanx.generator import DynamicObjectRefGenerator
 
 
+class ArgumentFailed(Exception):
+    """An argument of the call holds its task's error (`error`, a TaskError): the call does not run."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
+
+
+def resolve_arg(kind, payload):
+    """An argument's value (serialization.resolve); its task's error as ArgumentFailed."""
+    try:
+        return ser.resolve(kind, payload)
+    except TaskError as e:
+        raise ArgumentFailed(e) from None
+
+
 def error_value(name, e, final=False):
-    """The stored form of an error: an argument's task's error (or a `final` one) passes on
-    unchanged, anything else becomes a TaskError with its traceback (remote_traceback: Ray's text)."""
-    if final or isinstance(e, (TaskError, TaskCancelledError)):
+    """The stored form of an error, in Ray's words (its RayTaskError texts): a TaskError with the call's own
+    traceback (remote_traceback); for one raised by a get in the call (another task's error), that error's
+    text after the call's frames; for an argument that holds its task's error, 'At least one of the input
+    arguments ...' and that error's text. A `final` error, or a cancellation, passes on unchanged; the class
+    of the error is still the first cause's (`except ValueError` catches it, as in Ray)."""
+    if final or isinstance(e, TaskCancelledError):
         err = e
+    elif isinstance(e, ArgumentFailed):
+        text = (f"{_header(name)}\n  At least one of the input arguments for this task could not be computed:\n"
+                f"ray.exceptions.RayTaskError: {e.error}")
+        err = TaskError.make(name, text, e.error.cause)
+    elif isinstance(e, TaskError):
+        text = remote_traceback(traceback.format_exc(), name)
+        text = text.replace(f"\n{TaskError.__module__}.RayTaskError", "\nray.exceptions.RayTaskError")
+        err = TaskError.make(name, text, e.cause)
     else:
         err = TaskError.make(name, remote_traceback(traceback.format_exc(), name), e)
     return ser.serialize_error(err)
@@ -52,10 +79,9 @@ def task_title(kind, name):
     return "ray::" + name.rpartition(".")[2]
 
 
-def remote_traceback(text, name):
-    """A task's traceback as Ray's RayTaskError reads: `ray::f() (pid=..., ip=...)` (an actor's call:
-    `ray::A.f() (pid=..., ip=..., actor_id=..., repr=<repr of the actor>)`) in place of `Traceback (most
-    recent call last):`, and without phalanx's own frames (the worker's run_task and the like)."""
+def _header(name):
+    """The first line of the running call's error text: `ray::f() (pid=..., ip=...)`, with the actor's id and
+    repr for an actor's call."""
     task = state.current_task.get()
     kind = task.kind if task is not None else 0
     header = f"{task_title(kind, name)}() (pid={os.getpid()}, ip={_node_ip()}"
@@ -68,7 +94,14 @@ def remote_traceback(text, name):
         except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the task's error
             shown = f"<{type(instance).__name__} object>"
         header += f", actor_id={task.actor_id.hex()}, repr={shown}"
-    header += ")"
+    return header + ")"
+
+
+def remote_traceback(text, name):
+    """A task's traceback as Ray's RayTaskError reads: `ray::f() (pid=..., ip=...)` (an actor's call:
+    `ray::A.f() (pid=..., ip=..., actor_id=..., repr=<repr of the actor>)`) in place of `Traceback (most
+    recent call last):`, and without phalanx's own frames (the worker's run_task and the like)."""
+    header = _header(name)
     out = []
     skipping = False
     for line in text.rstrip("\n").split("\n"):

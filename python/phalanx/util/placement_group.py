@@ -13,12 +13,12 @@ STRICT_PACK (one node, or wait), STRICT_SPREAD (a node per bundle, or wait).
 The raylet of the creating process reserves the bundles in two phases (each
 node sets its bundle aside, then all commit, or all give back and the group
 waits); a group whose node dies has those bundles placed again."""
-import os
 import pickle
 import time
 
 from phalanx import _core
 from phalanx._private import api, state
+from phalanx._private.ids import PlacementGroupID  # noqa: F401  (here, as before: ray.util.placement_group's)
 from phalanx.exceptions import NotFoundError
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -48,37 +48,6 @@ def _check_bundles(bundles):
                              f"amount, e.g. {{'CPU': 1}}")
         out.append(clean)
     return out
-
-
-class PlacementGroupID(bytes):
-    """A placement group's id (Ray's ray.PlacementGroupID): bytes that also answer Ray's id methods."""
-
-    SIZE = 16
-
-    def binary(self):
-        return bytes(self)
-
-    def is_nil(self):
-        return not self or self == b"\xff" * len(self)
-
-    @classmethod
-    def from_random(cls):
-        return cls(os.urandom(cls.SIZE))
-
-    @classmethod
-    def from_binary(cls, data):
-        return cls(data)
-
-    @classmethod
-    def from_hex(cls, text):
-        return cls(bytes.fromhex(text))
-
-    @classmethod
-    def nil(cls):
-        return cls(b"\xff" * cls.SIZE)
-
-    def __repr__(self):
-        return f"PlacementGroupID({self.hex()})"
 
 
 class PlacementGroup:
@@ -205,10 +174,14 @@ def _refuse_taken_name(name):
 
 
 def remove_placement_group(placement_group):
-    """Gives the group's bundles back; its actors die, its waiting tasks fail."""
+    """Gives the group's bundles back; its actors die, its running tasks end with their workers, its waiting
+    tasks fail. A group the cluster does not know (or one removed already) is left alone, as in Ray."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError(f"remove_placement_group() takes a PlacementGroup, got {type(placement_group).__name__}")
-    _core.placement_group_call(1, placement_group.id, "", "", _TIMEOUT_MS)
+    try:
+        _core.placement_group_call(1, placement_group.id, "", "", _TIMEOUT_MS)
+    except NotFoundError:
+        pass
 
 
 def _lookup(pg_id, name):

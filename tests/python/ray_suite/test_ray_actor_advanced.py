@@ -263,8 +263,9 @@ def test_deleted_actor_no_restart(ray_start_regular):
     pid = ray.get(a.getpid.remote())
 
 
-@phalanx_differs("actors of the default resources are placed on the driver's node: the loop creating actors until "
-                 "one lands on the added node never ends here", run=False)
+@phalanx_differs("hangs here (pytest's 120 s timeout): once default actors spread over the nodes, the loop "
+                 "creating actors until one lands on the added node ends, and the rest does not yet; not understood",
+                 run=False)
 def test_exception_raised_when_actor_node_dies(ray_start_cluster_head):
     cluster = ray_start_cluster_head
     remote_node = cluster.add_node()

@@ -78,8 +78,6 @@ def test_zero_cpus(shutdown_only, init_kwargs):
     ray.get(x)
 
 
-@phalanx_differs("an actor that asks for no resources is placed on a node of 0 CPUs; Ray places it as if it "
-                 "needed 1 CPU (and runs it with 0), so on the node of 2 CPUs")
 def test_zero_cpus_actor(ray_start_cluster):
     cluster = ray_start_cluster
     cluster.add_node(num_cpus=0)

@@ -75,8 +75,6 @@ class CaptureOutputAndError:
         self.captured_output_and_error["err"] = self.error_buffer.getvalue()
 
 
-@phalanx_differs("what a task prints without a newline (print(i, end=' ')) never reaches the "
-                 "driver; whole lines do")
 def test_logging_to_driver(shutdown_only, init_kwargs):
     ray.init(num_cpus=1, log_to_driver=True, **init_kwargs)
 

@@ -394,11 +394,6 @@ def test_locality_aware_scheduling_for_dead_nodes(ray_start_cluster):
     assert target_node == node3.node_id or target_node == node4.node_id
 
 
-@phalanx_differs(
-    "a call to an actor that is RESTARTING with max_task_retries=0 is queued until the restart ends instead of "
-    "failing at once with RayActorError; here the restart waits on a signal sent after that get, so it hangs",
-    run=False,
-)
 def test_actor_task_fast_fail(ray_start_cluster):
     # Explicitly set `max_task_retries=0` here to show the test scenario.
     @ray.remote(max_restarts=1, max_task_retries=0)

@@ -284,9 +284,6 @@ module = __import__(module_name)
 """
 
 
-@phalanx_differs("an actor whose class cannot be unpickled on the worker (a module only the driver has) "
-                 "prints nothing on the driver's stderr; Ray prints the worker's ModuleNotFoundError and "
-                 "'RuntimeError: The actor with name Foo failed to import on the worker ...'")
 @pytest.mark.skipif(sys.platform == "win32", reason="Failing on Windows.")
 def test_fail_importing_actor(ray_start_regular):
     script = _FAIL_IMPORTING_PRELUDE.format(address=ray_start_regular.address_info["address"]) + """
@@ -314,9 +311,6 @@ sleep(3)
     assert "RuntimeError: The actor with name Foo failed to import" in err_str
 
 
-@phalanx_differs("a function that cannot be unpickled on the worker fails with SerializationError 'cannot "
-                 "load remote function ...' (Ray: 'RuntimeError: The remote function failed to import on the worker "
-                 "...', the ModuleNotFoundError as its cause)")
 def test_fail_importing_task(ray_start_regular):
     script = _FAIL_IMPORTING_PRELUDE.format(address=ray_start_regular.address_info["address"]) + """
 # Define an actor that closes over this temporary module. This should

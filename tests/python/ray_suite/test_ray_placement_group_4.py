@@ -29,9 +29,6 @@ def is_placement_group_removed(pg):
     return ray.util.placement_group_table(pg)["state"] == "REMOVED"
 
 
-@phalanx_differs("once the group is removed its actor's calls raise ActorDiedError without Ray's 'actor died' "
-                 "wording, and its running task raises InfeasibleError ('its placement group was removed') where Ray "
-                 "raises WorkerCrashedError")
 def test_remove_placement_group(ray_start_cluster):
     cluster = ray_start_cluster
     cluster.add_node(num_cpus=4)

@@ -104,8 +104,8 @@ def test_load_balancing(ray_start_cluster):
     attempt_to_load_balance(f, [], 1000, num_nodes, 100)
 
 
-@phalanx_differs("cluster_utils' add_node takes no memory= (Ray: the node's memory resource), "
-                 "so the cluster is not built")
+@phalanx_differs("no hybrid policy: tasks that fit the submitting node run there (4 of 4 on the head) until it is "
+                 "full, where Ray spreads them once a node is half used (scheduler_spread_threshold)")
 def test_hybrid_policy_threshold(ray_start_cluster):
     cluster = ray_start_cluster
 
@@ -261,8 +261,6 @@ def test_load_balancing_with_dependencies(ray_start_cluster):
     attempt_to_load_balance(f, [x], 100, num_nodes, 20)
 
 
-@phalanx_differs("cluster_utils' add_node takes no memory= (Ray: the node's memory resource), "
-                 "so the cluster is not built")
 def test_spillback_waiting_task_on_oom(ray_start_cluster):
     # This test ensures that tasks are spilled if they are not schedulable due
     # to lack of object store memory.

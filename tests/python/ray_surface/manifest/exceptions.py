@@ -9,7 +9,7 @@ NAMES = [
     ("ray.exceptions.TaskUnschedulableError", "exceptions", "has", ""),
     ("ray.exceptions.ActorDiedError", "exceptions", "has", ""),
     ("ray.exceptions.ActorUnschedulableError", "exceptions", "has", ""),
-    ("ray.exceptions.ActorUnavailableError", "exceptions", "has", "phalanx's UnavailableError (also NodeDiedError)"),
+    ("ray.exceptions.ActorUnavailableError", "exceptions", "has", ""),
     ("ray.exceptions.AsyncioActorExit", "exceptions", "has", ""),
     ("ray.exceptions.LocalRayletDiedError", "exceptions", "has", ""),
     ("ray.exceptions.WorkerCrashedError", "exceptions", "has", ""),
