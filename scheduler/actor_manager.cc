@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
 #include "core/ids.h"
@@ -398,10 +397,7 @@ bool ActorManager::PlaceByStrategy(Actor& a, std::string* why, bool* wait) {
   if (c.strategy() == rpc::STRATEGY_NODE_AFFINITY && !c.affinity_soft()) {
     // A node that has just joined reaches this node's view at its first
     // heartbeat here: look again for a while before failing.
-    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch()).count();
-    if (a.affinity_missed_since == 0) a.affinity_missed_since = now;
-    if (now - a.affinity_missed_since < kAffinityLookMs) {
+    if (StillLooking(&a.affinity_missed_since, kAffinityLookMs)) {
       a.strategy_tried = false;
       *wait = true;
       RetrySoon(kAffinityRetryMs);

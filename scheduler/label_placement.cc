@@ -19,15 +19,17 @@ LabelPlacement PlaceByLabels(RemoteNodes& remote, const rpc::TaskSpec& spec, con
     p.node = where.value();
     return p;
   }
+  p.why = where.status().message();
+  p.first_miss = *unmet_since == 0;
+  p.kind = StillLooking(unmet_since, timeout_ms) ? LabelPlacement::kWait : LabelPlacement::kFail;
+  return p;
+}
+
+bool StillLooking(int64_t* since, int64_t window_ms) {
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::steady_clock::now().time_since_epoch()).count();
-  p.why = where.status().message();
-  if (*unmet_since == 0) {
-    *unmet_since = now;
-    p.first_miss = true;
-  }
-  p.kind = now - *unmet_since >= timeout_ms ? LabelPlacement::kFail : LabelPlacement::kWait;
-  return p;
+  if (*since == 0) *since = now;
+  return now - *since < window_ms;
 }
 
 }  // namespace phalanx::scheduler

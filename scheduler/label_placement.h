@@ -26,6 +26,11 @@ struct LabelPlacement {
 // Whether `spec` is placed by its labels (it has a selector, and the default or SPREAD strategy).
 bool PlacedByLabels(const rpc::TaskSpec& spec);
 
+// Whether a placement that missed (its labels, or its hard affinity's node,
+// not in this node's view) is still within `window_ms` of its first miss:
+// `since` is the caller's record of it (steady ms; 0: none yet), set here.
+bool StillLooking(int64_t* since, int64_t window_ms);
+
 // `unmet_since`: the caller's record of the first miss (steady ms; 0: none yet), updated here.
 LabelPlacement PlaceByLabels(RemoteNodes& remote, const rpc::TaskSpec& spec, const ResourceSet& need,
                              int64_t timeout_ms, int64_t* unmet_since);

@@ -356,10 +356,7 @@ bool TaskManager::PlaceByStrategy(const std::string& task_id, bool* wait) {
     if (t.spec.strategy() == rpc::STRATEGY_NODE_AFFINITY && !t.spec.affinity_soft()) {
       // A node that has just joined reaches this node's view at its first
       // heartbeat here: look again for a while before failing.
-      int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
-      if (t.affinity_missed_since == 0) t.affinity_missed_since = now;
-      if (now - t.affinity_missed_since < kAffinityLookMs) {
+      if (StillLooking(&t.affinity_missed_since, kAffinityLookMs)) {
         t.placed = false;
         After(kAffinityRetryMs, [this, task_id] {
           if (tasks_.count(task_id)) BecomeReady(task_id);
